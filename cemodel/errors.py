@@ -1,0 +1,119 @@
+"""Error types shared by every stage.
+
+A user's mistake and a compiler bug are different types (STYLE.md, habit 4):
+``CemError`` and its subclasses are the user's, shown without a traceback;
+``CemInternalError`` is ours and says how to report it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Span:
+    """A region of a source file: 1-based line and column of its first character."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    def describe(self, filename: str) -> str:
+        return f"{filename}:{self.line}:{self.column}"
+
+
+NO_SPAN = Span(0, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class Source:
+    """The text of a .cem file and the name it is reported under."""
+
+    filename: str
+    text: str
+
+    def line_text(self, line: int) -> str:
+        lines = self.text.splitlines()
+        return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+class CemError(Exception):
+    """A mistake in the user's model, data or command line."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def render(self) -> str:
+        text = f"error: {self.message}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+class CemSourceError(CemError):
+    """A mistake located in .cem source: rendered as file:line:col, the line, a caret."""
+
+    def __init__(
+        self, message: str, span: Span, source: Source | None = None, *, hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.span = span
+        self.source = source
+
+    def with_source(self, source: Source) -> CemSourceError:
+        return type(self)(self.message, self.span, source, hint=self.hint)
+
+    def render(self) -> str:
+        filename = self.source.filename if self.source else "<model>"
+        head = f"{self.span.describe(filename)}: error: {self.message}"
+        parts = [head]
+        if self.source is not None and self.span.line > 0:
+            line = self.source.line_text(self.span.line)
+            width = 1
+            if self.span.end_line == self.span.line and self.span.end_column > self.span.column:
+                width = self.span.end_column - self.span.column
+            parts.append(f"    {line}")
+            parts.append("    " + " " * (self.span.column - 1) + "^" * max(width, 1))
+        if self.hint:
+            parts.append(f"  hint: {self.hint}")
+        return "\n".join(parts)
+
+
+class CemSyntaxError(CemSourceError):
+    """The source does not follow the grammar."""
+
+
+class CemModelError(CemSourceError):
+    """The source parses but does not describe a valid model (names, shapes, plates)."""
+
+
+class CemConjugacyError(CemSourceError):
+    """The model is valid but not conditionally conjugate where it must be."""
+
+
+class CemDataError(CemError):
+    """Data that does not fit the model: names the variable, the expected and the found."""
+
+
+class CemInternalError(Exception):
+    """A bug in cemodel, not in the user's input."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(
+            f"{message}\nThis is a bug in cemodel. Please report it with the model file and the "
+            "command that triggered it."
+        )
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
+    """A 'did you mean' hint when one candidate is close to ``word``."""
+    close = difflib.get_close_matches(word, sorted(set(candidates)), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else None

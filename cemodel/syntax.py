@@ -1,0 +1,411 @@
+"""Stage 1: .cem source -> AST.
+
+The grammar lives in ``grammar/cem.lark`` (installed as ``cemodel.grammar``).
+Parsing yields a tree of frozen dataclasses, each carrying its source span.
+Syntax errors become ``CemSyntaxError`` with a location, the line and a caret.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+import lark
+from lark.indenter import DedentError, Indenter
+
+from .errors import CemSyntaxError, Source, Span
+
+# ---------------------------------------------------------------------------
+# AST
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Number:
+    value: float
+    is_int: bool
+    span: Span
+
+
+@dataclass(frozen=True)
+class Name:
+    id: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Index:
+    """``base[i, j]``: a reference to one element of a plated variable."""
+
+    base: Name
+    indices: tuple[Expr, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Call:
+    """``func(args)``: a built-in function such as ``dot`` or ``eye``."""
+
+    func: Name
+    args: tuple[Expr, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: str  # one of + - * /
+    left: Expr
+    right: Expr
+    span: Span
+
+
+@dataclass(frozen=True)
+class Neg:
+    operand: Expr
+    span: Span
+
+
+@dataclass(frozen=True)
+class VectorLit:
+    items: tuple[Expr, ...]
+    span: Span
+
+
+Expr = Number | Name | Index | Call | BinOp | Neg | VectorLit
+
+
+@dataclass(frozen=True)
+class ModelDecl:
+    name: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class DimDecl:
+    """``dim K = 20`` (overridable default), ``dim V`` (from data) or ``dim N[D]`` (ragged)."""
+
+    name: str
+    default: int | None
+    ragged_over: Name | None
+    span: Span
+
+
+@dataclass(frozen=True)
+class HyperDecl:
+    name: str
+    value: Expr
+    span: Span
+
+
+@dataclass(frozen=True)
+class TypeSpec:
+    name: str
+    arg: Expr | None
+    span: Span
+
+
+@dataclass(frozen=True)
+class DataDecl:
+    """``data x[n] : vector(P)``: a covariate given with the data, not modelled."""
+
+    name: str
+    indices: tuple[Name, ...]
+    type: TypeSpec
+    span: Span
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    indices: tuple[Name, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Sample:
+    """``x[i] ~ Dist(args)``; ``observe`` marks the left side as data."""
+
+    target: Target
+    dist: Name
+    args: tuple[Expr, ...]
+    observed: bool
+    span: Span
+
+
+@dataclass(frozen=True)
+class PlateSize:
+    dim: Name
+    ragged_index: Name | None
+    span: Span
+
+
+@dataclass(frozen=True)
+class Plate:
+    """``plate docs d in D:`` followed by an indented block."""
+
+    name: str
+    index: str
+    size: PlateSize | None
+    body: tuple[Stmt, ...]
+    span: Span
+
+
+Stmt = ModelDecl | DimDecl | HyperDecl | DataDecl | Sample | Plate
+
+
+@dataclass(frozen=True)
+class Program:
+    source: Source
+    statements: tuple[Stmt, ...]
+
+
+# ---------------------------------------------------------------------------
+# Parser
+# ---------------------------------------------------------------------------
+
+
+class _CemIndenter(Indenter):
+    NL_type = "_NL"
+    OPEN_PAREN_types = ["LPAR", "LSQB"]
+    CLOSE_PAREN_types = ["RPAR", "RSQB"]
+    INDENT_type = "_INDENT"
+    DEDENT_type = "_DEDENT"
+    tab_len = 8
+
+
+@cache
+def _parser() -> lark.Lark:
+    grammar = resources.files("cemodel.grammar").joinpath("cem.lark").read_text()
+    return lark.Lark(
+        grammar,
+        parser="lalr",
+        postlex=_CemIndenter(),
+        propagate_positions=True,
+        maybe_placeholders=False,
+    )
+
+
+def _span(meta: lark.tree.Meta | lark.Token) -> Span:
+    if isinstance(meta, lark.Token):
+        return Span(meta.line or 0, meta.column or 0, meta.end_line or 0, meta.end_column or 0)
+    if getattr(meta, "empty", False):
+        return Span(0, 0, 0, 0)
+    return Span(meta.line, meta.column, meta.end_line, meta.end_column)
+
+
+def _name(tok: lark.Token) -> Name:
+    return Name(str(tok), _span(tok))
+
+
+@lark.v_args(meta=True)
+class _ToAst(lark.Transformer):
+    def start(self, meta, children):
+        return tuple(children)
+
+    def model_decl(self, meta, children):
+        return ModelDecl(str(children[0]), _span(meta))
+
+    def dim_decl(self, meta, children):
+        name = str(children[0])
+        ragged = None
+        default = None
+        for child in children[1:]:
+            if child.type == "NAME":
+                ragged = _name(child)
+            else:
+                default = int(child)
+        return DimDecl(name, default, ragged, _span(meta))
+
+    def hyper_decl(self, meta, children):
+        return HyperDecl(str(children[0]), children[1], _span(meta))
+
+    def data_decl(self, meta, children):
+        name = str(children[0])
+        indices = tuple(_name(t) for t in children[1:-1])
+        return DataDecl(name, indices, children[-1], _span(meta))
+
+    def type_spec(self, meta, children):
+        arg = children[1] if len(children) > 1 else None
+        return TypeSpec(str(children[0]), arg, _span(meta))
+
+    def target(self, meta, children):
+        return Target(str(children[0]), tuple(_name(t) for t in children[1:]), _span(meta))
+
+    def sample(self, meta, children):
+        observed = False
+        if isinstance(children[0], lark.Token) and children[0].type == "OBSERVE":
+            observed = True
+            children = children[1:]
+        target, dist, *args = children
+        return Sample(target, _name(dist), tuple(args), observed, _span(meta))
+
+    def plate_size(self, meta, children):
+        ragged = _name(children[1]) if len(children) > 1 else None
+        return PlateSize(_name(children[0]), ragged, _span(meta))
+
+    def plate(self, meta, children):
+        name, index, *rest = children
+        size = None
+        if rest and isinstance(rest[0], PlateSize):
+            size, rest = rest[0], rest[1:]
+        return Plate(str(name), str(index), size, tuple(rest), _span(meta))
+
+    # expressions
+    def number(self, meta, children):
+        text = str(children[0])
+        is_int = text.isdigit()
+        return Number(float(text), is_int, _span(meta))
+
+    def name(self, meta, children):
+        return _name(children[0])
+
+    def index(self, meta, children):
+        return Index(_name(children[0]), tuple(children[1:]), _span(meta))
+
+    def call(self, meta, children):
+        return Call(_name(children[0]), tuple(children[1:]), _span(meta))
+
+    def vector(self, meta, children):
+        return VectorLit(tuple(children), _span(meta))
+
+    def neg(self, meta, children):
+        return Neg(children[0], _span(meta))
+
+    def _binop(op):  # noqa: N805 - a small factory used in the class body
+        def method(self, meta, children):
+            return BinOp(op, children[0], children[1], _span(meta))
+
+        return method
+
+    add = _binop("+")
+    sub = _binop("-")
+    mul = _binop("*")
+    div = _binop("/")
+
+
+_TOKEN_WORDS = {
+    "_NL": "end of line",
+    "_INDENT": "an indented block",
+    "_DEDENT": "end of block",
+    "NAME": "a name",
+    "INT": "a whole number",
+    "NUMBER": "a number",
+    "TILDE": "'~'",
+    "COLON": "':'",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "COMMA": "','",
+    "EQUAL": "'='",
+    "$END": "end of file",
+}
+
+
+def _describe_expected(expected: set[str]) -> str:
+    words = sorted({_TOKEN_WORDS.get(e, e.lower().strip('"')) for e in expected})
+    if len(words) > 6:
+        words = words[:6] + ["..."]
+    return ", ".join(words)
+
+
+def parse(text: str, filename: str = "<model>") -> Program:
+    """Parse .cem source text into a ``Program``; raises ``CemSyntaxError``."""
+    source = Source(filename, text if text.endswith("\n") else text + "\n")
+    try:
+        tree = _parser().parse(source.text)
+    except lark.exceptions.UnexpectedCharacters as exc:
+        span = Span(exc.line, exc.column, exc.line, exc.column + 1)
+        char = source.text[exc.pos_in_stream] if exc.pos_in_stream < len(source.text) else ""
+        raise CemSyntaxError(
+            f"unexpected character {char!r}", span, source,
+            hint=_hint_for_character(char),
+        ) from None
+    except lark.exceptions.UnexpectedToken as exc:
+        tok = exc.token
+        if tok.type == "$END":
+            line = source.text.rstrip("\n").count("\n") + 1
+            col = len(source.line_text(line)) + 1
+            span = Span(line, col, line, col + 1)
+            found = "end of file"
+        else:
+            line = tok.line or 1
+            span = Span(line, tok.column or 1, tok.end_line or line, tok.end_column or 1)
+            if tok.type == "_INDENT":
+                # the token is placed at the newline before the indented line
+                line = _next_code_line(source, line)
+                col = len(str(tok)) + 1
+                span = Span(line, col, line, col + 1)
+                found = "indentation"
+            elif tok.type in ("_NL", "_DEDENT"):
+                found = "end of line"
+            else:
+                found = repr(str(tok))
+        raise CemSyntaxError(
+            f"unexpected {found}; expected {_describe_expected(set(exc.expected))}",
+            span, source,
+            hint=_hint_for_token(tok, set(exc.expected)),
+        ) from None
+    except lark.exceptions.UnexpectedEOF as exc:
+        line = source.text.rstrip("\n").count("\n") + 1
+        span = Span(line, 1, line, 2)
+        raise CemSyntaxError(
+            f"unexpected end of file; expected {_describe_expected(set(exc.expected))}",
+            span, source,
+        ) from None
+    except DedentError:
+        line = _find_bad_dedent(source.text)
+        raise CemSyntaxError(
+            "this line's indentation matches no enclosing block", Span(line, 1, line, 2), source,
+            hint="indent it exactly as far as the statements of the block it belongs to",
+        ) from None
+    statements = _ToAst().transform(tree)
+    return Program(source, statements)
+
+
+def _hint_for_character(char: str) -> str | None:
+    if char in "{}":
+        return "blocks are written with ':' and indentation, as in Python"
+    if char == ";":
+        return "statements end at the end of the line; no ';' is needed"
+    if char == "=":
+        return "use '~' to give a variable a distribution, '=' only in dim and hyper"
+    return None
+
+
+def _hint_for_token(tok: lark.Token, expected: set[str]) -> str | None:
+    if "TILDE" in expected and tok.type == "EQUAL":
+        return "use '~' to give a variable a distribution"
+    if "COLON" in expected and tok.type == "_NL":
+        return "a plate header ends with ':'"
+    if tok.type == "_INDENT":
+        return "only the body of a plate is indented"
+    return None
+
+
+def _find_bad_dedent(text: str) -> int:
+    """The first line whose indentation returns to a depth no open block has."""
+    stack = [0]
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.lstrip(" \t")
+        if not stripped or stripped.startswith("#"):
+            continue
+        depth = len(line) - len(stripped)
+        if depth > stack[-1]:
+            stack.append(depth)
+            continue
+        while depth < stack[-1]:
+            stack.pop()
+        if depth != stack[-1]:
+            return number
+    return 1
+
+
+def _next_code_line(source: Source, after: int) -> int:
+    lines = source.text.splitlines()
+    for number in range(after + 1, len(lines) + 1):
+        stripped = lines[number - 1].strip()
+        if stripped and not stripped.startswith("#"):
+            return number
+    return after

@@ -1,0 +1,1 @@
+"""The .cem grammar, installed as package data (grammar/cem.lark)."""
