@@ -1,0 +1,35 @@
+"""The registry of exponential families known to the compiler.
+
+Each family is one module holding a ``FamilySpec``; this registry is the only
+place that lists them. Conjugacy is not written per pair: it follows from the
+log-density terms (see ``cemodel.conjugacy``).
+"""
+
+from __future__ import annotations
+
+from . import (
+    bernoulli,
+    beta,
+    binomial,
+    categorical,
+    dirichlet,
+    exponential,
+    gamma,
+    mvn,
+    normal,
+    poisson,
+    wishart,
+)
+from .base import CHILD, FamilySpec, Param, Term, View
+
+FAMILIES: dict[str, FamilySpec] = {}
+for _module in (
+    dirichlet, categorical, beta, bernoulli, binomial, gamma, poisson, exponential, normal, mvn,
+    wishart,
+):
+    _spec = _module.SPEC
+    FAMILIES[_spec.name] = _spec
+    for _alias in _spec.aliases:
+        FAMILIES[_alias] = _spec
+
+__all__ = ["CHILD", "FAMILIES", "FamilySpec", "Param", "Term", "View"]

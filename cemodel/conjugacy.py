@@ -1,0 +1,569 @@
+"""Stage 3: Model -> factors expanded into monomials, and complete conditionals.
+
+Every ``x ~ F(args)`` statement is a factor. Its log density (a sum of terms
+over views of its operands, see ``families.base``) is expanded, substituting
+each argument expression, into a sum of *monomials*: a coefficient times a
+product of slots, each slot either a sufficient statistic of one latent
+variable (``Stat``) or a known quantity computed from hyperparameters and
+data (``Known``). Tensor indices are einsum letters, summed.
+
+Variational message passing (Winn & Bishop 2005): the complete conditional of
+a latent variable v is in its variational family with natural parameter
+
+    λ_v[stat] = Σ over monomials containing Stat(v, stat):  coef · Π E[other slots]
+
+which is the prior's term plus one message per child. The model is
+conditionally conjugate exactly when every monomial holds each latent
+variable at most once, through one of its family's statistics; anything else
+is refused here with the variable, the relation and the reason.
+
+A categorical index ``beta[z]`` is a gate: a term touching gated operands is
+multiplied by onehot(z)_g once, and the gated operands take index g.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from .errors import CemConjugacyError, Span
+from .families import CHILD, FAMILIES, FamilySpec, View
+from .model import (
+    GateIndex,
+    Model,
+    PlateIndex,
+    RBin,
+    RCall,
+    RConst,
+    RData,
+    RDimSize,
+    RExpr,
+    RHyper,
+    RNeg,
+    RRepeat,
+    RVar,
+    RVector,
+    Shape,
+    ShapeDim,
+    VarDef,
+)
+
+# ---------------------------------------------------------------------------
+# IR
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stat:
+    """E[stat(var[index])]_tensor for a latent variable; index entries are plate names or
+    gate letters (``g0``...)."""
+
+    var: str
+    index: tuple[str, ...]
+    stat: str
+    tensor: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Known:
+    """fn(operands)_tensor computed from hyperparameters and data before fitting."""
+
+    fn: str
+    operands: tuple[RExpr, ...]
+    tensor: tuple[str, ...]
+    plates: tuple[str, ...]  # the plates its value varies over (from data operands)
+
+    @property
+    def key(self) -> str:
+        return self.fn + "(" + ", ".join(render_expr(o) for o in self.operands) + ")"
+
+
+Slot = Stat | Known
+
+
+@dataclass(frozen=True)
+class Monomial:
+    coef: float
+    slots: tuple[Slot, ...]
+
+    def stats_of(self, var: str) -> tuple[Stat, ...]:
+        return tuple(s for s in self.slots if isinstance(s, Stat) and s.var == var)
+
+    def without(self, slot: Slot) -> tuple[Slot, ...]:
+        slots = list(self.slots)
+        slots.remove(slot)
+        return tuple(slots)
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One ``child ~ F(args)`` statement, expanded."""
+
+    child: str
+    family: str
+    plates: tuple[str, ...]
+    monomials: tuple[Monomial, ...]
+    index_dims: tuple[tuple[str, ShapeDim], ...]  # tensor / gate letter -> its size
+    gates: tuple[tuple[str, str], ...]  # gate letter -> gating variable
+    span: Span
+
+    def dim_of(self, letter: str) -> ShapeDim:
+        return dict(self.index_dims)[letter]
+
+
+@dataclass(frozen=True)
+class Message:
+    """The part of one factor's monomial that is a message to ``target`` for ``stat``."""
+
+    factor: int
+    monomial: int
+    target: Stat
+
+
+@dataclass(frozen=True)
+class Conditional:
+    var: str
+    family: str  # the variational (runtime) family name
+    stats: tuple[tuple[str, int], ...]
+    prior_factor: int
+    messages: tuple[Message, ...]  # from the prior factor and every child factor
+
+
+@dataclass(frozen=True)
+class Analysis:
+    model: Model
+    factors: tuple[Factor, ...]
+    conditionals: tuple[Conditional, ...]
+
+    def conditional(self, var: str) -> Conditional:
+        for cond in self.conditionals:
+            if cond.var == var:
+                return cond
+        raise KeyError(var)
+
+    def factor_of(self, var: str) -> int:
+        for i, factor in enumerate(self.factors):
+            if factor.child == var:
+                return i
+        raise KeyError(var)
+
+
+# ---------------------------------------------------------------------------
+# Expansion
+# ---------------------------------------------------------------------------
+
+Poly = list[tuple[float, tuple[Slot, ...]]]
+
+_REDUCING_VIEWS = {"lgamma_sum", "logdet", "dim", "lbeta", "wishart_lognorm", "log_binom"}
+
+
+class _Expander:
+    """Expands the log density of one factor."""
+
+    def __init__(self, model: Model, var: VarDef) -> None:
+        self.model = model
+        self.var = var
+        self.family: FamilySpec = FAMILIES[var.family]
+        self.operands: dict[str, RExpr] = {
+            p.name: a for p, a in zip(self.family.params, var.args, strict=True)
+        }
+        self.child_ref = RVar(var.name, tuple(PlateIndex(p, var.span) for p in var.plates),
+                              var.span)
+        self.letters = itertools.count()
+        self.index_dims: dict[str, ShapeDim] = {}
+        self.gates: dict[str, str] = {}  # gate letter -> gating var
+        # gating reference (by its text, so that every z[n] is one gate) -> (letter, ref)
+        self.gate_refs: dict[str, tuple[str, RVar]] = {}
+        self.role = ""
+
+    def fresh(self, dim: ShapeDim) -> str:
+        letter = f"i{next(self.letters)}"
+        self.index_dims[letter] = dim
+        return letter
+
+    def error(self, message: str, span: Span, hint: str | None = None) -> CemConjugacyError:
+        return CemConjugacyError(message, span, self.model.source, hint=hint)
+
+    # shapes -------------------------------------------------------------
+    def event_shape(self, expr: RExpr) -> Shape:
+        m = self.model
+        if isinstance(expr, RVar):
+            return m.var(expr.name).shape
+        if isinstance(expr, RData):
+            return m.datum(expr.name).shape
+        if isinstance(expr, RHyper):
+            return m.hyper(expr.name).shape
+        if isinstance(expr, RRepeat):
+            return (expr.dim,)
+        if isinstance(expr, RVector):
+            return (len(expr.items),)
+        if isinstance(expr, (RConst, RDimSize)):
+            return ()
+        if isinstance(expr, RNeg):
+            return self.event_shape(expr.operand)
+        if isinstance(expr, RBin):
+            return self.event_shape(expr.left) or self.event_shape(expr.right)
+        if isinstance(expr, RCall):
+            if expr.func == "dot":
+                return ()
+            if expr.func in ("exp", "log"):
+                return self.event_shape(expr.args[0])
+            size = expr.args[0]
+            dim = size.name if isinstance(size, RDimSize) else int(size.value)
+            return (dim, dim) if expr.func == "eye" else (dim,)
+        raise AssertionError(expr)
+
+    def view_shape(self, fn: str, expr: RExpr) -> Shape:
+        if fn in _REDUCING_VIEWS:
+            return ()
+        if fn == "onehot":
+            assert isinstance(expr, RVar)
+            return (self.model.var(expr.name).categories,)
+        shape = self.event_shape(expr)
+        if fn in ("outer",):
+            return (shape[0], shape[0])
+        if fn == "square":
+            return ()
+        return shape
+
+    # expansion ------------------------------------------------------------
+    def expand(self) -> list[Monomial]:
+        result: Poly = []
+        for term in self.family.log_density:
+            poly: Poly = [(term.coef, ())]
+            for view in term.views:
+                poly = _multiply(poly, self.expand_view(view))
+            result += self.add_gates(poly)
+        return self.simplify(result)
+
+    def add_gates(self, poly: Poly) -> Poly:
+        """Multiply each monomial by onehot(z)_g once for each gate letter g it uses."""
+        out: Poly = []
+        for coef, slots in poly:
+            used = sorted({i for s in slots if isinstance(s, Stat) for i in s.index if
+                           i in self.gates} | {i for s in slots for i in s.tensor if i in
+                                               self.gates})
+            extra: list[Slot] = []
+            for letter in used:
+                gate_ref = next(r for g, r in self.gate_refs.values() if g == letter)
+                extra.append(self.leaf(gate_ref, "onehot", (letter,)))
+            out.append((coef, slots + tuple(extra)))
+        return out
+
+    def expand_view(self, view: View) -> Poly:
+        exprs = tuple(self.child_ref if o == CHILD else self.operands[o] for o in view.operands)
+        self.role = ", ".join(view.operands)
+        letters = view.indices
+        if len(exprs) > 1 or view.fn in ("lgamma", "lgamma_sum", "inv", "lgamma1p", "dim"):
+            for expr in exprs:
+                if view.fn != "dim":
+                    self.require_known(expr, view.fn)
+            shape = self.view_shape(view.fn, exprs[0])
+            self.bind(letters, shape)
+            return [(1.0, (self.known(view.fn, exprs, letters),))]
+        return self.expand_expr(view.fn, exprs[0], letters)
+
+    def bind(self, letters: tuple[str, ...], shape: Shape) -> None:
+        for letter, dim in zip(letters, shape, strict=True):
+            old = self.index_dims.get(letter)
+            if old is not None and old != dim:
+                raise self.error(
+                    f"shape mismatch in {self.family.name} '{self.var.name}': sizes {old} and "
+                    f"{dim} meet in one index", self.var.span,
+                )
+            self.index_dims[letter] = dim
+
+    def require_known(self, expr: RExpr, fn: str) -> None:
+        latent = self.latent_in(expr)
+        if latent:
+            param = self._param_for(expr)
+            raise self.error(
+                f"not conjugate: the {param} of {self.family.name} '{self.var.name}' depends on "
+                f"latent '{latent}', but it enters the density through {fn}(), which is not "
+                f"linear in any sufficient statistic",
+                getattr(expr, "span", self.var.span),
+                hint=f"make the {param} a constant (a hyperparameter or data)",
+            )
+
+    def _param_for(self, expr: RExpr) -> str:
+        for name, operand in self.operands.items():
+            if operand == expr:
+                return name
+        return "argument"
+
+    def latent_in(self, expr: RExpr) -> str | None:
+        if isinstance(expr, RVar):
+            if not self.model.var(expr.name).observed:
+                return expr.name
+            return None
+        children: tuple = ()
+        if isinstance(expr, RBin):
+            children = (expr.left, expr.right)
+        elif isinstance(expr, RNeg):
+            children = (expr.operand,)
+        elif isinstance(expr, RCall):
+            children = expr.args
+        elif isinstance(expr, RRepeat):
+            children = (expr.value,)
+        for child in children:
+            found = self.latent_in(child)
+            if found:
+                return found
+        return None
+
+    def known(self, fn: str, exprs: tuple[RExpr, ...], letters: tuple[str, ...]) -> Known:
+        if fn == "dim":  # the static size of the event
+            return Known(fn, exprs, letters, ())
+        plates: list[str] = []
+        for expr in exprs:
+            for plate in _plates_in(expr):
+                if plate not in plates:
+                    plates.append(plate)
+        ordered = tuple(p for p in self.var.plates if p in plates)
+        return Known(fn, exprs, letters, ordered)
+
+    def leaf(self, expr: RVar, fn: str, letters: tuple[str, ...]) -> Slot:
+        """A view of a variable reference: a statistic if latent, known if observed."""
+        var = self.model.var(expr.name)
+        index = []
+        for position in expr.indices:
+            if isinstance(position, PlateIndex):
+                index.append(position.plate)
+            else:
+                index.append(self.gate_letter(position))
+        self.bind(letters, self.view_shape(fn, expr))
+        if var.observed:
+            if any(i in self.gates for i in index):
+                raise self.error("an observed variable cannot be selected by a categorical",
+                                 expr.span)
+            return self.known(fn, (expr,), letters)
+        stats = dict(FAMILIES[var.family].stats)
+        if fn not in stats:
+            raise self.conjugacy_error(var, fn, expr)
+        return Stat(var.name, tuple(index), fn, letters)
+
+    def leaf_poly(self, expr: RVar, fn: str, letters: tuple[str, ...]) -> Poly:
+        """Like ``leaf``; data squares and outer products become products of two values."""
+        if self.model.var(expr.name).observed and fn in ("square", "outer"):
+            self.bind(letters, self.view_shape(fn, expr))
+            first, second = (letters[0], letters[1]) if letters else ((), ())
+            a = self.known("value", (expr,), (first,) if letters else ())
+            b = self.known("value", (expr,), (second,) if letters else ())
+            return [(1.0, (a, b))]
+        return [(1.0, (self.leaf(expr, fn, letters),))]
+
+    def conjugacy_error(self, var: VarDef, fn: str, expr: RExpr) -> CemConjugacyError:
+        prior = FAMILIES[var.family]
+        have = ", ".join(s for s, _ in prior.stats)
+        good = sorted({
+            f.name for f in FAMILIES.values()
+            if f.variational and fn in dict(f.stats) and f.event_rank == prior.event_rank
+        })
+        what = _STAT_WORDS.get(fn, fn)
+        if expr == self.child_ref:
+            where = f"'{var.name}' as the value of its own {self.family.name} distribution"
+        else:
+            where = f"'{var.name}' in the {self.role} of {self.family.name} '{self.var.name}'"
+        return self.error(
+            f"not conjugate: {where} needs E[{what}], but '{var.name}' has a {prior.name} "
+            f"prior, whose posterior only provides E[{have}] (edge {var.name} -> {self.var.name})",
+            getattr(expr, "span", self.var.span),
+            hint=(f"give '{var.name}' a prior from: {', '.join(good)}" if good else
+                  f"no family in cemodel makes '{var.name}' conjugate in this role"),
+        )
+
+    def gate_letter(self, position: GateIndex) -> str:
+        ref = position.var
+        key = render_expr(ref)
+        if key not in self.gate_refs:
+            letter = f"g{len(self.gate_refs)}"
+            self.gate_refs[key] = (letter, ref)
+            self.gates[letter] = ref.name
+            self.index_dims[letter] = self.model.var(ref.name).categories
+        return self.gate_refs[key][0]
+
+    def expand_expr(self, fn: str, expr: RExpr, letters: tuple[str, ...]) -> Poly:
+        if isinstance(expr, RVar):
+            return self.leaf_poly(expr, fn, letters)
+        if self.latent_in(expr) is None:
+            self.bind(letters, self.view_shape(fn, expr))
+            return [(1.0, (self.known(fn, (expr,), letters),))]
+        if isinstance(expr, RNeg):
+            inner = self.expand_expr(fn, expr.operand, letters)
+            if fn == "value":
+                return [(-c, s) for c, s in inner]
+            if fn in ("square", "outer"):
+                return inner
+        elif isinstance(expr, RCall) and expr.func == "dot":
+            a, b = expr.args
+            if fn == "value":
+                i = self.fresh(self.event_shape(a)[0])
+                return _multiply(self.vector_view("value", a, (i,)),
+                                 self.vector_view("value", b, (i,)))
+            if fn == "square":
+                dim = self.event_shape(a)[0]
+                i, j = self.fresh(dim), self.fresh(dim)
+                return _multiply(self.vector_view("outer", a, (i, j)),
+                                 self.vector_view("outer", b, (i, j)))
+        elif isinstance(expr, RBin) and expr.op in "*/":
+            left, right = expr.left, expr.right
+            if expr.op == "/":
+                if self.latent_in(right):
+                    raise self.error("not conjugate: a latent variable in a denominator",
+                                     right.span, hint="divide only by constants or data")
+                right = RCall("reciprocal", (right,), right.span)
+            if fn == "log":
+                return self.expand_expr("log", left, letters) + self.expand_expr("log", right,
+                                                                                 letters)
+            if fn in ("value", "square", "outer"):
+                lfn, rfn = fn, fn
+                if fn == "outer":  # scalar * vector
+                    lfn = "square" if not self.event_shape(left) else "outer"
+                    rfn = "square" if not self.event_shape(right) else "outer"
+                lshape = letters if self.event_shape(left) else ()
+                rshape = letters if self.event_shape(right) else ()
+                return _multiply(self.expand_expr(lfn, left, lshape),
+                                 self.expand_expr(rfn, right, rshape))
+        elif isinstance(expr, RBin) and expr.op in "+-":
+            sign = 1.0 if expr.op == "+" else -1.0
+            left, right = expr.left, expr.right
+            if fn == "value":
+                return self.expand_expr("value", left, letters) + [
+                    (sign * c, s) for c, s in self.expand_expr("value", right, letters)]
+            if fn == "square":
+                cross = _multiply(self.expand_expr("value", left, ()),
+                                  self.expand_expr("value", right, ()))
+                return (self.expand_expr("square", left, ())
+                        + [(2 * sign * c, s) for c, s in cross]
+                        + self.expand_expr("square", right, ()))
+            if fn == "outer":
+                i, j = letters
+                cross1 = _multiply(self.expand_expr("value", left, (i,)),
+                                   self.expand_expr("value", right, (j,)))
+                cross2 = _multiply(self.expand_expr("value", right, (i,)),
+                                   self.expand_expr("value", left, (j,)))
+                return (self.expand_expr("outer", left, letters)
+                        + [(sign * c, s) for c, s in cross1 + cross2]
+                        + self.expand_expr("outer", right, letters))
+        latent = self.latent_in(expr)
+        raise self.error(
+            f"not conjugate: the {self.role} of {self.family.name} '{self.var.name}' needs "
+            f"E[{_STAT_WORDS.get(fn, fn)}] of this expression, which is not linear in the "
+            f"statistics of latent '{latent}'",
+            getattr(expr, "span", self.var.span),
+        )
+
+    def vector_view(self, fn: str, expr: RExpr, letters: tuple[str, ...]) -> Poly:
+        if self.latent_in(expr) is None and fn == "outer":
+            # a known vector's outer product is the product of its values
+            i, j = letters
+            return [(1.0, (self.known("value", (expr,), (i,)), self.known("value", (expr,), (j,))))]
+        return self.expand_expr(fn, expr, letters)
+
+    def simplify(self, poly: Poly) -> list[Monomial]:
+        out: list[Monomial] = []
+        for coef, slots in poly:
+            if coef == 0.0:
+                continue
+            seen: set[tuple[str, tuple[str, ...]]] = set()
+            for slot in slots:
+                if isinstance(slot, Stat):
+                    key = (slot.var, slot.index)
+                    if key in seen:
+                        raise self.error(
+                            f"not conjugate: '{slot.var}' enters one term of {self.family.name} "
+                            f"'{self.var.name}' twice (its density is not linear in the "
+                            f"statistics of '{slot.var}')", self.var.span,
+                        )
+                    seen.add(key)
+            out.append(Monomial(coef, slots))
+        return out
+
+
+_STAT_WORDS = {
+    "value": "x", "square": "x²", "log": "log x", "log1m": "log(1 − x)", "onehot": "onehot(x)",
+    "outer": "x xᵀ", "logdet": "log|x|",
+}
+
+
+def _multiply(a: Poly, b: Poly) -> Poly:
+    return [(ca * cb, sa + sb) for ca, sa in a for cb, sb in b]
+
+
+def _plates_in(expr: RExpr) -> list[str]:
+    if isinstance(expr, (RVar, RData)):
+        return [i.plate for i in expr.indices if isinstance(i, PlateIndex)]
+    found: list[str] = []
+    if isinstance(expr, RBin):
+        found = _plates_in(expr.left) + _plates_in(expr.right)
+    elif isinstance(expr, RNeg):
+        found = _plates_in(expr.operand)
+    elif isinstance(expr, RCall):
+        for arg in expr.args:
+            found += _plates_in(arg)
+    elif isinstance(expr, RRepeat):
+        found = _plates_in(expr.value)
+    return found
+
+
+def render_expr(expr: RExpr) -> str:
+    """A compact, deterministic text form of a resolved expression."""
+    if isinstance(expr, RConst):
+        value = expr.value
+        return str(int(value)) if value == int(value) else repr(value)
+    if isinstance(expr, (RHyper, RDimSize)):
+        return expr.name
+    if isinstance(expr, (RVar, RData)):
+        if not expr.indices:
+            return expr.name
+        parts = []
+        for index in expr.indices:
+            if isinstance(index, PlateIndex):
+                parts.append(index.plate)
+            else:
+                parts.append(render_expr(index.var))
+        return f"{expr.name}[{', '.join(parts)}]"
+    if isinstance(expr, RRepeat):
+        return f"repeat({render_expr(expr.value)}, {expr.dim})"
+    if isinstance(expr, RBin):
+        return f"({render_expr(expr.left)} {expr.op} {render_expr(expr.right)})"
+    if isinstance(expr, RNeg):
+        return f"-{render_expr(expr.operand)}"
+    if isinstance(expr, RCall):
+        return f"{expr.func}({', '.join(render_expr(a) for a in expr.args)})"
+    if isinstance(expr, RVector):
+        return "[" + ", ".join(render_expr(i) for i in expr.items) + "]"
+    raise AssertionError(expr)
+
+
+# ---------------------------------------------------------------------------
+# Driver
+# ---------------------------------------------------------------------------
+
+
+def expand_factor(model: Model, var: VarDef) -> Factor:
+    expander = _Expander(model, var)
+    monomials = expander.expand()
+    return Factor(
+        var.name, var.family, var.plates, tuple(monomials),
+        tuple(sorted(expander.index_dims.items())), tuple(sorted(expander.gates.items())),
+        var.span,
+    )
+
+
+def analyse(model: Model) -> Analysis:
+    """Expand every factor and collect each latent variable's complete conditional."""
+    factors = tuple(expand_factor(model, var) for var in model.variables)
+    conditionals = []
+    for var in model.latents:
+        family = FAMILIES[var.family]
+        messages = []
+        for fi, factor in enumerate(factors):
+            for mi, monomial in enumerate(factor.monomials):
+                for stat in monomial.stats_of(var.name):
+                    messages.append(Message(fi, mi, stat))
+        conditionals.append(Conditional(
+            var.name, family.variational or "", family.stats, factors.index(
+                next(f for f in factors if f.child == var.name)), tuple(messages),
+        ))
+    return Analysis(model, factors, tuple(conditionals))

@@ -1,0 +1,72 @@
+"""What every exponential family tells the compiler, as data.
+
+A family's log density is written as a sum of ``Term``s. Each term is a
+coefficient times a product of ``View``s of its operands (the child ``x`` and
+the named parameters), with einsum-style tensor index letters. This is the
+variational-message-passing form (Winn & Bishop 2005): a model is
+conditionally conjugate exactly when, after expanding every argument
+expression, each term is linear in the sufficient statistics of every random
+variable it contains. Views of constants (hyperparameters, data) can be any
+function; views of a latent variable must be one of its family's statistics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CHILD = "x"
+
+
+@dataclass(frozen=True)
+class View:
+    """``fn`` of ``operands`` (usually one), carrying tensor ``indices``.
+
+    Single-operand views of a latent variable are its sufficient statistics
+    (``log``, ``value``, ``square``, ``onehot``, ``outer``, ``logdet``, ``log1m``).
+    ``dim`` is the static size of the operand's event. Anything else is a
+    function of constants only (``lgamma``, ``inv``, ``lbeta`` ...).
+    """
+
+    fn: str
+    operands: tuple[str, ...]
+    indices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Term:
+    coef: float
+    views: tuple[View, ...]
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    rank: int  # 0 scalar, 1 vector, 2 matrix
+    domain: str  # real, positive, unit, spd, count, simplex
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """One exponential family: parameters, support, statistics, log density."""
+
+    name: str
+    params: tuple[Param, ...]
+    support: str  # real, positive, unit, simplex, category, binary, count, vector, spd
+    event_rank: int
+    # the variational family a latent variable with this prior gets, and its statistics
+    variational: str | None
+    stats: tuple[tuple[str, int], ...]
+    log_density: tuple[Term, ...]
+    # the parameter whose (last) axis gives the event shape / number of categories
+    shape_from: str | None = None
+    doc: str = ""
+    aliases: tuple[str, ...] = field(default=())
+
+
+def v(fn: str, operand: str, *indices: str) -> View:
+    """Shorthand for a one-operand view."""
+    return View(fn, (operand,), tuple(indices))
+
+
+def t(coef: float, *views: View) -> Term:
+    return Term(coef, tuple(views))

@@ -1,0 +1,827 @@
+"""Stage 2: AST -> Model (resolved names, plates, shapes) and its networkx view.
+
+The ``Model`` is an immutable IR: dimensions, hyperparameters, covariates,
+plates and random variables, with every expression resolved to what its
+names mean. The data plate (the top-level plate holding the observations)
+splits variables into globals and locals. ``model_graph`` derives a networkx
+DiGraph from it for graph algorithms; the graph is a view, not the IR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from . import syntax as ast
+from .errors import CemModelError, Source, Span, did_you_mean
+from .families import FAMILIES, FamilySpec
+
+# ---------------------------------------------------------------------------
+# Resolved expressions
+# ---------------------------------------------------------------------------
+
+ShapeDim = str | int  # a dimension name or a literal size
+Shape = tuple[ShapeDim, ...]
+
+
+@dataclass(frozen=True)
+class RConst:
+    value: float
+    span: Span
+
+
+@dataclass(frozen=True)
+class RHyper:
+    name: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class PlateIndex:
+    plate: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class GateIndex:
+    """A categorical variable used as an index: ``beta[z[d, n]]`` selects a component."""
+
+    var: RVar
+    span: Span
+
+
+RIndex = PlateIndex | GateIndex
+
+
+@dataclass(frozen=True)
+class RVar:
+    """A reference to a random variable (latent or observed) at given indices."""
+
+    name: str
+    indices: tuple[RIndex, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class RData:
+    """A reference to a covariate declared with ``data``."""
+
+    name: str
+    indices: tuple[PlateIndex, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class RRepeat:
+    """``Dirichlet(a, K)``: the scalar ``a`` repeated along dimension ``dim``."""
+
+    value: RExpr
+    dim: ShapeDim
+    span: Span
+
+
+@dataclass(frozen=True)
+class RCall:
+    func: str
+    args: tuple[RExpr, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class RBin:
+    op: str
+    left: RExpr
+    right: RExpr
+    span: Span
+
+
+@dataclass(frozen=True)
+class RNeg:
+    operand: RExpr
+    span: Span
+
+
+@dataclass(frozen=True)
+class RVector:
+    items: tuple[RExpr, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class RDimSize:
+    """A dimension used as a number (e.g. ``eye(D)``)."""
+
+    name: str
+    span: Span
+
+
+RExpr = RConst | RHyper | RVar | RData | RRepeat | RCall | RBin | RNeg | RVector | RDimSize
+
+# ---------------------------------------------------------------------------
+# Declarations
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DimDef:
+    name: str
+    default: int | None
+    ragged_over: str | None  # the dimension this ragged length is indexed by
+    span: Span
+
+
+@dataclass(frozen=True)
+class HyperDef:
+    name: str
+    value: RExpr
+    shape: Shape
+    span: Span
+
+
+@dataclass(frozen=True)
+class DataDef:
+    """A covariate: ``data x[n] : vector(P)`` (real vector) or ``: real`` / ``: int``."""
+
+    name: str
+    plates: tuple[str, ...]
+    kind: str  # real, int, vector
+    shape: Shape
+    span: Span
+
+
+@dataclass(frozen=True)
+class PlateDef:
+    name: str
+    index: str
+    dim: str
+    ragged: bool
+    parent: str | None
+    span: Span
+
+
+@dataclass(frozen=True)
+class VarDef:
+    name: str
+    plates: tuple[str, ...]
+    family: str
+    args: tuple[RExpr, ...]  # one per family parameter, in the family's order
+    observed: bool
+    shape: Shape  # event shape
+    categories: ShapeDim | None  # number of categories for a categorical variable
+    span: Span
+    dist_span: Span
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    source: Source
+    dims: tuple[DimDef, ...]
+    hypers: tuple[HyperDef, ...]
+    data: tuple[DataDef, ...]
+    plates: tuple[PlateDef, ...]
+    variables: tuple[VarDef, ...]
+    data_plate: str | None
+
+    def var(self, name: str) -> VarDef:
+        for var in self.variables:
+            if var.name == name:
+                return var
+        raise KeyError(name)
+
+    def plate(self, name: str) -> PlateDef:
+        for plate in self.plates:
+            if plate.name == name:
+                return plate
+        raise KeyError(name)
+
+    def dim(self, name: str) -> DimDef:
+        for dim in self.dims:
+            if dim.name == name:
+                return dim
+        raise KeyError(name)
+
+    def hyper(self, name: str) -> HyperDef:
+        for hyper in self.hypers:
+            if hyper.name == name:
+                return hyper
+        raise KeyError(name)
+
+    def datum(self, name: str) -> DataDef:
+        for datum in self.data:
+            if datum.name == name:
+                return datum
+        raise KeyError(name)
+
+    @property
+    def latents(self) -> tuple[VarDef, ...]:
+        return tuple(v for v in self.variables if not v.observed)
+
+    @property
+    def observed(self) -> tuple[VarDef, ...]:
+        return tuple(v for v in self.variables if v.observed)
+
+    def is_local(self, var: VarDef) -> bool:
+        return self.data_plate is not None and bool(var.plates) and var.plates[0] == self.data_plate
+
+    def family(self, var: VarDef) -> FamilySpec:
+        return FAMILIES[var.family]
+
+
+# ---------------------------------------------------------------------------
+# Building
+# ---------------------------------------------------------------------------
+
+_HYPER_FUNCS = {"eye": 1, "zeros": 1, "ones": 1, "full": 2}
+_EXPR_FUNCS = {"dot": 2, "exp": 1, "log": 1}
+_DATA_KINDS = {"real": 0, "int": 0, "count": 0, "vector": 1}
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """The plates enclosing a statement, outermost first."""
+
+    plates: tuple[PlateDef, ...]
+
+    def by_index(self, index: str) -> PlateDef | None:
+        for plate in self.plates:
+            if plate.index == index:
+                return plate
+        return None
+
+
+class _Builder:
+    def __init__(self, program: ast.Program) -> None:
+        self.program = program
+        self.source = program.source
+        self.model_name: str | None = None
+        self.dims: dict[str, DimDef] = {}
+        self.hypers: dict[str, HyperDef] = {}
+        self.data: dict[str, DataDef] = {}
+        self.plates: dict[str, PlateDef] = {}
+        # first pass: every random variable's declaration with its scope
+        self.decls: dict[str, tuple[ast.Sample, _Scope]] = {}
+        self.vars: dict[str, VarDef] = {}
+        self.in_progress: list[str] = []
+
+    def error(self, message: str, span: Span, hint: str | None = None) -> CemModelError:
+        return CemModelError(message, span, self.source, hint=hint)
+
+    # -- names -------------------------------------------------------------
+    def _all_names(self) -> dict[str, str]:
+        names: dict[str, str] = {}
+        for kind, table in (
+            ("dimension", self.dims), ("hyperparameter", self.hypers), ("data", self.data),
+        ):
+            for name in table:
+                names[name] = kind
+        for name in self.decls:
+            names[name] = "random variable"
+        return names
+
+    def _declare(self, name: str, span: Span) -> None:
+        if name in self._all_names() or name in {p.name for p in self.plates.values()}:
+            raise self.error(f"'{name}' is declared twice", span)
+        if name in _HYPER_FUNCS or name in _EXPR_FUNCS:
+            raise self.error(f"'{name}' is a built-in function and cannot be redeclared", span)
+
+    # -- pass 1: declarations ---------------------------------------------
+    def collect(self, statements: tuple[ast.Stmt, ...], scope: _Scope) -> None:
+        for stmt in statements:
+            if isinstance(stmt, ast.ModelDecl):
+                if scope.plates:
+                    raise self.error("'model' must be at the top level", stmt.span)
+                if self.model_name is not None:
+                    raise self.error("the model is named twice", stmt.span)
+                self.model_name = stmt.name
+            elif isinstance(stmt, ast.DimDecl):
+                self._top_level_only(stmt, scope, "dim")
+                self._declare(stmt.name, stmt.span)
+                ragged = None
+                if stmt.ragged_over is not None:
+                    ragged = stmt.ragged_over.id
+                    if ragged not in self.dims:
+                        raise self.error(
+                            f"unknown dimension '{ragged}'", stmt.ragged_over.span,
+                            hint=did_you_mean(ragged, self.dims),
+                        )
+                    if stmt.default is not None:
+                        raise self.error(
+                            "a ragged dimension takes its lengths from the data; it has no default",
+                            stmt.span,
+                        )
+                if stmt.default is not None and stmt.default < 1:
+                    raise self.error("a dimension must be at least 1", stmt.span)
+                self.dims[stmt.name] = DimDef(stmt.name, stmt.default, ragged, stmt.span)
+            elif isinstance(stmt, ast.HyperDecl):
+                self._top_level_only(stmt, scope, "hyper")
+                self._declare(stmt.name, stmt.span)
+                value = self.resolve_hyper_expr(stmt.value)
+                self.hypers[stmt.name] = HyperDef(
+                    stmt.name, value, self.hyper_shape(value), stmt.span
+                )
+            elif isinstance(stmt, ast.DataDecl):
+                self._declare(stmt.name, stmt.span)
+                self._check_target_indices(stmt.name, stmt.indices, scope, stmt.span)
+                kind = stmt.type.name
+                if kind not in _DATA_KINDS:
+                    raise self.error(
+                        f"unknown data type '{kind}'", stmt.type.span,
+                        hint=did_you_mean(kind, _DATA_KINDS) or "use real, int or vector(P)",
+                    )
+                shape: Shape = ()
+                if _DATA_KINDS[kind] == 1:
+                    if stmt.type.arg is None or not isinstance(stmt.type.arg, ast.Name):
+                        raise self.error("vector data needs its length: vector(P)", stmt.type.span)
+                    shape = (self._dim_name(stmt.type.arg),)
+                elif stmt.type.arg is not None:
+                    raise self.error(f"'{kind}' takes no length", stmt.type.span)
+                self.data[stmt.name] = DataDef(
+                    stmt.name, tuple(p.name for p in scope.plates), kind, shape, stmt.span
+                )
+            elif isinstance(stmt, ast.Plate):
+                plate = self._plate(stmt, scope)
+                self.collect(stmt.body, _Scope(scope.plates + (plate,)))
+            elif isinstance(stmt, ast.Sample):
+                name = stmt.target.name
+                self._declare(name, stmt.target.span)
+                self._check_target_indices(name, stmt.target.indices, scope, stmt.target.span)
+                self.decls[name] = (stmt, scope)
+
+    def _top_level_only(self, stmt: ast.Stmt, scope: _Scope, word: str) -> None:
+        if scope.plates:
+            raise self.error(f"'{word}' declarations belong at the top level, not inside a plate",
+                             stmt.span)
+
+    def _dim_name(self, name: ast.Name) -> str:
+        if name.id not in self.dims:
+            raise self.error(
+                f"unknown dimension '{name.id}'", name.span,
+                hint=did_you_mean(name.id, self.dims) or f"declare it with 'dim {name.id}'",
+            )
+        return name.id
+
+    def _plate(self, stmt: ast.Plate, scope: _Scope) -> PlateDef:
+        if stmt.name in self.plates:
+            raise self.error(f"plate '{stmt.name}' is declared twice", stmt.span)
+        if scope.by_index(stmt.index) is not None:
+            raise self.error(
+                f"index '{stmt.index}' is already the index of an enclosing plate", stmt.span
+            )
+        if stmt.size is None:
+            raise self.error(
+                f"plate '{stmt.name}' needs a size: plate {stmt.name} {stmt.index} in DIM:",
+                stmt.span,
+            )
+        dim = self._dim_name(stmt.size.dim)
+        dim_def = self.dims[dim]
+        parent = scope.plates[-1] if scope.plates else None
+        ragged = dim_def.ragged_over is not None
+        if ragged:
+            if stmt.size.ragged_index is None:
+                raise self.error(
+                    f"'{dim}' is ragged (one length per {dim_def.ragged_over}); "
+                    f"write it as {dim}[index]", stmt.size.span,
+                )
+            if parent is None or stmt.size.ragged_index.id != parent.index:
+                raise self.error(
+                    "a ragged plate must be indexed by the index of the plate that directly "
+                    "encloses it", stmt.size.ragged_index.span,
+                )
+            if parent.dim != dim_def.ragged_over:
+                raise self.error(
+                    f"'{dim}' has one length per element of '{dim_def.ragged_over}', but the "
+                    f"enclosing plate '{parent.name}' runs over '{parent.dim}'", stmt.size.span,
+                )
+            if parent.parent is not None:
+                raise self.error(
+                    "a ragged plate must sit directly inside a top-level plate", stmt.span
+                )
+        elif stmt.size.ragged_index is not None:
+            raise self.error(
+                f"'{dim}' is not ragged; declare it as 'dim {dim}[...]' to give each element "
+                "its own length", stmt.size.span,
+            )
+        plate = PlateDef(stmt.name, stmt.index, dim, ragged, parent.name if parent else None,
+                         stmt.span)
+        self.plates[stmt.name] = plate
+        return plate
+
+    def _check_target_indices(
+        self, name: str, indices: tuple[ast.Name, ...], scope: _Scope, span: Span
+    ) -> None:
+        expected = tuple(p.index for p in scope.plates)
+        found = tuple(i.id for i in indices)
+        if found != expected:
+            where = ", ".join(f"{p.name}({p.index})" for p in scope.plates)
+            written = f"{name}[{', '.join(expected)}]" if expected else name
+            if not expected:
+                message = f"'{name}' is declared outside any plate and takes no indices"
+            else:
+                message = (
+                    f"'{name}' is declared inside plates {where} and must be indexed by exactly "
+                    f"their indices, in order"
+                )
+            raise self.error(message, span, hint=f"write {written}")
+
+    # -- hyperparameter expressions ---------------------------------------
+    def resolve_hyper_expr(self, expr: ast.Expr) -> RExpr:
+        if isinstance(expr, ast.Number):
+            return RConst(expr.value, expr.span)
+        if isinstance(expr, ast.Name):
+            if expr.id in self.hypers:
+                return RHyper(expr.id, expr.span)
+            if expr.id in self.dims:
+                return RDimSize(expr.id, expr.span)
+            raise self.error(
+                f"unknown name '{expr.id}' in a hyperparameter", expr.span,
+                hint=did_you_mean(expr.id, list(self.hypers) + list(self.dims))
+                or "hyperparameters may use numbers, earlier hyperparameters and dimensions",
+            )
+        if isinstance(expr, ast.VectorLit):
+            items = tuple(self.resolve_hyper_expr(i) for i in expr.items)
+            for item in items:
+                if self.hyper_shape(item) != ():
+                    raise self.error("vector literals hold numbers", item.span)
+            return RVector(items, expr.span)
+        if isinstance(expr, ast.Neg):
+            return RNeg(self.resolve_hyper_expr(expr.operand), expr.span)
+        if isinstance(expr, ast.BinOp):
+            left = self.resolve_hyper_expr(expr.left)
+            right = self.resolve_hyper_expr(expr.right)
+            self._broadcast(self.hyper_shape(left), self.hyper_shape(right), expr.span)
+            return RBin(expr.op, left, right, expr.span)
+        if isinstance(expr, ast.Call):
+            func = expr.func.id
+            if func not in _HYPER_FUNCS:
+                raise self.error(
+                    f"unknown function '{func}' in a hyperparameter", expr.func.span,
+                    hint=did_you_mean(func, _HYPER_FUNCS)
+                    or "use eye(D), zeros(D), ones(D) or full(D, value)",
+                )
+            if len(expr.args) != _HYPER_FUNCS[func]:
+                raise self.error(
+                    f"{func}() takes {_HYPER_FUNCS[func]} argument(s), got {len(expr.args)}",
+                    expr.span,
+                )
+            size = expr.args[0]
+            if isinstance(size, ast.Name) and size.id in self.dims:
+                first: RExpr = RDimSize(size.id, size.span)
+            elif isinstance(size, ast.Number) and size.is_int:
+                first = RConst(size.value, size.span)
+            else:
+                raise self.error(f"the first argument of {func}() is a dimension", size.span)
+            rest = tuple(self.resolve_hyper_expr(a) for a in expr.args[1:])
+            return RCall(func, (first,) + rest, expr.span)
+        raise self.error("this expression is not allowed in a hyperparameter", expr.span)
+
+    def hyper_shape(self, expr: RExpr) -> Shape:
+        if isinstance(expr, (RConst, RDimSize)):
+            return ()
+        if isinstance(expr, RHyper):
+            return self.hypers[expr.name].shape
+        if isinstance(expr, RVector):
+            return (len(expr.items),)
+        if isinstance(expr, RNeg):
+            return self.hyper_shape(expr.operand)
+        if isinstance(expr, RBin):
+            return self._broadcast(self.hyper_shape(expr.left), self.hyper_shape(expr.right),
+                                   expr.span)
+        if isinstance(expr, RCall):
+            size = _size_of(expr.args[0])
+            return (size, size) if expr.func == "eye" else (size,)
+        raise AssertionError(expr)
+
+    def _broadcast(self, a: Shape, b: Shape, span: Span) -> Shape:
+        if a == ():
+            return b
+        if b == () or a == b:
+            return a
+        raise self.error(f"shape mismatch: {_show(a)} and {_show(b)}", span)
+
+    # -- pass 2: random variables -------------------------------------------
+    def build_var(self, name: str) -> VarDef:
+        if name in self.vars:
+            return self.vars[name]
+        stmt, scope = self.decls[name]
+        if name in self.in_progress:
+            cycle = " -> ".join(self.in_progress[self.in_progress.index(name):] + [name])
+            raise self.error(f"the model has a cycle: {cycle}", stmt.target.span)
+        self.in_progress.append(name)
+        family = FAMILIES.get(stmt.dist.id)
+        if family is None:
+            raise self.error(
+                f"unknown distribution '{stmt.dist.id}'", stmt.dist.span,
+                hint=did_you_mean(stmt.dist.id, FAMILIES)
+                or "known: " + ", ".join(sorted({f.name for f in FAMILIES.values()})),
+            )
+        if not stmt.observed and family.variational is None:
+            raise self.error(
+                f"a {family.name} variable must be observed: it has no conjugate variational "
+                f"family in cemodel", stmt.span,
+                hint=f"write 'observe {stmt.target.name}...' if it is data",
+            )
+        args = self._family_args(family, stmt, scope)
+        shape, categories = self._event(family, args, stmt)
+        var = VarDef(
+            name, tuple(p.name for p in scope.plates), family.name, args, stmt.observed,
+            shape, categories, stmt.span, stmt.dist.span,
+        )
+        self.in_progress.pop()
+        self.vars[name] = var
+        return var
+
+    def _family_args(self, family: FamilySpec, stmt: ast.Sample, scope: _Scope) -> tuple:
+        args = stmt.args
+        nparams = len(family.params)
+        usage = f"{family.name}({', '.join(p.name for p in family.params)})"
+        if family.name == "Dirichlet" and len(args) == 2:
+            # Dirichlet(a, K): a symmetric Dirichlet of size K
+            size = args[1]
+            if not isinstance(size, ast.Name) or size.id not in self.dims:
+                raise self.error(
+                    "the second argument of Dirichlet(a, K) is a dimension", size.span,
+                    hint=did_you_mean(size.id, self.dims) if isinstance(size, ast.Name) else None,
+                )
+            value = self.resolve_expr(args[0], scope)
+            if self.shape_of(value) != ():
+                raise self.error("Dirichlet(a, K) takes a scalar a", args[0].span)
+            return (RRepeat(value, size.id, stmt.span),)
+        if len(args) != nparams:
+            extra = " or Dirichlet(a, K)" if family.name == "Dirichlet" else ""
+            raise self.error(
+                f"{family.name} takes {nparams} argument(s), got {len(args)}", stmt.dist.span,
+                hint=f"write {usage}{extra}",
+            )
+        resolved = []
+        for param, arg in zip(family.params, args, strict=True):
+            value = self.resolve_expr(arg, scope)
+            rank = len(self.shape_of(value))
+            if rank != param.rank:
+                kinds = {0: "a scalar", 1: "a vector", 2: "a matrix"}
+                raise self.error(
+                    f"the {param.name} of {family.name} must be {kinds[param.rank]}, "
+                    f"found {kinds.get(rank, 'an array')} of shape {_show(self.shape_of(value))}",
+                    arg.span,
+                )
+            resolved.append(value)
+        return tuple(resolved)
+
+    def _event(self, family: FamilySpec, args: tuple, stmt: ast.Sample):
+        by_name = dict(zip((p.name for p in family.params), args, strict=True))
+        if family.name == "MultivariateNormal":
+            m, p = self.shape_of(by_name["mean"]), self.shape_of(by_name["precision"])
+            if p != (m[0], m[0]):
+                raise self.error(
+                    f"shape mismatch: mean has length {_show(m)} but precision is {_show(p)}",
+                    stmt.span,
+                )
+        if family.name == "Wishart":
+            s = self.shape_of(by_name["scale"])
+            if s[0] != s[1]:
+                raise self.error(f"the Wishart scale must be square, found {_show(s)}", stmt.span)
+        if family.shape_from is None:
+            return (), None
+        shape = self.shape_of(by_name[family.shape_from])
+        if family.support == "category":
+            return (), shape[0]
+        return shape, None
+
+    def resolve_expr(self, expr: ast.Expr, scope: _Scope) -> RExpr:
+        if isinstance(expr, ast.Number):
+            return RConst(expr.value, expr.span)
+        if isinstance(expr, ast.Name):
+            return self._resolve_ref(expr, (), expr.span, scope)
+        if isinstance(expr, ast.Index):
+            return self._resolve_ref(expr.base, expr.indices, expr.span, scope)
+        if isinstance(expr, ast.Neg):
+            return RNeg(self.resolve_expr(expr.operand, scope), expr.span)
+        if isinstance(expr, ast.BinOp):
+            left = self.resolve_expr(expr.left, scope)
+            right = self.resolve_expr(expr.right, scope)
+            if expr.op in "*/" and self.shape_of(left) and self.shape_of(right):
+                raise self.error(
+                    f"'{expr.op}' multiplies a scalar with a scalar or an array; "
+                    "use dot(a, b) for the inner product of vectors", expr.span,
+                )
+            if expr.op in "+-":
+                self._broadcast(self.shape_of(left), self.shape_of(right), expr.span)
+            return RBin(expr.op, left, right, expr.span)
+        if isinstance(expr, ast.Call):
+            func = expr.func.id
+            if func in _HYPER_FUNCS:
+                return self.resolve_hyper_expr(expr)
+            if func not in _EXPR_FUNCS:
+                raise self.error(
+                    f"unknown function '{func}'", expr.func.span,
+                    hint=did_you_mean(func, list(_EXPR_FUNCS) + list(_HYPER_FUNCS)),
+                )
+            if len(expr.args) != _EXPR_FUNCS[func]:
+                raise self.error(
+                    f"{func}() takes {_EXPR_FUNCS[func]} argument(s), got {len(expr.args)}",
+                    expr.span,
+                )
+            args = tuple(self.resolve_expr(a, scope) for a in expr.args)
+            if func == "dot":
+                a, b = (self.shape_of(x) for x in args)
+                if len(a) != 1 or a != b:
+                    raise self.error(
+                        f"dot() takes two vectors of the same length, found {_show(a)} and "
+                        f"{_show(b)}", expr.span,
+                    )
+            return RCall(func, args, expr.span)
+        if isinstance(expr, ast.VectorLit):
+            return self.resolve_hyper_expr(expr)
+        raise AssertionError(expr)
+
+    def _resolve_ref(
+        self, base: ast.Name, indices: tuple[ast.Expr, ...], span: Span, scope: _Scope
+    ) -> RExpr:
+        name = base.id
+        if name in self.hypers:
+            if indices:
+                raise self.error(f"hyperparameter '{name}' takes no indices", span)
+            return RHyper(name, base.span)
+        if name in self.dims:
+            if indices:
+                raise self.error(f"dimension '{name}' takes no indices", span)
+            return RDimSize(name, base.span)
+        if scope.by_index(name) is not None:
+            raise self.error(
+                f"'{name}' is a plate index; it can only appear inside [...]", base.span
+            )
+        if name in self.data:
+            datum = self.data[name]
+            plates = self._resolve_indices(name, datum.plates, indices, span, scope, gates=False)
+            return RData(name, plates, span)
+        if name in self.decls:
+            var = self.build_var(name)
+            resolved = self._resolve_indices(name, var.plates, indices, span, scope, gates=True)
+            return RVar(name, resolved, span)
+        raise self.error(
+            f"unknown name '{name}'", base.span,
+            hint=did_you_mean(name, list(self._all_names()) + [p.index for p in scope.plates]),
+        )
+
+    def _resolve_indices(
+        self, name: str, plates: tuple[str, ...], indices: tuple[ast.Expr, ...], span: Span,
+        scope: _Scope, gates: bool,
+    ) -> tuple:
+        if len(indices) != len(plates):
+            want = ", ".join(self.plates[p].index for p in plates)
+            raise self.error(
+                f"'{name}' has {len(plates)} index(es) ({want or 'none'}), "
+                f"but {len(indices)} given", span,
+            )
+        resolved = []
+        for plate_name, index in zip(plates, indices, strict=True):
+            plate = self.plates[plate_name]
+            if isinstance(index, ast.Name) and scope.by_index(index.id) is not None:
+                used = scope.by_index(index.id)
+                if used.name != plate.name:
+                    raise self.error(
+                        f"index '{index.id}' runs over plate '{used.name}', but this position of "
+                        f"'{name}' runs over plate '{plate.name}'", index.span,
+                        hint=f"use '{plate.index}' here, inside plate {plate.name}"
+                        if scope.by_index(plate.index) else None,
+                    )
+                resolved.append(PlateIndex(plate.name, index.span))
+                continue
+            if isinstance(index, ast.Name) and index.id not in self.decls:
+                raise self.error(
+                    f"'{index.id}' is not the index of an enclosing plate", index.span,
+                    hint=did_you_mean(index.id, [p.index for p in scope.plates]),
+                )
+            if not gates:
+                raise self.error("data can only be indexed by plate indices", index.span)
+            gate = self.resolve_expr(index, scope)
+            if not isinstance(gate, RVar) or self.build_var(gate.name).categories is None:
+                raise self.error(
+                    "an index must be a plate index or a categorical variable", index.span
+                )
+            if any(isinstance(i, GateIndex) for i in gate.indices):
+                raise self.error("a categorical index may not itself be gated", index.span)
+            cats = self.build_var(gate.name).categories
+            if plate.ragged:
+                raise self.error("a categorical cannot select along a ragged plate", index.span)
+            if cats != plate.dim:
+                raise self.error(
+                    f"shape mismatch: '{gate.name}' takes {cats} values but plate '{plate.name}' "
+                    f"of '{name}' has {plate.dim} elements", index.span,
+                )
+            resolved.append(GateIndex(gate, index.span))
+        return tuple(resolved)
+
+    def shape_of(self, expr: RExpr) -> Shape:
+        if isinstance(expr, (RConst, RDimSize)):
+            return ()
+        if isinstance(expr, RHyper):
+            return self.hypers[expr.name].shape
+        if isinstance(expr, RVar):
+            return self.build_var(expr.name).shape
+        if isinstance(expr, RData):
+            return self.data[expr.name].shape
+        if isinstance(expr, RRepeat):
+            return (expr.dim,)
+        if isinstance(expr, RVector):
+            return (len(expr.items),)
+        if isinstance(expr, RNeg):
+            return self.shape_of(expr.operand)
+        if isinstance(expr, RBin):
+            return self._broadcast(self.shape_of(expr.left), self.shape_of(expr.right), expr.span)
+        if isinstance(expr, RCall):
+            if expr.func == "dot":
+                return ()
+            if expr.func in ("exp", "log"):
+                return self.shape_of(expr.args[0])
+            return self.hyper_shape(expr)
+        raise AssertionError(expr)
+
+    # -- driver -------------------------------------------------------------
+    def build(self) -> Model:
+        self.collect(self.program.statements, _Scope(()))
+        if self.model_name is None:
+            raise self.error("the file does not name its model", Span(1, 1, 1, 2),
+                             hint="start it with 'model NAME'")
+        for name in self.decls:
+            self.build_var(name)
+        variables = tuple(self.vars[name] for name in self.decls)
+        if not any(v.observed for v in variables):
+            raise self.error("the model observes nothing", Span(1, 1, 1, 2),
+                             hint="mark the data with 'observe x ~ ...'")
+        data_plate = self._data_plate(variables)
+        return Model(
+            self.model_name, self.source, tuple(self.dims.values()), tuple(self.hypers.values()),
+            tuple(self.data.values()), tuple(self.plates.values()), variables, data_plate,
+        )
+
+    def _data_plate(self, variables: tuple[VarDef, ...]) -> str | None:
+        """The one top-level plate that holds observations (SVI subsamples over it)."""
+        tops = {v.plates[0] for v in variables if v.observed and v.plates}
+        if any(v.observed and not v.plates for v in variables) or len(tops) != 1:
+            return None
+        return next(iter(tops))
+
+
+def _size_of(expr: RExpr) -> ShapeDim:
+    if isinstance(expr, RDimSize):
+        return expr.name
+    if isinstance(expr, RConst):
+        return int(expr.value)
+    raise AssertionError(expr)
+
+
+def _show(shape: Shape) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ")" if shape else "scalar"
+
+
+def build_model(program: ast.Program) -> Model:
+    """Resolve a parsed program into a ``Model``; raises ``CemModelError``."""
+    return _Builder(program).build()
+
+
+# ---------------------------------------------------------------------------
+# The graph view
+# ---------------------------------------------------------------------------
+
+
+def expr_vars(expr: RExpr) -> list[tuple[str, str]]:
+    """(variable, how) pairs for every random variable an expression mentions."""
+    found: list[tuple[str, str]] = []
+    if isinstance(expr, RVar):
+        found.append((expr.name, "direct"))
+        for index in expr.indices:
+            if isinstance(index, GateIndex):
+                found.append((index.var.name, "gate"))
+    elif isinstance(expr, (RBin,)):
+        found += expr_vars(expr.left) + expr_vars(expr.right)
+    elif isinstance(expr, RNeg):
+        found += expr_vars(expr.operand)
+    elif isinstance(expr, RCall):
+        for arg in expr.args:
+            found += expr_vars(arg)
+    elif isinstance(expr, RRepeat):
+        found += expr_vars(expr.value)
+    return found
+
+
+def model_graph(model: Model) -> nx.DiGraph:
+    """One node per random variable (family, plates, observed); an edge per dependency."""
+    graph = nx.DiGraph(name=model.name)
+    for var in model.variables:
+        graph.add_node(
+            var.name, family=var.family, plates=var.plates, observed=var.observed,
+            local=model.is_local(var),
+        )
+    for var in model.variables:
+        family = model.family(var)
+        for param, arg in zip(family.params, var.args, strict=True):
+            for parent, how in expr_vars(arg):
+                role = "gate" if how == "gate" else param.name
+                if graph.has_edge(parent, var.name):
+                    roles = graph.edges[parent, var.name]["roles"]
+                    graph.edges[parent, var.name]["roles"] = tuple(sorted(set(roles) | {role}))
+                else:
+                    graph.add_edge(parent, var.name, roles=(role,))
+    return graph

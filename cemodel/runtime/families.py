@@ -1,0 +1,358 @@
+"""Variational families in coefficient form.
+
+A factor is q(x) = exp(sum_s lam_s . t_s(x) - A(lam)) with base measure h(x) = 1, where the
+natural parameters lam_s are the coefficients of the sufficient statistics t_s (including the
+"-1" terms, e.g. Dirichlet lam = alpha - 1) and matrix statistics pair with their coefficients
+through the Frobenius product.  For each family:
+
+* ``<fam>_expected_stats`` computes E_q[t_s(x)] = dA/dlam_s for one variable (numba);
+* ``<fam>_log_normalizer`` computes A(lam) (numba), so that the entropy is
+  H = A(lam) - sum_s lam_s . E[t_s];
+* ``<fam>_params`` / ``<fam>_natural`` convert to / from the usual parameters (plain numpy,
+  vectorised over leading batch axes; ``_natural`` always returns a tuple in statistic order).
+
+Matrix coefficients (MVN ``outer``, Wishart ``value``) are symmetrised as (L + L^T) / 2 before
+use, so A is a function of all D*D entries and its gradient with respect to each entry is the
+corresponding entry of the (symmetric) expected statistic.
+"""
+
+import math
+
+import numba
+import numpy as np
+
+from .special import (
+    digamma,
+    inv_from_cholesky,
+    inv_spd,
+    lgamma,
+    log1pexp,
+    logsumexp,
+    multigammaln,
+    softmax_inplace,
+)
+
+jit = numba.njit(cache=True, nogil=True)
+
+_LOG_2PI = math.log(2.0 * math.pi)
+_LOG_2 = math.log(2.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# numba kernels
+# ---------------------------------------------------------------------------------------------
+
+
+@jit
+def _neg_sym2(L: np.ndarray) -> np.ndarray:
+    """-(L + L^T), i.e. -2 * sym(L)."""
+    n = L.shape[0]
+    out = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            out[i, j] = -(L[i, j] + L[j, i])
+    return out
+
+
+# Dirichlet: t = log x, lam = alpha - 1 ------------------------------------------------------
+
+
+@jit
+def dirichlet_expected_stats(lam_log: np.ndarray, out_log: np.ndarray) -> None:
+    """out_log[k] = E[log x_k] = psi(alpha_k) - psi(sum_j alpha_j), alpha = lam_log + 1."""
+    n = lam_log.shape[0]
+    total = 0.0
+    for k in range(n):
+        total += lam_log[k] + 1.0
+    psi_total = digamma(total)
+    for k in range(n):
+        out_log[k] = digamma(lam_log[k] + 1.0) - psi_total
+
+
+@jit
+def dirichlet_log_normalizer(lam_log: np.ndarray) -> float:
+    """A = sum_k lnGamma(alpha_k) - lnGamma(sum_k alpha_k), alpha = lam_log + 1."""
+    total = 0.0
+    acc = 0.0
+    for k in range(lam_log.shape[0]):
+        a = lam_log[k] + 1.0
+        total += a
+        acc += lgamma(a)
+    return acc - lgamma(total)
+
+
+# Beta: t = (log x, log(1 - x)), lam = (a - 1, b - 1) -----------------------------------------
+
+
+@jit
+def beta_expected_stats(lam_log: float, lam_log1m: float) -> tuple[float, float]:
+    """(E[log x], E[log(1-x)]) = (psi(a) - psi(a+b), psi(b) - psi(a+b)), a, b = lam + 1."""
+    a = lam_log + 1.0
+    b = lam_log1m + 1.0
+    psi_ab = digamma(a + b)
+    return digamma(a) - psi_ab, digamma(b) - psi_ab
+
+
+@jit
+def beta_log_normalizer(lam_log: float, lam_log1m: float) -> float:
+    """A = lnGamma(a) + lnGamma(b) - lnGamma(a + b), a, b = lam + 1."""
+    a = lam_log + 1.0
+    b = lam_log1m + 1.0
+    return lgamma(a) + lgamma(b) - lgamma(a + b)
+
+
+# Gamma (shape a, rate b): t = (log x, x), lam = (a - 1, -b) -----------------------------------
+
+
+@jit
+def gamma_expected_stats(lam_log: float, lam_value: float) -> tuple[float, float]:
+    """(E[log x], E[x]) = (psi(a) - log b, a / b), a = lam_log + 1, b = -lam_value."""
+    a = lam_log + 1.0
+    b = -lam_value
+    return digamma(a) - math.log(b), a / b
+
+
+@jit
+def gamma_log_normalizer(lam_log: float, lam_value: float) -> float:
+    """A = lnGamma(a) - a log b, a = lam_log + 1, b = -lam_value."""
+    a = lam_log + 1.0
+    b = -lam_value
+    return lgamma(a) - a * math.log(b)
+
+
+# Normal (mean m, precision tau): t = (x, x^2), lam = (tau m, -tau/2) --------------------------
+
+
+@jit
+def normal_expected_stats(lam_value: float, lam_square: float) -> tuple[float, float]:
+    """(E[x], E[x^2]) = (m, m^2 + 1/tau), tau = -2 lam_square, m = lam_value / tau."""
+    tau = -2.0 * lam_square
+    m = lam_value / tau
+    return m, m * m + 1.0 / tau
+
+
+@jit
+def normal_log_normalizer(lam_value: float, lam_square: float) -> float:
+    """A = tau m^2 / 2 - log(tau) / 2 + log(2 pi) / 2, tau = -2 lam_square, m = lam_value / tau."""
+    tau = -2.0 * lam_square
+    return 0.5 * lam_value * lam_value / tau - 0.5 * math.log(tau) + 0.5 * _LOG_2PI
+
+
+# Multivariate normal (mean m, precision P): t = (x, x x^T), lam = (P m, -P/2) -----------------
+
+
+@jit
+def mvn_expected_stats(
+    lam_value: np.ndarray, lam_outer: np.ndarray, out_value: np.ndarray, out_outer: np.ndarray
+) -> None:
+    """E[x] = m = P^{-1} lam_value, E[x x^T] = P^{-1} + m m^T, P = -(lam_outer + lam_outer^T)."""
+    n = lam_value.shape[0]
+    cov = inv_spd(_neg_sym2(lam_outer))
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += cov[i, j] * lam_value[j]
+        out_value[i] = acc
+    for i in range(n):
+        for j in range(n):
+            out_outer[i, j] = cov[i, j] + out_value[i] * out_value[j]
+
+
+@jit
+def mvn_log_normalizer(lam_value: np.ndarray, lam_outer: np.ndarray) -> float:
+    """A = m^T P m / 2 - log|P| / 2 + (D/2) log(2 pi), P = -(lam_outer + lam_outer^T)."""
+    n = lam_value.shape[0]
+    chol = np.linalg.cholesky(_neg_sym2(lam_outer))
+    # m^T P m = lam^T P^{-1} lam = |y|^2 with chol @ y = lam_value.
+    y = np.empty(n)
+    quad = 0.0
+    logdet = 0.0
+    for i in range(n):
+        acc = lam_value[i]
+        for k in range(i):
+            acc -= chol[i, k] * y[k]
+        y[i] = acc / chol[i, i]
+        quad += y[i] * y[i]
+        logdet += math.log(chol[i, i])
+    return 0.5 * quad - logdet + 0.5 * n * _LOG_2PI
+
+
+# Wishart (dof nu, scale W): t = (Lambda, log|Lambda|), lam = (-W^{-1}/2, (nu - D - 1)/2) -------
+
+
+@jit
+def wishart_expected_stats(
+    lam_value: np.ndarray, lam_logdet: float, out_value: np.ndarray
+) -> float:
+    """out = nu W; returns E[log|Lambda|] = sum_i psi((nu+1-i)/2) + D log 2 + log|W|."""
+    n = lam_value.shape[0]
+    chol = np.linalg.cholesky(_neg_sym2(lam_value))  # W^{-1} = L L^T
+    scale = inv_from_cholesky(chol)
+    nu = 2.0 * lam_logdet + n + 1.0
+    for i in range(n):
+        for j in range(n):
+            out_value[i, j] = nu * scale[i, j]
+    acc = n * _LOG_2
+    for i in range(n):
+        acc += digamma(0.5 * (nu - i)) - 2.0 * math.log(chol[i, i])
+    return acc
+
+
+@jit
+def wishart_log_normalizer(lam_value: np.ndarray, lam_logdet: float) -> float:
+    """A = (nu D / 2) log 2 + (nu / 2) log|W| + ln Gamma_D(nu / 2), W = (-2 sym(lam_value))^{-1}."""
+    n = lam_value.shape[0]
+    chol = np.linalg.cholesky(_neg_sym2(lam_value))
+    logdet_w = 0.0
+    for i in range(n):
+        logdet_w -= 2.0 * math.log(chol[i, i])
+    nu = 2.0 * lam_logdet + n + 1.0
+    return 0.5 * nu * n * _LOG_2 + 0.5 * nu * logdet_w + multigammaln(0.5 * nu, n)
+
+
+# Categorical: t = onehot(x), lam = unnormalised log-probabilities ----------------------------
+
+
+@jit
+def categorical_expected_stats(lam: np.ndarray, out: np.ndarray) -> float:
+    """out = E[onehot] = softmax(lam); returns A = logsumexp(lam)."""
+    for k in range(lam.shape[0]):
+        out[k] = lam[k]
+    return softmax_inplace(out)
+
+
+@jit
+def categorical_log_normalizer(lam: np.ndarray) -> float:
+    """A = log sum_k exp(lam_k)."""
+    return logsumexp(lam)
+
+
+# Bernoulli: t = x in {0, 1}, lam = logit ------------------------------------------------------
+
+
+@jit
+def bernoulli_expected_stats(lam: float) -> float:
+    """E[x] = sigmoid(lam) = 1 / (1 + exp(-lam))."""
+    if lam >= 0.0:
+        return 1.0 / (1.0 + math.exp(-lam))
+    e = math.exp(lam)
+    return e / (1.0 + e)
+
+
+@jit
+def bernoulli_log_normalizer(lam: float) -> float:
+    """A = log(1 + exp(lam))."""
+    return log1pexp(lam)
+
+
+# ---------------------------------------------------------------------------------------------
+# Conversions to / from usual parameters (plain numpy, vectorised over leading axes)
+# ---------------------------------------------------------------------------------------------
+
+
+def _sym(a: np.ndarray) -> np.ndarray:
+    return 0.5 * (a + np.swapaxes(a, -1, -2))
+
+
+def dirichlet_params(lam_log: np.ndarray) -> np.ndarray:
+    """alpha = lam_log + 1."""
+    return np.asarray(lam_log, dtype=np.float64) + 1.0
+
+
+def dirichlet_natural(alpha: np.ndarray) -> tuple[np.ndarray]:
+    """(lam_log,) = (alpha - 1,)."""
+    return (np.asarray(alpha, dtype=np.float64) - 1.0,)
+
+
+def beta_params(lam_log: np.ndarray, lam_log1m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b) = (lam_log + 1, lam_log1m + 1)."""
+    return (
+        np.asarray(lam_log, dtype=np.float64) + 1.0,
+        np.asarray(lam_log1m, dtype=np.float64) + 1.0,
+    )
+
+
+def beta_natural(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lam_log, lam_log1m) = (a - 1, b - 1)."""
+    return np.asarray(a, dtype=np.float64) - 1.0, np.asarray(b, dtype=np.float64) - 1.0
+
+
+def gamma_params(lam_log: np.ndarray, lam_value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(shape, rate) = (lam_log + 1, -lam_value)."""
+    return np.asarray(lam_log, dtype=np.float64) + 1.0, -np.asarray(lam_value, dtype=np.float64)
+
+
+def gamma_natural(shape: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lam_log, lam_value) = (shape - 1, -rate)."""
+    return np.asarray(shape, dtype=np.float64) - 1.0, -np.asarray(rate, dtype=np.float64)
+
+
+def normal_params(lam_value: np.ndarray, lam_square: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, precision) = (lam_value / tau, tau) with tau = -2 lam_square."""
+    tau = -2.0 * np.asarray(lam_square, dtype=np.float64)
+    return np.asarray(lam_value, dtype=np.float64) / tau, tau
+
+
+def normal_natural(mean: np.ndarray, precision: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lam_value, lam_square) = (precision * mean, -precision / 2)."""
+    tau = np.asarray(precision, dtype=np.float64)
+    return tau * np.asarray(mean, dtype=np.float64), -0.5 * tau
+
+
+def mvn_params(lam_value: np.ndarray, lam_outer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, precision) = (P^{-1} lam_value, P) with P = -(lam_outer + lam_outer^T)."""
+    prec = -2.0 * _sym(np.asarray(lam_outer, dtype=np.float64))
+    lam_value = np.asarray(lam_value, dtype=np.float64)
+    mean = np.linalg.solve(prec, lam_value[..., None])[..., 0]
+    return mean, prec
+
+
+def mvn_natural(mean: np.ndarray, precision: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lam_value, lam_outer) = (P mean, -P / 2)."""
+    prec = np.asarray(precision, dtype=np.float64)
+    mean = np.asarray(mean, dtype=np.float64)
+    return (prec @ mean[..., None])[..., 0], -0.5 * prec
+
+
+def wishart_params(lam_value: np.ndarray, lam_logdet: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dof, scale) = (2 lam_logdet + D + 1, (-(lam_value + lam_value^T))^{-1})."""
+    lam_value = np.asarray(lam_value, dtype=np.float64)
+    d = lam_value.shape[-1]
+    scale = _sym(np.linalg.inv(-2.0 * _sym(lam_value)))
+    return 2.0 * np.asarray(lam_logdet, dtype=np.float64) + d + 1.0, scale
+
+
+def wishart_natural(dof: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lam_value, lam_logdet) = (-W^{-1} / 2, (dof - D - 1) / 2)."""
+    scale = np.asarray(scale, dtype=np.float64)
+    d = scale.shape[-1]
+    lam_value = -0.5 * _sym(np.linalg.inv(scale))
+    return lam_value, 0.5 * (np.asarray(dof, dtype=np.float64) - d - 1.0)
+
+
+def categorical_params(lam: np.ndarray) -> np.ndarray:
+    """probs = softmax(lam) along the last axis."""
+    lam = np.asarray(lam, dtype=np.float64)
+    z = lam - np.max(lam, axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def categorical_natural(probs: np.ndarray) -> tuple[np.ndarray]:
+    """(lam,) = (log probs,)."""
+    with np.errstate(divide="ignore"):
+        return (np.log(np.asarray(probs, dtype=np.float64)),)
+
+
+def bernoulli_params(lam: np.ndarray) -> np.ndarray:
+    """p = sigmoid(lam) = 1 / (1 + exp(-lam))."""
+    lam = np.asarray(lam, dtype=np.float64)
+    e = np.exp(-np.abs(lam))
+    return np.where(lam >= 0.0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def bernoulli_natural(p: np.ndarray) -> tuple[np.ndarray]:
+    """(lam,) = (log p - log(1 - p),)."""
+    p = np.asarray(p, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return (np.log(p) - np.log1p(-p),)

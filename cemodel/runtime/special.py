@@ -1,0 +1,220 @@
+"""Special functions and small linear-algebra kernels used by generated numba code.
+
+Every function is compiled with ``numba.njit(cache=True, nogil=True)`` and works on
+float64 scalars or contiguous float64 arrays; nothing falls back to Python objects.
+"""
+
+import math
+
+import numba
+import numpy as np
+
+jit = numba.njit(cache=True, nogil=True)
+
+_LOG_PI = math.log(math.pi)
+
+# Positive root of digamma (the float64 nearest to it) and psi at that float64.
+_PSI_ROOT = 1.4616321449683622
+_PSI_ROOT_VAL = -9.241265521729427e-17
+# Taylor coefficients of psi about _PSI_ROOT: c_k = (-1)**(k + 1) * zeta(k + 1, _PSI_ROOT).
+_PSI_ROOT_COEF = (
+    0.9676722454476212,
+    -0.4427631689835922,
+    0.2584997609556511,
+    -0.16394270544240658,
+    0.10782405069126241,
+    -0.07219956125645474,
+    0.04880428816414313,
+    -0.033161126474847376,
+    0.022597648232218118,
+    -0.01542476590494897,
+    0.010538791616612184,
+    -0.007204534386356875,
+    0.004926781395729858,
+    -0.0033698016554393312,
+    0.00230512632673493,
+    -0.001576936771430199,
+    0.0010788252019162978,
+    -0.000738070938996006,
+    0.0005049532658346027,
+    -0.0003454680251063082,
+    0.00023635601564027086,
+    -0.00016170622091974827,
+    0.00011063372768747428,
+    -7.569179582195078e-05,
+    5.17857579522209e-05,
+    -3.543007094765967e-05,
+)
+_PSI_ROOT_RADIUS = 0.25
+
+# Bernoulli numbers B_2 .. B_26; the asymptotic series at x >= 6 are accurate to ~1e-16.
+_BERNOULLI_EVEN = (
+    1.0 / 6.0,
+    -1.0 / 30.0,
+    1.0 / 42.0,
+    -1.0 / 30.0,
+    5.0 / 66.0,
+    -691.0 / 2730.0,
+    7.0 / 6.0,
+    -3617.0 / 510.0,
+    43867.0 / 798.0,
+    -174611.0 / 330.0,
+    854513.0 / 138.0,
+    -236364091.0 / 2730.0,
+    8553103.0 / 6.0,
+)
+# psi(x) ~ log x - 1/(2x) - sum_n B_2n / (2n x^2n)
+_DIGAMMA_ASYMP = tuple(b / (2 * (n + 1)) for n, b in enumerate(_BERNOULLI_EVEN))
+# psi_1(x) ~ 1/x + 1/(2x^2) + sum_n B_2n / x^(2n+1)
+_TRIGAMMA_ASYMP = _BERNOULLI_EVEN
+
+
+@jit
+def digamma(x: float) -> float:
+    """psi(x) = d/dx log Gamma(x) for x > 0 (nan for x < 0, -inf at 0)."""
+    if x <= 0.0:
+        if x == 0.0:
+            return -np.inf
+        return np.nan
+    h = x - _PSI_ROOT
+    if abs(h) < _PSI_ROOT_RADIUS:
+        # Taylor series about the positive root keeps full relative accuracy near psi = 0.
+        acc = 0.0
+        for k in range(len(_PSI_ROOT_COEF) - 1, -1, -1):
+            acc = acc * h + _PSI_ROOT_COEF[k]
+        return _PSI_ROOT_VAL + h * acc
+    # psi(x) = psi(x + 1) - 1/x until x >= 6, then the asymptotic series.
+    shift = 0.0
+    while x < 6.0:
+        shift += 1.0 / x
+        x += 1.0
+    t = 1.0 / x
+    z = t * t
+    acc = 0.0
+    for k in range(len(_DIGAMMA_ASYMP) - 1, -1, -1):
+        acc = acc * z + _DIGAMMA_ASYMP[k]
+    return math.log(x) - 0.5 * t - z * acc - shift
+
+
+@jit
+def trigamma(x: float) -> float:
+    """psi_1(x) = d^2/dx^2 log Gamma(x) for x > 0 (nan for x < 0, inf at 0)."""
+    if x <= 0.0:
+        if x == 0.0:
+            return np.inf
+        return np.nan
+    # psi_1(x) = psi_1(x + 1) + 1/x^2 until x >= 6, then the asymptotic series.
+    shift = 0.0
+    while x < 6.0:
+        shift += 1.0 / (x * x)
+        x += 1.0
+    t = 1.0 / x
+    z = t * t
+    acc = 0.0
+    for k in range(len(_TRIGAMMA_ASYMP) - 1, -1, -1):
+        acc = acc * z + _TRIGAMMA_ASYMP[k]
+    return t + 0.5 * z + z * t * acc + shift
+
+
+@jit
+def lgamma(x: float) -> float:
+    """log|Gamma(x)| (math.lgamma)."""
+    return math.lgamma(x)
+
+
+@jit
+def multigammaln(a: float, d: int) -> float:
+    """log Gamma_d(a) = d(d-1)/4 log(pi) + sum_{j=1..d} log Gamma(a + (1-j)/2)."""
+    acc = 0.25 * d * (d - 1) * _LOG_PI
+    for j in range(d):
+        acc += math.lgamma(a - 0.5 * j)
+    return acc
+
+
+@jit
+def logsumexp(v: np.ndarray) -> float:
+    """log(sum_i exp(v_i)) computed as m + log(sum_i exp(v_i - m)) with m = max_i v_i."""
+    n = v.shape[0]
+    if n == 0:
+        return -np.inf
+    m = v[0]
+    for i in range(1, n):
+        if v[i] > m:
+            m = v[i]
+    if not np.isfinite(m):
+        return m
+    s = 0.0
+    for i in range(n):
+        s += math.exp(v[i] - m)
+    return m + math.log(s)
+
+
+@jit
+def log1pexp(x: float) -> float:
+    """log(1 + exp(x)), stable for large |x|."""
+    if x <= -37.0:
+        return math.exp(x)
+    if x <= 18.0:
+        return math.log1p(math.exp(x))
+    if x <= 33.3:
+        return x + math.exp(-x)
+    return x
+
+
+@jit
+def softmax_inplace(v: np.ndarray) -> float:
+    """v <- exp(v - A) with A = logsumexp(v); returns A."""
+    n = v.shape[0]
+    m = v[0]
+    for i in range(1, n):
+        if v[i] > m:
+            m = v[i]
+    s = 0.0
+    for i in range(n):
+        e = math.exp(v[i] - m)
+        v[i] = e
+        s += e
+    inv = 1.0 / s
+    for i in range(n):
+        v[i] *= inv
+    return m + math.log(s)
+
+
+@jit
+def logdet_spd(M: np.ndarray) -> float:
+    """log|M| = 2 sum_i log L_ii with M = L L^T (Cholesky), M symmetric positive definite."""
+    L = np.linalg.cholesky(M)
+    acc = 0.0
+    for i in range(L.shape[0]):
+        acc += math.log(L[i, i])
+    return 2.0 * acc
+
+
+@jit
+def inv_from_cholesky(L: np.ndarray) -> np.ndarray:
+    """M^{-1} = L^{-T} L^{-1} for M = L L^T with L lower-triangular, returned exactly symmetric."""
+    n = L.shape[0]
+    # Forward substitution for the lower-triangular inverse Li = L^{-1}.
+    Li = np.zeros((n, n))
+    for j in range(n):
+        Li[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, n):
+            acc = 0.0
+            for k in range(j, i):
+                acc += L[i, k] * Li[k, j]
+            Li[i, j] = -acc / L[i, i]
+    out = np.empty((n, n))
+    for i in range(n):
+        for j in range(i + 1):
+            acc = 0.0
+            for k in range(i, n):
+                acc += Li[k, i] * Li[k, j]
+            out[i, j] = acc
+            out[j, i] = acc
+    return out
+
+
+@jit
+def inv_spd(M: np.ndarray) -> np.ndarray:
+    """M^{-1} = L^{-T} L^{-1} with M = L L^T (Cholesky), M symmetric positive definite."""
+    return inv_from_cholesky(np.linalg.cholesky(M))

@@ -1,0 +1,134 @@
+"""Tests for cemodel.runtime.special against scipy / numpy references."""
+
+import numpy as np
+import pytest
+import scipy.special as sps
+from numpy.testing import assert_allclose
+
+from cemodel.runtime import special
+
+PSI_ROOT = 1.4616321449683622
+
+
+def _grid() -> np.ndarray:
+    """Log grid over [1e-8, 1e8] plus dense points around the positive root of digamma."""
+    return np.concatenate(
+        [
+            np.logspace(-8, 8, 8001),
+            np.linspace(1.0, 2.0, 2001),
+            PSI_ROOT + np.array([-1e-3, -1e-8, -1e-12, 0.0, 1e-12, 1e-8, 1e-3]),
+            np.arange(1.0, 30.0),
+            [5.999999999999, 6.0, 6.000000000001],
+        ]
+    )
+
+
+def test_digamma_matches_scipy():
+    x = _grid()
+    got = np.array([special.digamma(v) for v in x])
+    assert_allclose(got, sps.digamma(x), rtol=1e-12, atol=0)
+
+
+def test_digamma_tiny_and_edges():
+    for x in [1e-8, 1e-10, 1e-300, 3e-8]:
+        assert_allclose(special.digamma(x), sps.digamma(x), rtol=1e-13)
+    assert special.digamma(0.0) == -np.inf
+    assert np.isnan(special.digamma(-1.5))
+    assert np.isnan(special.digamma(np.nan))
+    assert special.digamma(np.inf) == np.inf
+
+
+def test_trigamma_matches_scipy():
+    x = _grid()
+    got = np.array([special.trigamma(v) for v in x])
+    assert_allclose(got, sps.polygamma(1, x), rtol=1e-10, atol=0)
+    assert special.trigamma(0.0) == np.inf
+    assert np.isnan(special.trigamma(-0.5))
+
+
+def test_lgamma_matches_scipy():
+    x = np.concatenate([np.logspace(-8, 8, 401), [0.5, 1.0, 2.0, 3.5]])
+    got = np.array([special.lgamma(v) for v in x])
+    assert_allclose(got, sps.gammaln(x), rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5, 10])
+def test_multigammaln_matches_scipy(d):
+    lo = 0.5 * (d - 1)
+    for a in lo + np.array([1e-6, 0.1, 0.5, 1.0, 3.7, 50.0, 1e4]):
+        assert_allclose(special.multigammaln(a, d), sps.multigammaln(a, d), rtol=1e-12, atol=1e-12)
+
+
+def test_logsumexp():
+    rng = np.random.default_rng(0)
+    cases = [
+        rng.normal(size=7),
+        rng.normal(size=50) * 300.0,
+        np.array([1000.0, 1000.0]),
+        np.array([-1000.0, -1001.0, -2000.0]),
+        np.array([-np.inf, 0.0, 2.0]),
+        np.array([3.5]),
+        np.array([1e300, 1e300]),
+    ]
+    for v in cases:
+        assert_allclose(special.logsumexp(v), sps.logsumexp(v), rtol=1e-14)
+    assert special.logsumexp(np.array([-np.inf, -np.inf])) == -np.inf
+    assert special.logsumexp(np.array([np.inf, 0.0])) == np.inf
+    assert special.logsumexp(np.empty(0)) == -np.inf
+
+
+def test_log1pexp():
+    x = np.concatenate(
+        [np.linspace(-800.0, 800.0, 16001), [-37.0, -36.9, 18.0, 18.1, 33.3, 33.4, 0.0, 1e-20]]
+    )
+    got = np.array([special.log1pexp(v) for v in x])
+    with np.errstate(under="ignore"):
+        ref = np.logaddexp(0.0, x)
+    tiny = ref < 1e-300  # exp underflows to subnormals/zero: compare absolutely
+    assert_allclose(got[~tiny], ref[~tiny], rtol=2e-15, atol=0)
+    assert_allclose(got[tiny], ref[tiny], rtol=0, atol=1e-300)
+    assert np.all(np.isfinite(got))
+
+
+def test_softmax_inplace():
+    rng = np.random.default_rng(1)
+    for v in [
+        rng.normal(size=6),
+        rng.normal(size=40) * 500.0,
+        np.array([0.0]),
+        np.array([-1e4, 0]),
+    ]:
+        w = v.copy()
+        a = special.softmax_inplace(w)
+        assert_allclose(a, sps.logsumexp(v), rtol=1e-14)
+        assert_allclose(w, sps.softmax(v), rtol=1e-13, atol=1e-300)
+        assert_allclose(w.sum(), 1.0, rtol=1e-14)
+
+
+def _random_spd(rng: np.random.Generator, d: int) -> np.ndarray:
+    a = rng.normal(size=(d, d))
+    return a @ a.T + d * np.eye(d)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 6])
+def test_spd_helpers(d):
+    rng = np.random.default_rng(d)
+    for _ in range(3):
+        m = _random_spd(rng, d)
+        sign, ref = np.linalg.slogdet(m)
+        assert sign == 1.0
+        assert_allclose(special.logdet_spd(m), ref, rtol=1e-12, atol=1e-12)
+        inv = special.inv_spd(m)
+        assert np.array_equal(inv, inv.T)
+        assert_allclose(inv, np.linalg.inv(m), rtol=1e-11, atol=1e-13)
+        assert_allclose(
+            special.inv_from_cholesky(np.linalg.cholesky(m)),
+            np.linalg.inv(m),
+            rtol=1e-11,
+            atol=1e-13,
+        )
+
+
+def test_not_positive_definite_raises():
+    with pytest.raises(np.linalg.LinAlgError):
+        special.logdet_spd(np.array([[1.0, 2.0], [2.0, 1.0]]))
