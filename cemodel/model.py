@@ -679,14 +679,17 @@ class _Builder:
             plate = self.plates[plate_name]
             if isinstance(index, ast.Name) and scope.by_index(index.id) is not None:
                 used = scope.by_index(index.id)
-                if used.name != plate.name:
+                # another plate over the same (non-ragged) dimension indexes it too
+                same_dim = used.dim == plate.dim and not used.ragged and not plate.ragged
+                if used.name != plate.name and not same_dim:
                     raise self.error(
-                        f"index '{index.id}' runs over plate '{used.name}', but this position of "
-                        f"'{name}' runs over plate '{plate.name}'", index.span,
+                        f"index '{index.id}' runs over plate '{used.name}' ({used.dim}), but "
+                        f"this position of '{name}' runs over plate '{plate.name}' ({plate.dim})",
+                        index.span,
                         hint=f"use '{plate.index}' here, inside plate {plate.name}"
                         if scope.by_index(plate.index) else None,
                     )
-                resolved.append(PlateIndex(plate.name, index.span))
+                resolved.append(PlateIndex(used.name, index.span))
                 continue
             if isinstance(index, ast.Name) and index.id not in self.decls:
                 raise self.error(

@@ -1,5 +1,10 @@
 """Runtime math library imported by generated variational-inference kernels."""
 
+from .driver import ElboDecreaseWarning as ElboDecreaseWarning
+from .driver import FitResult as FitResult
+from .driver import check_elbo_increase as check_elbo_increase
+from .driver import converged as converged
+from .driver import max_length as max_length
 from .families import bernoulli_expected_stats as bernoulli_expected_stats
 from .families import bernoulli_log_normalizer as bernoulli_log_normalizer
 from .families import bernoulli_natural as bernoulli_natural

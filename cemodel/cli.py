@@ -1,0 +1,131 @@
+"""`cemodel compile | check | fit`: the command line.
+
+A user's mistake prints a located message and exits with status 2; no
+traceback, and no output file is left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .errors import CemError, CemInternalError
+
+EPILOG = """examples:
+  cemodel check stdlib_models/lda.cem
+  cemodel compile stdlib_models/lda.cem -o lda_vi.py --set K=50
+  cemodel fit stdlib_models/gmm.cem --data points.npz --set K=5 -o posterior.npz
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cemodel",
+        description="Compile conjugate-exponential models (.cem) to numba variational inference.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"cemodel {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("model", help="the .cem model file")
+        p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                       help="override a dimension or scalar hyperparameter (repeatable)")
+
+    p = sub.add_parser("check", help="print each variable's complete conditional and the "
+                       "methods that apply", epilog="example: cemodel check lda.cem")
+    common(p)
+    p = sub.add_parser("compile", help="write the generated Python module",
+                       epilog="example: cemodel compile lda.cem -o lda_vi.py --set K=50")
+    common(p)
+    p.add_argument("-o", "--output", help="output .py file (default: MODEL_mf.py)")
+    p.add_argument("--method", default="mf", choices=["mf"])
+    p = sub.add_parser("fit", help="compile (cached), load data, fit, write the posterior",
+                       epilog="example: cemodel fit lda.cem --data corpus.npz -o post.npz")
+    common(p)
+    p.add_argument("--data", required=True, help=".npz, .npy, .csv, .mtx or UCI docword file")
+    p.add_argument("--method", default="mf", choices=["mf"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-iter", type=int, default=200)
+    p.add_argument("--tol", type=float, default=1e-6,
+                   help="stop when the relative change of the ELBO is below this")
+    p.add_argument("-o", "--output", help="posterior .npz (default: MODEL_posterior.npz)")
+    p.add_argument("--quiet", action="store_true", help="no per-iteration progress")
+    return parser
+
+
+def _stages(args):
+    from .compiler import parse_settings, read_source, run_stages
+
+    text, filename = read_source(args.model)
+    return run_stages(text, filename, parse_settings(args.set))
+
+
+def cmd_check(args) -> int:
+    from .check import check_report
+
+    print(check_report(_stages(args).plan))
+    return 0
+
+
+def cmd_compile(args) -> int:
+    from .compiler import generate, write_atomic
+
+    stages = _stages(args)
+    source = generate(stages, args.method)
+    out = Path(args.output or f"{stages.model.name}_{args.method}.py")
+    write_atomic(out, source)
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_fit(args) -> int:
+    from .compiler import compile_stages, write_atomic_bytes
+    from .data import load_data
+
+    stages = _stages(args)
+    module = compile_stages(stages, args.method)
+    data = load_data(args.data, module.SPEC)
+    out = Path(args.output or f"{stages.model.name}_posterior.npz")
+
+    def progress(iteration: int, elbo: float, seconds: float) -> None:
+        if not args.quiet:
+            print(f"iter {iteration + 1:4d}  elbo {elbo: .6e}  {seconds:8.2f} s", flush=True)
+
+    result = module.fit(data, max_iter=args.max_iter, tol=args.tol, seed=args.seed,
+                        callback=progress)
+    status = "converged" if result.converged else "stopped at --max-iter"
+    print(f"{status} after {result.iterations} iterations, {result.seconds:.2f} s; "
+          f"ELBO {result.elbo[-1]:.6e}")
+    buffer = io.BytesIO()
+    arrays = {k.replace("[", "(").replace("]", ")"): np.asarray(v)
+              for k, v in result.posterior.items()}
+    np.savez(buffer, elbo=result.elbo, **arrays)
+    write_atomic_bytes(out, buffer.getvalue())
+    print(f"wrote {out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler = {"check": cmd_check, "compile": cmd_compile, "fit": cmd_fit}[args.command]
+    try:
+        return handler(args)
+    except CemError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    except CemInternalError as exc:
+        print(f"internal error: {exc}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,231 @@
+"""The one primitive every kernel is built from: a loop nest that contracts a
+product of slots into a target.
+
+    target[target_index] += coef · Π slots      summed over every free plate and letter
+
+Plates already fixed by the caller (the current data item, the row being
+updated) are *bound*; the remaining plates of the factor become loops
+(ragged ones run over their CSR offsets), letters become loops over their
+dimension, and a letter that indexes a one-hot of observed data is bound
+to the data value instead of looped (the doc-term-count trick).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..conjugacy import Known, Slot, Stat
+from ..model import Model, RConst, RHyper, RVar, ShapeDim
+from .pycode import Block, Line, Node
+
+
+def dim_name(dim: ShapeDim) -> str:
+    return str(dim) if isinstance(dim, int) else f"n_{dim}"
+
+
+def plate_var(plate: str) -> str:
+    return f"i_{plate}"
+
+
+def letter_var(letter: str) -> str:
+    return f"t_{letter}"
+
+
+def fmt_float(value: float) -> str:
+    text = repr(float(value))
+    return text
+
+
+@dataclass
+class ArgRecorder:
+    """Collects the names a kernel reads, in first-use order (its parameters)."""
+
+    names: list[str] = field(default_factory=list)
+
+    def use(self, name: str) -> str:
+        if name not in self.names:
+            self.names.append(name)
+        return name
+
+
+@dataclass
+class Layout:
+    """Array names and index expressions for every variable and known."""
+
+    model: Model
+    known_names: dict[str, str]  # Known.key -> array / scalar name
+    scratch: frozenset[str]  # locals below the data plate, stored per item
+
+    def E(self, var: str, stat: str) -> str:
+        return f"E_{var}_{stat}"
+
+    def lam(self, var: str, stat: str) -> str:
+        return f"lam_{var}_{stat}"
+
+    def row(self, var: str, entries: tuple[str, ...], letters: dict[str, str],
+            args: ArgRecorder) -> list[str]:
+        """``letters`` maps gate letters to expressions and ``@plate`` to a bound plate index."""
+        """Index parts selecting ``var`` at plate/gate ``entries``."""
+        plates = self.model.var(var).plates
+        return self._plate_index(plates, entries, letters, args, scratch=var in self.scratch)
+
+    def _plate_index(self, plates: tuple[str, ...], entries: tuple[str, ...],
+                     letters: dict[str, str], args: ArgRecorder, scratch: bool) -> list[str]:
+        if not plates:
+            return ["0"]
+        parts: list[str] = []
+        for plate, entry in zip(plates, entries, strict=True):
+            pdef = self.model.plate(plate)
+            if entry in letters:
+                expr = letters[entry]
+            else:
+                expr = letters.get(f"@{entry}", plate_var(entry))
+            if pdef.ragged:
+                parts.pop()  # the parent's index is folded into the flat one
+                if scratch:
+                    expr = f"{expr} - base_{plate}"
+            parts.append(expr)
+        if scratch:
+            parts = parts[1:] if not self.model.plate(plates[1]).ragged else parts
+        return parts
+
+    def known_ref(self, slot: Known, letters: dict[str, str], args: ArgRecorder) -> str:
+        """The expression reading one known slot (a literal, a scalar or an array element)."""
+        if slot.fn == "value" and len(slot.operands) == 1 and isinstance(slot.operands[0], RConst):
+            return fmt_float(slot.operands[0].value)
+        name = args.use(self.known_names[slot.key])
+        index = self._plate_index(slot.plates, slot.plates, letters, args, scratch=False) \
+            if slot.plates else []
+        index += [letters[t] if t in letters else plate_var(t[1:])
+                  for t in slot.tensor if not self.drops_tensor(slot)]
+        return f"{name}[{', '.join(index)}]" if index else name
+
+    def drops_tensor(self, slot: Known) -> bool:
+        """Elementwise views of a repeated scalar (Dirichlet(a, K)) are that scalar."""
+        from ..model import RRepeat
+
+        return (len(slot.operands) == 1 and isinstance(slot.operands[0], RRepeat)
+                and slot.fn in ("value", "lgamma", "log"))
+
+    def is_scalar_known(self, slot: Known) -> bool:
+        return not slot.plates and (not slot.tensor or self.drops_tensor(slot))
+
+    def onehot_binding(self, slot: Known) -> bool:
+        return (slot.fn == "onehot" and isinstance(slot.operands[0], RVar))
+
+    def stat_ref(self, slot: Stat, letters: dict[str, str], args: ArgRecorder) -> str:
+        name = args.use(self.E(slot.var, slot.stat))
+        index = self.row(slot.var, slot.index, letters, args)
+        index += [letters[t] for t in slot.tensor]
+        return f"{name}[{', '.join(index)}]"
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """coef · Π slots, summed over the factor's free plates and letters."""
+
+    coef: float
+    slots: tuple[Slot, ...]
+    plates: tuple[str, ...]  # the factor's plates
+    letter_dims: dict[str, ShapeDim]
+    extra: tuple[str, ...] = ()  # extra multiplicative expressions (e.g. 'scale')
+
+
+def emit_contraction(
+    layout: Layout,
+    args: ArgRecorder,
+    c: Contraction,
+    target: str,
+    target_index: tuple[str, ...],  # entries: letters or plate-var expressions
+    bound_plates: dict[str, str],  # plate -> bound expression (loop var of an outer loop)
+    bound_letters: dict[str, str],  # letter -> bound expression
+    weighted: bool = True,
+) -> list[Node]:
+    """Emit the loop nest for one contraction, accumulating into ``target``."""
+    model = layout.model
+    letters: dict[str, str] = dict(bound_letters)
+    letters.update({f"@{plate}": expr for plate, expr in bound_plates.items()})
+    loops: list[str] = []
+    # plates: loops over those not bound
+    for plate in c.plates:
+        if plate in bound_plates:
+            continue
+        pdef = model.plate(plate)
+        if pdef.ragged:
+            ptr = args.use(f"{plate}_ptr")
+            parent = plate_var(pdef.parent)
+            loops.append(f"for {plate_var(plate)} in range({ptr}[{parent}], {ptr}[{parent} + 1])")
+        else:
+            size = args.use(dim_name(pdef.dim))
+            loops.append(f"for {plate_var(plate)} in range({size})")
+    # one-hot data binds its letter to the observed category
+    assigns: list[Node] = []
+    for slot in c.slots:
+        if isinstance(slot, Known) and layout.onehot_binding(slot):
+            letter = slot.tensor[0]
+            ref = slot.operands[0]
+            assert isinstance(ref, RVar)
+            index = layout._plate_index(slot.plates, slot.plates, letters, args, scratch=False)
+            value = f"{args.use(ref.name)}[{', '.join(index)}]"
+            if letter in letters:
+                raise NotImplementedError("two one-hot data bindings of one letter")
+            letters[letter] = letter_var(letter)
+            assigns.append(Line(f"{letter_var(letter)} = {value}"))
+    free = [
+        letter for letter in sorted(c.letter_dims)
+        if letter not in letters and _uses(c, letter, target_index)
+    ]
+    # target letters innermost, for contiguous writes
+    free.sort(key=lambda letter: (letter in target_index, target_index.index(letter)
+                                  if letter in target_index else 0))
+    letter_loops = []
+    for letter in free:
+        size = dim_name(c.letter_dims[letter])
+        if not size.isdigit():
+            args.use(size)
+        letter_loops.append(f"for {letter_var(letter)} in range({size})")
+        letters[letter] = letter_var(letter)
+    # the product
+    factors: list[str] = list(c.extra)
+    for slot in c.slots:
+        if isinstance(slot, Known):
+            if layout.onehot_binding(slot):
+                continue
+            factors.append(layout.known_ref(slot, letters, args))
+        else:
+            factors.append(layout.stat_ref(slot, letters, args))
+    if weighted:
+        for plate in c.plates:
+            if plate not in bound_plates and model.plate(plate).ragged:
+                factors.append(f"{args.use(plate + '_weight')}[{plate_var(plate)}]")
+    product = " * ".join(factors) if factors else "1.0"
+    if c.coef == 1.0:
+        rhs = product
+    elif c.coef == -1.0:
+        rhs = f"-{product}" if factors else "-1.0"
+    else:
+        rhs = f"{fmt_float(c.coef)} * {product}" if factors else fmt_float(c.coef)
+    index = [letters.get(e, plate_var(e[1:]) if e.startswith("@") else e) for e in target_index]
+    lhs = f"{target}[{', '.join(index)}]" if index else target
+    body: list[Node] = [Line(f"{lhs} += {rhs}")]
+    for header in reversed(letter_loops):
+        body = [Block(header, tuple(body))]
+    body = assigns + body
+    for header in reversed(loops):
+        body = [Block(header, tuple(body))]
+    return body
+
+
+def _uses(c: Contraction, letter: str, target_index: tuple[str, ...]) -> bool:
+    if letter in target_index:
+        return True
+    for slot in c.slots:
+        if letter in slot.tensor:
+            return True
+        if isinstance(slot, Stat) and letter in slot.index:
+            return True
+    return False
+
+
+def is_hyper_value(slot: Slot) -> bool:
+    return isinstance(slot, Known) and slot.fn == "value" and isinstance(slot.operands[0], RHyper)

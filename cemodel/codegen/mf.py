@@ -1,0 +1,765 @@
+"""Stage 5: InferencePlan -> a Python module of numba kernels for mean-field VB.
+
+The module holds, in order: the SPEC the data binder checks against, one
+kernel per local update, the local step (E-step over the data plate), one
+kernel per global update, the ELBO of the global factors, and ``fit``, the
+driver that runs coordinate ascent. Every kernel's docstring is its update
+equation with a pointer to the model line it implements.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from .. import __version__
+from ..conjugacy import Factor, Known, Monomial, Stat, render_expr
+from ..families import FAMILIES
+from ..model import (
+    Model,
+    RBin,
+    RCall,
+    RConst,
+    RData,
+    RDimSize,
+    RExpr,
+    RHyper,
+    RNeg,
+    RRepeat,
+    RVar,
+    RVector,
+    VarDef,
+)
+from ..plan import InferencePlan, describe_slot
+from .loops import (
+    ArgRecorder,
+    Contraction,
+    Layout,
+    dim_name,
+    emit_contraction,
+    plate_var,
+)
+from .pycode import Blank, Block, Comment, Function, Line, Module, Node, print_module
+
+KERNEL = "njit(cache=True, nogil=True)"
+
+# per variational family: how a row's expected statistics and log normaliser are computed
+_ROW_EXPECT = {
+    "dirichlet": "rt.dirichlet_expected_stats({lam_log}, {E_log})",
+    "categorical": "rt.categorical_expected_stats({lam_onehot}, {E_onehot})",
+    "beta": "{E_log}, {E_log1m} = rt.beta_expected_stats({lam_log}, {lam_log1m})",
+    "gamma": "{E_log}, {E_value} = rt.gamma_expected_stats({lam_log}, {lam_value})",
+    "normal": "{E_value}, {E_square} = rt.normal_expected_stats({lam_value}, {lam_square})",
+    "mvn": "rt.mvn_expected_stats({lam_value}, {lam_outer}, {E_value}, {E_outer})",
+    "wishart": "{E_logdet} = rt.wishart_expected_stats({lam_value}, {lam_logdet}, {E_value})",
+    "bernoulli": "{E_value} = rt.bernoulli_expected_stats({lam_value})",
+}
+_LOG_NORMALIZER = {
+    "dirichlet": "rt.dirichlet_log_normalizer({lam_log})",
+    "categorical": "rt.categorical_log_normalizer({lam_onehot})",
+    "beta": "rt.beta_log_normalizer({lam_log}, {lam_log1m})",
+    "gamma": "rt.gamma_log_normalizer({lam_log}, {lam_value})",
+    "normal": "rt.normal_log_normalizer({lam_value}, {lam_square})",
+    "mvn": "rt.mvn_log_normalizer({lam_value}, {lam_outer})",
+    "wishart": "rt.wishart_log_normalizer({lam_value}, {lam_logdet})",
+    "bernoulli": "rt.bernoulli_log_normalizer({lam_value})",
+}
+_PARAMS = {
+    "dirichlet": ("dirichlet_params", ("alpha",)),
+    "categorical": ("categorical_params", ("probs",)),
+    "beta": ("beta_params", ("a", "b")),
+    "gamma": ("gamma_params", ("shape", "rate")),
+    "normal": ("normal_params", ("mean", "precision")),
+    "mvn": ("mvn_params", ("mean", "precision")),
+    "wishart": ("wishart_params", ("dof", "scale")),
+    "bernoulli": ("bernoulli_params", ("p",)),
+}
+
+
+def source_hash(model: Model) -> str:
+    return hashlib.sha256(model.source.text.encode()).hexdigest()
+
+
+class MeanFieldEmitter:
+    def __init__(self, plan: InferencePlan) -> None:
+        self.plan = plan
+        self.model = plan.model
+        self.analysis = plan.analysis
+        self.known_exprs: dict[str, tuple[str, str]] = {}  # key -> (name, numpy expr)
+        self._collect_knowns()
+        scratch = frozenset(v for v in plan.locals if v not in plan.kept_locals)
+        self.layout = Layout(self.model, {k: n for k, (n, _) in self.known_exprs.items()},
+                             scratch)
+        self.kernels: list[Function] = []
+        self.kernel_args: dict[str, tuple[str, ...]] = {}
+
+    # -- knowns ------------------------------------------------------------
+    def _collect_knowns(self) -> None:
+        used: set[str] = set()
+        for factor in self.analysis.factors:
+            for monomial in factor.monomials:
+                for slot in monomial.slots:
+                    if not isinstance(slot, Known) or slot.key in self.known_exprs:
+                        continue
+                    if slot.fn == "value" and isinstance(slot.operands[0], RConst):
+                        continue
+                    name, expr = self._known_numpy(slot)
+                    base, n = name, 1
+                    while name in used:
+                        n += 1
+                        name = f"{base}_{n}"
+                    used.add(name)
+                    self.known_exprs[slot.key] = (name, expr)
+
+    def _known_numpy(self, slot: Known) -> tuple[str, str]:
+        ops = slot.operands
+        first = ops[0]
+        if slot.fn == "onehot":
+            assert isinstance(first, RVar)
+            return first.name, first.name
+        if isinstance(first, RRepeat) and slot.fn in ("value", "lgamma", "log"):
+            # an elementwise view of a repeated scalar is that scalar
+            inner = _np(first.value)
+            expr = {"value": inner, "lgamma": f"rt.gammaln({inner})",
+                    "log": f"np.log({inner})"}[slot.fn]
+            return _ident(slot.fn, first.value), expr
+        args = ", ".join(_np(o) for o in ops)
+        if slot.fn == "value":
+            if isinstance(first, (RHyper, RVar, RData)):
+                return first.name, first.name
+            return _ident("value", first), _np(first)
+        if slot.fn == "dim":
+            shape = self._event_shape(first)
+            return f"dim_{_ident('', first).strip('_')}", dim_name(shape[0])
+        numpy_fn = {
+            "log": "np.log({})", "log1m": "np.log1p(-{})", "lgamma": "rt.gammaln({})",
+            "lgamma_sum": "rt.lgamma_sum({})", "lgamma1p": "rt.gammaln({} + 1.0)",
+            "inv": "rt.inv({})", "logdet": "rt.logdet({})", "square": "np.square({})",
+            "lbeta": "rt.lbeta({})", "log_binom": "rt.log_binom({})",
+            "wishart_lognorm": "rt.wishart_lognorm({})", "outer": "np.outer({0}, {0})",
+        }[slot.fn]
+        if slot.fn == "lgamma_sum" and isinstance(first, RRepeat):
+            return (_ident("lgamma_sum", first.value),
+                    f"rt.gammaln({dim_name(first.dim)} * {_np(first.value)})")
+        return _ident(slot.fn, *ops), numpy_fn.format(args)
+
+    def _event_shape(self, expr: RExpr):
+        if isinstance(expr, RVar):
+            return self.model.var(expr.name).shape
+        raise AssertionError(expr)
+
+    # -- helpers -------------------------------------------------------------
+    def var(self, name: str) -> VarDef:
+        return self.model.var(name)
+
+    def family(self, name: str) -> str:
+        return FAMILIES[self.var(name).family].variational or ""
+
+    def stats(self, name: str) -> tuple[tuple[str, int], ...]:
+        return FAMILIES[self.var(name).family].stats
+
+    def factor_comment(self, factor: Factor) -> str:
+        span = factor.span
+        return f"{self.model.source.filename}:{span.line}:{span.column}"
+
+    def _row_loops(self, var: VarDef, skip: set[str], args: ArgRecorder) -> list[str]:
+        loops = []
+        for plate in var.plates:
+            if plate in skip:
+                continue
+            pdef = self.model.plate(plate)
+            if pdef.ragged:
+                ptr = args.use(f"{plate}_ptr")
+                parent = plate_var(pdef.parent)
+                loops.append(f"for {plate_var(plate)} in range({ptr}[{parent}], "
+                             f"{ptr}[{parent} + 1])")
+            else:
+                loops.append(f"for {plate_var(plate)} in range({args.use(dim_name(pdef.dim))})")
+        return loops
+
+    def _row_index(self, var: VarDef, args: ArgRecorder) -> str:
+        parts = self.layout.row(var.name, var.plates, {}, args)
+        return ", ".join(parts)
+
+    def _expect_line(self, var: VarDef, row: str, args: ArgRecorder) -> Line:
+        family = self.family(var.name)
+        names = {}
+        for stat, rank in self.stats(var.name):
+            names[f"lam_{stat}"] = args.use(self.layout.lam(var.name, stat)) + f"[{row}]"
+            names[f"E_{stat}"] = args.use(self.layout.E(var.name, stat)) + f"[{row}]"
+        return Line(_ROW_EXPECT[family].format(**names))
+
+    def _entropy_expr(self, var: VarDef, row: str, args: ArgRecorder) -> str:
+        """H = A(λ) − Σ_s λ_s·E[t_s]."""
+        family = self.family(var.name)
+        names = {}
+        terms = []
+        for stat, rank in self.stats(var.name):
+            lam = args.use(self.layout.lam(var.name, stat)) + f"[{row}]"
+            E = args.use(self.layout.E(var.name, stat)) + f"[{row}]"
+            names[f"lam_{stat}"] = lam
+            terms.append(f"np.sum({lam} * {E})" if rank else f"{lam} * {E}")
+        return _LOG_NORMALIZER[family].format(**names) + " - " + " - ".join(terms)
+
+    def _messages_to(self, var: str):
+        cond = self.analysis.conditional(var)
+        for message in cond.messages:
+            factor = self.analysis.factors[message.factor]
+            monomial = factor.monomials[message.monomial]
+            yield message, factor, monomial
+
+    def _target_bindings(self, var: VarDef, target: Stat) -> tuple[dict, dict]:
+        """Bind the factor's plates/gates at the target to the row loop variables."""
+        plates: dict[str, str] = {}
+        letters: dict[str, str] = {}
+        for own_plate, entry in zip(var.plates, target.index, strict=True):
+            if entry in self.model_plate_names():
+                plates[entry] = plate_var(own_plate)
+            else:
+                letters[entry] = plate_var(own_plate)
+        return plates, letters
+
+    def model_plate_names(self) -> set[str]:
+        return {p.name for p in self.model.plates}
+
+    def _contribution(self, factor: Factor, monomial: Monomial, target: Stat, var: VarDef,
+                      args: ArgRecorder, extra_bound: dict[str, str],
+                      weighted: bool = True) -> list[Node]:
+        slots = monomial.without(target)
+        plates, letters = self._target_bindings(var, target)
+        plates.update(extra_bound)
+        lam = args.use(self.layout.lam(var.name, target.stat))
+        row = self.layout.row(var.name, var.plates, {}, args)
+        return emit_contraction(
+            self.layout, args,
+            Contraction(monomial.coef, slots, factor.plates, dict(factor.index_dims)),
+            lam, tuple(row) + target.tensor, plates, letters, weighted,
+        )
+
+    # -- local kernels -------------------------------------------------------
+    def local_update_kernel(self, name: str) -> Function:
+        var = self.var(name)
+        data_plate = self.model.data_plate
+        args = ArgRecorder()
+        args.use(plate_var(data_plate))
+        args.use("with_children")
+        body: list[Node] = []
+        row = self._row_index(var, args)
+        inner: list[Node] = []
+        for stat, _ in self.stats(name):
+            inner.append(Line(f"{args.use(self.layout.lam(name, stat))}[{row}] = 0.0"))
+        prior_nodes: list[Node] = []
+        child_nodes: list[Node] = []
+        for message, factor, monomial in self._messages_to(name):
+            nodes = self._contribution(factor, monomial, message.target, var, args, {})
+            text = f"from {factor.child} ~ {factor.family} ({self.factor_comment(factor)})"
+            if factor.child == name:
+                prior_nodes += [Comment(text)] + nodes
+            else:
+                child_nodes += [Comment(text)] + nodes
+        inner += prior_nodes
+        if child_nodes:
+            inner.append(Block("if with_children", tuple(child_nodes)))
+        inner.append(self._expect_line(var, row, args))
+        nodes: list[Node] = list(inner)
+        for header in reversed(self._row_loops(var, {data_plate}, args)):
+            nodes = [Block(header, tuple(nodes))]
+        body += self._bases(nodes, args)
+        body += nodes
+        doc = self._conditional_doc(var)
+        fn = Function(f"update_{name}", tuple(args.names), tuple(body), doc, KERNEL)
+        self.kernel_args[fn.name] = tuple(args.names)
+        return fn
+
+    def _conditional_doc(self, var: VarDef) -> str:
+        span = var.span
+        where = f"{self.model.source.filename}:{span.line}:{span.column}"
+        from ..check import conditional_text
+
+        return f"{conditional_text(self.plan, var.name)}\n\n({where})"
+
+    def local_step_kernel(self) -> Function:
+        """E-step over every item of the data plate; accumulates the sufficient statistics."""
+        data_plate = self.model.data_plate
+        pdef = self.model.plate(data_plate)
+        args = ArgRecorder()
+        item = plate_var(data_plate)
+        for name in ("random_init", "seed", "max_local_iter", "local_tol"):
+            args.use(name)
+        per_item: list[Node] = []
+        locals_ = self.plan.locals
+        categorical = [n for n in locals_ if self.family(n) == "categorical"]
+        # initialisation
+        init_random: list[Node] = []
+        for name in categorical:
+            init_random += self._random_categorical(self.var(name), args)
+        for name in locals_:
+            if name not in categorical:
+                init_random.append(self._call_update(name, "True", args))
+        init_sweeps: list[Node] = []
+        if self.plan.local_iterations:
+            for name in locals_:
+                init_sweeps.append(self._call_update(name, "False", args))
+            tracked = self.plan.kept_locals or locals_
+            sweep: list[Node] = [Line("change = 0.0")]
+            for name in tracked:
+                for stat, _ in self.stats(name)[:1]:
+                    lam = self.layout.lam(name, stat)
+                    sweep.append(Line(f"old_{name} = {args.use(lam)}[{item}].copy()"))
+            for name in reversed(locals_):
+                sweep.append(self._call_update(name, "True", args))
+            count = []
+            for name in tracked:
+                stat = self.stats(name)[0][0]
+                lam = self.layout.lam(name, stat)
+                sweep.append(Line(f"change += np.mean(np.abs({lam}[{item}] - old_{name}))"))
+                count.append(name)
+            mean = "change" if len(count) == 1 else f"change / {len(count)}"
+            sweep.append(Block(f"if {mean} < local_tol", (Line("break"),)))
+            init_sweeps.append(Block("for sweep in range(max_local_iter)", tuple(sweep)))
+        else:
+            for name in locals_:
+                init_sweeps.append(self._call_update(name, "True", args))
+        per_item.append(Block("if random_init", tuple(init_random)))
+        per_item.append(Block("else", tuple(init_sweeps)))
+        # accumulate sufficient statistics
+        for acc in self.plan.accumulators:
+            factor = self.analysis.factors[acc.factor]
+            per_item.append(Comment(f"{acc.name}[{', '.join(acc.key)}] += "
+                                    + " · ".join(describe_slot(s) for s in acc.local)
+                                    + f"  ({self.factor_comment(factor)})"))
+            per_item += emit_contraction(
+                self.layout, args,
+                Contraction(1.0, acc.local, factor.plates, dict(factor.index_dims)),
+                args.use(acc.name), acc.key, {data_plate: item}, {},
+            )
+        # ELBO terms that involve only locals and data
+        per_item.append(Comment("ELBO: local terms and local entropies"))
+        for fi, factor in enumerate(self.analysis.factors):
+            if not self.plan.in_data_plate(factor.plates):
+                continue
+            for mi, monomial in enumerate(factor.monomials):
+                if self.plan.accumulator_for(fi, mi) is not None:
+                    continue
+                per_item += emit_contraction(
+                    self.layout, args,
+                    Contraction(monomial.coef, monomial.slots, factor.plates,
+                                dict(factor.index_dims)),
+                    "elbo", (), {data_plate: item}, {},
+                )
+        for name in locals_:
+            var = self.var(name)
+            row = self._row_index(var, args)
+            weight = ""
+            for plate in var.plates[1:]:
+                if self.model.plate(plate).ragged:
+                    weight = f"{args.use(plate + '_weight')}[{plate_var(plate)}] * "
+            nodes: list[Node] = [Line(f"elbo += {weight}({self._entropy_expr(var, row, args)})")]
+            for header in reversed(self._row_loops(var, {data_plate}, args)):
+                nodes = [Block(header, tuple(nodes))]
+            per_item += nodes
+        per_item = self._bases(per_item, args) + per_item
+        body: list[Node] = [
+            Line("np.random.seed(seed)"),
+            Line("elbo = 0.0"),
+            Block(f"for {item} in range({args.use(dim_name(pdef.dim))})", tuple(per_item)),
+            Line("return elbo"),
+        ]
+        doc = ("Local step: each item's local factors to convergence, then the sufficient "
+               "statistics.\n\n"
+               "Returns the ELBO terms that involve only local variables and data.")
+        fn = Function("local_step", tuple(args.names), tuple(body), doc, KERNEL)
+        self.kernel_args[fn.name] = tuple(args.names)
+        return fn
+
+    def _bases(self, nodes: list[Node], args: ArgRecorder) -> list[Node]:
+        """``base_p = p_ptr[item]`` for each ragged plate whose scratch arrays the nodes read."""
+        text = print_module(Module("", (), tuple(nodes)))
+        out: list[Node] = []
+        item = plate_var(self.model.data_plate)
+        for plate in self.model.plates:
+            if plate.ragged and f"base_{plate.name}" in text:
+                ptr = args.use(f"{plate.name}_ptr")
+                out.append(Line(f"base_{plate.name} = {ptr}[{item}]"))
+        return out
+
+    def _random_categorical(self, var: VarDef, args: ArgRecorder) -> list[Node]:
+        """A random hard assignment: breaks the symmetry between components."""
+        row = self._row_index(var, args)
+        E = args.use(self.layout.E(var.name, "onehot"))
+        lam = args.use(self.layout.lam(var.name, "onehot"))
+        k = dim_name(var.categories)
+        if not k.isdigit():
+            args.use(k)
+        nodes: list[Node] = [
+            Line(f"{E}[{row}] = 0.0"),
+            Line(f"{E}[{row}, np.random.randint({k})] = 1.0"),
+            Line(f"{lam}[{row}] = np.log({E}[{row}] + 1e-100)"),
+        ]
+        for header in reversed(self._row_loops(var, {self.model.data_plate}, args)):
+            nodes = [Block(header, tuple(nodes))]
+        return nodes
+
+    def _call_update(self, name: str, with_children: str, args: ArgRecorder) -> Line:
+        kernel_args = self.kernel_args[f"update_{name}"]
+        call_args = []
+        item = plate_var(self.model.data_plate)
+        for a in kernel_args:
+            if a == "with_children":
+                call_args.append(with_children)
+            elif a == item:
+                call_args.append(a)
+            else:
+                call_args.append(args.use(a))
+        return Line(f"update_{name}({', '.join(call_args)})")
+
+    def _acc_slot(self, acc) -> Known:
+        """An accumulator read as a known array indexed by its key letters."""
+        slot = Known(acc.name, (), acc.key, ())
+        self.layout.known_names[slot.key] = acc.name
+        return slot
+
+    # -- global kernels ------------------------------------------------------
+    def global_update_kernel(self, name: str) -> Function:
+        var = self.var(name)
+        args = ArgRecorder()
+        args.use("scale")
+        row = self._row_index(var, args)
+        inner: list[Node] = []
+        for stat, _ in self.stats(name):
+            inner.append(Line(f"{args.use(self.layout.lam(name, stat))}[{row}] = 0.0"))
+        for message, factor, monomial in self._messages_to(name):
+            acc = self.plan.accumulator_for(message.factor, message.monomial)
+            inner.append(Comment(f"from {factor.child} ~ {factor.family} "
+                                 f"({self.factor_comment(factor)})"))
+            if acc is None:
+                inner += self._contribution(factor, monomial, message.target, var, args, {})
+                continue
+            # scale · coef · acc[key] · Π E[other global slots]
+            others = tuple(s for s in acc.glob if s != message.target)
+            acc_slot = self._acc_slot(acc)
+            plates, letters = self._target_bindings(var, message.target)
+            lam = args.use(self.layout.lam(name, message.target.stat))
+            target_row = self.layout.row(name, var.plates, {}, args)
+            inner += emit_contraction(
+                self.layout, args,
+                Contraction(monomial.coef, (acc_slot,) + others, _key_plates(acc),
+                            dict(factor.index_dims), extra=("scale",)),
+                lam, tuple(target_row) + message.target.tensor, plates, letters,
+            )
+        inner.append(self._expect_line(var, row, args))
+        nodes: list[Node] = list(inner)
+        for header in reversed(self._row_loops(var, set(), args)):
+            nodes = [Block(header, tuple(nodes))]
+        fn = Function(f"update_{name}", tuple(args.names), tuple(nodes),
+                      self._conditional_doc(var), KERNEL)
+        self.kernel_args[fn.name] = tuple(args.names)
+        return fn
+
+    def elbo_global_kernel(self) -> Function:
+        """Σ E[log p] of factors outside the data plate and via the accumulators, plus the
+        global entropies."""
+        args = ArgRecorder()
+        body: list[Node] = [Line("elbo = 0.0")]
+        for fi, factor in enumerate(self.analysis.factors):
+            inside = self.plan.in_data_plate(factor.plates)
+            body.append(Comment(f"E[log p({factor.child} | ...)]  ({self.factor_comment(factor)})"))
+            for mi, monomial in enumerate(factor.monomials):
+                acc = self.plan.accumulator_for(fi, mi)
+                if inside and acc is None:
+                    continue  # summed in the local step
+                if acc is not None:
+                    acc_slot = self._acc_slot(acc)
+                    slots = (acc_slot,) + acc.glob
+                    plates: tuple[str, ...] = _key_plates(acc)
+                else:
+                    slots = monomial.slots
+                    plates = factor.plates
+                body += emit_contraction(
+                    self.layout, args,
+                    Contraction(monomial.coef, slots, plates, dict(factor.index_dims)),
+                    "elbo", (), {}, {},
+                )
+        for name in self.plan.globals:
+            var = self.var(name)
+            row = self._row_index(var, args)
+            nodes: list[Node] = [Line(f"elbo += {self._entropy_expr(var, row, args)}")]
+            for header in reversed(self._row_loops(var, set(), args)):
+                nodes = [Block(header, tuple(nodes))]
+            body.append(Comment(f"entropy of q({name})"))
+            body += nodes
+        body.append(Line("return elbo"))
+        fn = Function("elbo_global", tuple(args.names), tuple(body),
+                      "ELBO terms of the global factors (see elbo_terms in the README).", KERNEL)
+        self.kernel_args[fn.name] = tuple(args.names)
+        return fn
+
+    # -- the driver ------------------------------------------------------------
+    def spec_literal(self) -> list[Node]:
+        m = self.model
+        lines = ["SPEC = {", f"    \"model\": {m.name!r},", "    \"dims\": {"]
+        for d in m.dims:
+            lines.append(f"        {d.name!r}: {{\"default\": {d.default!r}, "
+                         f"\"ragged_over\": {d.ragged_over!r}}},")
+        lines.append("    },")
+        lines.append("    \"plates\": {")
+        for p in m.plates:
+            lines.append(f"        {p.name!r}: {{\"dim\": {p.dim!r}, \"parent\": {p.parent!r}, "
+                         f"\"ragged\": {p.ragged!r}}},")
+        lines.append("    },")
+        lines.append("    \"observed\": {")
+        for v in m.observed:
+            fam = FAMILIES[v.family]
+            lines.append(f"        {v.name!r}: {{\"plates\": {list(v.plates)!r}, "
+                         f"\"support\": {fam.support!r}, \"shape\": {list(v.shape)!r}, "
+                         f"\"categories\": {v.categories!r}}},")
+        lines.append("    },")
+        lines.append("    \"covariates\": {")
+        for c in m.data:
+            lines.append(f"        {c.name!r}: {{\"plates\": {list(c.plates)!r}, "
+                         f"\"kind\": {c.kind!r}, \"shape\": {list(c.shape)!r}}},")
+        lines.append("    },")
+        lines.append("}")
+        return [Line(text) for text in lines]
+
+    def fit_function(self) -> Function:
+        m = self.model
+        body: list[Node] = []
+        body.append(Line("hypers = dict(hypers or {})"))
+        body.append(Line(f"rt.check_hyper_names(hypers, {[h.name for h in m.hypers]!r})"))
+        body.append(Line("bound = rt.bind_data(SPEC, data, dims)"))
+        for d in m.dims:
+            if d.ragged_over is None:
+                body.append(Line(f"{dim_name(d.name)} = bound.dims[{d.name!r}]"))
+        for p in m.plates:
+            if p.ragged:
+                body.append(Line(f"{p.name}_ptr = bound.arrays[{p.name + '_ptr'!r}]"))
+                body.append(Line(f"{p.name}_weight = bound.arrays[{p.name + '_weight'!r}]"))
+        for v in m.observed:
+            body.append(Line(f"{v.name} = bound.arrays[{v.name!r}]"))
+        for c in m.data:
+            body.append(Line(f"{c.name} = bound.arrays[{c.name!r}]"))
+        body.append(Comment("hyperparameters (defaults from the model file)"))
+        for h in m.hypers:
+            shape = "(" + "".join(f"{dim_name(s)}, " for s in _hyper_shape(h.shape)) + ")"
+            body.append(Line(f"{h.name} = rt.hyper_value(hypers, {h.name!r}, "
+                             f"{_np(h.value)}, {shape})"))
+        body.append(Comment("known quantities: functions of hyperparameters and data"))
+        for key, (name, expr) in self.known_exprs.items():
+            if name == expr:
+                continue
+            body.append(Line(f"{name} = {expr}", key))
+        body.append(Comment("variational parameters (natural, coefficient form) and E[t]"))
+        for name in self.plan.globals + self.plan.locals:
+            var = self.var(name)
+            shape = self._array_shape(var)
+            for stat, rank in self.stats(name):
+                event = self._stat_shape(var, stat, rank)
+                full = "(" + "".join(f"{s}, " for s in shape + event) + ")"
+                body.append(Line(f"{self.layout.lam(name, stat)} = np.zeros({full})"))
+                body.append(Line(f"{self.layout.E(name, stat)} = np.zeros({full})"))
+        body.append(Comment("sufficient statistics the local step hands to the global step"))
+        for acc in self.plan.accumulators:
+            factor = self.analysis.factors[acc.factor]
+            dims = [dim_name(self.model.plate(k[1:]).dim) if k.startswith("@")
+                    else dim_name(factor.dim_of(k)) for k in acc.key]
+            shape = "(" + "".join(f"{d}, " for d in dims) + ")" if dims else "()"
+            body.append(Line(f"{acc.name} = np.zeros({shape})"))
+        # initial globals: their priors
+        body.append(Comment("start every global at its prior"))
+        for name in self.plan.globals:
+            body.append(self._driver_call(f"update_{name}", {"scale": "0.0"}))
+        # loop
+        loop: list[Node] = []
+        for acc in self.plan.accumulators:
+            loop.append(Line(f"{acc.name}[...] = 0.0"))
+        has_local_step = self.model.data_plate is not None
+        if has_local_step:
+            loop.append(self._driver_call(
+                "local_step",
+                {"random_init": "iteration == 0", "seed": "seed", "max_local_iter":
+                 "max_local_iter", "local_tol": "local_tol"},
+                result="elbo_local"))
+        else:
+            loop.append(Line("elbo_local = 0.0"))
+        for name in self.plan.globals:
+            loop.append(self._driver_call(f"update_{name}", {"scale": "1.0"}))
+        loop.append(self._driver_call("elbo_global", {}, result="elbo"))
+        loop.append(Line("elbo += elbo_local"))
+        loop.append(Line("trace.append(elbo)"))
+        loop.append(Line("rt.check_elbo_increase(trace, warn_decrease)"))
+        loop.append(Block("if callback is not None", (
+            Line("callback(iteration, elbo, time.perf_counter() - start)"),)))
+        loop.append(Block("if rt.converged(trace, tol)", (
+            Line("converged = True"), Line("break"))))
+        body.append(Line("trace = []"))
+        body.append(Line("converged = False"))
+        body.append(Line("start = time.perf_counter()"))
+        body.append(Block("for iteration in range(max_iter)", tuple(loop)))
+        # result
+        body.append(Line("posterior = {}"))
+        for name in self.plan.globals + self.plan.kept_locals:
+            var = self.var(name)
+            family = self.family(name)
+            fn, names = _PARAMS[family]
+            lams = ", ".join(self.layout.lam(name, s) for s, _ in self.stats(name))
+            unpack = ", ".join(f"{name}__{n}" for n in names)
+            body.append(Line(f"{unpack} = rt.{fn}({lams})"))
+            for n in names:
+                squeeze = "[0]" if not var.plates else ""
+                body.append(Line(f"posterior[{name + '.' + n!r}] = {name}__{n}{squeeze}"))
+            for s, _ in self.stats(name):
+                squeeze = "[0]" if not var.plates else ""
+                body.append(Line(f"posterior[{'E[' + s + ' ' + name + ']'!r}] = "
+                                 f"{self.layout.E(name, s)}{squeeze}"))
+        body.append(Line(
+            "return rt.FitResult(posterior=posterior, elbo=np.array(trace), "
+            "iterations=len(trace), converged=converged, seconds=time.perf_counter() - start, "
+            "dims=dict(bound.dims), hypers={"
+            + ", ".join(f"{h.name!r}: {h.name}" for h in m.hypers) + "})"))
+        args = ("data", "*", "hypers=None", "dims=None", "max_iter=200", "tol=1e-6",
+                "max_local_iter=100", "local_tol=1e-3", "seed=0", "callback=None",
+                "warn_decrease=True")
+        doc = (f"Fit {m.name} by batch mean-field variational Bayes (coordinate ascent).\n\n"
+               "data: a mapping from each observed variable (and covariate) to its array; see "
+               "SPEC.\n"
+               "Stops when the relative change of the ELBO falls below tol.")
+        return Function("fit", args, tuple(body), doc)
+
+    def _driver_call(self, kernel: str, overrides: dict[str, str], result: str | None = None
+                     ) -> Line:
+        call_args = [overrides.get(a, a) for a in self.kernel_args[kernel]]
+        text = f"{kernel}({', '.join(call_args)})"
+        return Line(f"{result} = {text}" if result else text)
+
+    def _array_shape(self, var: VarDef) -> list[str]:
+        if not var.plates:
+            return ["1"]
+        if var.name in self.layout.scratch:
+            shape = []
+            for plate in var.plates[1:]:
+                pdef = self.model.plate(plate)
+                if pdef.ragged:
+                    shape.append(f"rt.max_length({plate}_ptr)")
+                else:
+                    shape.append(dim_name(pdef.dim))
+            return shape
+        shape = []
+        for plate in var.plates:
+            pdef = self.model.plate(plate)
+            if pdef.ragged:
+                shape.pop()
+                shape.append(f"len({plate}_weight)")
+            else:
+                shape.append(dim_name(pdef.dim))
+        return shape
+
+    def _stat_shape(self, var: VarDef, stat: str, rank: int) -> list[str]:
+        if stat == "onehot":
+            return [dim_name(var.categories)]
+        if rank == 0:
+            return []
+        if stat == "outer":
+            return [dim_name(var.shape[0])] * 2
+        return [dim_name(s) for s in var.shape]
+
+    # -- module ------------------------------------------------------------------
+    def module(self) -> Module:
+        m = self.model
+        for name in self.plan.locals:
+            self.kernels.append(self.local_update_kernel(name))
+        if m.data_plate is not None:
+            self.kernels.append(self.local_step_kernel())
+        for name in self.plan.globals:
+            self.kernels.append(self.global_update_kernel(name))
+        self.kernels.append(self.elbo_global_kernel())
+        fit = self.fit_function()
+        doc = (f"{m.name}: batch mean-field variational Bayes, generated by cemodel "
+               f"{__version__}.\n\n"
+               f"Model file: {m.source.filename} (sha256 {source_hash(m)[:16]})\n"
+               f"Regenerate with `cemodel compile {m.source.filename}`; do not edit by hand.\n\n"
+               "Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).\n"
+               "E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.")
+        body: list[Node] = [
+            Line(f"SOURCE = {m.source.filename!r}"),
+            Line(f"SOURCE_SHA256 = {source_hash(m)!r}"),
+            Blank(),
+            *self.spec_literal(),
+            *self.kernels,
+            fit,
+        ]
+        imports = ("import time", "", "import numpy as np", "from numba import njit", "",
+                   "from cemodel import runtime as rt")
+        return Module(doc, imports, tuple(body))
+
+
+def _key_plates(acc) -> tuple[str, ...]:
+    """Inner plates an accumulator keeps (``@plate`` entries of its key)."""
+    return tuple(k[1:] for k in acc.key if k.startswith("@"))
+
+
+def _hyper_shape(shape) -> tuple:
+    return tuple(shape)
+
+
+def _ident(fn: str, *operands: RExpr) -> str:
+    parts = [fn] if fn and fn != "value" else []
+    for op in operands:
+        parts.append(_ident_expr(op))
+    text = "_".join(p for p in parts if p)
+    return text or "c"
+
+
+def _ident_expr(expr: RExpr) -> str:
+    if isinstance(expr, (RHyper, RVar, RData, RDimSize)):
+        return expr.name
+    if isinstance(expr, RConst):
+        return "c"
+    if isinstance(expr, RRepeat):
+        return _ident_expr(expr.value)
+    if isinstance(expr, RBin):
+        return f"{_ident_expr(expr.left)}_{_ident_expr(expr.right)}"
+    if isinstance(expr, RNeg):
+        return _ident_expr(expr.operand)
+    if isinstance(expr, RCall):
+        return expr.func + "_" + "_".join(_ident_expr(a) for a in expr.args)
+    return "c"
+
+
+def _np(expr: RExpr) -> str:
+    """numpy source for a known expression (hyperparameters, data, dims)."""
+    if isinstance(expr, RConst):
+        return repr(float(expr.value))
+    if isinstance(expr, (RHyper, RVar, RData)):
+        return expr.name
+    if isinstance(expr, RDimSize):
+        return dim_name(expr.name)
+    if isinstance(expr, RRepeat):
+        return f"np.full({dim_name(expr.dim)}, {_np(expr.value)})"
+    if isinstance(expr, RNeg):
+        return f"(-{_np(expr.operand)})"
+    if isinstance(expr, RBin):
+        return f"({_np(expr.left)} {expr.op} {_np(expr.right)})"
+    if isinstance(expr, RVector):
+        return "np.array([" + ", ".join(_np(i) for i in expr.items) + "])"
+    if isinstance(expr, RCall):
+        a = [_np(x) for x in expr.args]
+        if expr.func == "eye":
+            return f"np.eye({a[0]})"
+        if expr.func == "zeros":
+            return f"np.zeros({a[0]})"
+        if expr.func == "ones":
+            return f"np.ones({a[0]})"
+        if expr.func == "full":
+            return f"np.full({a[0]}, {a[1]})"
+        if expr.func in ("exp", "log"):
+            return f"np.{expr.func}({a[0]})"
+        if expr.func == "reciprocal":
+            return f"(1.0 / {a[0]})"
+        if expr.func == "dot":
+            return f"np.sum({a[0]} * {a[1]}, axis=-1)"
+    raise AssertionError(render_expr(expr))
+
+
+def generate_mf(plan: InferencePlan) -> str:
+    """The source text of the mean-field module for ``plan``."""
+    return print_module(MeanFieldEmitter(plan).module())

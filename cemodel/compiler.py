@@ -1,0 +1,163 @@
+"""The driver: composes the stages in order (STYLE.md habit 1).
+
+    source --parse--> AST --build_model--> Model --analyse--> Analysis
+           --make_plan--> InferencePlan --generate_mf--> Python source
+
+``compile_model`` writes the generated source to a real file in a cache
+directory keyed by its hash and imports it, so numba's ``cache=True`` keeps
+compiled kernels between runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import ModuleType
+
+from .codegen.mf import generate_mf
+from .conjugacy import Analysis, analyse
+from .errors import CemError, Span
+from .model import Model, RConst, build_model
+from .plan import InferencePlan, make_plan
+from .syntax import parse
+
+
+@dataclass(frozen=True)
+class Stages:
+    """Every stage's output for one compilation (``cemodel check`` prints from it)."""
+
+    model: Model
+    analysis: Analysis
+    plan: InferencePlan
+
+
+def read_source(path: str | Path) -> tuple[str, str]:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CemError(f"no such model file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CemError(f"cannot read model file {path}: {exc}") from None
+    return text, path.name
+
+
+def parse_settings(items: list[str] | tuple[str, ...] | None) -> dict[str, float]:
+    """``["K=50", "alpha=0.5"]`` -> {"K": 50, "alpha": 0.5}."""
+    settings: dict[str, float] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise CemError(f"--set takes NAME=VALUE, found {item!r}")
+        try:
+            number = float(value)
+        except ValueError:
+            raise CemError(f"--set {name}: expected a number, found {value!r}") from None
+        settings[name.strip()] = number
+    return settings
+
+
+def apply_settings(model: Model, settings: dict[str, float]) -> Model:
+    """New defaults for dimensions and scalar hyperparameters (``--set K=50``)."""
+    if not settings:
+        return model
+    dims = {d.name: d for d in model.dims}
+    hypers = {h.name: h for h in model.hypers}
+    for name, value in settings.items():
+        if name in dims:
+            if value != int(value) or value < 1 or dims[name].ragged_over is not None:
+                raise CemError(f"--set {name}: a dimension takes a whole number >= 1"
+                               if dims[name].ragged_over is None else
+                               f"--set {name}: ragged dimension '{name}' comes from the data")
+            dims[name] = replace(dims[name], default=int(value))
+        elif name in hypers:
+            if hypers[name].shape != ():
+                raise CemError(f"--set {name}: only scalar hyperparameters can be set here; "
+                               "pass vectors through the Python API (hypers=...)")
+            hypers[name] = replace(hypers[name], value=RConst(value, Span(0, 0, 0, 0)))
+        else:
+            from .errors import did_you_mean
+
+            raise CemError(f"--set {name}: the model has no dimension or hyperparameter "
+                           f"'{name}'", hint=did_you_mean(name, list(dims) + list(hypers)))
+    return replace(model, dims=tuple(dims.values()), hypers=tuple(hypers.values()))
+
+
+def run_stages(text: str, filename: str, settings: dict[str, float] | None = None) -> Stages:
+    """Parse, build, analyse and plan; raises a ``CemError`` for any user mistake."""
+    program = parse(text, filename)
+    model = apply_settings(build_model(program), settings or {})
+    analysis = analyse(model)
+    plan = make_plan(analysis)
+    return Stages(model, analysis, plan)
+
+
+def generate(stages: Stages, method: str = "mf") -> str:
+    if method != "mf":
+        raise CemError(f"unknown method '{method}'", hint="available: mf")
+    return generate_mf(stages.plan)
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("CEMODEL_CACHE")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "cemodel"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    write_atomic_bytes(path, text.encode("utf-8"))
+
+
+def write_atomic_bytes(path: Path, data: bytes) -> None:
+    """Write via a temporary file in the same directory, then rename: never half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def import_generated(path: Path) -> ModuleType:
+    name = f"cemodel_generated_{path.stem}"
+    if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(path):
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def compile_model(path: str | Path, settings: dict[str, float] | None = None,
+                  method: str = "mf") -> ModuleType:
+    """Compile a .cem file and import the generated module (cached by content hash)."""
+    text, filename = read_source(path)
+    stages = run_stages(text, filename, settings)
+    return compile_stages(stages, method)
+
+
+def compile_stages(stages: Stages, method: str = "mf") -> ModuleType:
+    source = generate(stages, method)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    target = cache_dir() / f"{stages.model.name}_{method}_{digest}.py"
+    if not target.exists():
+        write_atomic(target, source)
+    return import_generated(target)
+
+
+def compile(path: str | Path, **settings: float) -> ModuleType:  # noqa: A001 - public API name
+    """``cemodel.compile("lda.cem", K=50)``: the generated module, ready to ``fit``."""
+    return compile_model(path, {k: float(v) for k, v in settings.items()})

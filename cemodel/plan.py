@@ -1,0 +1,147 @@
+"""Stage 4: Analysis -> InferencePlan.
+
+Decides what is global and what is local, the order of updates, and how the
+sufficient statistics that the local step hands to the global step are laid
+out. For each monomial of a factor inside the data plate, the slots split
+into a local part L (data and local statistics) and a global part G; the
+local step accumulates
+
+    acc[key] = Σ over the factor's plates  Π L          (key = letters L shares with G)
+
+and every global message and ELBO term contracts ``acc`` with E[G]. MF, SVI
+and the other stochastic methods differ only in how they weigh ``acc``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from .conjugacy import Analysis, Known, Monomial, Slot, Stat
+from .model import Model, model_graph
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """Σ over the data plate of the local part of one monomial, by ``key`` letters."""
+
+    name: str
+    factor: int
+    monomial: int
+    local: tuple[Slot, ...]
+    glob: tuple[Stat, ...]
+    key: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class InferencePlan:
+    model: Model
+    analysis: Analysis
+    globals: tuple[str, ...]  # latent variables outside the data plate, topological order
+    locals: tuple[str, ...]  # latent variables inside the data plate, topological order
+    kept_locals: tuple[str, ...]  # locals indexed by the data plate only: kept for output
+    local_iterations: bool  # do locals depend on each other (iterate to convergence)?
+    accumulators: tuple[Accumulator, ...]
+    methods: tuple[tuple[str, str], ...]  # (method, "yes" or the reason it does not apply)
+
+    def accumulator_for(self, factor: int, monomial: int) -> Accumulator | None:
+        for acc in self.accumulators:
+            if acc.factor == factor and acc.monomial == monomial:
+                return acc
+        return None
+
+    def in_data_plate(self, plates: tuple[str, ...]) -> bool:
+        return self.model.data_plate is not None and bool(plates) and (
+            plates[0] == self.model.data_plate
+        )
+
+
+def _letters(slots: tuple[Slot, ...]) -> set[str]:
+    found: set[str] = set()
+    for slot in slots:
+        found.update(slot.tensor)
+        if isinstance(slot, Stat):
+            found.update(i for i in slot.index if i.startswith("g"))
+    return found
+
+
+def _split(model: Model, monomial: Monomial, local_vars: set[str]):
+    local: list[Slot] = []
+    glob: list[Stat] = []
+    for slot in monomial.slots:
+        if isinstance(slot, Stat) and slot.var not in local_vars:
+            glob.append(slot)
+        else:
+            local.append(slot)
+    return tuple(local), tuple(glob)
+
+
+def make_plan(analysis: Analysis) -> InferencePlan:
+    model = analysis.model
+    graph = model_graph(model)
+    order = [n for n in nx.lexicographical_topological_sort(graph)]
+    latent_names = [v.name for v in model.latents]
+    local_set = {v.name for v in model.latents if model.is_local(v)}
+    globals_ = tuple(n for n in order if n in latent_names and n not in local_set)
+    locals_ = tuple(n for n in order if n in local_set)
+    kept = tuple(n for n in locals_ if len(model.var(n).plates) == 1)
+    local_graph = graph.subgraph(locals_)
+    iterate = local_graph.number_of_edges() > 0
+
+    accumulators = []
+    for fi, factor in enumerate(analysis.factors):
+        if model.data_plate is None or not factor.plates or factor.plates[0] != model.data_plate:
+            continue
+        for mi, monomial in enumerate(factor.monomials):
+            local, glob = _split(model, monomial, local_set)
+            if not glob:
+                continue
+            # G slots read inside an inner plate of the item (p[z[n], j]) keep that plate
+            inner = {f"@{i}" for s in glob for i in s.index
+                     if i in factor.plates and i != model.data_plate}
+            key = tuple(sorted(_letters(local) & _letters(glob))) + tuple(sorted(inner))
+            accumulators.append(Accumulator(f"acc_{factor.child}_{mi}", fi, mi, local, glob, key))
+
+    methods = _methods(model, locals_)
+    return InferencePlan(model, analysis, globals_, locals_, kept, iterate, tuple(accumulators),
+                         methods)
+
+
+def _methods(model: Model, locals_: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    stochastic = "yes" if model.data_plate else (
+        "no: the model has no single data plate to subsample (observations must all sit in "
+        "one top-level plate)"
+    )
+    return (
+        ("mf", "yes"),
+        ("svi", stochastic),
+        ("svi+", stochastic),
+        ("ssvi-a", stochastic),
+        ("ssvi", stochastic),
+    )
+
+
+def describe_slot(slot: Slot) -> str:
+    """Readable E[...] text for a slot (used by ``cemodel check`` and code comments)."""
+    if isinstance(slot, Known):
+        if slot.fn == "value":
+            return _render_known_operands(slot)
+        if slot.fn == "onehot":
+            return f"onehot({_render_known_operands(slot)})"
+        return f"{slot.fn}({_render_known_operands(slot)})"
+    index = ", ".join(slot.index)
+    ref = f"{slot.var}[{index}]" if slot.index else slot.var
+    word = {
+        "log": f"log {ref}", "log1m": f"log(1-{ref})", "value": ref, "square": f"{ref}²",
+        "onehot": f"{ref}", "outer": f"{ref}{ref}ᵀ", "logdet": f"log|{ref}|",
+    }[slot.stat]
+    if slot.stat == "onehot":
+        return f"q({ref}={slot.tensor[0]})"
+    return f"E[{word}]"
+
+
+def _render_known_operands(slot: Known) -> str:
+    from .conjugacy import render_expr
+
+    return ", ".join(render_expr(o) for o in slot.operands)
