@@ -113,10 +113,18 @@ class Layout:
     def onehot_binding(self, slot: Known) -> bool:
         return (slot.fn == "onehot" and isinstance(slot.operands[0], RVar))
 
-    def stat_ref(self, slot: Stat, letters: dict[str, str], args: ArgRecorder) -> str:
-        name = args.use(self.E(slot.var, slot.stat))
+    def stat_ref(self, slot: Stat, letters: dict[str, str], args: ArgRecorder,
+                 exp_array: dict[Stat, tuple[str, bool]] | None = None) -> str:
+        """E[stat] read; or, with ``exp_array``, exp(E[stat]) from a precomputed array
+        (``transposed``: stored with the statistic's axis first)."""
+        name, transposed = self.E(slot.var, slot.stat), False
+        if exp_array is not None and slot in exp_array:
+            name, transposed = exp_array[slot]
+        args.use(name)
         index = self.row(slot.var, slot.index, letters, args)
         index += [letters[t] for t in slot.tensor]
+        if transposed:
+            index = index[::-1]
         return f"{name}[{', '.join(index)}]"
 
 
@@ -140,7 +148,9 @@ def emit_contraction(
     bound_plates: dict[str, str],  # plate -> bound expression (loop var of an outer loop)
     bound_letters: dict[str, str],  # letter -> bound expression
     weighted: bool = True,
+    multiply: dict[Stat, tuple[str, bool]] | None = None,
 ) -> list[Node]:
+    """With ``multiply`` the nest multiplies the target by Π exp(E[stat]) instead of adding."""
     """Emit the loop nest for one contraction, accumulating into ``target``."""
     model = layout.model
     letters: dict[str, str] = dict(bound_letters)
@@ -193,7 +203,7 @@ def emit_contraction(
                 continue
             factors.append(layout.known_ref(slot, letters, args))
         else:
-            factors.append(layout.stat_ref(slot, letters, args))
+            factors.append(layout.stat_ref(slot, letters, args, multiply))
     if weighted:
         for plate in c.plates:
             if plate not in bound_plates and model.plate(plate).ragged:
@@ -207,7 +217,7 @@ def emit_contraction(
         rhs = f"{fmt_float(c.coef)} * {product}" if factors else fmt_float(c.coef)
     index = [letters.get(e, plate_var(e[1:]) if e.startswith("@") else e) for e in target_index]
     lhs = f"{target}[{', '.join(index)}]" if index else target
-    body: list[Node] = [Line(f"{lhs} += {rhs}")]
+    body: list[Node] = [Line(f"{lhs} *= {product}" if multiply is not None else f"{lhs} += {rhs}")]
     for header in reversed(letter_loops):
         body = [Block(header, tuple(body))]
     body = assigns + body

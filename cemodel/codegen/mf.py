@@ -189,8 +189,10 @@ class MeanFieldEmitter:
         return Line(_ROW_EXPECT[family].format(**names))
 
     def _entropy_expr(self, var: VarDef, row: str, args: ArgRecorder) -> str:
-        """H = A(λ) − Σ_s λ_s·E[t_s]."""
+        """H = A(λ) − Σ_s λ_s·E[t_s]; for a categorical, −Σ q log q (needs no λ)."""
         family = self.family(var.name)
+        if family == "categorical":
+            return f"rt.categorical_entropy({args.use(self.layout.E(var.name, 'onehot'))}[{row}])"
         names = {}
         terms = []
         for stat, rank in self.stats(var.name):
@@ -235,6 +237,60 @@ class MeanFieldEmitter:
             lam, tuple(row) + target.tensor, plates, letters, weighted,
         )
 
+    # -- product form ----------------------------------------------------------
+    def product_messages(self, name: str):
+        """The messages to a categorical local if each is one E[log ·] read, else None.
+
+        Then q_k ∝ Π_messages exp(E[log ·])_k: the kernel multiplies precomputed
+        exp(E[log ·]) arrays instead of exponentiating per item (the LDA E-step trick,
+        derived here for any model of that shape)."""
+        var = self.var(name)
+        if self.family(name) != "categorical" or name not in self.plan.locals:
+            return None
+        found = []
+        for message, factor, monomial in self._messages_to(name):
+            others = monomial.without(message.target)
+            stats = [s for s in others if isinstance(s, Stat)]
+            knowns = [s for s in others if isinstance(s, Known)]
+            if monomial.coef != 1.0 or len(stats) != 1 or stats[0].stat != "log":
+                return None
+            if not all(self.layout.onehot_binding(k) for k in knowns):
+                return None
+            plates, _ = self._target_bindings(var, message.target)
+            if any(p not in plates for p in factor.plates):
+                return None
+            found.append((message, factor, monomial, stats[0]))
+        return found
+
+    def _plan_exp_arrays(self) -> None:
+        """Which exp(E[log ·]) arrays product-form kernels read, and in which layout."""
+        self.exp_arrays: dict[Stat, tuple[str, bool]] = {}
+        self.exp_needed: dict[str, set[bool]] = {}  # var -> layouts (transposed?) needed
+        for name in self.plan.locals:
+            for message, _, _, stat in self.product_messages(name) or ():
+                var = self.var(stat.var)
+                looped = message.target.tensor[0]
+                transposed = (len(var.plates) == 1 and stat.index == (looped,)
+                              and len(stat.tensor) == 1)
+                prefix = "XT" if transposed else "X"
+                self.exp_arrays[stat] = (f"{prefix}_{stat.var}_{stat.stat}", transposed)
+                self.exp_needed.setdefault(stat.var, set()).add(transposed)
+
+    def _exp_lines(self, var: VarDef, row: str, args: ArgRecorder) -> list[Node]:
+        """Keep exp(E[log ·]) in step with E wherever E[log ·] is computed."""
+        nodes: list[Node] = []
+        for transposed in sorted(self.exp_needed.get(var.name, ())):
+            E = args.use(self.layout.E(var.name, "log"))
+            if not transposed:
+                X = args.use(f"X_{var.name}_log")
+                nodes.append(Line(f"{X}[{row}] = np.exp({E}[{row}])"))
+                continue
+            XT = args.use(f"XT_{var.name}_log")
+            size = args.use(dim_name(var.shape[0]))
+            nodes.append(Block(f"for t in range({size})",
+                               (Line(f"{XT}[t, {row}] = np.exp({E}[{row}, t])"),)))
+        return nodes
+
     # -- local kernels -------------------------------------------------------
     def local_update_kernel(self, name: str) -> Function:
         var = self.var(name)
@@ -260,6 +316,29 @@ class MeanFieldEmitter:
         if child_nodes:
             inner.append(Block("if with_children", tuple(child_nodes)))
         inner.append(self._expect_line(var, row, args))
+        inner += self._exp_lines(var, row, args)
+        product = self.product_messages(name)
+        if product:
+            E = args.use(self.layout.E(name, "onehot"))
+            fast: list[Node] = [Line(f"{E}[{row}] = 1.0")]
+            for message, factor, monomial, _ in product:
+                fast.append(Comment(f"× exp(message from {factor.child} ~ {factor.family}) "
+                                    f"({self.factor_comment(factor)})"))
+                plates, letters = self._target_bindings(var, message.target)
+                fast += emit_contraction(
+                    self.layout, args,
+                    Contraction(1.0, monomial.without(message.target), factor.plates,
+                                dict(factor.index_dims)),
+                    E, tuple(self.layout.row(name, var.plates, {}, args))
+                    + message.target.tensor, plates, letters, multiply=self.exp_arrays,
+                )
+            fast.append(Line(f"done = rt.normalize_inplace({E}[{row}])"))
+            inner = [
+                Line("done = False"),
+                Block("if with_children", tuple(fast)),
+                Block("if not done", tuple(inner),
+                      comment="in log space: the prior-only start, or after an underflow"),
+            ]
         nodes: list[Node] = list(inner)
         for header in reversed(self._row_loops(var, {data_plate}, args)):
             nodes = [Block(header, tuple(nodes))]
@@ -386,14 +465,12 @@ class MeanFieldEmitter:
         """A random hard assignment: breaks the symmetry between components."""
         row = self._row_index(var, args)
         E = args.use(self.layout.E(var.name, "onehot"))
-        lam = args.use(self.layout.lam(var.name, "onehot"))
         k = dim_name(var.categories)
         if not k.isdigit():
             args.use(k)
         nodes: list[Node] = [
             Line(f"{E}[{row}] = 0.0"),
             Line(f"{E}[{row}, np.random.randint({k})] = 1.0"),
-            Line(f"{lam}[{row}] = np.log({E}[{row}] + 1e-100)"),
         ]
         for header in reversed(self._row_loops(var, {self.model.data_plate}, args)):
             nodes = [Block(header, tuple(nodes))]
@@ -447,11 +524,29 @@ class MeanFieldEmitter:
                 lam, tuple(target_row) + message.target.tensor, plates, letters,
             )
         inner.append(self._expect_line(var, row, args))
+        inner += self._exp_lines(var, row, args)
         nodes: list[Node] = list(inner)
         for header in reversed(self._row_loops(var, set(), args)):
             nodes = [Block(header, tuple(nodes))]
         fn = Function(f"update_{name}", tuple(args.names), tuple(nodes),
                       self._conditional_doc(var), KERNEL)
+        self.kernel_args[fn.name] = tuple(args.names)
+        return fn
+
+    def refresh_kernel(self) -> Function:
+        """E[t] (and exp(E[log])) of every global from its natural parameters (warm starts)."""
+        args = ArgRecorder()
+        body: list[Node] = []
+        for name in self.plan.globals:
+            var = self.var(name)
+            row = self._row_index(var, args)
+            nodes: list[Node] = [self._expect_line(var, row, args),
+                                 *self._exp_lines(var, row, args)]
+            for header in reversed(self._row_loops(var, set(), args)):
+                nodes = [Block(header, tuple(nodes))]
+            body += nodes
+        fn = Function("refresh_globals", tuple(args.names), tuple(body),
+                      "Expected statistics of the globals from their natural parameters.", KERNEL)
         self.kernel_args[fn.name] = tuple(args.names)
         return fn
 
@@ -540,7 +635,7 @@ class MeanFieldEmitter:
             body.append(Line(f"{c.name} = bound.arrays[{c.name!r}]"))
         body.append(Comment("hyperparameters (defaults from the model file)"))
         for h in m.hypers:
-            shape = "(" + "".join(f"{dim_name(s)}, " for s in _hyper_shape(h.shape)) + ")"
+            shape = _tuple([dim_name(s) for s in h.shape])
             body.append(Line(f"{h.name} = rt.hyper_value(hypers, {h.name!r}, "
                              f"{_np(h.value)}, {shape})"))
         body.append(Comment("known quantities: functions of hyperparameters and data"))
@@ -554,20 +649,38 @@ class MeanFieldEmitter:
             shape = self._array_shape(var)
             for stat, rank in self.stats(name):
                 event = self._stat_shape(var, stat, rank)
-                full = "(" + "".join(f"{s}, " for s in shape + event) + ")"
+                full = _tuple(shape + event)
                 body.append(Line(f"{self.layout.lam(name, stat)} = np.zeros({full})"))
                 body.append(Line(f"{self.layout.E(name, stat)} = np.zeros({full})"))
+        for name, layouts in self.exp_needed.items():
+            E = self.layout.E(name, "log")
+            for transposed in sorted(layouts):
+                if transposed:
+                    body.append(Line(f"XT_{name}_log = np.zeros({E}.shape[::-1])",
+                                     f"exp(E[log {name}]), statistic axis first"))
+                else:
+                    body.append(Line(f"X_{name}_log = np.zeros_like({E})", f"exp(E[log {name}])"))
         body.append(Comment("sufficient statistics the local step hands to the global step"))
         for acc in self.plan.accumulators:
             factor = self.analysis.factors[acc.factor]
             dims = [dim_name(self.model.plate(k[1:]).dim) if k.startswith("@")
                     else dim_name(factor.dim_of(k)) for k in acc.key]
-            shape = "(" + "".join(f"{d}, " for d in dims) + ")" if dims else "()"
+            shape = _tuple(dims)
             body.append(Line(f"{acc.name} = np.zeros({shape})"))
         # initial globals: their priors
         body.append(Comment("start every global at its prior"))
         for name in self.plan.globals:
             body.append(self._driver_call(f"update_{name}", {"scale": "0.0"}))
+        state = ", ".join(f"{self.layout.lam(n, s)!r}: {self.layout.lam(n, s)}"
+                          for n in self.plan.globals for s, _ in self.stats(n))
+        kept = ", ".join(f"{self.layout.lam(n, s)!r}: {self.layout.lam(n, s)}"
+                         for n in self.plan.kept_locals for s, _ in self.stats(n))
+        if self.plan.globals:
+            body.append(Block("if init is not None", (
+                Comment("warm start: the globals' natural parameters from an earlier fit"),
+                Line(f"rt.load_state(init, {{{state}}})"),
+                self._driver_call("refresh_globals", {}),
+            )))
         # loop
         loop: list[Node] = []
         for acc in self.plan.accumulators:
@@ -576,7 +689,7 @@ class MeanFieldEmitter:
         if has_local_step:
             loop.append(self._driver_call(
                 "local_step",
-                {"random_init": "iteration == 0", "seed": "seed", "max_local_iter":
+                {"random_init": "iteration == 0 and init is None", "seed": "seed", "max_local_iter":
                  "max_local_iter", "local_tol": "local_tol"},
                 result="elbo_local"))
         else:
@@ -615,14 +728,16 @@ class MeanFieldEmitter:
             "return rt.FitResult(posterior=posterior, elbo=np.array(trace), "
             "iterations=len(trace), converged=converged, seconds=time.perf_counter() - start, "
             "dims=dict(bound.dims), hypers={"
-            + ", ".join(f"{h.name!r}: {h.name}" for h in m.hypers) + "})"))
+            + ", ".join(f"{h.name!r}: {h.name}" for h in m.hypers) + "}, "
+            + f"state={{{', '.join(x for x in (state, kept) if x)}}})"))
         args = ("data", "*", "hypers=None", "dims=None", "max_iter=200", "tol=1e-6",
                 "max_local_iter=100", "local_tol=1e-3", "seed=0", "callback=None",
-                "warn_decrease=True")
+                "warn_decrease=True", "init=None")
         doc = (f"Fit {m.name} by batch mean-field variational Bayes (coordinate ascent).\n\n"
                "data: a mapping from each observed variable (and covariate) to its array; see "
                "SPEC.\n"
-               "Stops when the relative change of the ELBO falls below tol.")
+               "Stops when the relative change of the ELBO falls below tol.\n"
+               "init: the `state` of an earlier result, to continue from its globals.")
         return Function("fit", args, tuple(body), doc)
 
     def _driver_call(self, kernel: str, overrides: dict[str, str], result: str | None = None
@@ -665,12 +780,15 @@ class MeanFieldEmitter:
     # -- module ------------------------------------------------------------------
     def module(self) -> Module:
         m = self.model
+        self._plan_exp_arrays()
         for name in self.plan.locals:
             self.kernels.append(self.local_update_kernel(name))
         if m.data_plate is not None:
             self.kernels.append(self.local_step_kernel())
         for name in self.plan.globals:
             self.kernels.append(self.global_update_kernel(name))
+        if self.plan.globals:
+            self.kernels.append(self.refresh_kernel())
         self.kernels.append(self.elbo_global_kernel())
         fit = self.fit_function()
         doc = (f"{m.name}: batch mean-field variational Bayes, generated by cemodel "
@@ -697,8 +815,12 @@ def _key_plates(acc) -> tuple[str, ...]:
     return tuple(k[1:] for k in acc.key if k.startswith("@"))
 
 
-def _hyper_shape(shape) -> tuple:
-    return tuple(shape)
+def _tuple(items) -> str:
+    """Python source of a tuple of expressions: (), (a,), (a, b)."""
+    items = list(items)
+    if len(items) == 1:
+        return f"({items[0]},)"
+    return "(" + ", ".join(items) + ")"
 
 
 def _ident(fn: str, *operands: RExpr) -> str:

@@ -4,6 +4,7 @@ from .driver import ElboDecreaseWarning as ElboDecreaseWarning
 from .driver import FitResult as FitResult
 from .driver import check_elbo_increase as check_elbo_increase
 from .driver import converged as converged
+from .driver import load_state as load_state
 from .driver import max_length as max_length
 from .families import bernoulli_expected_stats as bernoulli_expected_stats
 from .families import bernoulli_log_normalizer as bernoulli_log_normalizer
@@ -13,6 +14,7 @@ from .families import beta_expected_stats as beta_expected_stats
 from .families import beta_log_normalizer as beta_log_normalizer
 from .families import beta_natural as beta_natural
 from .families import beta_params as beta_params
+from .families import categorical_entropy as categorical_entropy
 from .families import categorical_expected_stats as categorical_expected_stats
 from .families import categorical_log_normalizer as categorical_log_normalizer
 from .families import categorical_natural as categorical_natural
@@ -22,6 +24,7 @@ from .families import dirichlet_log_normalizer as dirichlet_log_normalizer
 from .families import dirichlet_natural as dirichlet_natural
 from .families import dirichlet_params as dirichlet_params
 from .families import gamma_expected_stats as gamma_expected_stats
+from .families import normalize_inplace as normalize_inplace
 from .families import gamma_log_normalizer as gamma_log_normalizer
 from .families import gamma_natural as gamma_natural
 from .families import gamma_params as gamma_params
@@ -47,3 +50,14 @@ from .special import logsumexp as logsumexp
 from .special import multigammaln as multigammaln
 from .special import softmax_inplace as softmax_inplace
 from .special import trigamma as trigamma
+from .binding import BoundData as BoundData
+from .binding import bind_data as bind_data
+from .binding import check_hyper_names as check_hyper_names
+from .binding import hyper_value as hyper_value
+from .numeric import gammaln as gammaln
+from .numeric import inv as inv
+from .numeric import lbeta as lbeta
+from .numeric import lgamma_sum as lgamma_sum
+from .numeric import log_binom as log_binom
+from .numeric import logdet as logdet
+from .numeric import wishart_lognorm as wishart_lognorm

@@ -23,6 +23,7 @@ class FitResult:
     seconds: float
     dims: dict[str, int] = field(default_factory=dict)
     hypers: dict[str, object] = field(default_factory=dict)
+    state: dict[str, np.ndarray] = field(default_factory=dict)  # natural parameters
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self.posterior[key]
@@ -56,3 +57,21 @@ def max_length(ptr: np.ndarray) -> int:
     if len(ptr) < 2:
         return 0
     return int(np.max(np.diff(ptr)))
+
+
+def load_state(init: dict, arrays: dict[str, np.ndarray]) -> None:
+    """Copy natural parameters from ``init`` (an earlier result's ``state``) into ``arrays``."""
+    from ..errors import CemDataError
+
+    if hasattr(init, "state"):
+        init = init.state
+    for name, target in arrays.items():
+        if name not in init:
+            raise CemDataError(f"init: missing '{name}'; pass the `state` of an earlier fit "
+                               "of the same model")
+        value = np.asarray(init[name], dtype=float)
+        if value.shape != target.shape:
+            raise CemDataError(f"init '{name}': expected shape {target.shape}, found {value.shape}")
+        if not np.all(np.isfinite(value)):
+            raise CemDataError(f"init '{name}': expected finite values, found NaN or inf")
+        target[...] = value

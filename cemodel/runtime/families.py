@@ -227,6 +227,29 @@ def categorical_log_normalizer(lam: np.ndarray) -> float:
     return logsumexp(lam)
 
 
+@jit
+def categorical_entropy(q: np.ndarray) -> float:
+    """H = −Σ_k q_k log q_k (0 log 0 = 0); needs only the probabilities."""
+    h = 0.0
+    for k in range(q.shape[0]):
+        if q[k] > 0.0:
+            h -= q[k] * math.log(q[k])
+    return h
+
+
+@jit
+def normalize_inplace(q: np.ndarray) -> bool:
+    """q /= Σq; False (q untouched) when the sum underflowed or is not finite."""
+    total = 0.0
+    for k in range(q.shape[0]):
+        total += q[k]
+    if not (total > 0.0) or not math.isfinite(total):
+        return False
+    for k in range(q.shape[0]):
+        q[k] /= total
+    return True
+
+
 # Bernoulli: t = x in {0, 1}, lam = logit ------------------------------------------------------
 
 

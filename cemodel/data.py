@@ -1,0 +1,396 @@
+"""Reading data files for the command line.
+
+:func:`load_data` turns a file into the mapping :func:`cemodel.runtime.binding.bind_data`
+takes; it reads and names arrays, and leaves every check of the values to the binding. Formats:
+
+* ``.npz``: one array per variable name (``numpy.savez``), or a sparse matrix saved with
+  ``scipy.sparse.save_npz`` for the model's bag-of-words variable; a ragged plate ``p`` that is
+  not a bag of words may be stored flat with its offsets under ``p_ptr``;
+* ``.npy``, ``.csv``: a single array, for a model with one observed variable and no covariates;
+* ``.mtx`` (MatrixMarket) and UCI ``docword*.txt`` (optionally ``.gz``): a sparse document ×
+  word count matrix.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.io
+from scipy import sparse
+
+from .errors import CemDataError
+
+__all__ = ["describe_binding", "load_data"]
+
+_FORMATS = ".npz, .npy, .csv, .mtx or a UCI docword*.txt file"
+
+
+# ---------------------------------------------------------------------------------------------
+# What the model wants
+# ---------------------------------------------------------------------------------------------
+
+
+def _names(spec: Mapping[str, Any]) -> list[str]:
+    return list(spec.get("observed", {})) + list(spec.get("covariates", {}))
+
+
+def _bag_of_words(spec: Mapping[str, Any]) -> str | None:
+    """The observed categorical variable that alone fills a ragged plate, if there is one."""
+    plates = spec.get("plates", {})
+    covariates = spec.get("covariates", {})
+    observed = spec.get("observed", {})
+    found = []
+    for name, info in observed.items():
+        var_plates = list(info.get("plates", ()))
+        if len(var_plates) != 2 or not plates[var_plates[1]].get("ragged"):
+            continue
+        if info.get("support") != "category" or info.get("shape"):
+            continue
+        ragged = var_plates[1]
+        others = [n for n, i in {**observed, **covariates}.items()
+                  if n != name and ragged in i.get("plates", ())]
+        if not others:
+            found.append(name)
+    return found[0] if len(found) == 1 else None
+
+
+def _single(spec: Mapping[str, Any], path: Path, what: str) -> str:
+    """The one variable a single-array file can hold."""
+    observed = list(spec.get("observed", {}))
+    covariates = list(spec.get("covariates", {}))
+    if len(observed) == 1 and not covariates:
+        return observed[0]
+    names = ", ".join(_names(spec))
+    raise CemDataError(
+        f"data file '{path}': {what} holds a single array, but the model expects several named "
+        f"arrays ({names})",
+        hint="save them by name in an .npz file: numpy.savez(path, "
+        + ", ".join(f"{n}=..." for n in _names(spec)) + ")",
+    )
+
+
+def _for_sparse(spec: Mapping[str, Any], path: Path, matrix: object, what: str) -> dict:
+    """A sparse count matrix goes to the bag-of-words variable (or the only variable)."""
+    name = _bag_of_words(spec)
+    if name is not None:
+        return {name: matrix}
+    observed = list(spec.get("observed", {}))
+    if len(observed) == 1 and not spec.get("covariates"):
+        return {observed[0]: matrix}
+    raise CemDataError(
+        f"data file '{path}': {what} holds one sparse matrix, but the model has no single "
+        f"bag-of-words variable (a categorical observed alone in a ragged plate) to give it to; "
+        f"it expects {', '.join(_names(spec))}",
+        hint="save the arrays by name in an .npz file with numpy.savez",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------------------
+
+
+def load_data(path: str | Path, spec: Mapping[str, Any]) -> dict[str, object]:
+    """Read a data file into ``{name: array or sparse matrix}`` for ``bind_data``."""
+    path = Path(path)
+    if not path.exists():
+        raise CemDataError(f"data file '{path}' not found", hint=f"expected one of {_FORMATS}")
+    if path.is_dir():
+        raise CemDataError(f"data file '{path}' is a directory, expected a file ({_FORMATS})")
+    name = path.name.lower()
+    if name.startswith("docword") and (name.endswith(".txt") or name.endswith(".txt.gz")):
+        return _for_sparse(spec, path, _read_docword(path), "a UCI docword file")
+    suffix = path.suffix.lower()
+    readers = {".npz": _load_npz, ".npy": _load_npy, ".csv": _load_csv, ".mtx": _load_mtx}
+    if suffix not in readers:
+        raise CemDataError(
+            f"data file '{path}': unsupported format '{suffix or path.name}'",
+            hint=f"expected {_FORMATS}",
+        )
+    return readers[suffix](path, spec)
+
+
+def _unreadable(path: Path, what: str, exc: BaseException) -> CemDataError:
+    reason = "its header is damaged" if isinstance(exc, SyntaxError) else str(exc)
+    reason = reason or type(exc).__name__
+    return CemDataError(f"data file '{path}': could not read it as {what} ({reason})")
+
+
+def _load_npz(path: Path, spec: Mapping[str, Any]) -> dict[str, object]:
+    what = "a NumPy .npz archive"
+    if not zipfile.is_zipfile(path):
+        raise CemDataError(
+            f"data file '{path}': expected {what} (a zip file from numpy.savez), found a file "
+            "that is not a zip archive"
+        )
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            keys = set(archive.files)
+            if {"format", "shape"} <= keys and archive["format"].dtype.kind in "SU":
+                matrix = sparse.load_npz(path)
+                return _for_sparse(spec, path, matrix, "the sparse .npz file")
+            arrays = {key: archive[key] for key in archive.files}
+    except CemDataError:
+        raise
+    except ValueError as exc:
+        if "pickle" in str(exc):
+            raise CemDataError(
+                f"data file '{path}': holds Python objects, expected numeric arrays",
+                hint="save plain numeric arrays with numpy.savez",
+            ) from None
+        raise _unreadable(path, what, exc) from None
+    except Exception as exc:  # a damaged archive fails in many ways (zip, zlib, header)
+        raise _unreadable(path, what, exc) from None
+    if not arrays:
+        raise CemDataError(
+            f"data file '{path}': the archive is empty, expected arrays named "
+            f"{', '.join(_names(spec))}"
+        )
+    return _split_ragged(spec, path, arrays)
+
+
+def _split_ragged(spec: Mapping[str, Any], path: Path, arrays: dict) -> dict[str, object]:
+    """Variables of a ragged plate ``p`` stored flat with offsets ``p_ptr`` -> lists."""
+    plates = spec.get("plates", {})
+    tables = {**spec.get("observed", {}), **spec.get("covariates", {})}
+    out = dict(arrays)
+    for plate, info in plates.items():
+        key = f"{plate}_ptr"
+        if not info.get("ragged") or key not in out:
+            continue
+        ptr = np.asarray(out.pop(key))
+        out.pop(f"{plate}_weight", None)
+        ok = ptr.ndim == 1 and ptr.size >= 1 and ptr.dtype.kind in "iu"
+        if ok:
+            ok = bool(ptr[0] == 0 and np.all(np.diff(ptr) >= 0))
+        if not ok:
+            raise CemDataError(
+                f"data file '{path}': '{key}' must be non-decreasing integer offsets starting "
+                f"at 0 (one more than the elements of {info.get('parent')}), found "
+                f"{ptr.dtype} array of shape {ptr.shape}"
+            )
+        for name, var in tables.items():
+            if plate not in var.get("plates", ()) or name not in out:
+                continue
+            flat = np.asarray(out[name])
+            if flat.ndim < 1 or flat.shape[0] != ptr[-1]:
+                raise CemDataError(
+                    f"data file '{path}': '{name}' is stored flat for plate {plate}, so expected "
+                    f"{int(ptr[-1])} entries (the last value of '{key}'), found shape "
+                    f"{flat.shape}"
+                )
+            out[name] = [flat[ptr[d]:ptr[d + 1]] for d in range(ptr.size - 1)]
+    return out
+
+
+def _load_npy(path: Path, spec: Mapping[str, Any]) -> dict[str, object]:
+    name = _single(spec, path, "an .npy file")
+    what = "a NumPy .npy array"
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(6)
+        if magic != b"\x93NUMPY":
+            raise CemDataError(
+                f"data file '{path}': expected {what} (from numpy.save), found a file without "
+                "the .npy header"
+            )
+        array = np.load(path, allow_pickle=False)
+    except CemDataError:
+        raise
+    except ValueError as exc:
+        if "pickle" in str(exc):
+            raise CemDataError(
+                f"data file '{path}': holds Python objects, expected a numeric array"
+            ) from None
+        raise _unreadable(path, what, exc) from None
+    except Exception as exc:  # truncated or damaged file
+        raise _unreadable(path, what, exc) from None
+    return {name: array}
+
+
+def _is_number(field: str) -> bool:
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def _load_csv(path: Path, spec: Mapping[str, Any]) -> dict[str, object]:
+    name = _single(spec, path, "a .csv file")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _unreadable(path, "a CSV text file", exc) from None
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise CemDataError(f"data file '{path}': the CSV file is empty, expected numbers")
+    header = not all(_is_number(f) for f in lines[0].split(","))
+    body = lines[1:] if header else lines
+    if not body:
+        raise CemDataError(f"data file '{path}': the CSV file has a header but no rows")
+    try:
+        array = np.loadtxt(io.StringIO("\n".join(body)), delimiter=",", dtype=np.float64,
+                           ndmin=2)
+    except ValueError as exc:
+        raise CemDataError(
+            f"data file '{path}': expected a table of numbers separated by commas ({exc})",
+            hint="every row needs the same number of numeric fields; no empty fields",
+        ) from None
+    if array.shape[1] == 1:
+        array = array[:, 0]
+    return {name: array}
+
+
+def _load_mtx(path: Path, spec: Mapping[str, Any]) -> dict[str, object]:
+    try:
+        matrix = scipy.io.mmread(path)
+    except Exception as exc:  # scipy's reader raises many types for a malformed file
+        raise _unreadable(path, "a MatrixMarket .mtx file", exc) from None
+    if sparse.issparse(matrix):
+        matrix = sparse.csr_array(matrix)
+        return _for_sparse(spec, path, matrix, "the MatrixMarket file")
+    return {_single(spec, path, "a dense MatrixMarket file"): np.asarray(matrix)}
+
+
+def _read_docword(path: Path) -> sparse.csr_array:
+    """A UCI bag-of-words file: D, W, NNZ, then 1-based ``doc word count`` lines."""
+    what = "a UCI docword file (three header lines D, W, NNZ, then 'docID wordID count' lines)"
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="ascii") as f:
+            head = [f.readline() for _ in range(3)]
+            try:
+                n_docs, n_words, nnz = (int(h.strip()) for h in head)
+            except ValueError:
+                raise CemDataError(
+                    f"data file '{path}': expected {what}; the first three lines are "
+                    f"{[h.strip() for h in head]}"
+                ) from None
+            table = np.loadtxt(f, dtype=np.int64, ndmin=2)
+    except CemDataError:
+        raise
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
+        raise _unreadable(path, what, exc) from None
+    if table.size == 0:
+        table = np.zeros((0, 3), dtype=np.int64)
+    if table.shape[1] != 3:
+        raise CemDataError(
+            f"data file '{path}': expected 3 numbers per line (docID wordID count), found "
+            f"{table.shape[1]}"
+        )
+    if table.shape[0] != nnz:
+        raise CemDataError(
+            f"data file '{path}': the header says NNZ={nnz} entries, found {table.shape[0]}"
+        )
+    if n_docs < 1 or n_words < 1:
+        raise CemDataError(
+            f"data file '{path}': expected D >= 1 and W >= 1 in the header, found D={n_docs}, "
+            f"W={n_words}"
+        )
+    docs, words, counts = table[:, 0], table[:, 1], table[:, 2]
+    for values, top, label in ((docs, n_docs, "docID"), (words, n_words, "wordID")):
+        bad = (values < 1) | (values > top)
+        if bad.any():
+            line = int(np.flatnonzero(bad)[0])
+            raise CemDataError(
+                f"data file '{path}': expected {label} in [1, {top}] (1-based), found "
+                f"{int(values[line])} on line {line + 4}"
+            )
+    if (counts < 0).any():
+        line = int(np.flatnonzero(counts < 0)[0])
+        raise CemDataError(
+            f"data file '{path}': expected non-negative counts, found {int(counts[line])} on "
+            f"line {line + 4}"
+        )
+    matrix = sparse.csr_array(
+        (counts.astype(np.float64), (docs - 1, words - 1)), shape=(n_docs, n_words)
+    )
+    matrix.sum_duplicates()
+    return matrix
+
+
+# ---------------------------------------------------------------------------------------------
+# Documentation
+# ---------------------------------------------------------------------------------------------
+
+_SUPPORT_WORDS = {
+    "real": "real numbers",
+    "positive": "positive numbers",
+    "unit": "numbers strictly between 0 and 1",
+    "binary": "0/1 values",
+    "count": "non-negative whole counts",
+    "vector": "real vectors",
+    "spd": "symmetric positive-definite matrices",
+    "simplex": "probability vectors (non-negative, summing to 1)",
+    "int": "whole numbers",
+}
+
+
+def _dim_text(spec: Mapping[str, Any], plate: str) -> str:
+    return str(spec["plates"][plate]["dim"])
+
+
+def describe_binding(spec: Mapping[str, Any]) -> str:
+    """A paragraph per observed variable and covariate: what array the model expects."""
+    plates = spec.get("plates", {})
+    bow = _bag_of_words(spec)
+    paragraphs = []
+    entries = [(n, i, "observed") for n, i in spec.get("observed", {}).items()]
+    entries += [(n, i, "covariate") for n, i in spec.get("covariates", {}).items()]
+    for name, info, role in entries:
+        var_plates = list(info.get("plates", ()))
+        event = [str(e) for e in info.get("shape", ())]
+        if role == "observed":
+            support = info["support"]
+            if support == "category":
+                words = f"category ids in [0, {info.get('categories')})"
+            else:
+                words = _SUPPORT_WORDS.get(support, support)
+        else:
+            kind = info["kind"]
+            words = _SUPPORT_WORDS.get(kind, kind)
+        ragged = next((p for p in var_plates if plates[p].get("ragged")), None)
+        head = f"{name} ({role}, {words}):"
+        if name == bow:
+            parent = var_plates[0]
+            n_parent = _dim_text(spec, parent)
+            cats = info.get("categories")
+            text = (
+                f"{head} a bag of categories, one group per element of {parent}. Give a sparse "
+                f"({n_parent} × {cats}) count matrix (scipy.sparse; in a file: .npz from "
+                f"scipy.sparse.save_npz, .mtx, or UCI docword*.txt), a dense ({n_parent} × "
+                f"{cats}) array of counts, or a list of {n_parent} integer arrays of ids."
+            )
+        elif ragged is not None:
+            parent = var_plates[0]
+            inner = [_dim_text(spec, ragged) + "_d"]
+            inner += [_dim_text(spec, p) for p in var_plates[2:]] + event
+            text = (
+                f"{head} a list with one array of shape ({', '.join(inner)}"
+                f"{',' if len(inner) == 1 else ''}) per element d of "
+                f"{parent} (plate {ragged} is ragged; every variable in it must have the same "
+                f"lengths). In an .npz file, store it flat along the first axis with the "
+                f"offsets in '{ragged}_ptr'."
+            )
+        else:
+            axes = [_dim_text(spec, p) for p in var_plates] + event
+            shape = f"an array of shape ({', '.join(axes)}{',' if len(axes) == 1 else ''})"
+            if not axes:
+                shape = "a single number"
+            text = f"{head} {shape}"
+            if var_plates:
+                text += f", indexed by plate{'s' if len(var_plates) > 1 else ''} " + ", ".join(
+                    var_plates
+                )
+            text += "."
+        paragraphs.append(text)
+    if not paragraphs:
+        return "The model takes no data."
+    return "\n\n".join(paragraphs)

@@ -1,0 +1,106 @@
+"""NumPy-level special functions for the ``prepare`` code of generated modules.
+
+Everything here is vectorised over leading batch axes and runs once per fit (constants of the
+ELBO, inverses of hyperparameter matrices), so it is plain NumPy/SciPy, not numba. A matrix
+that should be positive-definite and is not raises :class:`~cemodel.errors.CemDataError`: it
+comes from the user's hyperparameters or data.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special as _sps
+
+from ..errors import CemDataError
+
+__all__ = ["gammaln", "inv", "lbeta", "lgamma_sum", "log_binom", "logdet", "wishart_lognorm"]
+
+_LOG_2 = math.log(2.0)
+_LOG_PI = math.log(math.pi)
+
+
+def gammaln(x):
+    """log |Γ(x)|, elementwise."""
+    return _sps.gammaln(x)
+
+
+def lgamma_sum(alpha):
+    """log Γ(Σ_k α_k), summing over the last axis."""
+    return _sps.gammaln(np.sum(alpha, axis=-1))
+
+
+def lbeta(a, b):
+    """log B(a, b) = log Γ(a) + log Γ(b) - log Γ(a + b), elementwise."""
+    return _sps.betaln(a, b)
+
+
+def log_binom(n, k):
+    """log C(n, k) = log n! - log k! - log (n-k)!, elementwise (n, k may be real)."""
+    n = np.asarray(n, dtype=np.float64)
+    k = np.asarray(k, dtype=np.float64)
+    out = -np.log1p(n) - _sps.betaln(n - k + 1.0, k + 1.0)
+    return out[()] if out.ndim == 0 else out
+
+
+def _cholesky(M, name: str) -> np.ndarray:
+    M = np.asarray(M, dtype=np.float64)
+    if M.ndim < 2 or M.shape[-1] != M.shape[-2]:
+        raise CemDataError(f"{name}: expected a square matrix, found shape {M.shape}")
+    if not np.all(np.isfinite(M)):
+        raise CemDataError(f"{name}: expected a finite positive-definite matrix, found NaN or inf")
+    try:
+        return np.linalg.cholesky(0.5 * (M + np.swapaxes(M, -1, -2)))
+    except np.linalg.LinAlgError:
+        smallest = float(np.min(np.linalg.eigvalsh(0.5 * (M + np.swapaxes(M, -1, -2)))))
+        raise CemDataError(
+            f"{name}: expected a positive-definite matrix, found one with smallest eigenvalue "
+            f"{smallest:.6g}"
+        ) from None
+
+
+def logdet(M, name: str = "matrix"):
+    """log |M| of a (batch of) symmetric positive-definite matrices."""
+    L = _cholesky(M, name)
+    out = 2.0 * np.sum(np.log(np.diagonal(L, axis1=-2, axis2=-1)), axis=-1)
+    return out[()] if out.ndim == 0 else out
+
+
+def inv(M, name: str = "matrix") -> np.ndarray:
+    """M⁻¹ of a (batch of) square matrices; symmetric input gives an exactly symmetric result."""
+    M = np.asarray(M, dtype=np.float64)
+    if M.ndim < 2 or M.shape[-1] != M.shape[-2]:
+        raise CemDataError(f"{name}: expected a square matrix, found shape {M.shape}")
+    if not np.all(np.isfinite(M)):
+        raise CemDataError(f"{name}: expected a finite invertible matrix, found NaN or inf")
+    try:
+        out = np.linalg.inv(M)
+    except np.linalg.LinAlgError:
+        raise CemDataError(f"{name}: expected an invertible matrix, found a singular one") from None
+    swapped = np.swapaxes(M, -1, -2)
+    if np.array_equal(M, swapped):
+        out = 0.5 * (out + np.swapaxes(out, -1, -2))
+    return out
+
+
+def multigammaln(a, D: int):
+    """log Γ_D(a) = D(D-1)/4 log π + Σ_{j=1..D} log Γ(a + (1-j)/2), elementwise in ``a``."""
+    a = np.asarray(a, dtype=np.float64)
+    j = np.arange(D, dtype=np.float64)
+    out = 0.25 * D * (D - 1) * _LOG_PI + np.sum(_sps.gammaln(a[..., None] - 0.5 * j), axis=-1)
+    return out[()] if out.ndim == 0 else out
+
+
+def wishart_lognorm(nu, W, name: str = "Wishart scale matrix"):
+    """log of the Wishart normaliser: (νD/2) log 2 + (ν/2) log|W| + log Γ_D(ν/2)."""
+    W = np.asarray(W, dtype=np.float64)
+    D = W.shape[-1] if W.ndim >= 2 else 0
+    nu = np.asarray(nu, dtype=np.float64)
+    if not np.all(np.isfinite(nu)) or np.any(nu <= D - 1):
+        raise CemDataError(
+            f"Wishart degrees of freedom: expected ν > D - 1 = {D - 1}, found "
+            f"{np.min(nu) if nu.size else nu}"
+        )
+    out = 0.5 * nu * D * _LOG_2 + 0.5 * nu * logdet(W, name) + multigammaln(0.5 * nu, D)
+    return out[()] if np.ndim(out) == 0 else out
