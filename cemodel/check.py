@@ -1,85 +1,233 @@
-"""`cemodel check`: each variable's family, role and complete conditional, in readable math."""
+"""`cemodel check`: each variable's family, role and complete conditional, in readable math.
+
+The conditional is shown in the family's usual parameters, e.g.
+
+    q(beta[k]) = Dirichlet(α)
+        α_v = eta + Σ_{d,n} [w[d, n] = v]·q(z[d, n] = k)
+
+built from the natural-parameter messages of ``cemodel.conjugacy``: each usual
+parameter is ``scale·λ[stat] + offset`` (Dirichlet α = λ + 1, Normal precision
+= −2λ[x²], Wishart dof = 2λ[log|Λ|] + D + 1 ...), and like terms are merged.
+"""
 
 from __future__ import annotations
 
-from .conjugacy import Known, Stat
-from .families import FAMILIES
-from .plan import InferencePlan, describe_slot
+from collections import defaultdict
 
-_FAMILY_NAMES = {
-    "dirichlet": "Dirichlet", "categorical": "Categorical", "beta": "Beta", "gamma": "Gamma",
-    "normal": "Normal", "mvn": "MultivariateNormal", "wishart": "Wishart",
-    "bernoulli": "Bernoulli",
+from .conjugacy import Known, Slot, Stat, render_expr
+from .families import FAMILIES
+from .model import RRepeat, RVar
+from .plan import InferencePlan
+
+# usual parameter = scale · λ[stat] + offsets; offsets are (coefficient, symbol) with the
+# symbol "" for the number one and "D" for the variable's dimension
+_USUAL = {
+    "dirichlet": ("Dirichlet(α)", [("α", "log", 1.0, [(1.0, "")])]),
+    "categorical": ("Categorical", [("log q", "onehot", 1.0, [])]),
+    "beta": ("Beta(a, b)", [("a", "log", 1.0, [(1.0, "")]), ("b", "log1m", 1.0, [(1.0, "")])]),
+    "gamma": ("Gamma(shape, rate)",
+              [("shape", "log", 1.0, [(1.0, "")]), ("rate", "value", -1.0, [])]),
+    "normal": ("Normal(mean, precision)",
+               [("precision", "square", -2.0, []), ("precision·mean", "value", 1.0, [])]),
+    "mvn": ("MultivariateNormal(mean, precision)",
+            [("precision", "outer", -2.0, []), ("precision·mean", "value", 1.0, [])]),
+    "wishart": ("Wishart(dof, scale)",
+                [("dof", "logdet", 2.0, [(1.0, "D"), (1.0, "")]),
+                 ("scale⁻¹", "value", -2.0, [])]),
+    "bernoulli": ("Bernoulli", [("logit p", "value", 1.0, [])]),
 }
 
-
-def _ref(name: str, plan: InferencePlan) -> str:
-    var = plan.model.var(name)
-    if not var.plates:
-        return name
-    return f"{name}[{', '.join(plan.model.plate(p).index for p in var.plates)}]"
+_LETTER_POOL = ("v", "i", "j", "l", "m", "u", "r", "s", "p", "q")
 
 
-def _message_text(plan: InferencePlan, factor_index: int, monomial_index: int,
-                  target: Stat) -> str:
-    """coef · Π E[slots], with the sums over the factor's free plates and letters."""
-    model = plan.model
-    factor = plan.analysis.factors[factor_index]
-    monomial = factor.monomials[monomial_index]
-    var = model.var(target.var)
-    others = monomial.without(target)
-    index_of = {p.name: p.index for p in model.plates}
-    gates = dict(factor.gates)
-    # rename: factor plates bound to the target keep the target's index letters
-    bound = {}
-    for own, entry in zip(var.plates, target.index, strict=True):
-        bound[entry] = index_of[own]
-    summed = [index_of[p] for p in factor.plates if p not in bound]
-    parts = []
-    for slot in others:
-        text = describe_slot(slot)
-        for plate, letter in index_of.items():
-            text = text.replace(f"[{plate}", f"[{letter}").replace(f", {plate}", f", {letter}")
-        for gate, gvar in gates.items():
-            if gate in bound:
-                text = text.replace(gate, bound[gate])
-        parts.append(text)
-    coef = monomial.coef
-    body = " · ".join(parts) if parts else ""
-    if coef == 1.0:
-        term = body or "1"
-    elif coef == -1.0:
-        term = f"-{body}" if body else "-1"
-    else:
-        term = f"{coef:g}·{body}" if body else f"{coef:g}"
-    letters = [t for t in sorted({t for s in others for t in s.tensor})
-               if t not in target.tensor and t not in bound]
-    gate_sums = [g for g in gates if g not in bound and any(
-        isinstance(s, Stat) and g in s.index for s in others) and g not in letters]
-    sums = summed + letters + gate_sums
-    if sums:
-        term = f"Σ_{{{','.join(sums)}}} {term}"
-    return term
+class _Renderer:
+    """Text of the slots of one message, with index letters renamed for reading."""
+
+    def __init__(self, plan: InferencePlan, factor_index: int, target: Stat) -> None:
+        self.model = plan.model
+        self.factor = plan.analysis.factors[factor_index]
+        self.index_of = {p.name: p.index for p in self.model.plates}
+        var = self.model.var(target.var)
+        # the factor's plates / gates at the target become the target's own index letters
+        self.bound: dict[str, str] = {}
+        for own, entry in zip(var.plates, target.index, strict=True):
+            self.bound[entry] = self.index_of[own]
+        taken = set(self.index_of.values())
+        self.names: dict[str, str] = {}
+        pool = [x for x in _LETTER_POOL if x not in taken]
+        # the target's letters first, so every term of one parameter shows the same letters
+        letters = list(target.tensor) + [t for t, _ in self.factor.index_dims
+                                         if t not in target.tensor]
+        for letter in letters:
+            if letter in self.bound or letter in self.names:
+                continue
+            self.names[letter] = pool.pop(0) if pool else letter
+        self.gates = dict(self.factor.gates)
+        self.substituted: set[str] = set()
+
+    def substitute_data_indices(self, others: tuple[Slot, ...], target: Stat) -> tuple:
+        """[w = l]·f_l summed over l is f at l = w: show the observed index itself."""
+        kept = []
+        for slot in others:
+            if (isinstance(slot, Known) and slot.fn == "onehot" and isinstance(
+                    slot.operands[0], RVar) and slot.tensor[0] not in target.tensor):
+                first = slot.operands[0]
+                self.names[slot.tensor[0]] = self.ref(first.name,
+                                                      tuple(i.plate for i in first.indices))
+                self.substituted.add(slot.tensor[0])
+                continue
+            kept.append(slot)
+        return tuple(kept)
+
+    def letter(self, letter: str) -> str:
+        return self.bound.get(letter, self.names.get(letter, letter))
+
+    def plate_entry(self, entry: str) -> str:
+        if entry in self.index_of:
+            return self.bound.get(entry, self.index_of[entry])
+        return self.letter(entry)
+
+    def ref(self, name: str, entries: tuple[str, ...]) -> str:
+        if not entries:
+            return name
+        return f"{name}[{', '.join(self.plate_entry(e) for e in entries)}]"
+
+    def subscript(self, letters: tuple[str, ...]) -> str:
+        if not letters:
+            return ""
+        shown = [self.letter(t) for t in letters]
+        if all(len(s) == 1 for s in shown):
+            return "_" + "".join(shown)
+        return "_{" + ",".join(shown) + "}"
+
+    def known(self, slot: Known) -> str:
+        first = slot.operands[0] if slot.operands else None
+        if slot.fn == "onehot" and isinstance(first, RVar):
+            ref = self.ref(first.name, tuple(i.plate for i in first.indices))
+            return f"[{ref} = {self.letter(slot.tensor[0])}]"
+        if isinstance(first, RVar):
+            text = self.ref(first.name, tuple(i.plate for i in first.indices))
+        elif isinstance(first, RRepeat):
+            text = render_expr(first.value)
+            if slot.fn == "value":
+                return text
+        elif first is not None:
+            text = render_expr(first)
+        else:
+            text = slot.fn
+        sub = self.subscript(slot.tensor)
+        if slot.fn == "value":
+            return text + sub
+        if slot.fn == "dim":
+            var = self.model.var(first.name) if isinstance(first, RVar) else None
+            return str(var.shape[0]) if var is not None and var.shape else "dim"
+        if slot.fn == "inv":
+            return f"{text}⁻¹{sub}"
+        args = ", ".join(render_expr(o) for o in slot.operands)
+        return f"{slot.fn}({args}){sub}"
+
+    def stat(self, slot: Stat) -> str:
+        ref = self.ref(slot.var, slot.index)
+        sub = self.subscript(slot.tensor)
+        if slot.stat == "onehot":
+            return f"q({ref} = {self.letter(slot.tensor[0])})"
+        return {
+            "log": f"E[log {ref}]{sub}",
+            "log1m": f"E[log(1 − {ref})]",
+            "value": f"E[{ref}]{sub}",
+            "square": f"E[{ref}²]",
+            "outer": f"E[{ref} {ref}ᵀ]{sub}",
+            "logdet": f"E[log|{ref}|]",
+        }[slot.stat]
+
+    def slot(self, slot: Slot) -> str:
+        return self.known(slot) if isinstance(slot, Known) else self.stat(slot)
+
+    def sums(self, others: tuple[Slot, ...], target: Stat) -> list[str]:
+        summed = [self.index_of[p] for p in self.factor.plates if p not in self.bound]
+        used: list[str] = []
+        for slot in others:
+            letters = list(slot.tensor)
+            if isinstance(slot, Stat):
+                letters += [e for e in slot.index if e not in self.index_of]
+            for letter in letters:
+                if (letter not in target.tensor and letter not in self.bound
+                        and letter not in used and letter not in self.substituted):
+                    used.append(letter)
+        return summed + [self.letter(t) for t in used]
+
+
+def _terms(plan: InferencePlan, name: str, stat: str) -> tuple[list[tuple[float, str]], str]:
+    """(coefficient, text) terms of λ[stat] of ``name``, and the target's subscript."""
+    cond = plan.analysis.conditional(name)
+    terms: list[tuple[float, str]] = []
+    subscript = ""
+    for message in cond.messages:
+        if message.target.stat != stat:
+            continue
+        factor = plan.analysis.factors[message.factor]
+        monomial = factor.monomials[message.monomial]
+        renderer = _Renderer(plan, message.factor, message.target)
+        others = renderer.substitute_data_indices(monomial.without(message.target),
+                                                  message.target)
+        subscript = renderer.subscript(message.target.tensor)
+        text = "·".join(renderer.slot(s) for s in others)
+        sums = renderer.sums(others, message.target)
+        if sums:
+            text = f"Σ_{{{','.join(sums)}}} {text or '1'}"
+        terms.append((monomial.coef, text))
+    return terms, subscript
+
+
+def _combine(terms: list[tuple[float, str]]) -> str:
+    merged: dict[str, float] = defaultdict(float)
+    order: list[str] = []
+    for coef, text in terms:
+        if text not in merged:
+            order.append(text)
+        merged[text] += coef
+    parts: list[str] = []
+    for text in order:
+        coef = merged[text]
+        if abs(coef) < 1e-12:
+            continue
+        if text == "":
+            body = f"{abs(coef):g}"
+        elif abs(coef) == 1.0:
+            body = text
+        else:
+            body = f"{abs(coef):g}·{text}"
+        sign = "-" if coef < 0 else "+"
+        parts.append((sign, body))
+    if not parts:
+        return "0"
+    first_sign, first = parts[0]
+    out = ("-" if first_sign == "-" else "") + first
+    for sign, body in parts[1:]:
+        out += f" {sign} {body}"
+    return out
 
 
 def conditional_text(plan: InferencePlan, name: str) -> str:
-    """``q(beta[k]) = Dirichlet: log-stat coefficient = eta − 1 + Σ ...`` per statistic."""
-    model = plan.model
-    var = model.var(name)
-    cond = plan.analysis.conditional(name)
-    family = _FAMILY_NAMES[cond.family]
-    lines = [f"q({_ref(name, plan)}) = {family}, natural parameters:"]
-    for stat, _ in FAMILIES[var.family].stats:
-        terms = []
-        for message in cond.messages:
-            if message.target.stat != stat:
-                continue
-            tensor = message.target.tensor
-            text = _message_text(plan, message.factor, message.monomial, message.target)
-            if tensor:
-                text = text + f"  [{','.join(tensor)}]"
-            terms.append(text)
-        lines.append(f"  λ[{stat}] = " + ("\n      + ".join(terms) if terms else "0"))
+    """The complete conditional of ``name`` in its family's usual parameters."""
+    var = plan.model.var(name)
+    family = FAMILIES[var.family].variational or ""
+    title, params = _USUAL[family]
+    ref = name if not var.plates else (
+        f"{name}[{', '.join(plan.model.plate(p).index for p in var.plates)}]")
+    lines = [f"q({ref}) = {title}"]
+    for label, stat, scale, offsets in params:
+        terms, subscript = _terms(plan, name, stat)
+        scaled = [(scale * coef, text) for coef, text in terms]
+        for coef, symbol in offsets:
+            if symbol == "D":
+                symbol = str(var.shape[0])
+            scaled.append((coef, symbol))
+        text = _combine(scaled)
+        if family == "categorical":
+            lines.append(f"    log q({ref} = {subscript[1:]}) = {text} + const")
+        else:
+            lines.append(f"    {label}{subscript} = {text}")
     return "\n".join(lines)
 
 
@@ -87,8 +235,7 @@ def check_report(plan: InferencePlan) -> str:
     """The whole `cemodel check` report."""
     model = plan.model
     out = [f"model {model.name} ({model.source.filename})", ""]
-    data_plate = model.data_plate
-    out.append(f"data plate: {data_plate or '(none: every latent variable is global)'}")
+    out.append(f"data plate: {model.data_plate or '(none: every latent variable is global)'}")
     out.append("")
     for var in model.variables:
         family = FAMILIES[var.family]
@@ -99,7 +246,9 @@ def check_report(plan: InferencePlan) -> str:
         else:
             role = "global"
         plates = f" in plates {', '.join(var.plates)}" if var.plates else ""
-        out.append(f"{_ref(var.name, plan)} ~ {family.name}  [{role}{plates}]  "
+        ref = var.name if not var.plates else (
+            f"{var.name}[{', '.join(model.plate(p).index for p in var.plates)}]")
+        out.append(f"{ref} ~ {family.name}  [{role}{plates}]  "
                    f"({model.source.filename}:{var.span.line}:{var.span.column})")
         if not var.observed:
             for line in conditional_text(plan, var.name).split("\n"):
@@ -109,6 +258,3 @@ def check_report(plan: InferencePlan) -> str:
     for method, why in plan.methods:
         out.append(f"  {method:8s} {why}")
     return "\n".join(out)
-
-
-__all__ = ["check_report", "conditional_text", "Known"]
