@@ -183,7 +183,7 @@ class MeanFieldEmitter:
     def _expect_line(self, var: VarDef, row: str, args: ArgRecorder) -> Line:
         family = self.family(var.name)
         names = {}
-        for stat, rank in self.stats(var.name):
+        for stat, _ in self.stats(var.name):
             names[f"lam_{stat}"] = args.use(self.layout.lam(var.name, stat)) + f"[{row}]"
             names[f"E_{stat}"] = args.use(self.layout.E(var.name, stat)) + f"[{row}]"
         return Line(_ROW_EXPECT[family].format(**names))

@@ -22,5 +22,5 @@ SPEC = FamilySpec(
         t(-0.5 * math.log(2 * math.pi), v("dim", x)),
     ),
     aliases=("MVN",),
-    doc="MultivariateNormal(mean, precision) (alias MVN); the second argument is a precision matrix",
+    doc="MultivariateNormal(mean, precision), alias MVN; the second argument is a precision matrix",
 )
