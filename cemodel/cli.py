@@ -85,19 +85,22 @@ def cmd_compile(args) -> int:
 
 
 def cmd_fit(args) -> int:
-    from .compiler import compile_stages, write_atomic_bytes
+    from .compiler import compile_stages, parse_settings, write_atomic_bytes
     from .data import load_data
 
     stages = _stages(args)
     module = compile_stages(stages, args.method)
     data = load_data(args.data, module.SPEC)
+    # a dimension given with --set is the user's: a conflict with the data names --set
+    settings = parse_settings(args.set)
+    dims = {d.name: d.default for d in stages.model.dims if d.name in settings}
     out = Path(args.output or f"{stages.model.name}_posterior.npz")
 
     def progress(iteration: int, elbo: float, seconds: float) -> None:
         if not args.quiet:
             print(f"iter {iteration + 1:4d}  elbo {elbo: .6e}  {seconds:8.2f} s", flush=True)
 
-    result = module.fit(data, max_iter=args.max_iter, tol=args.tol, seed=args.seed,
+    result = module.fit(data, dims=dims, max_iter=args.max_iter, tol=args.tol, seed=args.seed,
                         callback=progress)
     status = "converged" if result.converged else "stopped at --max-iter"
     print(f"{status} after {result.iterations} iterations, {result.seconds:.2f} s; "

@@ -324,10 +324,9 @@ def parse(text: str, filename: str = "<model>") -> Program:
         ) from None
     except lark.exceptions.UnexpectedToken as exc:
         tok = exc.token
+        _raise_if_unclosed(source, tok)
         if tok.type == "$END":
-            line = source.text.rstrip("\n").count("\n") + 1
-            col = len(source.line_text(line)) + 1
-            span = Span(line, col, line, col + 1)
+            span = _end_span(source)
             found = "end of file"
         else:
             line = tok.line or 1
@@ -348,11 +347,10 @@ def parse(text: str, filename: str = "<model>") -> Program:
             hint=_hint_for_token(tok, set(exc.expected)),
         ) from None
     except lark.exceptions.UnexpectedEOF as exc:
-        line = source.text.rstrip("\n").count("\n") + 1
-        span = Span(line, 1, line, 2)
+        _raise_if_unclosed(source, None)
         raise CemSyntaxError(
             f"unexpected end of file; expected {_describe_expected(set(exc.expected))}",
-            span, source,
+            _end_span(source), source,
         ) from None
     except DedentError:
         line = _find_bad_dedent(source.text)
@@ -400,6 +398,55 @@ def _find_bad_dedent(text: str) -> int:
         if depth != stack[-1]:
             return number
     return 1
+
+
+_CLOSING = {"(": ")", "[": "]"}
+
+
+def _raise_if_unclosed(source: Source, tok: lark.Token | None) -> None:
+    """Report a bracket left open on an earlier line at the bracket, not at the next line.
+
+    Inside brackets a statement continues onto the next line, so an unclosed '(' shows up
+    as an unexpected token on some later line (or at the end of the file).
+    """
+    at_end = tok is None or tok.type in ("$END", "_DEDENT") or tok.line is None
+    stop = len(source.text) if at_end or tok.start_pos is None else tok.start_pos
+    open_brackets: list[tuple[str, int, int]] = []
+    line, col, in_comment = 1, 1, False
+    for char in source.text[:stop]:
+        if char == "\n":
+            line, col, in_comment = line + 1, 1, False
+            continue
+        if not in_comment:
+            if char == "#":
+                in_comment = True
+            elif char in _CLOSING:
+                open_brackets.append((char, line, col))
+            elif char in ")]" and open_brackets:
+                open_brackets.pop()
+        col += 1
+    if not open_brackets:
+        return
+    char, open_line, open_col = open_brackets[-1]
+    if not at_end and open_line >= (tok.line or 0):
+        return
+    raise CemSyntaxError(
+        f"'{char}' is never closed", Span(open_line, open_col, open_line, open_col + 1), source,
+        hint=f"add the missing '{_CLOSING[char]}'",
+    ) from None
+
+
+def _end_span(source: Source) -> Span:
+    """Just after the last statement: where an unexpected end of file is reported."""
+    lines = source.text.splitlines()
+    line = len(lines) or 1
+    for number in range(len(lines), 0, -1):
+        stripped = lines[number - 1].strip()
+        if stripped and not stripped.startswith("#"):
+            line = number
+            break
+    col = len(source.line_text(line).rstrip()) + 1
+    return Span(line, col, line, col + 1)
 
 
 def _next_code_line(source: Source, after: int) -> int:

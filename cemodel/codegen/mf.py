@@ -362,7 +362,7 @@ class MeanFieldEmitter:
         pdef = self.model.plate(data_plate)
         args = ArgRecorder()
         item = plate_var(data_plate)
-        for name in ("random_init", "seed", "max_local_iter", "local_tol"):
+        for name in ("seeding", "seed_category", "max_local_iter", "local_tol"):
             args.use(name)
         per_item: list[Node] = []
         locals_ = self.plan.locals
@@ -398,7 +398,8 @@ class MeanFieldEmitter:
         else:
             for name in locals_:
                 init_sweeps.append(self._call_update(name, "True", args))
-        per_item.append(Block("if random_init", tuple(init_random)))
+        per_item.append(Block("if seeding", tuple(init_random),
+                              comment="k-means++ seed items: seed c is all category c"))
         per_item.append(Block("else", tuple(init_sweeps)))
         # accumulate sufficient statistics
         for acc in self.plan.accumulators:
@@ -438,7 +439,6 @@ class MeanFieldEmitter:
             per_item += nodes
         per_item = self._bases(per_item, args) + per_item
         body: list[Node] = [
-            Line("np.random.seed(seed)"),
             Line("elbo = 0.0"),
             Block(f"for {item} in range({args.use(dim_name(pdef.dim))})", tuple(per_item)),
             Line("return elbo"),
@@ -462,15 +462,17 @@ class MeanFieldEmitter:
         return out
 
     def _random_categorical(self, var: VarDef, args: ArgRecorder) -> list[Node]:
-        """A random hard assignment: breaks the symmetry between components."""
+        """Seeding: every row of a seed item is its category; other items weigh nothing."""
         row = self._row_index(var, args)
         E = args.use(self.layout.E(var.name, "onehot"))
         k = dim_name(var.categories)
         if not k.isdigit():
             args.use(k)
+        item = plate_var(self.model.data_plate)
         nodes: list[Node] = [
             Line(f"{E}[{row}] = 0.0"),
-            Line(f"{E}[{row}, np.random.randint({k})] = 1.0"),
+            Block(f"if 0 <= seed_category[{item}] < {k}",
+                  (Line(f"{E}[{row}, seed_category[{item}]] = 1.0"),)),
         ]
         for header in reversed(self._row_loops(var, {self.model.data_plate}, args)):
             nodes = [Block(header, tuple(nodes))]
@@ -686,11 +688,48 @@ class MeanFieldEmitter:
         for acc in self.plan.accumulators:
             loop.append(Line(f"{acc.name}[...] = 0.0"))
         has_local_step = self.model.data_plate is not None
+        categorical = [n for n in self.plan.locals if self.family(n) == "categorical"]
         if has_local_step:
+            item_dim = dim_name(self.model.plate(self.model.data_plate).dim)
+            body.append(Line(f"seed_category = np.full({item_dim}, -1)"))
+            if categorical:
+                sizes = ", ".join(dim_name(self.var(n).categories) for n in categorical)
+                n_cat = sizes if len(categorical) == 1 else f"max({sizes})"
+                seeding: list[Node] = [
+                    Comment("start from k-means++ seed items (see cemodel.runtime.seeding); "
+                            "not part of the ELBO trace"),
+                    Line(f"seed_category = rt.seed_categories(SPEC, bound.arrays, "
+                         f"{self.model.data_plate!r}, {item_dim}, {n_cat}, seed)"),
+                    *[Line(f"{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
+                    self._driver_call("local_step", {
+                        "seeding": "True", "max_local_iter": "max_local_iter",
+                        "local_tol": "local_tol"}),
+                    *[self._driver_call(f"update_{n}", {"scale": "1.0"})
+                      for n in self.plan.globals],
+                ]
+                random_start: list[Node] = [
+                    Comment("start from random pseudo-counts on the count-type globals "
+                            "(Hoffman et al. 2010)"),
+                    Line("rng = np.random.default_rng(seed)"),
+                ]
+                for name in self.plan.globals:
+                    if self.family(name) in ("dirichlet", "beta"):
+                        for stat, _ in self.stats(name):
+                            lam = self.layout.lam(name, stat)
+                            random_start.append(
+                                Line(f"{lam} += rng.gamma(100.0, 0.01, {lam}.shape)"))
+                random_start.append(self._driver_call("refresh_globals", {}))
+                body.append(Block("if start is None", (Line("start = DEFAULT_START"),)))
+                body.append(Block("if init is None and start == 'seeds'", tuple(seeding)))
+                body.append(Block("elif init is None and start == 'random'",
+                                  tuple(random_start)))
+                body.append(Block("elif init is None", (Line(
+                    "raise rt.CemDataError(f\"start: expected 'seeds' or 'random', "
+                    "found {start!r}\")"),)))
             loop.append(self._driver_call(
                 "local_step",
-                {"random_init": "iteration == 0 and init is None", "seed": "seed", "max_local_iter":
-                 "max_local_iter", "local_tol": "local_tol"},
+                {"seeding": "False", "max_local_iter": "max_local_iter",
+                 "local_tol": "local_tol"},
                 result="elbo_local"))
         else:
             loop.append(Line("elbo_local = 0.0"))
@@ -732,13 +771,30 @@ class MeanFieldEmitter:
             + f"state={{{', '.join(x for x in (state, kept) if x)}}})"))
         args = ("data", "*", "hypers=None", "dims=None", "max_iter=200", "tol=1e-6",
                 "max_local_iter=100", "local_tol=1e-3", "seed=0", "callback=None",
-                "warn_decrease=True", "init=None")
+                "warn_decrease=True", "init=None", "start=None")
         doc = (f"Fit {m.name} by batch mean-field variational Bayes (coordinate ascent).\n\n"
                "data: a mapping from each observed variable (and covariate) to its array; see "
                "SPEC.\n"
                "Stops when the relative change of the ELBO falls below tol.\n"
-               "init: the `state` of an earlier result, to continue from its globals.")
+               "init: the `state` of an earlier result, to continue from its globals.\n"
+               "start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on "
+               "Dirichlet and Beta globals); default DEFAULT_START.")
         return Function("fit", args, tuple(body), doc)
+
+    def default_start(self) -> str:
+        """'random' when every global selected by a categorical is count-type (Dirichlet or
+        Beta: topic models, mixtures of categoricals/Bernoullis), else 'seeds'."""
+        gated = set()
+        for factor in self.analysis.factors:
+            gates = dict(factor.gates)
+            for monomial in factor.monomials:
+                for slot in monomial.slots:
+                    if isinstance(slot, Stat) and any(i in gates for i in slot.index):
+                        if slot.var in self.plan.globals:
+                            gated.add(slot.var)
+        if gated and all(self.family(n) in ("dirichlet", "beta") for n in gated):
+            return "random"
+        return "seeds"
 
     def _driver_call(self, kernel: str, overrides: dict[str, str], result: str | None = None
                      ) -> Line:
@@ -800,6 +856,8 @@ class MeanFieldEmitter:
         body: list[Node] = [
             Line(f"SOURCE = {m.source.filename!r}"),
             Line(f"SOURCE_SHA256 = {source_hash(m)!r}"),
+            Line(f"DEFAULT_START = {self.default_start()!r}",
+                 "random pseudo-counts when every gated global is a Dirichlet or Beta"),
             Blank(),
             *self.spec_literal(),
             *self.kernels,

@@ -1,5 +1,9 @@
 """Runtime math library imported by generated variational-inference kernels."""
 
+from .binding import BoundData as BoundData
+from .binding import bind_data as bind_data
+from .binding import check_hyper_names as check_hyper_names
+from .binding import hyper_value as hyper_value
 from .driver import ElboDecreaseWarning as ElboDecreaseWarning
 from .driver import FitResult as FitResult
 from .driver import check_elbo_increase as check_elbo_increase
@@ -24,7 +28,6 @@ from .families import dirichlet_log_normalizer as dirichlet_log_normalizer
 from .families import dirichlet_natural as dirichlet_natural
 from .families import dirichlet_params as dirichlet_params
 from .families import gamma_expected_stats as gamma_expected_stats
-from .families import normalize_inplace as normalize_inplace
 from .families import gamma_log_normalizer as gamma_log_normalizer
 from .families import gamma_natural as gamma_natural
 from .families import gamma_params as gamma_params
@@ -36,10 +39,18 @@ from .families import normal_expected_stats as normal_expected_stats
 from .families import normal_log_normalizer as normal_log_normalizer
 from .families import normal_natural as normal_natural
 from .families import normal_params as normal_params
+from .families import normalize_inplace as normalize_inplace
 from .families import wishart_expected_stats as wishart_expected_stats
 from .families import wishart_log_normalizer as wishart_log_normalizer
 from .families import wishart_natural as wishart_natural
 from .families import wishart_params as wishart_params
+from .numeric import gammaln as gammaln
+from .numeric import inv as inv
+from .numeric import lbeta as lbeta
+from .numeric import lgamma_sum as lgamma_sum
+from .numeric import log_binom as log_binom
+from .numeric import logdet as logdet
+from .numeric import wishart_lognorm as wishart_lognorm
 from .special import digamma as digamma
 from .special import inv_from_cholesky as inv_from_cholesky
 from .special import inv_spd as inv_spd
@@ -50,14 +61,5 @@ from .special import logsumexp as logsumexp
 from .special import multigammaln as multigammaln
 from .special import softmax_inplace as softmax_inplace
 from .special import trigamma as trigamma
-from .binding import BoundData as BoundData
-from .binding import bind_data as bind_data
-from .binding import check_hyper_names as check_hyper_names
-from .binding import hyper_value as hyper_value
-from .numeric import gammaln as gammaln
-from .numeric import inv as inv
-from .numeric import lbeta as lbeta
-from .numeric import lgamma_sum as lgamma_sum
-from .numeric import log_binom as log_binom
-from .numeric import logdet as logdet
-from .numeric import wishart_lognorm as wishart_lognorm
+from .seeding import seed_categories as seed_categories
+from ..errors import CemDataError as CemDataError

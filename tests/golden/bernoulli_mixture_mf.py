@@ -16,6 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'bernoulli_mixture.cem'
 SOURCE_SHA256 = 'fd5efa9b016ca8ebfbd88bf3b415f81e2bb093de0ae7d1ed118df0ad1588b4be'
+DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 
 SPEC = {
     "model": 'bernoulli_mixture',
@@ -78,8 +79,8 @@ def update_z(
 
 @njit(cache=True, nogil=True)
 def local_step(
-        random_init,
-        seed,
+        seeding,
+        seed_category,
         max_local_iter,
         local_tol,
         E_z_onehot,
@@ -100,12 +101,12 @@ def local_step(
 
     Returns the ELBO terms that involve only local variables and data.
     """
-    np.random.seed(seed)
     elbo = 0.0
     for i_points in range(n_N):
-        if random_init:
+        if seeding:  # k-means++ seed items: seed c is all category c
             E_z_onehot[i_points] = 0.0
-            E_z_onehot[i_points, np.random.randint(n_K)] = 1.0
+            if 0 <= seed_category[i_points] < n_K:
+                E_z_onehot[i_points, seed_category[i_points]] = 1.0
         else:
             update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, E_p_log1m, E_z_onehot)
         # acc_z_0[k] += q(z[points]=k)  (bernoulli_mixture.cem:26:5)
@@ -281,12 +282,14 @@ def fit(
         callback=None,
         warn_decrease=True,
         init=None,
+        start=None,
 ):
     """Fit bernoulli_mixture by batch mean-field variational Bayes (coordinate ascent).
 
     data: a mapping from each observed variable (and covariate) to its array; see SPEC.
     Stops when the relative change of the ELBO falls below tol.
     init: the `state` of an earlier result, to continue from its globals.
+    start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
     """
     hypers = dict(hypers or {})
     rt.check_hyper_names(hypers, ['alpha', 'a', 'b'])
@@ -325,6 +328,28 @@ def fit(
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_p_log': lam_p_log, 'lam_p_log1m': lam_p_log1m, 'lam_pi_log': lam_pi_log})
         refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m, n_K, n_P, lam_pi_log, E_pi_log)
+    seed_category = np.full(n_N, -1)
+    if start is None:
+        start = DEFAULT_START
+    if init is None and start == 'seeds':
+        # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
+        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed)
+        acc_z_0[...] = 0.0
+        acc_x_0[...] = 0.0
+        acc_x_1[...] = 0.0
+        acc_x_2[...] = 0.0
+        local_step(True, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, E_p_log1m, acc_z_0, acc_x_0, acc_x_1, acc_x_2, n_N)
+        update_p(1.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p_log, E_p_log1m, n_K, n_P)
+        update_pi(1.0, lam_pi_log, n_K, alpha_K, acc_z_0, E_pi_log)
+    elif init is None and start == 'random':
+        # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
+        rng = np.random.default_rng(seed)
+        lam_p_log += rng.gamma(100.0, 0.01, lam_p_log.shape)
+        lam_p_log1m += rng.gamma(100.0, 0.01, lam_p_log1m.shape)
+        lam_pi_log += rng.gamma(100.0, 0.01, lam_pi_log.shape)
+        refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m, n_K, n_P, lam_pi_log, E_pi_log)
+    elif init is None:
+        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
     trace = []
     converged = False
     start = time.perf_counter()
@@ -333,7 +358,7 @@ def fit(
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
-        elbo_local = local_step(iteration == 0 and init is None, seed, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, E_p_log1m, acc_z_0, acc_x_0, acc_x_1, acc_x_2, n_N)
+        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, E_p_log1m, acc_z_0, acc_x_0, acc_x_1, acc_x_2, n_N)
         update_p(1.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p_log, E_p_log1m, n_K, n_P)
         update_pi(1.0, lam_pi_log, n_K, alpha_K, acc_z_0, E_pi_log)
         elbo = elbo_global(n_K, alpha_K, E_pi_log, lgamma_sum_alpha_K, lgamma_alpha_K, n_P, a, E_p_log, b, E_p_log1m, lbeta_a_b, acc_z_0, acc_x_0, acc_x_1, acc_x_2, lam_p_log, lam_p_log1m, lam_pi_log)

@@ -16,6 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'beta_bernoulli.cem'
 SOURCE_SHA256 = '9d1fd898b0c9100e2526f39860a346cf1cbed2633c45f9378ab242ce88a7276e'
+DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 
 SPEC = {
     "model": 'beta_bernoulli',
@@ -34,15 +35,24 @@ SPEC = {
 
 
 @njit(cache=True, nogil=True)
-def local_step(random_init, seed, max_local_iter, local_tol, acc_x_0, x, acc_x_1, acc_x_2, n_N):
+def local_step(
+        seeding,
+        seed_category,
+        max_local_iter,
+        local_tol,
+        acc_x_0,
+        x,
+        acc_x_1,
+        acc_x_2,
+        n_N,
+):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
     Returns the ELBO terms that involve only local variables and data.
     """
-    np.random.seed(seed)
     elbo = 0.0
     for i_trials in range(n_N):
-        if random_init:
+        if seeding:  # k-means++ seed items: seed c is all category c
             pass
         else:
             pass
@@ -132,12 +142,14 @@ def fit(
         callback=None,
         warn_decrease=True,
         init=None,
+        start=None,
 ):
     """Fit beta_bernoulli by batch mean-field variational Bayes (coordinate ascent).
 
     data: a mapping from each observed variable (and covariate) to its array; see SPEC.
     Stops when the relative change of the ELBO falls below tol.
     init: the `state` of an earlier result, to continue from its globals.
+    start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
     """
     hypers = dict(hypers or {})
     rt.check_hyper_names(hypers, ['a', 'b'])
@@ -164,6 +176,7 @@ def fit(
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_p_log': lam_p_log, 'lam_p_log1m': lam_p_log1m})
         refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m)
+    seed_category = np.full(n_N, -1)
     trace = []
     converged = False
     start = time.perf_counter()
@@ -171,7 +184,7 @@ def fit(
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
-        elbo_local = local_step(iteration == 0 and init is None, seed, max_local_iter, local_tol, acc_x_0, x, acc_x_1, acc_x_2, n_N)
+        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, acc_x_0, x, acc_x_1, acc_x_2, n_N)
         update_p(1.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p_log, E_p_log1m)
         elbo = elbo_global(a, E_p_log, b, E_p_log1m, lbeta_a_b, acc_x_0, acc_x_1, acc_x_2, lam_p_log, lam_p_log1m)
         elbo += elbo_local

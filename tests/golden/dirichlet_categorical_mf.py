@@ -16,6 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'dirichlet_categorical.cem'
 SOURCE_SHA256 = '9969c96eb90d0fa3eb3da5ca38f7e6d7467afcef440aa946bd58be8f18abdd07'
+DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 
 SPEC = {
     "model": 'dirichlet_categorical',
@@ -35,15 +36,14 @@ SPEC = {
 
 
 @njit(cache=True, nogil=True)
-def local_step(random_init, seed, max_local_iter, local_tol, acc_x_0, x, n_N):
+def local_step(seeding, seed_category, max_local_iter, local_tol, acc_x_0, x, n_N):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
     Returns the ELBO terms that involve only local variables and data.
     """
-    np.random.seed(seed)
     elbo = 0.0
     for i_rolls in range(n_N):
-        if random_init:
+        if seeding:  # k-means++ seed items: seed c is all category c
             pass
         else:
             pass
@@ -113,12 +113,14 @@ def fit(
         callback=None,
         warn_decrease=True,
         init=None,
+        start=None,
 ):
     """Fit dirichlet_categorical by batch mean-field variational Bayes (coordinate ascent).
 
     data: a mapping from each observed variable (and covariate) to its array; see SPEC.
     Stops when the relative change of the ELBO falls below tol.
     init: the `state` of an earlier result, to continue from its globals.
+    start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
     """
     hypers = dict(hypers or {})
     rt.check_hyper_names(hypers, ['alpha'])
@@ -142,12 +144,13 @@ def fit(
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_p_log': lam_p_log})
         refresh_globals(lam_p_log, E_p_log)
+    seed_category = np.full(n_N, -1)
     trace = []
     converged = False
     start = time.perf_counter()
     for iteration in range(max_iter):
         acc_x_0[...] = 0.0
-        elbo_local = local_step(iteration == 0 and init is None, seed, max_local_iter, local_tol, acc_x_0, x, n_N)
+        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, acc_x_0, x, n_N)
         update_p(1.0, lam_p_log, n_K, alpha, acc_x_0, E_p_log)
         elbo = elbo_global(n_K, alpha, E_p_log, lgamma_sum_alpha, lgamma_alpha, acc_x_0, lam_p_log)
         elbo += elbo_local

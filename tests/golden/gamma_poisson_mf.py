@@ -16,6 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'gamma_poisson.cem'
 SOURCE_SHA256 = 'ad8f75390a1bd4ac48ff056424273622276a9b9f1671d6da42f166636f26db3e'
+DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 
 SPEC = {
     "model": 'gamma_poisson',
@@ -34,15 +35,24 @@ SPEC = {
 
 
 @njit(cache=True, nogil=True)
-def local_step(random_init, seed, max_local_iter, local_tol, acc_x_0, x, acc_x_1, lgamma1p_x, n_N):
+def local_step(
+        seeding,
+        seed_category,
+        max_local_iter,
+        local_tol,
+        acc_x_0,
+        x,
+        acc_x_1,
+        lgamma1p_x,
+        n_N,
+):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
     Returns the ELBO terms that involve only local variables and data.
     """
-    np.random.seed(seed)
     elbo = 0.0
     for i_observations in range(n_N):
-        if random_init:
+        if seeding:  # k-means++ seed items: seed c is all category c
             pass
         else:
             pass
@@ -136,12 +146,14 @@ def fit(
         callback=None,
         warn_decrease=True,
         init=None,
+        start=None,
 ):
     """Fit gamma_poisson by batch mean-field variational Bayes (coordinate ascent).
 
     data: a mapping from each observed variable (and covariate) to its array; see SPEC.
     Stops when the relative change of the ELBO falls below tol.
     init: the `state` of an earlier result, to continue from its globals.
+    start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
     """
     hypers = dict(hypers or {})
     rt.check_hyper_names(hypers, ['a', 'b'])
@@ -169,13 +181,14 @@ def fit(
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_rate_log': lam_rate_log, 'lam_rate_value': lam_rate_value})
         refresh_globals(lam_rate_log, E_rate_log, lam_rate_value, E_rate_value)
+    seed_category = np.full(n_N, -1)
     trace = []
     converged = False
     start = time.perf_counter()
     for iteration in range(max_iter):
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
-        elbo_local = local_step(iteration == 0 and init is None, seed, max_local_iter, local_tol, acc_x_0, x, acc_x_1, lgamma1p_x, n_N)
+        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, acc_x_0, x, acc_x_1, lgamma1p_x, n_N)
         update_rate(1.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, E_rate_log, E_rate_value)
         elbo = elbo_global(a, log_b, lgamma_a, E_rate_log, b, E_rate_value, acc_x_0, acc_x_1, lam_rate_log, lam_rate_value)
         elbo += elbo_local

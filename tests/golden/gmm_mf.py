@@ -16,6 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'gmm.cem'
 SOURCE_SHA256 = 'f2898c2111cbf597b5ec0e6583ee39e8550844680832db5cf9971bbfc759b9b0'
+DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 
 SPEC = {
     "model": 'gmm',
@@ -84,8 +85,8 @@ def update_z(
 
 @njit(cache=True, nogil=True)
 def local_step(
-        random_init,
-        seed,
+        seeding,
+        seed_category,
         max_local_iter,
         local_tol,
         E_z_onehot,
@@ -110,12 +111,12 @@ def local_step(
 
     Returns the ELBO terms that involve only local variables and data.
     """
-    np.random.seed(seed)
     elbo = 0.0
     for i_points in range(n_N):
-        if random_init:
+        if seeding:  # k-means++ seed items: seed c is all category c
             E_z_onehot[i_points] = 0.0
-            E_z_onehot[i_points, np.random.randint(n_K)] = 1.0
+            if 0 <= seed_category[i_points] < n_K:
+                E_z_onehot[i_points, seed_category[i_points]] = 1.0
         else:
             update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer, E_z_onehot)
         # acc_z_0[k] += q(z[points]=k)  (gmm.cem:27:5)
@@ -396,12 +397,14 @@ def fit(
         callback=None,
         warn_decrease=True,
         init=None,
+        start=None,
 ):
     """Fit gmm by batch mean-field variational Bayes (coordinate ascent).
 
     data: a mapping from each observed variable (and covariate) to its array; see SPEC.
     Stops when the relative change of the ELBO falls below tol.
     init: the `state` of an earlier result, to continue from its globals.
+    start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
     """
     hypers = dict(hypers or {})
     rt.check_hyper_names(hypers, ['alpha', 'm0', 'P0', 'nu0', 'W0'])
@@ -453,6 +456,28 @@ def fit(
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_Lambda_value': lam_Lambda_value, 'lam_Lambda_logdet': lam_Lambda_logdet, 'lam_mu_value': lam_mu_value, 'lam_mu_outer': lam_mu_outer, 'lam_pi_log': lam_pi_log})
         refresh_globals(lam_Lambda_value, E_Lambda_value, lam_Lambda_logdet, E_Lambda_logdet, n_K, lam_mu_value, E_mu_value, lam_mu_outer, E_mu_outer, lam_pi_log, E_pi_log)
+    seed_category = np.full(n_N, -1)
+    if start is None:
+        start = DEFAULT_START
+    if init is None and start == 'seeds':
+        # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
+        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed)
+        acc_z_0[...] = 0.0
+        acc_x_0[...] = 0.0
+        acc_x_1[...] = 0.0
+        acc_x_2[...] = 0.0
+        acc_x_3[...] = 0.0
+        local_step(True, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer, acc_z_0, acc_x_0, acc_x_1, acc_x_2, acc_x_3, dim_x, n_N)
+        update_Lambda(1.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, acc_x_3, E_mu_outer, E_Lambda_value, E_Lambda_logdet, n_K)
+        update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_3, E_mu_value, E_mu_outer, n_K)
+        update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log)
+    elif init is None and start == 'random':
+        # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
+        rng = np.random.default_rng(seed)
+        lam_pi_log += rng.gamma(100.0, 0.01, lam_pi_log.shape)
+        refresh_globals(lam_Lambda_value, E_Lambda_value, lam_Lambda_logdet, E_Lambda_logdet, n_K, lam_mu_value, E_mu_value, lam_mu_outer, E_mu_outer, lam_pi_log, E_pi_log)
+    elif init is None:
+        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
     trace = []
     converged = False
     start = time.perf_counter()
@@ -462,7 +487,7 @@ def fit(
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
         acc_x_3[...] = 0.0
-        elbo_local = local_step(iteration == 0 and init is None, seed, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer, acc_z_0, acc_x_0, acc_x_1, acc_x_2, acc_x_3, dim_x, n_N)
+        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer, acc_z_0, acc_x_0, acc_x_1, acc_x_2, acc_x_3, dim_x, n_N)
         update_Lambda(1.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, acc_x_3, E_mu_outer, E_Lambda_value, E_Lambda_logdet, n_K)
         update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_3, E_mu_value, E_mu_outer, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log)

@@ -16,6 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'lda.cem'
 SOURCE_SHA256 = '62ac1137aac8c2c458ee0a8b9a285f7d1f30b7d1d96aeea2639a874fa1328625'
+DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 
 SPEC = {
     "model": 'lda',
@@ -120,8 +121,8 @@ def update_z(
 
 @njit(cache=True, nogil=True)
 def local_step(
-        random_init,
-        seed,
+        seeding,
+        seed_category,
         max_local_iter,
         local_tol,
         E_z_onehot,
@@ -145,14 +146,14 @@ def local_step(
 
     Returns the ELBO terms that involve only local variables and data.
     """
-    np.random.seed(seed)
     elbo = 0.0
     for i_docs in range(n_D):
         base_tokens = tokens_ptr[i_docs]
-        if random_init:
+        if seeding:  # k-means++ seed items: seed c is all category c
             for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
                 E_z_onehot[i_tokens - base_tokens] = 0.0
-                E_z_onehot[i_tokens - base_tokens, np.random.randint(n_K)] = 1.0
+                if 0 <= seed_category[i_docs] < n_K:
+                    E_z_onehot[i_tokens - base_tokens, seed_category[i_docs]] = 1.0
             update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, E_theta_log, X_theta_log)
         else:
             update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, E_theta_log, X_theta_log)
@@ -260,12 +261,14 @@ def fit(
         callback=None,
         warn_decrease=True,
         init=None,
+        start=None,
 ):
     """Fit lda by batch mean-field variational Bayes (coordinate ascent).
 
     data: a mapping from each observed variable (and covariate) to its array; see SPEC.
     Stops when the relative change of the ELBO falls below tol.
     init: the `state` of an earlier result, to continue from its globals.
+    start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
     """
     hypers = dict(hypers or {})
     rt.check_hyper_names(hypers, ['alpha', 'eta'])
@@ -301,12 +304,28 @@ def fit(
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_beta_log': lam_beta_log})
         refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, n_V, n_K)
+    seed_category = np.full(n_D, -1)
+    if start is None:
+        start = DEFAULT_START
+    if init is None and start == 'seeds':
+        # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
+        seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
+        acc_w_0[...] = 0.0
+        local_step(True, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, E_theta_log, X_theta_log, lam_z_onehot, w, E_beta_log, XT_beta_log, acc_w_0, lgamma_sum_alpha, lgamma_alpha, n_D)
+        update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, n_K)
+    elif init is None and start == 'random':
+        # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
+        rng = np.random.default_rng(seed)
+        lam_beta_log += rng.gamma(100.0, 0.01, lam_beta_log.shape)
+        refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, n_V, n_K)
+    elif init is None:
+        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
     trace = []
     converged = False
     start = time.perf_counter()
     for iteration in range(max_iter):
         acc_w_0[...] = 0.0
-        elbo_local = local_step(iteration == 0 and init is None, seed, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, E_theta_log, X_theta_log, lam_z_onehot, w, E_beta_log, XT_beta_log, acc_w_0, lgamma_sum_alpha, lgamma_alpha, n_D)
+        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, E_theta_log, X_theta_log, lam_z_onehot, w, E_beta_log, XT_beta_log, acc_w_0, lgamma_sum_alpha, lgamma_alpha, n_D)
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, n_K)
         elbo = elbo_global(n_K, n_V, eta, E_beta_log, lgamma_sum_eta, lgamma_eta, acc_w_0, lam_beta_log)
         elbo += elbo_local

@@ -16,6 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'normal_normal.cem'
 SOURCE_SHA256 = 'ffa3e5f7316ed4680de0c03616741c28ec3bb09c1a7f8a503a06a49c2ea6d30b'
+DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 
 SPEC = {
     "model": 'normal_normal',
@@ -35,8 +36,8 @@ SPEC = {
 
 @njit(cache=True, nogil=True)
 def local_step(
-        random_init,
-        seed,
+        seeding,
+        seed_category,
         max_local_iter,
         local_tol,
         acc_x_2,
@@ -50,10 +51,9 @@ def local_step(
 
     Returns the ELBO terms that involve only local variables and data.
     """
-    np.random.seed(seed)
     elbo = 0.0
     for i_observations in range(n_N):
-        if random_init:
+        if seeding:  # k-means++ seed items: seed c is all category c
             pass
         else:
             pass
@@ -147,12 +147,14 @@ def fit(
         callback=None,
         warn_decrease=True,
         init=None,
+        start=None,
 ):
     """Fit normal_normal by batch mean-field variational Bayes (coordinate ascent).
 
     data: a mapping from each observed variable (and covariate) to its array; see SPEC.
     Stops when the relative change of the ELBO falls below tol.
     init: the `state` of an earlier result, to continue from its globals.
+    start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
     """
     hypers = dict(hypers or {})
     rt.check_hyper_names(hypers, ['m0', 't0', 'tau'])
@@ -181,13 +183,14 @@ def fit(
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_mu_value': lam_mu_value, 'lam_mu_square': lam_mu_square})
         refresh_globals(lam_mu_value, E_mu_value, lam_mu_square, E_mu_square)
+    seed_category = np.full(n_N, -1)
     trace = []
     converged = False
     start = time.perf_counter()
     for iteration in range(max_iter):
         acc_x_2[...] = 0.0
         acc_x_3[...] = 0.0
-        elbo_local = local_step(iteration == 0 and init is None, seed, max_local_iter, local_tol, acc_x_2, tau, x, acc_x_3, log_tau, n_N)
+        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, acc_x_2, tau, x, acc_x_3, log_tau, n_N)
         update_mu(1.0, lam_mu_value, lam_mu_square, t0, m0, acc_x_2, acc_x_3, E_mu_value, E_mu_square)
         elbo = elbo_global(log_t0, t0, E_mu_square, E_mu_value, m0, square_m0, acc_x_2, acc_x_3, lam_mu_value, lam_mu_square)
         elbo += elbo_local

@@ -16,6 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'poisson_mixture.cem'
 SOURCE_SHA256 = '6c7b4c337855db5d6804bd5765455d766e176d077ea201fd8388f2986c3300e2'
+DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 
 SPEC = {
     "model": 'poisson_mixture',
@@ -68,8 +69,8 @@ def update_z(
 
 @njit(cache=True, nogil=True)
 def local_step(
-        random_init,
-        seed,
+        seeding,
+        seed_category,
         max_local_iter,
         local_tol,
         E_z_onehot,
@@ -89,12 +90,12 @@ def local_step(
 
     Returns the ELBO terms that involve only local variables and data.
     """
-    np.random.seed(seed)
     elbo = 0.0
     for i_points in range(n_N):
-        if random_init:
+        if seeding:  # k-means++ seed items: seed c is all category c
             E_z_onehot[i_points] = 0.0
-            E_z_onehot[i_points, np.random.randint(n_K)] = 1.0
+            if 0 <= seed_category[i_points] < n_K:
+                E_z_onehot[i_points, seed_category[i_points]] = 1.0
         else:
             update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, E_rate_value, E_z_onehot)
         # acc_z_0[k] += q(z[points]=k)  (poisson_mixture.cem:21:5)
@@ -253,12 +254,14 @@ def fit(
         callback=None,
         warn_decrease=True,
         init=None,
+        start=None,
 ):
     """Fit poisson_mixture by batch mean-field variational Bayes (coordinate ascent).
 
     data: a mapping from each observed variable (and covariate) to its array; see SPEC.
     Stops when the relative change of the ELBO falls below tol.
     init: the `state` of an earlier result, to continue from its globals.
+    start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
     """
     hypers = dict(hypers or {})
     rt.check_hyper_names(hypers, ['alpha', 'a', 'b'])
@@ -296,6 +299,25 @@ def fit(
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_pi_log': lam_pi_log, 'lam_rate_log': lam_rate_log, 'lam_rate_value': lam_rate_value})
         refresh_globals(lam_pi_log, E_pi_log, lam_rate_log, E_rate_log, lam_rate_value, E_rate_value, n_K)
+    seed_category = np.full(n_N, -1)
+    if start is None:
+        start = DEFAULT_START
+    if init is None and start == 'seeds':
+        # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
+        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed)
+        acc_z_0[...] = 0.0
+        acc_x_0[...] = 0.0
+        acc_x_1[...] = 0.0
+        local_step(True, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, x, E_rate_log, E_rate_value, acc_z_0, acc_x_0, acc_x_1, lgamma1p_x, n_N)
+        update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log)
+        update_rate(1.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, E_rate_log, E_rate_value, n_K)
+    elif init is None and start == 'random':
+        # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
+        rng = np.random.default_rng(seed)
+        lam_pi_log += rng.gamma(100.0, 0.01, lam_pi_log.shape)
+        refresh_globals(lam_pi_log, E_pi_log, lam_rate_log, E_rate_log, lam_rate_value, E_rate_value, n_K)
+    elif init is None:
+        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
     trace = []
     converged = False
     start = time.perf_counter()
@@ -303,7 +325,7 @@ def fit(
         acc_z_0[...] = 0.0
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
-        elbo_local = local_step(iteration == 0 and init is None, seed, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, x, E_rate_log, E_rate_value, acc_z_0, acc_x_0, acc_x_1, lgamma1p_x, n_N)
+        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, x, E_rate_log, E_rate_value, acc_z_0, acc_x_0, acc_x_1, lgamma1p_x, n_N)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log)
         update_rate(1.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, E_rate_log, E_rate_value, n_K)
         elbo = elbo_global(n_K, alpha, E_pi_log, lgamma_sum_alpha, lgamma_alpha, a, log_b, lgamma_a, E_rate_log, b, E_rate_value, acc_z_0, acc_x_0, acc_x_1, lam_pi_log, lam_rate_log, lam_rate_value)

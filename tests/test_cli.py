@@ -1,0 +1,223 @@
+"""The command line: `cemodel check | compile | fit`, `--set`, `--help` and the console script."""
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import entry_points
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+os.environ.setdefault("CEMODEL_CACHE", str(REPO / ".cemodel_cache" / "tests"))
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from numpy.testing import assert_allclose  # noqa: E402
+
+from cemodel import __version__  # noqa: E402
+from cemodel.cli import main  # noqa: E402
+from cemodel.compiler import run_stages  # noqa: E402
+
+MODELS = REPO / "stdlib_models"
+STDLIB = sorted(MODELS.glob("*.cem"))
+BETA_BERNOULLI = MODELS / "beta_bernoulli.cem"
+GMM = MODELS / "gmm.cem"
+
+
+def _import(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# -- check ------------------------------------------------------------------------------------
+
+
+def test_stdlib_is_not_empty():
+    assert len(STDLIB) >= 5
+
+
+@pytest.mark.parametrize("path", STDLIB, ids=[p.stem for p in STDLIB])
+def test_check_prints_a_conditional_per_latent(path, capsys):
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    latents = run_stages(path.read_text(), path.name).model.latents
+    assert latents
+    lines = out.splitlines()
+    for var in latents:
+        assert any(f"q({var.name}" in line for line in lines), (var.name, out)
+
+
+# -- compile ----------------------------------------------------------------------------------
+
+
+def test_compile_writes_importable_module_with_header(tmp_path, capsys):
+    out = tmp_path / "gmm_vi.py"
+    assert main(["compile", str(GMM), "-o", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gmm_vi.py"]  # no temporary left
+
+    text = out.read_text()
+    compile(text, str(out), "exec")
+    header = "\n".join(text.splitlines()[:10])
+    digest = hashlib.sha256(GMM.read_bytes()).hexdigest()
+    assert "gmm.cem" in header
+    assert "sha256" in header
+    assert digest[:16] in header
+
+    module = _import(out, "cemodel_test_cli_gmm_default")
+    assert module.SPEC["model"] == "gmm"
+    assert module.SPEC["dims"]["K"]["default"] == 5
+    assert callable(module.fit)
+
+
+def test_compile_set_changes_the_default(tmp_path, capsys):
+    out = tmp_path / "gmm_k7.py"
+    assert main(["compile", str(GMM), "-o", str(out), "--set", "K=7"]) == 0
+    capsys.readouterr()
+    module = _import(out, "cemodel_test_cli_gmm_k7")
+    assert module.SPEC["dims"]["K"]["default"] == 7
+
+
+def test_compile_default_output_name(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["compile", str(BETA_BERNOULLI)]) == 0
+    assert "wrote beta_bernoulli_mf.py" in capsys.readouterr().out
+    assert (tmp_path / "beta_bernoulli_mf.py").is_file()
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ("Q=3", "the model has no dimension or hyperparameter 'Q'"),
+        ("alpah=0.5", "did you mean 'alpha'?"),
+        ("K=abc", "expected a number, found 'abc'"),
+        ("K", "--set takes NAME=VALUE, found 'K'"),
+        ("=3", "--set takes NAME=VALUE"),
+        ("K=2.5", "a dimension takes a whole number >= 1"),
+        ("K=0", "a dimension takes a whole number >= 1"),
+        ("m0=1", "only scalar hyperparameters can be set"),
+    ],
+)
+def test_invalid_set_exits_2(tmp_path, capsys, setting, expected):
+    out = tmp_path / "gmm_vi.py"
+    status = main(["compile", str(GMM), "-o", str(out), "--set", setting])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert expected in err
+    assert "Traceback" not in err
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_source_error_through_the_cli(tmp_path, capsys):
+    model = tmp_path / "bad.cem"
+    model.write_text("model m\ndim N\np ~ Beta(1, 1)\nplate t n in N:\n"
+                     "    observe x[n] ~ Bernouli(p)\n")
+    out = tmp_path / "out" / "bad_vi.py"
+    status = main(["compile", str(model), "-o", str(out)])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.startswith("bad.cem:5:20: error: unknown distribution 'Bernouli'")
+    assert "    observe x[n] ~ Bernouli(p)" in err
+    assert "did you mean 'Bernoulli'?" in err
+    assert "Traceback" not in err
+    assert not out.parent.exists() or list(out.parent.iterdir()) == []
+
+
+def test_missing_model_file_exits_2(tmp_path, capsys):
+    status = main(["check", str(tmp_path / "nope.cem")])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "no such model file" in err and "nope.cem" in err
+
+
+# -- fit --------------------------------------------------------------------------------------
+
+
+def _coin_data(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    x = (np.random.default_rng(7).random(40) < 0.3).astype(np.float64)
+    path = tmp_path / "coin.npz"
+    np.savez(path, x=x)
+    return path, x
+
+
+def test_fit_beta_bernoulli_matches_closed_form(tmp_path, capsys):
+    data, x = _coin_data(tmp_path)
+    out = tmp_path / "out" / "posterior.npz"
+    status = main(["fit", str(BETA_BERNOULLI), "--data", str(data), "-o", str(out), "--quiet"])
+    stdout = capsys.readouterr().out
+    assert status == 0
+    assert f"wrote {out}" in stdout
+    assert "iter " not in stdout  # --quiet
+    assert [p.name for p in out.parent.iterdir()] == ["posterior.npz"]
+    with np.load(out) as post:
+        assert_allclose(post["p.a"], 2.0 + x.sum(), rtol=1e-12)
+        assert_allclose(post["p.b"], 3.0 + x.size - x.sum(), rtol=1e-12)
+        assert post["elbo"].ndim == 1 and post["elbo"].size >= 1
+
+
+def test_fit_set_hyperparameter(tmp_path, capsys):
+    data, x = _coin_data(tmp_path)
+    out = tmp_path / "posterior.npz"
+    status = main(["fit", str(BETA_BERNOULLI), "--data", str(data), "-o", str(out), "--quiet",
+                   "--set", "a=5", "--set", "b=0.5"])
+    capsys.readouterr()
+    assert status == 0
+    with np.load(out) as post:
+        assert_allclose(post["p.a"], 5.0 + x.sum(), rtol=1e-12)
+        assert_allclose(post["p.b"], 0.5 + x.size - x.sum(), rtol=1e-12)
+
+
+def test_fit_progress_lines(tmp_path, capsys):
+    data, _ = _coin_data(tmp_path)
+    out = tmp_path / "posterior.npz"
+    assert main(["fit", str(BETA_BERNOULLI), "--data", str(data), "-o", str(out)]) == 0
+    assert "iter    1" in capsys.readouterr().out
+
+
+# -- help and version -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["check", "--help"], ["compile", "--help"],
+                                  ["fit", "--help"]], ids=["main", "check", "compile", "fit"])
+def test_help_shows_an_example(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "example" in out
+    assert "cemodel " in out.split("example", 1)[1]
+
+
+def test_no_command_exits_2(capsys):
+    with pytest.raises(SystemExit) as info:
+        main([])
+    assert info.value.code == 2
+    assert "usage: cemodel" in capsys.readouterr().err
+
+
+def test_version_flag(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"cemodel {__version__}"
+
+
+def test_console_script_is_declared_and_installed():
+    with open(REPO / "pyproject.toml", "rb") as f:
+        scripts = tomllib.load(f)["project"]["scripts"]
+    assert scripts["cemodel"] == "cemodel.cli:main"
+    installed = {ep.name: ep.value for ep in entry_points(group="console_scripts")}
+    assert installed.get("cemodel") == "cemodel.cli:main"
+
+    script = Path(sys.executable).parent / "cemodel"
+    command = str(script) if script.exists() else shutil.which("cemodel")
+    assert command is not None, "the cemodel console script is not on PATH"
+    proc = subprocess.run([command, "--version"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"cemodel {__version__}"

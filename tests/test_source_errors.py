@@ -1,0 +1,283 @@
+"""A table of malformed .cem sources: each is refused with its own located, clear error.
+
+Every case is a small complete model with exactly one mistake. Driving all the stages
+(parse, build, conjugacy analysis, plan) must raise the expected ``CemError`` subclass at the
+expected line and column, rendered as ``bad.cem:LINE:COL: error: ...``, the source line and a
+caret under the mistake, never a Python traceback.
+"""
+
+import os
+from pathlib import Path
+
+os.environ.setdefault(
+    "CEMODEL_CACHE", str(Path(__file__).resolve().parent.parent / ".cemodel_cache" / "tests")
+)
+
+import pytest  # noqa: E402
+
+from cemodel.compiler import run_stages  # noqa: E402
+from cemodel.errors import (  # noqa: E402
+    CemConjugacyError,
+    CemError,
+    CemModelError,
+    CemSourceError,
+    CemSyntaxError,
+)
+
+HEAD = ("model m", "dim N")  # lines 1-2 of most cases
+BB = ("p ~ Beta(1, 1)", "plate trials n in N:", "    observe x[n] ~ Bernoulli(p)")
+LDA_HEAD = ("model m", "dim K = 3", "dim V = 10", "dim D", "dim N[D]")
+
+
+def src(*lines: str) -> str:
+    return "\n".join(lines) + "\n"
+
+
+# (id, source, error class, line, column, substring of the message, substring of the hint)
+CASES = [
+    # -- syntax ------------------------------------------------------------------------------
+    ("missing-colon-after-plate",
+     src(*HEAD, "p ~ Beta(1, 1)", "plate trials n in N", "    observe x[n] ~ Bernoulli(p)"),
+     CemSyntaxError, 4, 20, "expected ':'", "a plate header ends with ':'"),
+    ("equals-instead-of-tilde",
+     src(*HEAD, "p = Beta(1, 1)", *BB[1:]),
+     CemSyntaxError, 3, 3, "unexpected '='", "use '~'"),
+    ("unclosed-parenthesis",
+     src(*HEAD, "p ~ Beta(1, 1", *BB[1:]),
+     CemSyntaxError, 3, 9, "'(' is never closed", "add the missing ')'"),
+    ("unclosed-parenthesis-at-end-of-file",
+     src(*HEAD, "p ~ Beta(1, 1)", "plate trials n in N:", "    observe x[n] ~ Bernoulli(p"),
+     CemSyntaxError, 5, 29, "'(' is never closed", "')'"),
+    ("unclosed-bracket",
+     src(*HEAD, "p ~ Beta(1, 1)", "plate trials n in N:", "    observe x[n ~ Bernoulli(p)"),
+     CemSyntaxError, 5, 17, "unexpected '~'", None),
+    ("stray-indentation",
+     src(*HEAD, "p ~ Beta(1, 1)", "  q ~ Beta(1, 1)", *BB[1:]),
+     CemSyntaxError, 4, 3, "unexpected indentation", "only the body of a plate is indented"),
+    ("inconsistent-dedent",
+     src(*HEAD, *BB, "  observe y[n] ~ Bernoulli(p)"),
+     CemSyntaxError, 6, 1, "indentation matches no enclosing block", "indent it exactly"),
+    ("braces-instead-of-indentation",
+     src(*HEAD, "p ~ Beta(1, 1)", "plate trials n in N {", "    observe x[n] ~ Bernoulli(p)",
+         "}"),
+     CemSyntaxError, 4, 21, "unexpected character '{'", "':' and indentation"),
+    ("semicolon",
+     src(*HEAD, "p ~ Beta(1, 1);", *BB[1:]),
+     CemSyntaxError, 3, 15, "unexpected character ';'", "no ';' is needed"),
+    ("plate-with-empty-body",
+     src(*HEAD, *BB, "plate more m in N:", "# nothing here"),
+     CemSyntaxError, 6, 19, "unexpected end of file", None),
+    ("fractional-dimension",
+     src(*HEAD, "dim K = 2.5", *BB),
+     CemSyntaxError, 3, 10, "unexpected '.5'", None),
+    # -- names and declarations -------------------------------------------------------------
+    ("unknown-distribution",
+     src("model m", "dim K = 3", "dim N", "p ~ Dirichlett(1.0, K)", "plate rolls n in N:",
+         "    observe x[n] ~ Categorical(p)"),
+     CemModelError, 4, 5, "unknown distribution 'Dirichlett'", "did you mean 'Dirichlet'?"),
+    ("wrong-number-of-arguments",
+     src(*HEAD, "p ~ Beta(1)", *BB[1:]),
+     CemModelError, 3, 5, "Beta takes 2 argument(s), got 1", "write Beta(a, b)"),
+    ("unknown-name",
+     src(*HEAD, "prob ~ Beta(1, 1)", "plate trials n in N:", "    observe x[n] ~ Bernoulli(prb)"),
+     CemModelError, 5, 30, "unknown name 'prb'", "did you mean 'prob'?"),
+    ("unknown-dimension",
+     src(*HEAD, "p ~ Beta(1, 1)", "plate trials n in M:", "    observe x[n] ~ Bernoulli(p)"),
+     CemModelError, 4, 19, "unknown dimension 'M'", "dim M"),
+    ("unknown-dimension-in-dirichlet",
+     src("model m", "dim K = 3", "dim N", "p ~ Dirichlet(1.0, KK)", "plate rolls n in N:",
+         "    observe x[n] ~ Categorical(p)"),
+     CemModelError, 4, 20, "second argument of Dirichlet(a, K) is a dimension",
+     "did you mean 'K'?"),
+    ("unknown-data-type",
+     src("model m", "dim P = 2", "dim N", "w ~ MultivariateNormal(zeros(P), eye(P))",
+         "plate points n in N:", "    data c[n] : vectr(P)",
+         "    observe y[n] ~ Normal(dot(c[n], w), 1)"),
+     CemModelError, 6, 17, "unknown data type 'vectr'", "did you mean 'vector'?"),
+    ("duplicate-declaration",
+     src(*HEAD, "p ~ Beta(1, 1)", "p ~ Beta(2, 2)", *BB[1:]),
+     CemModelError, 4, 1, "'p' is declared twice", None),
+    ("duplicate-plate",
+     src(*HEAD, *BB, "plate trials m in N:", "    observe y[m] ~ Bernoulli(p)"),
+     CemModelError, 6, 1, "plate 'trials' is declared twice", None),
+    ("redeclared-builtin",
+     src(*HEAD, "hyper eye = 3", *BB),
+     CemModelError, 3, 1, "'eye' is a built-in function", None),
+    ("dim-inside-plate",
+     src(*HEAD, "p ~ Beta(1, 1)", "plate trials n in N:", "    dim Q",
+         "    observe x[n] ~ Bernoulli(p)"),
+     CemModelError, 5, 5, "'dim' declarations belong at the top level", None),
+    ("no-model-line",
+     src("dim N", *BB),
+     CemModelError, 1, 1, "does not name its model", "start it with 'model NAME'"),
+    ("model-observes-nothing",
+     src(*HEAD, "p ~ Beta(1, 1)", "plate trials n in N:", "    x[n] ~ Bernoulli(p)"),
+     CemModelError, 1, 1, "the model observes nothing", "observe x ~"),
+    ("cycle",
+     src(*HEAD, "a ~ Normal(b, 1)", "b ~ Normal(a, 1)", "plate points n in N:",
+         "    observe x[n] ~ Normal(a, 1)"),
+     CemModelError, 3, 1, "cycle: a -> b -> a", None),
+    ("latent-poisson",
+     src(*HEAD, "r ~ Gamma(1, 1)", "k ~ Poisson(r)", "plate points n in N:",
+         "    observe x[n] ~ Poisson(r)"),
+     CemModelError, 4, 1, "a Poisson variable must be observed", "observe k"),
+    ("hyper-unknown-function",
+     src("model m", "dim D = 2", "dim N", "hyper P0 = ey(D)",
+         "mu ~ MultivariateNormal(zeros(D), P0)", "plate points n in N:",
+         "    observe x[n] ~ MultivariateNormal(mu, eye(D))"),
+     CemModelError, 4, 12, "unknown function 'ey' in a hyperparameter", "did you mean 'eye'?"),
+    ("hyper-uses-random-variable",
+     src(*HEAD, "hyper b = p", *BB),
+     CemModelError, 3, 11, "unknown name 'p' in a hyperparameter", "hyperparameters may use"),
+    ("unknown-function-in-argument",
+     src(*HEAD, "mu ~ Normal(0, 1)", "plate points n in N:",
+         "    observe x[n] ~ Normal(sqr(mu), 1)"),
+     CemModelError, 5, 27, "unknown function 'sqr'", None),
+    # -- plates and indices -----------------------------------------------------------------
+    ("declared-with-missing-plate-index",
+     src(*LDA_HEAD, "plate topics k in K:", "    beta[k] ~ Dirichlet(0.1, V)",
+         "plate docs d in D:", "    theta[d] ~ Dirichlet(0.1, K)",
+         "    plate tokens n in N[d]:", "        z[n] ~ Categorical(theta[d])",
+         "        observe w[d, n] ~ Categorical(beta[z[d, n]])"),
+     CemModelError, 11, 9, "must be indexed by exactly their indices", "write z[d, n]"),
+    ("indices-on-unplated-variable",
+     src(*HEAD, "p ~ Beta(1, 1)", "plate trials n in N:", "    observe x[n] ~ Bernoulli(p[n])"),
+     CemModelError, 5, 30, "'p' has 0 index(es) (none), but 1 given", None),
+    ("missing-index",
+     src("model m", "dim K = 3", "dim N", "plate comps k in K:", "    mu[k] ~ Normal(0, 1)",
+         "plate points n in N:", "    observe x[n] ~ Normal(mu, 1)"),
+     CemModelError, 7, 27, "'mu' has 1 index(es) (k), but 0 given", None),
+    ("index-of-unrelated-plate",
+     src("model m", "dim K = 3", "dim N", "plate comps k in K:", "    mu[k] ~ Normal(0, 1)",
+         "plate points n in N:", "    observe x[n] ~ Normal(mu[n], 1)"),
+     CemModelError, 7, 30, "index 'n' runs over plate 'points' (N)", None),
+    ("index-not-in-scope",
+     src("model m", "dim K = 3", "dim N", "plate comps k in K:", "    mu[k] ~ Normal(0, 1)",
+         "plate points n in N:", "    observe x[n] ~ Normal(mu[j], 1)"),
+     CemModelError, 7, 30, "'j' is not the index of an enclosing plate", None),
+    ("plate-index-used-as-value",
+     src(*HEAD, "mu ~ Normal(0, 1)", "plate points n in N:", "    observe x[n] ~ Normal(n, 1)"),
+     CemModelError, 5, 27, "'n' is a plate index", None),
+    ("ragged-plate-without-index",
+     src("model m", "dim K = 3", "dim D", "dim N[D]", "plate docs d in D:",
+         "    theta[d] ~ Dirichlet(0.1, K)", "    plate tokens n in N:",
+         "        observe w[d, n] ~ Categorical(theta[d])"),
+     CemModelError, 7, 23, "write it as N[index]", None),
+    ("ragged-plate-wrong-index",
+     src("model m", "dim K = 3", "dim D", "dim N[D]", "plate docs d in D:",
+         "    theta[d] ~ Dirichlet(0.1, K)", "    plate tokens n in N[n]:",
+         "        observe w[d, n] ~ Categorical(theta[d])"),
+     CemModelError, 7, 25, "indexed by the index of the plate that directly encloses it", None),
+    ("plate-without-size",
+     src(*HEAD, "p ~ Beta(1, 1)", "plate trials n:", "    observe x[n] ~ Bernoulli(p)"),
+     CemModelError, 4, 1, "plate 'trials' needs a size", None),
+    # -- shapes -----------------------------------------------------------------------------
+    ("categorical-index-shape-mismatch",
+     src("model m", "dim K = 3", "dim J = 4", "dim N", "pi ~ Dirichlet(1.0, J)",
+         "plate comps k in K:", "    rate[k] ~ Gamma(1, 1)", "plate points n in N:",
+         "    z[n] ~ Categorical(pi)", "    observe x[n] ~ Poisson(rate[z[n]])"),
+     CemModelError, 10, 33, "shape mismatch: 'z' takes J values but plate 'comps'", None),
+    ("mvn-mean-precision-size-mismatch",
+     src("model m", "dim D = 2", "dim N", "hyper m0 = zeros(D)", "hyper P0 = eye(3)",
+         "mu ~ MultivariateNormal(m0, P0)", "plate points n in N:",
+         "    observe x[n] ~ MultivariateNormal(mu, eye(D))"),
+     CemModelError, 6, 1, "shape mismatch: mean has length (D) but precision is (3, 3)", None),
+    ("scalar-where-vector-required",
+     src(*HEAD, "plate points n in N:", "    observe x[n] ~ Categorical(0.5)"),
+     CemModelError, 4, 32, "the p of Categorical must be a vector", None),
+    ("vector-where-scalar-required",
+     src(*HEAD, "mu ~ Normal(0, 1)", "plate points n in N:",
+         "    observe x[n] ~ Normal(mu, [1, 2])"),
+     CemModelError, 5, 31, "the precision of Normal must be a scalar", None),
+    ("hyper-shape-mismatch",
+     src("model m", "dim D = 2", "dim N", "hyper v = [1, 2, 3]", "hyper b = v * eye(D)", *BB),
+     CemModelError, 5, 11, "shape mismatch: (3) and (D, D)", None),
+    ("dot-of-scalars",
+     src(*HEAD, "mu ~ Normal(0, 1)", "plate points n in N:",
+         "    observe x[n] ~ Normal(dot(mu, mu), 1)"),
+     CemModelError, 5, 27, "dot() takes two vectors of the same length", None),
+    # -- conjugacy --------------------------------------------------------------------------
+    ("gamma-prior-on-normal-mean",
+     src(*HEAD, "mu ~ Gamma(1, 1)", "plate points n in N:", "    observe y[n] ~ Normal(mu, 1)"),
+     CemConjugacyError, 5, 27, "edge mu -> y", "Normal"),
+    ("latent-in-denominator",
+     src(*HEAD, "mu ~ Normal(0, 1)", "plate points n in N:",
+         "    observe y[n] ~ Normal(1 / mu, 1)"),
+     CemConjugacyError, 5, 31, "a latent variable in a denominator", "divide only by constants"),
+    ("variable-enters-term-twice",
+     src(*HEAD, "mu ~ Normal(0, 1)", "plate points n in N:",
+         "    observe y[n] ~ Normal(mu * mu, 1)"),
+     CemConjugacyError, 5, 5, "'mu' enters one term of Normal 'y' twice", None),
+    ("nonlinear-function-of-latent",
+     src(*HEAD, "mu ~ Normal(0, 1)", "plate points n in N:",
+         "    observe y[n] ~ Normal(exp(mu), 1)"),
+     CemConjugacyError, 5, 27, "not linear in the statistics of latent 'mu'", None),
+    ("latent-gamma-shape",
+     src(*HEAD, "t ~ Gamma(1, 1)", "plate points n in N:", "    observe y[n] ~ Gamma(t, 1)"),
+     CemConjugacyError, 5, 26, "the shape of Gamma 'y' depends on latent 't'",
+     "make the shape a constant"),
+    ("normal-prior-on-bernoulli-probability",
+     src(*HEAD, "t ~ Normal(0, 1)", "plate points n in N:", "    observe y[n] ~ Bernoulli(t)"),
+     CemConjugacyError, 5, 30, "edge t -> y", "Beta"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "line", "col", "message", "hint"),
+    [pytest.param(*case[1:], id=case[0]) for case in CASES],
+)
+def test_malformed_source(text, error, line, col, message, hint):
+    with pytest.raises(CemError) as info:
+        run_stages(text, "bad.cem")
+    exc = info.value
+    assert type(exc) is error, f"{type(exc).__name__}: {exc}"
+    assert (exc.span.line, exc.span.column) == (line, col), str(exc)
+    assert message in exc.message
+    if hint is not None:
+        assert exc.hint is not None and hint in exc.hint, exc.hint
+
+    rendered = str(exc)
+    assert rendered.startswith(f"bad.cem:{line}:{col}: error: "), rendered
+    assert "Traceback" not in rendered
+    shown = rendered.splitlines()
+    assert shown[1] == "    " + text.splitlines()[line - 1]
+    assert shown[2].startswith("    " + " " * (col - 1) + "^")
+    assert set(shown[2].strip()) == {"^"}
+    if hint is not None:
+        assert shown[-1].startswith("  hint: ")
+
+
+def test_table_size_and_coverage():
+    assert len(CASES) >= 25
+    assert len({case[0] for case in CASES}) == len(CASES)
+    kinds = {case[2] for case in CASES}
+    assert kinds == {CemSyntaxError, CemModelError, CemConjugacyError}
+    # every case is a different mistake: no two give the same message at the same place
+    assert len({(case[3], case[4], case[5]) for case in CASES}) == len(CASES)
+
+
+def test_non_conjugate_message_names_variable_edge_and_remedy():
+    text = src(*HEAD, "mu ~ Gamma(1, 1)", "plate points n in N:",
+               "    observe y[n] ~ Normal(mu, 1)")
+    with pytest.raises(CemConjugacyError) as info:
+        run_stages(text, "bad.cem")
+    exc = info.value
+    assert "'mu'" in exc.message
+    assert "mu -> y" in exc.message
+    assert "Gamma" in exc.message
+    assert exc.hint is not None and "Normal" in exc.hint and "'mu'" in exc.hint
+
+
+def test_errors_are_source_errors_with_the_file_name():
+    """The rendered form names the file passed to ``run_stages``, whatever it is."""
+    with pytest.raises(CemSourceError) as info:
+        run_stages(src(*HEAD, "p ~ Beta(1)", *BB[1:]), "models/coin.cem")
+    assert str(info.value).startswith("models/coin.cem:3:5: error: ")
+
+
+def test_every_stdlib_model_still_compiles():
+    """The table's mistakes are mistakes: the correct stdlib models pass every stage."""
+    root = Path(__file__).resolve().parent.parent / "stdlib_models"
+    for path in sorted(root.glob("*.cem")):
+        stages = run_stages(path.read_text(), path.name)
+        assert stages.model.latents
