@@ -1,5 +1,6 @@
 """Runtime math library imported by generated variational-inference kernels."""
 
+from ..errors import CemDataError as CemDataError
 from .binding import BoundData as BoundData
 from .binding import bind_data as bind_data
 from .binding import check_hyper_names as check_hyper_names
@@ -51,6 +52,7 @@ from .numeric import lgamma_sum as lgamma_sum
 from .numeric import log_binom as log_binom
 from .numeric import logdet as logdet
 from .numeric import wishart_lognorm as wishart_lognorm
+from .seeding import seed_categories as seed_categories
 from .special import digamma as digamma
 from .special import inv_from_cholesky as inv_from_cholesky
 from .special import inv_spd as inv_spd
@@ -61,5 +63,3 @@ from .special import logsumexp as logsumexp
 from .special import multigammaln as multigammaln
 from .special import softmax_inplace as softmax_inplace
 from .special import trigamma as trigamma
-from .seeding import seed_categories as seed_categories
-from ..errors import CemDataError as CemDataError
