@@ -133,6 +133,12 @@ def test_bernoulli_mixture_elbo_matches_numpy(compiled):
     assert res.elbo[-1] == pytest.approx(elbo, rel=1e-10)
 
 
+def optimal_phi(gamma, elog_beta_ids):
+    logphi = dirichlet_elog(gamma)[:, None] + elog_beta_ids
+    phi = np.exp(logphi - logphi.max(0))
+    return phi / phi.sum(0)
+
+
 def numpy_lda_iteration(X, lam_beta, alpha, eta, local_tol=1e-3, max_local_iter=100):
     """One VBEM iteration of LDA written out by hand (Blei et al. 2003; Hoffman et al.)."""
     X = sp.csr_matrix(X)
@@ -147,22 +153,19 @@ def numpy_lda_iteration(X, lam_beta, alpha, eta, local_tol=1e-3, max_local_iter=
         cts = X.data[X.indptr[d]:X.indptr[d + 1]]
         gamma = np.full(K, alpha)
         for _ in range(max_local_iter):
-            logphi = dirichlet_elog(gamma)[:, None] + elog_beta[:, ids]
-            phi = np.exp(logphi - logphi.max(0))
-            phi /= phi.sum(0)
+            phi = optimal_phi(gamma, elog_beta[:, ids])
             new = alpha + phi @ cts
             change = np.mean(np.abs(new - gamma))
             gamma = new
             if change < local_tol:
                 break
+        phi = optimal_phi(gamma, elog_beta[:, ids])  # the E-step ends with q(z) from the final γ
         sstats[:, ids] += phi * cts
         elog_theta = dirichlet_elog(gamma)
         elbo += gammaln(K * alpha) - K * gammaln(alpha) + (alpha - 1) * elog_theta.sum()
         elbo += np.sum(cts * phi * elog_theta[:, None])
         elbo += stats.dirichlet(gamma).entropy()
         elbo += -np.sum(cts * phi * np.log(phi))
-        last_phi = (ids, cts, phi)
-    del last_phi
     beta_new = eta + sstats
     elog_beta_new = dirichlet_elog(beta_new)
     elbo += np.sum(sstats * elog_beta_new)

@@ -36,11 +36,12 @@ from .loops import (
     Layout,
     dim_name,
     emit_contraction,
+    fmt_float,
     plate_var,
 )
 from .pycode import Blank, Block, Comment, Function, Line, Module, Node, print_module
 
-KERNEL = "njit(cache=True, nogil=True)"
+KERNEL = "njit(cache=True, nogil=True, fastmath={\"reassoc\", \"contract\", \"arcp\"})"
 
 # per variational family: how a row's expected statistics and log normaliser are computed
 _ROW_EXPECT = {
@@ -191,6 +192,8 @@ class MeanFieldEmitter:
     def _entropy_expr(self, var: VarDef, row: str, args: ArgRecorder) -> str:
         """H = A(λ) − Σ_s λ_s·E[t_s]; for a categorical, −Σ q log q (needs no λ)."""
         family = self.family(var.name)
+        if family == "categorical" and var.name in self.product_form:
+            return f"{args.use('H_' + var.name)}[{row}]"
         if family == "categorical":
             return f"rt.categorical_entropy({args.use(self.layout.E(var.name, 'onehot'))}[{row}])"
         names = {}
@@ -199,7 +202,7 @@ class MeanFieldEmitter:
             lam = args.use(self.layout.lam(var.name, stat)) + f"[{row}]"
             E = args.use(self.layout.E(var.name, stat)) + f"[{row}]"
             names[f"lam_{stat}"] = lam
-            terms.append(f"np.sum({lam} * {E})" if rank else f"{lam} * {E}")
+            terms.append(f"rt.frobenius({lam}, {E})" if rank else f"{lam} * {E}")
         return _LOG_NORMALIZER[family].format(**names) + " - " + " - ".join(terms)
 
     def _messages_to(self, var: str):
@@ -262,6 +265,174 @@ class MeanFieldEmitter:
             found.append((message, factor, monomial, stats[0]))
         return found
 
+    def _implicit_source(self, consumer: str, monomial: Monomial) -> str | None:
+        """The implicit categorical whose sums this monomial reads, if any."""
+        for z in self.implicit:
+            _, _, consumers = self.implicit_plan(z)
+            if any(c == consumer and m is monomial for c, _, _, m in consumers):
+                return z
+        return None
+
+    def implicit_plan(self, name: str):
+        """When q(z) of a categorical local is needed during the sweeps only through
+        per-item sums Σ_n w_n q(z_n = c), return (item-constant messages, row messages,
+        consumers); else None.
+
+        Then S_c = A_c Σ_n (w_n / s_n) B_nc with s_n = Σ_c A_c B_nc, where A multiplies the
+        item-constant exp(E[log ·]) and B the per-row ones: q itself is only built once the
+        sweeps have converged (Hoffman, Blei & Bach 2010 compute LDA's E-step this way)."""
+        product = self.product_messages(name)
+        var = self.var(name)
+        if not product or name not in self.layout.scratch:
+            return None
+        data_plate = self.model.data_plate
+        constant, rows = [], []
+        for item in product:
+            message, factor, monomial, stat = item
+            knowns = [s for s in monomial.without(message.target) if isinstance(s, Known)]
+            looped = message.target.tensor[0]
+            if not knowns and set(stat.index) <= {data_plate, looped} and stat.var in (
+                    self.plan.kept_locals) + self.plan.globals:
+                constant.append(item)
+            else:
+                rows.append(item)
+        consumers = []
+        for other in self.plan.locals:
+            if other == name:
+                continue
+            for message, factor, monomial in self._messages_to(other):
+                zs = monomial.stats_of(name)
+                if not zs:
+                    continue
+                u = self.var(other)
+                rest = [s for s in monomial.without(message.target) if s not in zs]
+                if (other not in self.plan.kept_locals or rest or len(zs) != 1
+                        or zs[0].tensor != message.target.tensor or u.plates != (data_plate,)):
+                    return None
+                consumers.append((other, message, factor, monomial))
+        if not consumers or not constant:
+            return None
+        return constant, rows, consumers
+
+    def implicit_kernel(self, name: str) -> Function:
+        """S_c = A_c Σ_rows (w / s) B_c: the sums the item's other locals need from q(name)."""
+        var = self.var(name)
+        constant, rows, _ = self.implicit_plan(name)
+        data_plate = self.model.data_plate
+        args = ArgRecorder()
+        args.use(plate_var(data_plate))
+        size = dim_name(var.categories)
+        if not size.isdigit():
+            args.use(size)
+        A, S = args.use(f"A_{name}"), args.use(f"S_{name}")
+
+        def factors_of(items, nodes):
+            out = []
+            for m, (message, factor, monomial, stat) in enumerate(items):
+                plates, letters = self._target_bindings(var, message.target)
+                env = dict(letters)
+                env.update({f"@{p}": e for p, e in plates.items()})
+                env[message.target.tensor[0]] = "t_c"
+                for slot in monomial.without(message.target):
+                    if isinstance(slot, Known):
+                        ref = slot.operands[0]
+                        index = self.layout._plate_index(slot.plates, slot.plates, env, args,
+                                                         scratch=False)
+                        obs = f"obs{m}_{slot.tensor[0]}"
+                        nodes.append(Line(f"{obs} = {args.use(ref.name)}[{', '.join(index)}]"))
+                        env[slot.tensor[0]] = obs
+                out.append(self.layout.stat_ref(stat, env, args, self.exp_arrays))
+            return out
+
+        head: list[Node] = []
+        a_factors = factors_of(constant, head)
+        body: list[Node] = [
+            *head,
+            Block(f"for t_c in range({size})", (
+                Line(f"{A}[t_c] = {' * '.join(a_factors)}"),
+                Line(f"{S}[t_c] = 0.0"),
+            )),
+        ]
+        row_nodes: list[Node] = []
+        b_factors = factors_of(rows, row_nodes) or ["1.0"]
+        weight = "1.0"
+        for plate in var.plates[1:]:
+            if self.model.plate(plate).ragged:
+                weight = f"{args.use(plate + '_weight')}[{plate_var(plate)}]"
+        b = " * ".join(b_factors)
+        row_nodes += [
+            Line("total = 0.0"),
+            Block(f"for t_c in range({size})", (Line(f"total += {A}[t_c] * {b}"),)),
+            Block("if not (total > 0.0 and np.isfinite(total))", (Line("return False"),),
+                  comment="underflow: the caller takes the explicit path"),
+            Line(f"share = {weight} / total"),
+            Block(f"for t_c in range({size})", (Line(f"{S}[t_c] += share * {b}"),)),
+        ]
+        nodes: list[Node] = row_nodes
+        for header in reversed(self._row_loops(var, {data_plate}, args)):
+            nodes = [Block(header, tuple(nodes))]
+        body += nodes
+        body += [Block(f"for t_c in range({size})", (Line(f"{S}[t_c] *= {A}[t_c]"),)),
+                 Line("return True")]
+        doc = (f"Σ_rows w·q({name} = c) for the item's other locals, without building "
+               f"q({name}):\nS_c = A_c Σ_rows (w / s) B_c, s = Σ_c A_c B_c (product form of "
+               f"q({name})).")
+        fn = Function(f"sums_{name}", tuple(args.names), tuple(body), doc, KERNEL)
+        self.kernel_args[fn.name] = tuple(args.names)
+        return fn
+
+    def _fused_product(self, var: VarDef, product, args: ArgRecorder) -> list[Node]:
+        """q_c ∝ Π_messages exp(E[log ·])_c in one pass over the categories, then normalise."""
+        E = args.use(self.layout.E(var.name, "onehot"))
+        row = self._row_index(var, args)
+        size = dim_name(var.categories)
+        if not size.isdigit():
+            args.use(size)
+        nodes: list[Node] = []
+        factors: list[str] = []
+        self._envs = []
+        for m, (message, factor, monomial, stat) in enumerate(product):
+            plates, letters = self._target_bindings(var, message.target)
+            env = dict(letters)
+            env.update({f"@{p}": e for p, e in plates.items()})
+            env[message.target.tensor[0]] = "t_c"
+            for slot in monomial.without(message.target):
+                if isinstance(slot, Known):  # one-hot data: the observed category
+                    ref = slot.operands[0]
+                    index = self.layout._plate_index(slot.plates, slot.plates, env, args,
+                                                     scratch=False)
+                    name = f"obs{m}_{slot.tensor[0]}"
+                    nodes.append(Line(f"{name} = {args.use(ref.name)}[{', '.join(index)}]",
+                                      f"{factor.child} ({self.factor_comment(factor)})"))
+                    env[slot.tensor[0]] = name
+            factors.append(self.layout.stat_ref(stat, env, args, self.exp_arrays))
+            self._envs.append(env)
+        # the natural parameter itself (for the entropy): the same messages in log space
+        log_terms = [self.layout.stat_ref(stat, env_m, args)
+                     for (_, _, _, stat), env_m in zip(product, self._envs, strict=True)]
+        lam = args.use(self.layout.lam(var.name, "onehot"))
+        H = args.use(f"H_{var.name}")
+        nodes += [
+            Line("total = 0.0"),
+            Block(f"for t_c in range({size})", (
+                Line(f"{E}[{row}, t_c] = {' * '.join(factors)}"),
+                Line(f"total += {E}[{row}, t_c]"),
+            )),
+            Block("if total > 0.0 and np.isfinite(total)", (
+                Line("scale = 1.0 / total"),
+                Line("cross = 0.0"),
+                Block(f"for t_c in range({size})", (
+                    Line(f"{E}[{row}, t_c] *= scale"),
+                    Line(f"{lam}[{row}, t_c] = {' + '.join(log_terms)}"),
+                    Line(f"cross += {lam}[{row}, t_c] * {E}[{row}, t_c]"),
+                )),
+                Line(f"{H}[{row}] = np.log(total) - cross",
+                     "H = log Σ_c exp λ_c − Σ_c λ_c q_c"),
+                Line("done = True"),
+            )),
+        ]
+        return nodes
+
     def _plan_exp_arrays(self) -> None:
         """Which exp(E[log ·]) arrays product-form kernels read, and in which layout."""
         self.exp_arrays: dict[Stat, tuple[str, bool]] = {}
@@ -283,7 +454,9 @@ class MeanFieldEmitter:
             E = args.use(self.layout.E(var.name, "log"))
             if not transposed:
                 X = args.use(f"X_{var.name}_log")
-                nodes.append(Line(f"{X}[{row}] = np.exp({E}[{row}])"))
+                size = args.use(dim_name(var.shape[0]))
+                nodes.append(Block(f"for t in range({size})",
+                                   (Line(f"{X}[{row}, t] = np.exp({E}[{row}, t])"),)))
                 continue
             XT = args.use(f"XT_{var.name}_log")
             size = args.use(dim_name(var.shape[0]))
@@ -307,6 +480,15 @@ class MeanFieldEmitter:
         child_nodes: list[Node] = []
         for message, factor, monomial in self._messages_to(name):
             nodes = self._contribution(factor, monomial, message.target, var, args, {})
+            implicit = self._implicit_source(name, monomial)
+            if implicit is not None:
+                flag, S = args.use(f"use_sums_{implicit}"), args.use(f"S_{implicit}")
+                lam = args.use(self.layout.lam(name, message.target.stat))
+                size = dim_name(self.var(implicit).categories)
+                coef = "" if monomial.coef == 1.0 else f"{fmt_float(monomial.coef)} * "
+                nodes = [Block(f"if {flag}", (Block(f"for t_c in range({size})", (
+                    Line(f"{lam}[{self._row_index(var, args)}, t_c] += {coef}{S}[t_c]"),)),)),
+                         Block("else", tuple(nodes))]
             text = f"from {factor.child} ~ {factor.family} ({self.factor_comment(factor)})"
             if factor.child == name:
                 prior_nodes += [Comment(text)] + nodes
@@ -315,27 +497,19 @@ class MeanFieldEmitter:
         inner += prior_nodes
         if child_nodes:
             inner.append(Block("if with_children", tuple(child_nodes)))
-        inner.append(self._expect_line(var, row, args))
-        inner += self._exp_lines(var, row, args)
         product = self.product_messages(name)
         if product:
-            E = args.use(self.layout.E(name, "onehot"))
-            fast: list[Node] = [Line(f"{E}[{row}] = 1.0")]
-            for message, factor, monomial, _ in product:
-                fast.append(Comment(f"× exp(message from {factor.child} ~ {factor.family}) "
-                                    f"({self.factor_comment(factor)})"))
-                plates, letters = self._target_bindings(var, message.target)
-                fast += emit_contraction(
-                    self.layout, args,
-                    Contraction(1.0, monomial.without(message.target), factor.plates,
-                                dict(factor.index_dims)),
-                    E, tuple(self.layout.row(name, var.plates, {}, args))
-                    + message.target.tensor, plates, letters, multiply=self.exp_arrays,
-                )
-            fast.append(Line(f"done = rt.normalize_inplace({E}[{row}])"))
+            lam = self.layout.lam(name, "onehot")
+            E = self.layout.E(name, "onehot")
+            inner.append(Line(f"{args.use('H_' + name)}[{row}] = rt.categorical_expected_stats("
+                              f"{lam}[{row}], {E}[{row}]) - rt.frobenius({lam}[{row}], {E}[{row}])"))
+        else:
+            inner.append(self._expect_line(var, row, args))
+        inner += self._exp_lines(var, row, args)
+        if product:
             inner = [
                 Line("done = False"),
-                Block("if with_children", tuple(fast)),
+                Block("if with_children", tuple(self._fused_product(var, product, args))),
                 Block("if not done", tuple(inner),
                       comment="in log space: the prior-only start, or after an underflow"),
             ]
@@ -373,28 +547,42 @@ class MeanFieldEmitter:
             init_random += self._random_categorical(self.var(name), args)
         for name in locals_:
             if name not in categorical:
-                init_random.append(self._call_update(name, "True", args))
+                init_random.append(Line(self._call(f"update_{name}", {
+                    "with_children": "True",
+                    **{f"use_sums_{z}": "False" for z in self.implicit}}, args)))
         init_sweeps: list[Node] = []
         if self.plan.local_iterations:
+            # a sweep runs children first, so only locals with local children need a start
             for name in locals_:
-                init_sweeps.append(self._call_update(name, "False", args))
+                if any(self.model.is_local(self.var(c)) and not self.var(c).observed
+                       for c in self._local_children(name)):
+                    init_sweeps.append(self._call_update(name, "False", args))
             tracked = self.plan.kept_locals or locals_
             sweep: list[Node] = [Line("change = 0.0")]
             for name in tracked:
                 for stat, _ in self.stats(name)[:1]:
                     lam = self.layout.lam(name, stat)
-                    sweep.append(Line(f"old_{name} = {args.use(lam)}[{item}].copy()"))
+                    sweep.append(Line(f"old_{name}[...] = {args.use(lam)}[{item}]"))
             for name in reversed(locals_):
-                sweep.append(self._call_update(name, "True", args))
+                if name in self.implicit:
+                    sweep.append(Line(f"use_sums_{name} = "
+                                      + self._call(f"sums_{name}", {}, args)))
+                    sweep.append(Block(f"if not use_sums_{name}",
+                                       (self._call_update(name, "True", args),)))
+                else:
+                    sweep.append(self._call_update(name, "True", args))
             count = []
             for name in tracked:
                 stat = self.stats(name)[0][0]
                 lam = self.layout.lam(name, stat)
-                sweep.append(Line(f"change += np.mean(np.abs({lam}[{item}] - old_{name}))"))
+                sweep.append(Line(f"change += rt.mean_abs_change({lam}[{item}], old_{name})"))
                 count.append(name)
             mean = "change" if len(count) == 1 else f"change / {len(count)}"
             sweep.append(Block(f"if {mean} < local_tol", (Line("break"),)))
             init_sweeps.append(Block("for sweep in range(max_local_iter)", tuple(sweep)))
+            for name in self.implicit:
+                init_sweeps.append(Comment(f"q({name}) itself, from the converged sweeps"))
+                init_sweeps.append(self._call_update(name, "True", args))
         else:
             for name in locals_:
                 init_sweeps.append(self._call_update(name, "True", args))
@@ -438,7 +626,14 @@ class MeanFieldEmitter:
                 nodes = [Block(header, tuple(nodes))]
             per_item += nodes
         per_item = self._bases(per_item, args) + per_item
+        buffers: list[Node] = []
+        if self.plan.local_iterations:
+            for name in self.plan.kept_locals or locals_:
+                lam = self.layout.lam(name, self.stats(name)[0][0])
+                buffers.append(Line(f"old_{name} = np.empty_like({lam}[0])",
+                                    "the previous sweep, for the convergence test"))
         body: list[Node] = [
+            *buffers,
             Line("elbo = 0.0"),
             Block(f"for {item} in range({args.use(dim_name(pdef.dim))})", tuple(per_item)),
             Line("return elbo"),
@@ -461,6 +656,11 @@ class MeanFieldEmitter:
                 out.append(Line(f"base_{plate.name} = {ptr}[{item}]"))
         return out
 
+    def _local_children(self, name: str) -> list[str]:
+        from ..model import model_graph
+
+        return list(model_graph(self.model).successors(name))
+
     def _random_categorical(self, var: VarDef, args: ArgRecorder) -> list[Node]:
         """Seeding: every row of a seed item is its category; other items weigh nothing."""
         row = self._row_index(var, args)
@@ -479,17 +679,23 @@ class MeanFieldEmitter:
         return nodes
 
     def _call_update(self, name: str, with_children: str, args: ArgRecorder) -> Line:
-        kernel_args = self.kernel_args[f"update_{name}"]
-        call_args = []
+        overrides = {"with_children": with_children}
+        if with_children == "False":
+            overrides.update({f"use_sums_{z}": "False" for z in self.implicit})
+        return Line(self._call(f"update_{name}", overrides, args))
+
+    def _call(self, kernel: str, overrides: dict[str, str], args: ArgRecorder) -> str:
+        """A kernel call from inside another kernel: the caller's names, or ``overrides``."""
         item = plate_var(self.model.data_plate)
-        for a in kernel_args:
-            if a == "with_children":
-                call_args.append(with_children)
-            elif a == item:
+        call_args = []
+        for a in self.kernel_args[kernel]:
+            if a in overrides:
+                call_args.append(overrides[a])
+            elif a == item or a.startswith("use_sums_"):
                 call_args.append(a)
             else:
                 call_args.append(args.use(a))
-        return Line(f"update_{name}({', '.join(call_args)})")
+        return f"{kernel}({', '.join(call_args)})"
 
     def _acc_slot(self, acc) -> Known:
         """An accumulator read as a known array indexed by its key letters."""
@@ -662,6 +868,14 @@ class MeanFieldEmitter:
                                      f"exp(E[log {name}]), statistic axis first"))
                 else:
                     body.append(Line(f"X_{name}_log = np.zeros_like({E})", f"exp(E[log {name}])"))
+        for name in self.product_form:
+            body.append(Line(f"H_{name} = np.zeros({self.layout.E(name, 'onehot')}.shape[0])",
+                             f"entropy of each row of q({name})"))
+        for name in self.implicit:
+            size = dim_name(self.var(name).categories)
+            body.append(Line(f"A_{name} = np.zeros({size})",
+                             f"the item-constant part of q({name}) (see sums_{name})"))
+            body.append(Line(f"S_{name} = np.zeros({size})", f"Σ_rows w·q({name} = c)"))
         body.append(Comment("sufficient statistics the local step hands to the global step"))
         for acc in self.plan.accumulators:
             factor = self.analysis.factors[acc.factor]
@@ -837,8 +1051,12 @@ class MeanFieldEmitter:
     def module(self) -> Module:
         m = self.model
         self._plan_exp_arrays()
+        self.implicit = tuple(n for n in self.plan.locals if self.implicit_plan(n) is not None)
+        self.product_form = tuple(n for n in self.plan.locals if self.product_messages(n))
         for name in self.plan.locals:
             self.kernels.append(self.local_update_kernel(name))
+        for name in self.implicit:
+            self.kernels.append(self.implicit_kernel(name))
         if m.data_plate is not None:
             self.kernels.append(self.local_step_kernel())
         for name in self.plan.globals:

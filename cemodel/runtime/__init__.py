@@ -54,12 +54,14 @@ from .numeric import logdet as logdet
 from .numeric import wishart_lognorm as wishart_lognorm
 from .seeding import seed_categories as seed_categories
 from .special import digamma as digamma
+from .special import frobenius as frobenius
 from .special import inv_from_cholesky as inv_from_cholesky
 from .special import inv_spd as inv_spd
 from .special import lgamma as lgamma
 from .special import log1pexp as log1pexp
 from .special import logdet_spd as logdet_spd
 from .special import logsumexp as logsumexp
+from .special import mean_abs_change as mean_abs_change
 from .special import multigammaln as multigammaln
 from .special import softmax_inplace as softmax_inplace
 from .special import trigamma as trigamma

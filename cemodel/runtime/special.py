@@ -218,3 +218,25 @@ def inv_from_cholesky(L: np.ndarray) -> np.ndarray:
 def inv_spd(M: np.ndarray) -> np.ndarray:
     """M^{-1} = L^{-T} L^{-1} with M = L L^T (Cholesky), M symmetric positive definite."""
     return inv_from_cholesky(np.linalg.cholesky(M))
+
+
+@jit
+def frobenius(a: np.ndarray, b: np.ndarray) -> float:
+    """Σ_i a_i b_i over every element of two same-shaped C-contiguous arrays (no temporary)."""
+    fa = a.ravel()
+    fb = b.ravel()
+    total = 0.0
+    for i in range(fa.shape[0]):
+        total += fa[i] * fb[i]
+    return total
+
+
+@jit
+def mean_abs_change(new: np.ndarray, old: np.ndarray) -> float:
+    """mean_i |new_i − old_i| (the local step's convergence test), without a temporary."""
+    fn = new.ravel()
+    fo = old.ravel()
+    total = 0.0
+    for i in range(fn.shape[0]):
+        total += abs(fn[i] - fo[i])
+    return total / max(fn.shape[0], 1)

@@ -39,7 +39,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_z(
         i_points,
         with_children,
@@ -77,7 +77,7 @@ def update_z(
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         seed_category,
@@ -129,7 +129,7 @@ def local_step(
     return elbo
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_p(
         scale,
         lam_p_log,
@@ -171,7 +171,7 @@ def update_p(
             E_p_log[i_components, i_features], E_p_log1m[i_components, i_features] = rt.beta_expected_stats(lam_p_log[i_components, i_features], lam_p_log1m[i_components, i_features])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_pi(scale, lam_pi_log, n_K, alpha_K, acc_z_0, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = (alpha / K) + Σ_{n} q(z[n] = v)
@@ -191,7 +191,7 @@ def update_pi(scale, lam_pi_log, n_K, alpha_K, acc_z_0, E_pi_log):
     rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m, n_K, n_P, lam_pi_log, E_pi_log):
     """Expected statistics of the globals from their natural parameters."""
     for i_components in range(n_K):
@@ -200,7 +200,7 @@ def refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m, n_K, n_P, lam_pi
     rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         n_K,
         alpha_K,
@@ -265,7 +265,7 @@ def elbo_global(
         for i_features in range(n_P):
             elbo += rt.beta_log_normalizer(lam_p_log[i_components, i_features], lam_p_log1m[i_components, i_features]) - lam_p_log[i_components, i_features] * E_p_log[i_components, i_features] - lam_p_log1m[i_components, i_features] * E_p_log1m[i_components, i_features]
     # entropy of q(pi)
-    elbo += rt.dirichlet_log_normalizer(lam_pi_log[0]) - np.sum(lam_pi_log[0] * E_pi_log[0])
+    elbo += rt.dirichlet_log_normalizer(lam_pi_log[0]) - rt.frobenius(lam_pi_log[0], E_pi_log[0])
     return elbo
 
 

@@ -34,7 +34,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         seed_category,
@@ -66,7 +66,7 @@ def local_step(
     return elbo
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_p(scale, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p_log, E_p_log1m):
     """q(p) = Beta(a, b)
         a = a + Σ_{n} x[n]
@@ -93,13 +93,13 @@ def update_p(scale, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p
     E_p_log[0], E_p_log1m[0] = rt.beta_expected_stats(lam_p_log[0], lam_p_log1m[0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m):
     """Expected statistics of the globals from their natural parameters."""
     E_p_log[0], E_p_log1m[0] = rt.beta_expected_stats(lam_p_log[0], lam_p_log1m[0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         a,
         E_p_log,

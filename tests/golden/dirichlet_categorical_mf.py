@@ -35,7 +35,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(seeding, seed_category, max_local_iter, local_tol, acc_x_0, x, n_N):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
@@ -54,7 +54,7 @@ def local_step(seeding, seed_category, max_local_iter, local_tol, acc_x_0, x, n_
     return elbo
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_p(scale, lam_p_log, n_K, alpha, acc_x_0, E_p_log):
     """q(p) = Dirichlet(α)
         α_v = alpha + Σ_{n} [x[n] = v]
@@ -74,13 +74,13 @@ def update_p(scale, lam_p_log, n_K, alpha, acc_x_0, E_p_log):
     rt.dirichlet_expected_stats(lam_p_log[0], E_p_log[0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_p_log, E_p_log):
     """Expected statistics of the globals from their natural parameters."""
     rt.dirichlet_expected_stats(lam_p_log[0], E_p_log[0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(n_K, alpha, E_p_log, lgamma_sum_alpha, lgamma_alpha, acc_x_0, lam_p_log):
     """ELBO terms of the global factors (see elbo_terms in the README)."""
     elbo = 0.0
@@ -96,7 +96,7 @@ def elbo_global(n_K, alpha, E_p_log, lgamma_sum_alpha, lgamma_alpha, acc_x_0, la
     for t_k in range(n_K):
         elbo += acc_x_0[t_k] * E_p_log[0, t_k]
     # entropy of q(p)
-    elbo += rt.dirichlet_log_normalizer(lam_p_log[0]) - np.sum(lam_p_log[0] * E_p_log[0])
+    elbo += rt.dirichlet_log_normalizer(lam_p_log[0]) - rt.frobenius(lam_p_log[0], E_p_log[0])
     return elbo
 
 

@@ -34,7 +34,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         seed_category,
@@ -65,7 +65,7 @@ def local_step(
     return elbo
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_rate(
         scale,
         lam_rate_log,
@@ -98,13 +98,13 @@ def update_rate(
     E_rate_log[0], E_rate_value[0] = rt.gamma_expected_stats(lam_rate_log[0], lam_rate_value[0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_rate_log, E_rate_log, lam_rate_value, E_rate_value):
     """Expected statistics of the globals from their natural parameters."""
     E_rate_log[0], E_rate_value[0] = rt.gamma_expected_stats(lam_rate_log[0], lam_rate_value[0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         a,
         log_b,

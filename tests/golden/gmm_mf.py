@@ -37,7 +37,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_z(
         i_points,
         with_children,
@@ -83,7 +83,7 @@ def update_z(
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         seed_category,
@@ -143,7 +143,7 @@ def local_step(
     return elbo
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_Lambda(
         scale,
         lam_Lambda_value,
@@ -198,7 +198,7 @@ def update_Lambda(
         E_Lambda_logdet[i_components] = rt.wishart_expected_stats(lam_Lambda_value[i_components], lam_Lambda_logdet[i_components], E_Lambda_value[i_components])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_mu(
         scale,
         lam_mu_value,
@@ -241,7 +241,7 @@ def update_mu(
         rt.mvn_expected_stats(lam_mu_value[i_components], lam_mu_outer[i_components], E_mu_value[i_components], E_mu_outer[i_components])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = alpha + Σ_{n} q(z[n] = v)
@@ -261,7 +261,7 @@ def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log):
     rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(
         lam_Lambda_value,
         E_Lambda_value,
@@ -283,7 +283,7 @@ def refresh_globals(
     rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         n_K,
         alpha,
@@ -375,12 +375,12 @@ def elbo_global(
                 elbo += -0.5 * acc_x_3[t_g0] * E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
     # entropy of q(Lambda)
     for i_components in range(n_K):
-        elbo += rt.wishart_log_normalizer(lam_Lambda_value[i_components], lam_Lambda_logdet[i_components]) - np.sum(lam_Lambda_value[i_components] * E_Lambda_value[i_components]) - lam_Lambda_logdet[i_components] * E_Lambda_logdet[i_components]
+        elbo += rt.wishart_log_normalizer(lam_Lambda_value[i_components], lam_Lambda_logdet[i_components]) - rt.frobenius(lam_Lambda_value[i_components], E_Lambda_value[i_components]) - lam_Lambda_logdet[i_components] * E_Lambda_logdet[i_components]
     # entropy of q(mu)
     for i_components in range(n_K):
-        elbo += rt.mvn_log_normalizer(lam_mu_value[i_components], lam_mu_outer[i_components]) - np.sum(lam_mu_value[i_components] * E_mu_value[i_components]) - np.sum(lam_mu_outer[i_components] * E_mu_outer[i_components])
+        elbo += rt.mvn_log_normalizer(lam_mu_value[i_components], lam_mu_outer[i_components]) - rt.frobenius(lam_mu_value[i_components], E_mu_value[i_components]) - rt.frobenius(lam_mu_outer[i_components], E_mu_outer[i_components])
     # entropy of q(pi)
-    elbo += rt.dirichlet_log_normalizer(lam_pi_log[0]) - np.sum(lam_pi_log[0] * E_pi_log[0])
+    elbo += rt.dirichlet_log_normalizer(lam_pi_log[0]) - rt.frobenius(lam_pi_log[0], E_pi_log[0])
     return elbo
 
 

@@ -39,7 +39,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_theta(
         i_docs,
         with_children,
@@ -49,6 +49,8 @@ def update_theta(
         tokens_ptr,
         E_z_onehot,
         tokens_weight,
+        use_sums_z,
+        S_z,
         E_theta_log,
         X_theta_log,
 ):
@@ -67,14 +69,19 @@ def update_theta(
         lam_theta_log[i_docs, t_k] += -1.0
     if with_children:
         # from z ~ Categorical (lda.cem:24:9)
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-            for t_k in range(n_K):
-                lam_theta_log[i_docs, t_k] += E_z_onehot[i_tokens - base_tokens, t_k] * tokens_weight[i_tokens]
+        if use_sums_z:
+            for t_c in range(n_K):
+                lam_theta_log[i_docs, t_c] += S_z[t_c]
+        else:
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                for t_k in range(n_K):
+                    lam_theta_log[i_docs, t_k] += E_z_onehot[i_tokens - base_tokens, t_k] * tokens_weight[i_tokens]
     rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
-    X_theta_log[i_docs] = np.exp(E_theta_log[i_docs])
+    for t in range(n_K):
+        X_theta_log[i_docs, t] = np.exp(E_theta_log[i_docs, t])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_z(
         i_docs,
         with_children,
@@ -83,6 +90,7 @@ def update_z(
         E_theta_log,
         w,
         E_beta_log,
+        H_z,
         E_z_onehot,
         X_theta_log,
         XT_beta_log,
@@ -97,15 +105,21 @@ def update_z(
     for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
         done = False
         if with_children:
-            E_z_onehot[i_tokens - base_tokens] = 1.0
-            # × exp(message from z ~ Categorical) (lda.cem:24:9)
-            for t_k in range(n_K):
-                E_z_onehot[i_tokens - base_tokens, t_k] *= X_theta_log[i_docs, t_k]
-            # × exp(message from w ~ Categorical) (lda.cem:25:9)
-            t_k = w[i_tokens]
-            for t_g0 in range(n_K):
-                E_z_onehot[i_tokens - base_tokens, t_g0] *= XT_beta_log[t_k, t_g0]
-            done = rt.normalize_inplace(E_z_onehot[i_tokens - base_tokens])
+            obs1_k = w[i_tokens]  # w (lda.cem:25:9)
+            total = 0.0
+            for t_c in range(n_K):
+                E_z_onehot[i_tokens - base_tokens, t_c] = X_theta_log[i_docs, t_c] * XT_beta_log[obs1_k, t_c]
+                total += E_z_onehot[i_tokens - base_tokens, t_c]
+            if total > 0.0 and np.isfinite(total):
+                scale = 1.0 / total
+                cross = 0.0
+                for t_c in range(n_K):
+                    E_z_onehot[i_tokens - base_tokens, t_c] *= scale
+                    lam_z_onehot[i_tokens - base_tokens, t_c] = E_theta_log[i_docs, t_c] + E_beta_log[t_c, obs1_k]
+                    cross += lam_z_onehot[i_tokens - base_tokens, t_c] * E_z_onehot[i_tokens - base_tokens, t_c]
+                # H = log Σ_c exp λ_c − Σ_c λ_c q_c
+                H_z[i_tokens - base_tokens] = np.log(total) - cross
+                done = True
         if not done:  # in log space: the prior-only start, or after an underflow
             lam_z_onehot[i_tokens - base_tokens] = 0.0
             # from z ~ Categorical (lda.cem:24:9)
@@ -116,10 +130,34 @@ def update_z(
                 t_k = w[i_tokens]
                 for t_g0 in range(n_K):
                     lam_z_onehot[i_tokens - base_tokens, t_g0] += E_beta_log[t_g0, t_k]
-            rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+            H_z[i_tokens - base_tokens] = rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens]) - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+def sums_z(i_docs, n_K, A_z, S_z, X_theta_log, w, XT_beta_log, tokens_weight, tokens_ptr):
+    """Σ_rows w·q(z = c) for the item's other locals, without building q(z):
+    S_c = A_c Σ_rows (w / s) B_c, s = Σ_c A_c B_c (product form of q(z)).
+    """
+    for t_c in range(n_K):
+        A_z[t_c] = X_theta_log[i_docs, t_c]
+        S_z[t_c] = 0.0
+    for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+        obs0_k = w[i_tokens]
+        total = 0.0
+        for t_c in range(n_K):
+            total += A_z[t_c] * XT_beta_log[obs0_k, t_c]
+        # underflow: the caller takes the explicit path
+        if not (total > 0.0 and np.isfinite(total)):
+            return False
+        share = tokens_weight[i_tokens] / total
+        for t_c in range(n_K):
+            S_z[t_c] += share * XT_beta_log[obs0_k, t_c]
+    for t_c in range(n_K):
+        S_z[t_c] *= A_z[t_c]
+    return True
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         seed_category,
@@ -131,12 +169,15 @@ def local_step(
         lam_theta_log,
         alpha,
         tokens_weight,
+        S_z,
         E_theta_log,
         X_theta_log,
-        lam_z_onehot,
+        A_z,
         w,
-        E_beta_log,
         XT_beta_log,
+        lam_z_onehot,
+        E_beta_log,
+        H_z,
         acc_w_0,
         lgamma_sum_alpha,
         lgamma_alpha,
@@ -146,6 +187,7 @@ def local_step(
 
     Returns the ELBO terms that involve only local variables and data.
     """
+    old_theta = np.empty_like(lam_theta_log[0])  # the previous sweep, for the convergence test
     elbo = 0.0
     for i_docs in range(n_D):
         base_tokens = tokens_ptr[i_docs]
@@ -154,18 +196,21 @@ def local_step(
                 E_z_onehot[i_tokens - base_tokens] = 0.0
                 if 0 <= seed_category[i_docs] < n_K:
                     E_z_onehot[i_tokens - base_tokens, seed_category[i_docs]] = 1.0
-            update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, E_theta_log, X_theta_log)
+            update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, E_theta_log, X_theta_log)
         else:
-            update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, E_theta_log, X_theta_log)
-            update_z(i_docs, False, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, E_z_onehot, X_theta_log, XT_beta_log, tokens_ptr)
+            update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, E_theta_log, X_theta_log)
             for sweep in range(max_local_iter):
                 change = 0.0
-                old_theta = lam_theta_log[i_docs].copy()
-                update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, E_z_onehot, X_theta_log, XT_beta_log, tokens_ptr)
-                update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, E_theta_log, X_theta_log)
-                change += np.mean(np.abs(lam_theta_log[i_docs] - old_theta))
+                old_theta[...] = lam_theta_log[i_docs]
+                use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, w, XT_beta_log, tokens_weight, tokens_ptr)
+                if not use_sums_z:
+                    update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, H_z, E_z_onehot, X_theta_log, XT_beta_log, tokens_ptr)
+                update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, use_sums_z, S_z, E_theta_log, X_theta_log)
+                change += rt.mean_abs_change(lam_theta_log[i_docs], old_theta)
                 if change < local_tol:
                     break
+            # q(z) itself, from the converged sweeps
+            update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, H_z, E_z_onehot, X_theta_log, XT_beta_log, tokens_ptr)
         # acc_w_0[g0, k] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
         for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
             t_k = w[i_tokens]
@@ -182,13 +227,13 @@ def local_step(
         for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
             for t_k in range(n_K):
                 elbo += E_z_onehot[i_tokens - base_tokens, t_k] * E_theta_log[i_docs, t_k] * tokens_weight[i_tokens]
-        elbo += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - np.sum(lam_theta_log[i_docs] * E_theta_log[i_docs]))
+        elbo += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - rt.frobenius(lam_theta_log[i_docs], E_theta_log[i_docs]))
         for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-            elbo += tokens_weight[i_tokens] * (rt.categorical_entropy(E_z_onehot[i_tokens - base_tokens]))
+            elbo += tokens_weight[i_tokens] * (H_z[i_tokens - base_tokens])
     return elbo
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_beta(scale, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, n_K):
     """q(beta[k]) = Dirichlet(α)
         α_v = eta + Σ_{d,n} [w[d, n] = v]·q(z[d, n] = k)
@@ -211,7 +256,7 @@ def update_beta(scale, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log,
             XT_beta_log[t, i_topics] = np.exp(E_beta_log[i_topics, t])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, n_V, n_K):
     """Expected statistics of the globals from their natural parameters."""
     for i_topics in range(n_K):
@@ -220,7 +265,7 @@ def refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, n_V, n_K):
             XT_beta_log[t, i_topics] = np.exp(E_beta_log[i_topics, t])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(n_K, n_V, eta, E_beta_log, lgamma_sum_eta, lgamma_eta, acc_w_0, lam_beta_log):
     """ELBO terms of the global factors (see elbo_terms in the README)."""
     elbo = 0.0
@@ -244,7 +289,7 @@ def elbo_global(n_K, n_V, eta, E_beta_log, lgamma_sum_eta, lgamma_eta, acc_w_0, 
             elbo += acc_w_0[t_g0, t_k] * E_beta_log[t_g0, t_k]
     # entropy of q(beta)
     for i_topics in range(n_K):
-        elbo += rt.dirichlet_log_normalizer(lam_beta_log[i_topics]) - np.sum(lam_beta_log[i_topics] * E_beta_log[i_topics])
+        elbo += rt.dirichlet_log_normalizer(lam_beta_log[i_topics]) - rt.frobenius(lam_beta_log[i_topics], E_beta_log[i_topics])
     return elbo
 
 
@@ -296,6 +341,9 @@ def fit(
     E_z_onehot = np.zeros((rt.max_length(tokens_ptr), n_K))
     X_theta_log = np.zeros_like(E_theta_log)  # exp(E[log theta])
     XT_beta_log = np.zeros(E_beta_log.shape[::-1])  # exp(E[log beta]), statistic axis first
+    H_z = np.zeros(E_z_onehot.shape[0])  # entropy of each row of q(z)
+    A_z = np.zeros(n_K)  # the item-constant part of q(z) (see sums_z)
+    S_z = np.zeros(n_K)  # Σ_rows w·q(z = c)
     # sufficient statistics the local step hands to the global step
     acc_w_0 = np.zeros((n_K, n_V))
     # start every global at its prior
@@ -311,7 +359,7 @@ def fit(
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
         acc_w_0[...] = 0.0
-        local_step(True, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, E_theta_log, X_theta_log, lam_z_onehot, w, E_beta_log, XT_beta_log, acc_w_0, lgamma_sum_alpha, lgamma_alpha, n_D)
+        local_step(True, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, E_theta_log, X_theta_log, A_z, w, XT_beta_log, lam_z_onehot, E_beta_log, H_z, acc_w_0, lgamma_sum_alpha, lgamma_alpha, n_D)
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, n_K)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -325,7 +373,7 @@ def fit(
     start = time.perf_counter()
     for iteration in range(max_iter):
         acc_w_0[...] = 0.0
-        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, E_theta_log, X_theta_log, lam_z_onehot, w, E_beta_log, XT_beta_log, acc_w_0, lgamma_sum_alpha, lgamma_alpha, n_D)
+        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, E_theta_log, X_theta_log, A_z, w, XT_beta_log, lam_z_onehot, E_beta_log, H_z, acc_w_0, lgamma_sum_alpha, lgamma_alpha, n_D)
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, n_K)
         elbo = elbo_global(n_K, n_V, eta, E_beta_log, lgamma_sum_eta, lgamma_eta, acc_w_0, lam_beta_log)
         elbo += elbo_local

@@ -34,7 +34,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         seed_category,
@@ -68,7 +68,7 @@ def local_step(
     return elbo
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_mu(
         scale,
         lam_mu_value,
@@ -99,13 +99,13 @@ def update_mu(
     E_mu_value[0], E_mu_square[0] = rt.normal_expected_stats(lam_mu_value[0], lam_mu_square[0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_mu_value, E_mu_value, lam_mu_square, E_mu_square):
     """Expected statistics of the globals from their natural parameters."""
     E_mu_value[0], E_mu_square[0] = rt.normal_expected_stats(lam_mu_value[0], lam_mu_square[0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         log_t0,
         t0,

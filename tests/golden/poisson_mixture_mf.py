@@ -36,7 +36,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_z(
         i_points,
         with_children,
@@ -67,7 +67,7 @@ def update_z(
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         seed_category,
@@ -113,7 +113,7 @@ def local_step(
     return elbo
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = alpha + Σ_{n} q(z[n] = v)
@@ -133,7 +133,7 @@ def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log):
     rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_rate(
         scale,
         lam_rate_log,
@@ -168,7 +168,7 @@ def update_rate(
         E_rate_log[i_components], E_rate_value[i_components] = rt.gamma_expected_stats(lam_rate_log[i_components], lam_rate_value[i_components])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(
         lam_pi_log,
         E_pi_log,
@@ -184,7 +184,7 @@ def refresh_globals(
         E_rate_log[i_components], E_rate_value[i_components] = rt.gamma_expected_stats(lam_rate_log[i_components], lam_rate_value[i_components])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         n_K,
         alpha,
@@ -234,7 +234,7 @@ def elbo_global(
     for t_g0 in range(n_K):
         elbo += -acc_x_1[t_g0] * E_rate_value[t_g0]
     # entropy of q(pi)
-    elbo += rt.dirichlet_log_normalizer(lam_pi_log[0]) - np.sum(lam_pi_log[0] * E_pi_log[0])
+    elbo += rt.dirichlet_log_normalizer(lam_pi_log[0]) - rt.frobenius(lam_pi_log[0], E_pi_log[0])
     # entropy of q(rate)
     for i_components in range(n_K):
         elbo += rt.gamma_log_normalizer(lam_rate_log[i_components], lam_rate_value[i_components]) - lam_rate_log[i_components] * E_rate_log[i_components] - lam_rate_value[i_components] * E_rate_value[i_components]
