@@ -282,7 +282,6 @@ class MeanFieldEmitter:
         item-constant exp(E[log ·]) and B the per-row ones: q itself is only built once the
         sweeps have converged (Hoffman, Blei & Bach 2010 compute LDA's E-step this way)."""
         product = self.product_messages(name)
-        var = self.var(name)
         if not product or name not in self.layout.scratch:
             return None
         data_plate = self.model.data_plate
@@ -328,7 +327,7 @@ class MeanFieldEmitter:
 
         def factors_of(items, nodes):
             out = []
-            for m, (message, factor, monomial, stat) in enumerate(items):
+            for m, (message, _factor, monomial, stat) in enumerate(items):
                 plates, letters = self._target_bindings(var, message.target)
                 env = dict(letters)
                 env.update({f"@{p}": e for p, e in plates.items()})
@@ -501,8 +500,9 @@ class MeanFieldEmitter:
         if product:
             lam = self.layout.lam(name, "onehot")
             E = self.layout.E(name, "onehot")
+            lam_row, E_row = f"{lam}[{row}]", f"{E}[{row}]"
             inner.append(Line(f"{args.use('H_' + name)}[{row}] = rt.categorical_expected_stats("
-                              f"{lam}[{row}], {E}[{row}]) - rt.frobenius({lam}[{row}], {E}[{row}])"))
+                              f"{lam_row}, {E_row}) - rt.frobenius({lam_row}, {E_row})"))
         else:
             inner.append(self._expect_line(var, row, args))
         inner += self._exp_lines(var, row, args)
