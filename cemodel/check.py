@@ -16,7 +16,7 @@ from collections import defaultdict
 
 from .conjugacy import Known, Slot, Stat, render_expr
 from .families import FAMILIES
-from .model import RRepeat, RVar
+from .model import RData, RRepeat, RVar
 from .plan import InferencePlan
 
 # usual parameter = scale · λ[stat] + offsets; offsets are (coefficient, symbol) with the
@@ -70,7 +70,7 @@ class _Renderer:
         kept = []
         for slot in others:
             if (isinstance(slot, Known) and slot.fn == "onehot" and isinstance(
-                    slot.operands[0], RVar) and slot.tensor[0] not in target.tensor):
+                    slot.operands[0], (RVar, RData)) and slot.tensor[0] not in target.tensor):
                 first = slot.operands[0]
                 self.names[slot.tensor[0]] = self.ref(first.name,
                                                       tuple(i.plate for i in first.indices))
@@ -102,10 +102,10 @@ class _Renderer:
 
     def known(self, slot: Known) -> str:
         first = slot.operands[0] if slot.operands else None
-        if slot.fn == "onehot" and isinstance(first, RVar):
+        if slot.fn == "onehot" and isinstance(first, (RVar, RData)):
             ref = self.ref(first.name, tuple(i.plate for i in first.indices))
             return f"[{ref} = {self.letter(slot.tensor[0])}]"
-        if isinstance(first, RVar):
+        if isinstance(first, (RVar, RData)):
             text = self.ref(first.name, tuple(i.plate for i in first.indices))
         elif isinstance(first, RRepeat):
             text = render_expr(first.value)

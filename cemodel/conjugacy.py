@@ -322,8 +322,10 @@ class _Expander:
         ordered = tuple(p for p in self.var.plates if p in plates)
         return Known(fn, exprs, letters, ordered)
 
-    def leaf(self, expr: RVar, fn: str, letters: tuple[str, ...]) -> Slot:
+    def leaf(self, expr: RVar | RData, fn: str, letters: tuple[str, ...]) -> Slot:
         """A view of a variable reference: a statistic if latent, known if observed."""
+        if isinstance(expr, RData):  # integer data used as an index: its one-hot is known
+            return self.known(fn, (expr,), letters)
         var = self.model.var(expr.name)
         index = []
         for position in expr.indices:
@@ -379,7 +381,10 @@ class _Expander:
             letter = f"g{len(self.gate_refs)}"
             self.gate_refs[key] = (letter, ref)
             self.gates[letter] = ref.name
-            self.index_dims[letter] = self.model.var(ref.name).categories
+            if isinstance(ref, RData):
+                self.index_dims[letter] = self.model.datum(ref.name).index_range
+            else:
+                self.index_dims[letter] = self.model.var(ref.name).categories
         return self.gate_refs[key][0]
 
     def expand_expr(self, fn: str, expr: RExpr, letters: tuple[str, ...]) -> Poly:

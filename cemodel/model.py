@@ -9,7 +9,7 @@ DiGraph from it for graph algorithms; the graph is a view, not the IR.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 
@@ -45,9 +45,10 @@ class PlateIndex:
 
 @dataclass(frozen=True)
 class GateIndex:
-    """A categorical variable used as an index: ``beta[z[d, n]]`` selects a component."""
+    """A categorical used as an index: ``beta[z[d, n]]`` selects a component; ``var`` is a
+    random variable (latent or observed) or integer data (``lam[group[n]]``)."""
 
-    var: RVar
+    var: RVar | RData
     span: Span
 
 
@@ -148,6 +149,7 @@ class DataDef:
     kind: str  # real, int, vector
     shape: Shape
     span: Span
+    index_range: str | None = None  # the dimension it indexes, when used as an index
 
 
 @dataclass(frozen=True)
@@ -264,6 +266,7 @@ class _Builder:
         self.decls: dict[str, tuple[ast.Sample, _Scope]] = {}
         self.vars: dict[str, VarDef] = {}
         self.in_progress: list[str] = []
+        self.index_data: dict[str, str] = {}  # int data used as an index -> its range (a dim)
 
     def error(self, message: str, span: Span, hint: str | None = None) -> CemModelError:
         return CemModelError(message, span, self.source, hint=hint)
@@ -699,6 +702,19 @@ class _Builder:
             if not gates:
                 raise self.error("data can only be indexed by plate indices", index.span)
             gate = self.resolve_expr(index, scope)
+            if isinstance(gate, RData):
+                # an observed group label selects an element: lam[group[n]]
+                datum = self.data[gate.name]
+                if datum.kind not in ("int", "count") or datum.shape:
+                    raise self.error(
+                        f"'{gate.name}' indexes '{name}' but is {datum.kind} data; an index "
+                        "must be declared 'int'", index.span,
+                    )
+                if plate.ragged:
+                    raise self.error("data cannot select along a ragged plate", index.span)
+                self.index_data[gate.name] = plate.dim
+                resolved.append(GateIndex(gate, index.span))
+                continue
             if not isinstance(gate, RVar) or self.build_var(gate.name).categories is None:
                 raise self.error(
                     "an index must be a plate index or a categorical variable", index.span
@@ -754,9 +770,11 @@ class _Builder:
             raise self.error("the model observes nothing", Span(1, 1, 1, 2),
                              hint="mark the data with 'observe x ~ ...'")
         data_plate = self._data_plate(variables)
+        data = tuple(replace(d, index_range=self.index_data.get(d.name)) for d in
+                     self.data.values())
         return Model(
             self.model_name, self.source, tuple(self.dims.values()), tuple(self.hypers.values()),
-            tuple(self.data.values()), tuple(self.plates.values()), variables, data_plate,
+            data, tuple(self.plates.values()), variables, data_plate,
         )
 
     def _data_plate(self, variables: tuple[VarDef, ...]) -> str | None:

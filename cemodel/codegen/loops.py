@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..conjugacy import Known, Slot, Stat
-from ..model import Model, RConst, RHyper, RVar, ShapeDim
+from ..model import Model, RConst, RData, RHyper, RVar, ShapeDim
 from .pycode import Block, Line, Node
 
 
@@ -111,7 +111,7 @@ class Layout:
         return not slot.plates and (not slot.tensor or self.drops_tensor(slot))
 
     def onehot_binding(self, slot: Known) -> bool:
-        return (slot.fn == "onehot" and isinstance(slot.operands[0], RVar))
+        return slot.fn == "onehot" and isinstance(slot.operands[0], (RVar, RData))
 
     def stat_ref(self, slot: Stat, letters: dict[str, str], args: ArgRecorder,
                  exp_array: dict[Stat, tuple[str, bool]] | None = None) -> str:
@@ -174,7 +174,6 @@ def emit_contraction(
         if isinstance(slot, Known) and layout.onehot_binding(slot):
             letter = slot.tensor[0]
             ref = slot.operands[0]
-            assert isinstance(ref, RVar)
             index = layout._plate_index(slot.plates, slot.plates, letters, args, scratch=False)
             value = f"{args.use(ref.name)}[{', '.join(index)}]"
             if letter in letters:

@@ -115,7 +115,6 @@ class MeanFieldEmitter:
         ops = slot.operands
         first = ops[0]
         if slot.fn == "onehot":
-            assert isinstance(first, RVar)
             return first.name, first.name
         if isinstance(first, RRepeat) and slot.fn in ("value", "lgamma", "log"):
             # an elementwise view of a repeated scalar is that scalar
@@ -818,8 +817,9 @@ class MeanFieldEmitter:
         lines.append("    },")
         lines.append("    \"covariates\": {")
         for c in m.data:
+            index = f", \"categories\": {c.index_range!r}" if c.index_range else ""
             lines.append(f"        {c.name!r}: {{\"plates\": {list(c.plates)!r}, "
-                         f"\"kind\": {c.kind!r}, \"shape\": {list(c.shape)!r}}},")
+                         f"\"kind\": {c.kind!r}, \"shape\": {list(c.shape)!r}{index}}},")
         lines.append("    },")
         lines.append("}")
         return [Line(text) for text in lines]

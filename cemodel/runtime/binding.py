@@ -199,6 +199,10 @@ def _spec_vars(spec: Mapping[str, Any]) -> list[_Var]:
                 support = info["support"]
                 event = tuple(info.get("shape", ()))
                 categories = info.get("categories")
+            elif info.get("categories") is not None:  # integer data used as an index
+                support = "category"
+                event = tuple(info.get("shape", ()))
+                categories = info["categories"]
             else:
                 support = _COVARIATE_SUPPORT[info["kind"]]
                 event = tuple(info.get("shape", ()))

@@ -75,3 +75,4 @@ def load_state(init: dict, arrays: dict[str, np.ndarray]) -> None:
         if not np.all(np.isfinite(value)):
             raise CemDataError(f"init '{name}': expected finite values, found NaN or inf")
         target[...] = value
+
