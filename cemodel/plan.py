@@ -100,7 +100,13 @@ def make_plan(analysis: Analysis) -> InferencePlan:
             # G slots read inside an inner plate of the item (p[z[n], j]) keep that plate
             inner = {f"@{i}" for s in glob for i in s.index
                      if i in factor.plates and i != model.data_plate}
-            key = tuple(sorted(_letters(local) & _letters(glob))) + tuple(sorted(inner))
+            # letters fixed by observed data (the word of a token) first: the local step
+            # then writes each token's statistics contiguously
+            shared = _letters(local) & _letters(glob)
+            observed = {s.tensor[0] for s in local if isinstance(s, Known)
+                        and s.fn == "onehot" and s.tensor} & shared
+            key = (tuple(sorted(observed)) + tuple(sorted(shared - observed))
+                   + tuple(sorted(inner)))
             accumulators.append(Accumulator(f"acc_{factor.child}_{mi}", fi, mi, local, glob, key))
 
     methods = _methods(model, locals_)

@@ -23,6 +23,7 @@ import numpy as np
 
 from .special import (
     digamma,
+    digamma_shifted,
     inv_from_cholesky,
     inv_spd,
     lgamma,
@@ -66,7 +67,7 @@ def dirichlet_expected_stats(lam_log: np.ndarray, out_log: np.ndarray) -> None:
         total += lam_log[k] + 1.0
     psi_total = digamma(total)
     for k in range(n):
-        out_log[k] = digamma(lam_log[k] + 1.0) - psi_total
+        out_log[k] = digamma_shifted(lam_log[k] + 1.0) - psi_total
 
 
 @jit

@@ -114,6 +114,7 @@ def fit(
         warn_decrease=True,
         init=None,
         start=None,
+        warm_start=False,
 ):
     """Fit dirichlet_categorical by batch mean-field variational Bayes (coordinate ascent).
 
@@ -121,6 +122,8 @@ def fit(
     Stops when the relative change of the ELBO falls below tol.
     init: the `state` of an earlier result, to continue from its globals.
     start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
+    warm_start: start each item's local step from its previous values instead of its prior
+    (fewer sweeps; may settle in a different optimum).
     """
     hypers = dict(hypers or {})
     rt.check_hyper_names(hypers, ['alpha'])

@@ -94,6 +94,7 @@ def update_z(
         E_z_onehot,
         X_theta_log,
         XT_beta_log,
+        ET_beta_log,
         tokens_ptr,
 ):
     """q(z[d, n]) = Categorical
@@ -115,7 +116,7 @@ def update_z(
                 cross = 0.0
                 for t_c in range(n_K):
                     E_z_onehot[i_tokens - base_tokens, t_c] *= scale
-                    lam_z_onehot[i_tokens - base_tokens, t_c] = E_theta_log[i_docs, t_c] + E_beta_log[t_c, obs1_k]
+                    lam_z_onehot[i_tokens - base_tokens, t_c] = E_theta_log[i_docs, t_c] + ET_beta_log[obs1_k, t_c]
                     cross += lam_z_onehot[i_tokens - base_tokens, t_c] * E_z_onehot[i_tokens - base_tokens, t_c]
                 # H = log Σ_c exp λ_c − Σ_c λ_c q_c
                 H_z[i_tokens - base_tokens] = np.log(total) - cross
@@ -172,12 +173,14 @@ def local_step(
         S_z,
         E_theta_log,
         X_theta_log,
+        warm,
         A_z,
         w,
         XT_beta_log,
         lam_z_onehot,
         E_beta_log,
         H_z,
+        ET_beta_log,
         acc_w_0,
         lgamma_sum_alpha,
         lgamma_alpha,
@@ -198,24 +201,25 @@ def local_step(
                     E_z_onehot[i_tokens - base_tokens, seed_category[i_docs]] = 1.0
             update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, E_theta_log, X_theta_log)
         else:
-            update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, E_theta_log, X_theta_log)
+            if not warm:
+                update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, E_theta_log, X_theta_log)
             for sweep in range(max_local_iter):
                 change = 0.0
                 old_theta[...] = lam_theta_log[i_docs]
                 use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, w, XT_beta_log, tokens_weight, tokens_ptr)
                 if not use_sums_z:
-                    update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, H_z, E_z_onehot, X_theta_log, XT_beta_log, tokens_ptr)
+                    update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
                 update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, use_sums_z, S_z, E_theta_log, X_theta_log)
                 change += rt.mean_abs_change(lam_theta_log[i_docs], old_theta)
                 if change < local_tol:
                     break
             # q(z) itself, from the converged sweeps
-            update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, H_z, E_z_onehot, X_theta_log, XT_beta_log, tokens_ptr)
-        # acc_w_0[g0, k] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
+            update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+        # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
         for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
             t_k = w[i_tokens]
             for t_g0 in range(n_K):
-                acc_w_0[t_g0, t_k] += E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
+                acc_w_0[t_k, t_g0] += E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
         # ELBO: local terms and local entropies
         for t_k in range(n_K):
             elbo += alpha * E_theta_log[i_docs, t_k]
@@ -234,7 +238,7 @@ def local_step(
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_beta(scale, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, n_K):
+def update_beta(scale, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, ET_beta_log, n_K):
     """q(beta[k]) = Dirichlet(α)
         α_v = eta + Σ_{d,n} [w[d, n] = v]·q(z[d, n] = k)
 
@@ -250,18 +254,20 @@ def update_beta(scale, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log,
             lam_beta_log[i_topics, t_k] += -1.0
         # from w ~ Categorical (lda.cem:25:9)
         for t_k in range(n_V):
-            lam_beta_log[i_topics, t_k] += scale * acc_w_0[i_topics, t_k]
+            lam_beta_log[i_topics, t_k] += scale * acc_w_0[t_k, i_topics]
         rt.dirichlet_expected_stats(lam_beta_log[i_topics], E_beta_log[i_topics])
         for t in range(n_V):
+            ET_beta_log[t, i_topics] = E_beta_log[i_topics, t]
             XT_beta_log[t, i_topics] = np.exp(E_beta_log[i_topics, t])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, n_V, n_K):
+def refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K):
     """Expected statistics of the globals from their natural parameters."""
     for i_topics in range(n_K):
         rt.dirichlet_expected_stats(lam_beta_log[i_topics], E_beta_log[i_topics])
         for t in range(n_V):
+            ET_beta_log[t, i_topics] = E_beta_log[i_topics, t]
             XT_beta_log[t, i_topics] = np.exp(E_beta_log[i_topics, t])
 
 
@@ -286,7 +292,7 @@ def elbo_global(n_K, n_V, eta, E_beta_log, lgamma_sum_eta, lgamma_eta, acc_w_0, 
     # E[log p(w | ...)]  (lda.cem:25:9)
     for t_g0 in range(n_K):
         for t_k in range(n_V):
-            elbo += acc_w_0[t_g0, t_k] * E_beta_log[t_g0, t_k]
+            elbo += acc_w_0[t_k, t_g0] * E_beta_log[t_g0, t_k]
     # entropy of q(beta)
     for i_topics in range(n_K):
         elbo += rt.dirichlet_log_normalizer(lam_beta_log[i_topics]) - rt.frobenius(lam_beta_log[i_topics], E_beta_log[i_topics])
@@ -307,6 +313,7 @@ def fit(
         warn_decrease=True,
         init=None,
         start=None,
+        warm_start=False,
 ):
     """Fit lda by batch mean-field variational Bayes (coordinate ascent).
 
@@ -314,6 +321,8 @@ def fit(
     Stops when the relative change of the ELBO falls below tol.
     init: the `state` of an earlier result, to continue from its globals.
     start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
+    warm_start: start each item's local step from its previous values instead of its prior
+    (fewer sweeps; may settle in a different optimum).
     """
     hypers = dict(hypers or {})
     rt.check_hyper_names(hypers, ['alpha', 'eta'])
@@ -341,17 +350,18 @@ def fit(
     E_z_onehot = np.zeros((rt.max_length(tokens_ptr), n_K))
     X_theta_log = np.zeros_like(E_theta_log)  # exp(E[log theta])
     XT_beta_log = np.zeros(E_beta_log.shape[::-1])  # exp(E[log beta]), statistic axis first
+    ET_beta_log = np.zeros(E_beta_log.shape[::-1])  # E[log beta], statistic axis first
     H_z = np.zeros(E_z_onehot.shape[0])  # entropy of each row of q(z)
     A_z = np.zeros(n_K)  # the item-constant part of q(z) (see sums_z)
     S_z = np.zeros(n_K)  # Σ_rows w·q(z = c)
     # sufficient statistics the local step hands to the global step
-    acc_w_0 = np.zeros((n_K, n_V))
+    acc_w_0 = np.zeros((n_V, n_K))
     # start every global at its prior
-    update_beta(0.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, n_K)
+    update_beta(0.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, ET_beta_log, n_K)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_beta_log': lam_beta_log})
-        refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, n_V, n_K)
+        refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K)
     seed_category = np.full(n_D, -1)
     if start is None:
         start = DEFAULT_START
@@ -359,13 +369,13 @@ def fit(
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
         acc_w_0[...] = 0.0
-        local_step(True, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, E_theta_log, X_theta_log, A_z, w, XT_beta_log, lam_z_onehot, E_beta_log, H_z, acc_w_0, lgamma_sum_alpha, lgamma_alpha, n_D)
-        update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, n_K)
+        local_step(True, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, E_theta_log, X_theta_log, False, A_z, w, XT_beta_log, lam_z_onehot, E_beta_log, H_z, ET_beta_log, acc_w_0, lgamma_sum_alpha, lgamma_alpha, n_D)
+        update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, ET_beta_log, n_K)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
         rng = np.random.default_rng(seed)
         lam_beta_log += rng.gamma(100.0, 0.01, lam_beta_log.shape)
-        refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, n_V, n_K)
+        refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
     trace = []
@@ -373,8 +383,8 @@ def fit(
     start = time.perf_counter()
     for iteration in range(max_iter):
         acc_w_0[...] = 0.0
-        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, E_theta_log, X_theta_log, A_z, w, XT_beta_log, lam_z_onehot, E_beta_log, H_z, acc_w_0, lgamma_sum_alpha, lgamma_alpha, n_D)
-        update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, n_K)
+        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, E_theta_log, X_theta_log, warm_start and iteration > 0, A_z, w, XT_beta_log, lam_z_onehot, E_beta_log, H_z, ET_beta_log, acc_w_0, lgamma_sum_alpha, lgamma_alpha, n_D)
+        update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, ET_beta_log, n_K)
         elbo = elbo_global(n_K, n_V, eta, E_beta_log, lgamma_sum_eta, lgamma_eta, acc_w_0, lam_beta_log)
         elbo += elbo_local
         trace.append(elbo)
