@@ -538,10 +538,9 @@ class MeanFieldEmitter:
     def local_step_kernel(self) -> Function:
         """E-step over every item of the data plate; accumulates the sufficient statistics."""
         data_plate = self.model.data_plate
-        pdef = self.model.plate(data_plate)
         args = ArgRecorder()
         item = plate_var(data_plate)
-        for name in ("seeding", "seed_category", "max_local_iter", "local_tol"):
+        for name in ("seeding", "items", "seed_category", "max_local_iter", "local_tol"):
             args.use(name)
         per_item: list[Node] = []
         locals_ = self.plan.locals
@@ -610,7 +609,8 @@ class MeanFieldEmitter:
                                     + f"  ({self.factor_comment(factor)})"))
             per_item += emit_contraction(
                 self.layout, args,
-                Contraction(1.0, acc.local, factor.plates, dict(factor.index_dims)),
+                Contraction(1.0, acc.local, factor.plates, dict(factor.index_dims),
+                            extra=(f"{args.use('item_weight')}[{item}]",)),
                 args.use(acc.name), acc.key, {data_plate: item}, {},
             )
         # ELBO terms that involve only locals and data
@@ -648,7 +648,8 @@ class MeanFieldEmitter:
         body: list[Node] = [
             *buffers,
             Line("elbo = 0.0"),
-            Block(f"for {item} in range({args.use(dim_name(pdef.dim))})", tuple(per_item)),
+            Block("for position in range(items.shape[0])",
+                  (Line(f"{item} = items[position]"), *per_item)),
             Line("return elbo"),
         ]
         doc = ("Local step: each item's local factors to convergence, then the sufficient "
@@ -838,7 +839,18 @@ class MeanFieldEmitter:
         lines.append("}")
         return [Line(text) for text in lines]
 
-    def fit_function(self) -> Function:
+    def _state_names(self) -> list[str]:
+        """Every name a driver passes to a kernel: held by the state ``_prepare`` returns."""
+        names: list[str] = []
+        called = ["local_step", "refresh_globals", "elbo_global",
+                  *[f"update_{n}" for n in self.plan.globals]]
+        for kernel in called:
+            for a in self.kernel_args.get(kernel, ()):
+                if a not in names and a not in _DRIVER_ARGS:
+                    names.append(a)
+        return names
+
+    def prepare_function(self) -> Function:
         m = self.model
         body: list[Node] = []
         body.append(Line("hypers = dict(hypers or {})"))
@@ -897,108 +909,126 @@ class MeanFieldEmitter:
             factor = self.analysis.factors[acc.factor]
             dims = [dim_name(self.model.plate(k[1:]).dim) if k.startswith("@")
                     else dim_name(factor.dim_of(k)) for k in acc.key]
-            shape = _tuple(dims)
-            body.append(Line(f"{acc.name} = np.zeros({shape})"))
-        # initial globals: their priors
+            body.append(Line(f"{acc.name} = np.zeros({_tuple(dims)})"))
+        if self.model.data_plate is not None:
+            item_dim = dim_name(self.model.plate(self.model.data_plate).dim)
+            body.append(Line(f"all_items = np.arange({item_dim})",
+                             "the local step runs over these"))
+            body.append(Line(f"item_weight = np.ones({item_dim})",
+                             "each item's weight in the statistics (SVI+ perturbs it)"))
+            body.append(Line(f"seed_category = np.full({item_dim}, -1)"))
         body.append(Comment("start every global at its prior"))
         for name in self.plan.globals:
-            body.append(self._driver_call(f"update_{name}", {"scale": "0.0"}))
+            body.append(self._driver_call(f"update_{name}", {"scale": "0.0"}, prefix=""))
         state = ", ".join(f"{self.layout.lam(n, s)!r}: {self.layout.lam(n, s)}"
                           for n in self.plan.globals for s, _ in self.stats(n))
-        kept = ", ".join(f"{self.layout.lam(n, s)!r}: {self.layout.lam(n, s)}"
-                         for n in self.plan.kept_locals for s, _ in self.stats(n))
         if self.plan.globals:
             body.append(Block("if init is not None", (
                 Comment("warm start: the globals' natural parameters from an earlier fit"),
                 Line(f"rt.load_state(init, {{{state}}})"),
-                self._driver_call("refresh_globals", {}),
+                self._driver_call("refresh_globals", {}, prefix=""),
             )))
-        # loop
-        loop: list[Node] = []
-        for acc in self.plan.accumulators:
-            loop.append(Line(f"{acc.name}[...] = 0.0"))
-        has_local_step = self.model.data_plate is not None
         categorical = [n for n in self.plan.locals if self.family(n) == "categorical"]
-        if has_local_step:
+        if self.model.data_plate is not None and categorical:
             item_dim = dim_name(self.model.plate(self.model.data_plate).dim)
-            body.append(Line(f"seed_category = np.full({item_dim}, -1)"))
-            if categorical:
-                sizes = ", ".join(dim_name(self.var(n).categories) for n in categorical)
-                n_cat = sizes if len(categorical) == 1 else f"max({sizes})"
-                seeding: list[Node] = [
-                    Comment("start from k-means++ seed items (see cemodel.runtime.seeding); "
-                            "not part of the ELBO trace"),
-                    Line(f"seed_category = rt.seed_categories(SPEC, bound.arrays, "
-                         f"{self.model.data_plate!r}, {item_dim}, {n_cat}, seed)"),
-                    *[Line(f"{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
-                    self._driver_call("local_step", {
-                        "seeding": "True", "max_local_iter": "max_local_iter",
-                        "local_tol": "local_tol", "warm": "False"}),
-                    *[self._driver_call(f"update_{n}", {"scale": "1.0"})
-                      for n in self.plan.globals],
-                ]
-                random_start: list[Node] = [
-                    Comment("start from random pseudo-counts on the count-type globals "
-                            "(Hoffman et al. 2010)"),
-                    Line("rng = np.random.default_rng(seed)"),
-                ]
-                for name in self.plan.globals:
-                    if self.family(name) in ("dirichlet", "beta"):
-                        for stat, _ in self.stats(name):
-                            lam = self.layout.lam(name, stat)
-                            random_start.append(
-                                Line(f"{lam} += rng.gamma(100.0, 0.01, {lam}.shape)"))
-                random_start.append(self._driver_call("refresh_globals", {}))
-                body.append(Block("if start is None", (Line("start = DEFAULT_START"),)))
-                body.append(Block("if init is None and start == 'seeds'", tuple(seeding)))
-                body.append(Block("elif init is None and start == 'random'",
-                                  tuple(random_start)))
-                body.append(Block("elif init is None", (Line(
-                    "raise rt.CemDataError(f\"start: expected 'seeds' or 'random', "
-                    "found {start!r}\")"),)))
+            sizes = ", ".join(dim_name(self.var(n).categories) for n in categorical)
+            n_cat = sizes if len(categorical) == 1 else f"max({sizes})"
+            seeding: list[Node] = [
+                Comment("start from k-means++ seed items (see cemodel.runtime.seeding); "
+                        "not part of the ELBO trace"),
+                Line(f"seed_category = rt.seed_categories(SPEC, bound.arrays, "
+                     f"{self.model.data_plate!r}, {item_dim}, {n_cat}, seed)"),
+                *[Line(f"{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
+                self._driver_call("local_step", {
+                    "seeding": "True", "items": "all_items", "warm": "False"}, prefix=""),
+                *[self._driver_call(f"update_{n}", {"scale": "1.0"}, prefix="")
+                  for n in self.plan.globals],
+            ]
+            random_start: list[Node] = [
+                Comment("start from random pseudo-counts on the count-type globals "
+                        "(Hoffman et al. 2010)"),
+                Line("rng = np.random.default_rng(seed)"),
+            ]
+            for name in self.plan.globals:
+                if self.family(name) in ("dirichlet", "beta"):
+                    for stat, _ in self.stats(name):
+                        lam = self.layout.lam(name, stat)
+                        random_start.append(Line(f"{lam} += rng.gamma(100.0, 0.01, {lam}.shape)"))
+            random_start.append(self._driver_call("refresh_globals", {}, prefix=""))
+            body.append(Block("if start is None", (Line("start = DEFAULT_START"),)))
+            body.append(Block("if init is None and start == 'seeds'", tuple(seeding)))
+            body.append(Block("elif init is None and start == 'random'", tuple(random_start)))
+            body.append(Block("elif init is None", (Line(
+                "raise rt.CemDataError(f\"start: expected 'seeds' or 'random', "
+                "found {start!r}\")"),)))
+        names = ["bound", *[h.name for h in m.hypers], *self._state_names()]
+        if self.model.data_plate is not None:
+            names.append("all_items")
+        names = list(dict.fromkeys(names))
+        body.append(Line("return rt.State(" + ", ".join(f"{n}={n}" for n in names) + ")"))
+        doc = ("Bind and check the data, evaluate hyperparameters and known quantities, "
+               "allocate\nthe variational parameters and start the globals (see fit).")
+        return Function("_prepare", ("data", "hypers", "dims", "seed", "init", "start",
+                                     "max_local_iter", "local_tol"), tuple(body), doc)
+
+    def result_function(self) -> Function:
+        m = self.model
+        body: list[Node] = [Line("posterior = {}")]
+        for name in self.plan.globals + self.plan.kept_locals:
+            var = self.var(name)
+            fn, names = _PARAMS[self.family(name)]
+            lams = ", ".join(f"s.{self.layout.lam(name, st)}" for st, _ in self.stats(name))
+            unpack = ", ".join(f"{name}__{n}" for n in names)
+            body.append(Line(f"{unpack} = rt.{fn}({lams})"))
+            squeeze = "[0]" if not var.plates else ""
+            for n in names:
+                body.append(Line(f"posterior[{name + '.' + n!r}] = {name}__{n}{squeeze}"))
+            for st, _ in self.stats(name):
+                body.append(Line(f"posterior[{'E[' + st + ' ' + name + ']'!r}] = "
+                                 f"s.{self.layout.E(name, st)}{squeeze}"))
+        state = ", ".join(f"{self.layout.lam(n, st)!r}: s.{self.layout.lam(n, st)}"
+                          for n in self.plan.globals + self.plan.kept_locals
+                          for st, _ in self.stats(n))
+        body.append(Line(
+            "return rt.FitResult(posterior=posterior, elbo=np.array(trace), "
+            "iterations=len(trace), converged=converged, seconds=seconds, "
+            "dims=dict(s.bound.dims), hypers={"
+            + ", ".join(f"{h.name!r}: s.{h.name}" for h in m.hypers) + "}, "
+            + f"state={{{state}}})"))
+        return Function("_result", ("s", "trace", "converged", "seconds"), tuple(body),
+                        "The posterior in usual parameters, expectations and the state.")
+
+    def fit_function(self) -> Function:
+        m = self.model
+        body: list[Node] = [
+            Line("s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, "
+                 "local_tol)"),
+        ]
+        loop: list[Node] = [Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators]
+        if self.model.data_plate is not None:
             loop.append(self._driver_call(
-                "local_step",
-                {"seeding": "False", "max_local_iter": "max_local_iter",
-                 "local_tol": "local_tol", "warm": "warm_start and iteration > 0"},
-                result="elbo_local"))
+                "local_step", {"seeding": "False", "items": "s.all_items",
+                               "warm": "warm_start and iteration > 0"}, result="elbo_local"))
         else:
             loop.append(Line("elbo_local = 0.0"))
         for name in self.plan.globals:
             loop.append(self._driver_call(f"update_{name}", {"scale": "1.0"}))
-        loop.append(self._driver_call("elbo_global", {}, result="elbo"))
-        loop.append(Line("elbo += elbo_local"))
-        loop.append(Line("trace.append(elbo)"))
-        loop.append(Line("rt.check_elbo_increase(trace, warn_decrease)"))
-        loop.append(Block("if callback is not None", (
-            Line("callback(iteration, elbo, time.perf_counter() - start)"),)))
-        loop.append(Block("if rt.converged(trace, tol)", (
-            Line("converged = True"), Line("break"))))
-        body.append(Line("trace = []"))
-        body.append(Line("converged = False"))
-        body.append(Line("start = time.perf_counter()"))
-        body.append(Block("for iteration in range(max_iter)", tuple(loop)))
-        # result
-        body.append(Line("posterior = {}"))
-        for name in self.plan.globals + self.plan.kept_locals:
-            var = self.var(name)
-            family = self.family(name)
-            fn, names = _PARAMS[family]
-            lams = ", ".join(self.layout.lam(name, s) for s, _ in self.stats(name))
-            unpack = ", ".join(f"{name}__{n}" for n in names)
-            body.append(Line(f"{unpack} = rt.{fn}({lams})"))
-            for n in names:
-                squeeze = "[0]" if not var.plates else ""
-                body.append(Line(f"posterior[{name + '.' + n!r}] = {name}__{n}{squeeze}"))
-            for s, _ in self.stats(name):
-                squeeze = "[0]" if not var.plates else ""
-                body.append(Line(f"posterior[{'E[' + s + ' ' + name + ']'!r}] = "
-                                 f"{self.layout.E(name, s)}{squeeze}"))
-        body.append(Line(
-            "return rt.FitResult(posterior=posterior, elbo=np.array(trace), "
-            "iterations=len(trace), converged=converged, seconds=time.perf_counter() - start, "
-            "dims=dict(bound.dims), hypers={"
-            + ", ".join(f"{h.name!r}: {h.name}" for h in m.hypers) + "}, "
-            + f"state={{{', '.join(x for x in (state, kept) if x)}}})"))
+        loop += [
+            self._driver_call("elbo_global", {}, result="elbo"),
+            Line("elbo += elbo_local"),
+            Line("trace.append(elbo)"),
+            Line("rt.check_elbo_increase(trace, warn_decrease)"),
+            Block("if callback is not None", (
+                Line("callback(iteration, elbo, time.perf_counter() - clock)"),)),
+            Block("if rt.converged(trace, tol)", (Line("converged = True"), Line("break"))),
+        ]
+        body += [
+            Line("trace = []"),
+            Line("converged = False"),
+            Line("clock = time.perf_counter()"),
+            Block("for iteration in range(max_iter)", tuple(loop)),
+            Line("return _result(s, trace, converged, time.perf_counter() - clock)"),
+        ]
         args = ("data", "*", "hypers=None", "dims=None", "max_iter=200", "tol=1e-6",
                 "max_local_iter=100", "local_tol=1e-3", "seed=0", "callback=None",
                 "warn_decrease=True", "init=None", "start=None", "warm_start=False")
@@ -1012,6 +1042,82 @@ class MeanFieldEmitter:
                "warm_start: start each item's local step from its previous values instead of "
                "its prior\n(fewer sweeps; may settle in a different optimum).")
         return Function("fit", args, tuple(body), doc)
+
+    def fit_svi_function(self) -> Function:
+        """SVI (Hoffman et al. 2013) and SVI+ (Paisley's annealing, Definition 1)."""
+        m = self.model
+        item_dim = dim_name(self.model.plate(self.model.data_plate).dim)
+        globals_ = self.plan.globals
+        lams = [(n, st) for n in globals_ for st, _ in self.stats(n)]
+        step: list[Node] = [
+            Line("batch = order[begin:begin + batch_size]"),
+            Line("rho = step_scale * (step + tau) ** (-kappa)"),
+            Line("s.item_weight[...] = 1.0"),
+            Block("if effective_batch_size is not None", (
+                Line("size_m = rt.effective_size(effective_batch_size, step, len(batch))"),
+                Line("s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)"),
+            ), comment="SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)"),
+            *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
+            self._driver_call("local_step", {"seeding": "False", "items": "batch",
+                                             "warm": "False"}),
+            Comment("λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then "
+                    "λ ← (1 − ρ)λ + ρλ̂"),
+            *[Line(f"old_{n}_{st} = s.{self.layout.lam(n, st)}.copy()") for n, st in lams],
+            Block("try", (
+                *[self._driver_call(f"update_{n}", {"scale": f"{item_dim}_total / len(batch)"})
+                  for n in globals_],
+                *[Line(f"s.{self.layout.lam(n, st)}[...] = (1.0 - rho) * old_{n}_{st} + rho * "
+                       f"s.{self.layout.lam(n, st)}") for n, st in lams],
+                self._driver_call("refresh_globals", {}),
+            )),
+            Block("except np.linalg.LinAlgError", (
+                Line("raise rt.invalid_step(step, effective_batch_size) from None"),)),
+            Line("rt.check_step({" + ", ".join(
+                f"{self.layout.E(n, st)!r}: s.{self.layout.E(n, st)}"
+                for n in globals_ for st, _ in self.stats(n)) + "}, step, effective_batch_size)"),
+            Line("step += 1"),
+        ]
+        epoch: list[Node] = [
+            Line(f"order = rng.permutation({item_dim}_total)"),
+            Block("for begin in range(0, len(order), batch_size)", tuple(step)),
+            Comment("the full-data ELBO at optimal locals for the current globals"),
+            Line("s.item_weight[...] = 1.0"),
+            *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
+            self._driver_call("local_step", {"seeding": "False", "items": "s.all_items",
+                                             "warm": "False"}, result="elbo"),
+            self._driver_call("elbo_global", {}, result="elbo_global_part"),
+            Line("elbo += elbo_global_part"),
+            Line("trace.append(elbo)"),
+            Block("if callback is not None", (
+                Line("callback(epoch, elbo, time.perf_counter() - clock)"),)),
+        ]
+        body: list[Node] = [
+            Line("s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, "
+                 "local_tol)"),
+            Line(f"{item_dim}_total = len(s.all_items)"),
+            Line("batch_size = min(int(batch_size), len(s.all_items))"),
+            Line("rng = np.random.default_rng([seed, 1])", "minibatches"),
+            Line("noise = np.random.default_rng([seed, 2])", "SVI+ perturbations, a stream "
+                 "of their own"),
+            Line("trace = []"),
+            Line("step = 1", "t = 1, 2, ... (Hoffman et al. 2013)"),
+            Line("clock = time.perf_counter()"),
+            Block("for epoch in range(epochs)", tuple(epoch)),
+            Line("return _result(s, trace, False, time.perf_counter() - clock)"),
+        ]
+        args = ("data", "*", "hypers=None", "dims=None", "epochs=10", "batch_size=256",
+                "kappa=0.7", "tau=10.0", "step_scale=1.0", "effective_batch_size=None",
+                "max_local_iter=100", "local_tol=1e-3", "seed=0", "callback=None",
+                "init=None", "start=None")
+        doc = (f"Fit {m.name} by stochastic variational inference over its data plate.\n\n"
+               "Each step draws a minibatch S (without replacement within an epoch), runs the "
+               "local step on it,\nand moves every global by ρ_t = step_scale·(t + tau)^−kappa "
+               "towards λ̂ = η + N/|S| Σ_S E[t_n].\n"
+               "effective_batch_size M (a number, or a function of the step) turns on SVI+: "
+               "each E[t_n] is\nweighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); "
+               "M = |S| is SVI exactly.\n"
+               "The ELBO trace holds the full-data bound after each epoch.")
+        return Function("fit_svi", args, tuple(body), doc)
 
     def default_start(self) -> str:
         """'random' when every global selected by a categorical is count-type (Dirichlet or
@@ -1028,9 +1134,17 @@ class MeanFieldEmitter:
             return "random"
         return "seeds"
 
-    def _driver_call(self, kernel: str, overrides: dict[str, str], result: str | None = None
-                     ) -> Line:
-        call_args = [overrides.get(a, a) for a in self.kernel_args[kernel]]
+    def _driver_call(self, kernel: str, overrides: dict[str, str], result: str | None = None,
+                     prefix: str = "s.") -> Line:
+        """A kernel call from a driver: arguments from the state ``s`` unless overridden."""
+        call_args = []
+        for a in self.kernel_args[kernel]:
+            if a in overrides:
+                call_args.append(overrides[a])
+            elif a in _DRIVER_ARGS:
+                call_args.append(a)
+            else:
+                call_args.append(prefix + a)
         text = f"{kernel}({', '.join(call_args)})"
         return Line(f"{result} = {text}" if result else text)
 
@@ -1082,7 +1196,9 @@ class MeanFieldEmitter:
         if self.plan.globals:
             self.kernels.append(self.refresh_kernel())
         self.kernels.append(self.elbo_global_kernel())
-        fit = self.fit_function()
+        drivers = [self.prepare_function(), self.result_function(), self.fit_function()]
+        if m.data_plate is not None:
+            drivers.append(self.fit_svi_function())
         doc = (f"{m.name}: batch mean-field variational Bayes, generated by cemodel "
                f"{__version__}.\n\n"
                f"Model file: {m.source.filename} (sha256 {source_hash(m)[:16]})\n"
@@ -1097,7 +1213,7 @@ class MeanFieldEmitter:
             Blank(),
             *self.spec_literal(),
             *self.kernels,
-            fit,
+            *drivers,
         ]
         imports = ("import time", "", "import numpy as np", "from numba import njit", "",
                    "from cemodel import runtime as rt")
@@ -1107,6 +1223,10 @@ class MeanFieldEmitter:
 def _key_plates(acc) -> tuple[str, ...]:
     """Inner plates an accumulator keeps (``@plate`` entries of its key)."""
     return tuple(k[1:] for k in acc.key if k.startswith("@"))
+
+
+# names a driver supplies itself rather than reading from the state
+_DRIVER_ARGS = ("scale", "seeding", "items", "warm", "max_local_iter", "local_tol")
 
 
 def _tuple(items) -> str:

@@ -7,8 +7,13 @@ from .binding import check_hyper_names as check_hyper_names
 from .binding import hyper_value as hyper_value
 from .driver import ElboDecreaseWarning as ElboDecreaseWarning
 from .driver import FitResult as FitResult
+from .driver import State as State
+from .driver import annealing_weights as annealing_weights
 from .driver import check_elbo_increase as check_elbo_increase
+from .driver import check_step as check_step
 from .driver import converged as converged
+from .driver import effective_size as effective_size
+from .driver import invalid_step as invalid_step
 from .driver import load_state as load_state
 from .driver import max_length as max_length
 from .families import bernoulli_expected_stats as bernoulli_expected_stats

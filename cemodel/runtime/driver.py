@@ -76,3 +76,55 @@ def load_state(init: dict, arrays: dict[str, np.ndarray]) -> None:
             raise CemDataError(f"init '{name}': expected finite values, found NaN or inf")
         target[...] = value
 
+
+
+class State:
+    """The arrays and sizes a generated fit passes to its kernels (attribute access)."""
+
+    def __init__(self, **values: object) -> None:
+        self.__dict__.update(values)
+
+
+def effective_size(effective_batch_size, step: int, batch: int) -> float:
+    """M_t for SVI+: a number, or a function of the step (e.g. ``lambda t: 50 * (t + 1)``),
+    capped at the batch size (M = |S| is plain SVI)."""
+    value = effective_batch_size(step) if callable(effective_batch_size) else effective_batch_size
+    value = float(value)
+    if not value > 0:
+        from ..errors import CemDataError
+
+        raise CemDataError(f"effective_batch_size: expected a positive number, found {value!r}")
+    return min(value, float(batch))
+
+
+def annealing_weights(rng: np.random.Generator, batch: int, size_m: float) -> np.ndarray:
+    """SVI+ (Paisley, Definition 1): 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1).
+
+    With M = |S| the variance is zero and no random number is drawn: plain SVI."""
+    variance = batch / size_m - 1.0
+    if variance <= 0.0:
+        return np.ones(batch)
+    eps = rng.normal(0.0, np.sqrt(variance), batch)
+    return 1.0 + eps - eps.mean()
+
+
+def invalid_step(step: int, effective_batch_size) -> Exception:
+    """A stochastic step left a posterior's domain (e.g. a scale matrix not positive-definite)."""
+    from ..errors import CemError
+
+    if effective_batch_size is not None:
+        return CemError(
+            f"SVI+ step {step}: the annealing noise moved a global posterior outside its domain "
+            "(a natural parameter that is not valid for its family)",
+            hint="use a larger effective_batch_size (less noise) or a smaller step "
+                 "(larger tau, smaller step_scale)")
+    return CemError(
+        f"SVI step {step}: a global posterior left its domain",
+        hint="use a smaller step (larger tau, smaller step_scale) or a larger batch_size")
+
+
+def check_step(expectations: dict[str, np.ndarray], step: int, effective_batch_size) -> None:
+    """Every global expectation is finite after a stochastic step, or a clear error."""
+    for array in expectations.values():
+        if not np.all(np.isfinite(array)):
+            raise invalid_step(step, effective_batch_size)

@@ -80,6 +80,7 @@ def update_z(
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
+        items,
         seed_category,
         max_local_iter,
         local_tol,
@@ -91,18 +92,19 @@ def local_step(
         x,
         E_p_log,
         E_p_log1m,
+        item_weight,
         acc_z_0,
         acc_x_0,
         acc_x_1,
         acc_x_2,
-        n_N,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
     Returns the ELBO terms that involve only local variables and data.
     """
     elbo = 0.0
-    for i_points in range(n_N):
+    for position in range(items.shape[0]):
+        i_points = items[position]
         if seeding:  # k-means++ seed items: seed c is all category c
             E_z_onehot[i_points] = 0.0
             if 0 <= seed_category[i_points] < n_K:
@@ -111,19 +113,19 @@ def local_step(
             update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, E_p_log1m, E_z_onehot)
         # acc_z_0[k] += q(z[points]=k)  (bernoulli_mixture.cem:26:5)
         for t_k in range(n_K):
-            acc_z_0[t_k] += E_z_onehot[i_points, t_k]
+            acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
         # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
-                acc_x_0[t_g0, i_dims] += x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
+                acc_x_0[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
         # acc_x_1[g0, @dims] += q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
-                acc_x_1[t_g0, i_dims] += E_z_onehot[i_points, t_g0]
+                acc_x_1[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
         # acc_x_2[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
-                acc_x_2[t_g0, i_dims] += x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
+                acc_x_2[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
         # ELBO: local terms and local entropies
         elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
     return elbo
@@ -269,30 +271,9 @@ def elbo_global(
     return elbo
 
 
-def fit(
-        data,
-        *,
-        hypers=None,
-        dims=None,
-        max_iter=200,
-        tol=1e-6,
-        max_local_iter=100,
-        local_tol=1e-3,
-        seed=0,
-        callback=None,
-        warn_decrease=True,
-        init=None,
-        start=None,
-        warm_start=False,
-):
-    """Fit bernoulli_mixture by batch mean-field variational Bayes (coordinate ascent).
-
-    data: a mapping from each observed variable (and covariate) to its array; see SPEC.
-    Stops when the relative change of the ELBO falls below tol.
-    init: the `state` of an earlier result, to continue from its globals.
-    start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
-    warm_start: start each item's local step from its previous values instead of its prior
-    (fewer sweeps; may settle in a different optimum).
+def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
+    """Bind and check the data, evaluate hyperparameters and known quantities, allocate
+    the variational parameters and start the globals (see fit).
     """
     hypers = dict(hypers or {})
     rt.check_hyper_names(hypers, ['alpha', 'a', 'b'])
@@ -324,6 +305,9 @@ def fit(
     acc_x_0 = np.zeros((n_K, n_P))
     acc_x_1 = np.zeros((n_K, n_P))
     acc_x_2 = np.zeros((n_K, n_P))
+    all_items = np.arange(n_N)  # the local step runs over these
+    item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
+    seed_category = np.full(n_N, -1)
     # start every global at its prior
     update_p(0.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p_log, E_p_log1m, n_K, n_P)
     update_pi(0.0, lam_pi_log, n_K, alpha_K, acc_z_0, E_pi_log)
@@ -331,7 +315,6 @@ def fit(
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_p_log': lam_p_log, 'lam_p_log1m': lam_p_log1m, 'lam_pi_log': lam_pi_log})
         refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m, n_K, n_P, lam_pi_log, E_pi_log)
-    seed_category = np.full(n_N, -1)
     if start is None:
         start = DEFAULT_START
     if init is None and start == 'seeds':
@@ -341,7 +324,7 @@ def fit(
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
-        local_step(True, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, E_p_log1m, acc_z_0, acc_x_0, acc_x_1, acc_x_2, n_N)
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, E_p_log1m, item_weight, acc_z_0, acc_x_0, acc_x_1, acc_x_2)
         update_p(1.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p_log, E_p_log1m, n_K, n_P)
         update_pi(1.0, lam_pi_log, n_K, alpha_K, acc_z_0, E_pi_log)
     elif init is None and start == 'random':
@@ -353,36 +336,149 @@ def fit(
         refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m, n_K, n_P, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
+    return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
+
+
+def _result(s, trace, converged, seconds):
+    """The posterior in usual parameters, expectations and the state."""
+    posterior = {}
+    p__a, p__b = rt.beta_params(s.lam_p_log, s.lam_p_log1m)
+    posterior['p.a'] = p__a
+    posterior['p.b'] = p__b
+    posterior['E[log p]'] = s.E_p_log
+    posterior['E[log1m p]'] = s.E_p_log1m
+    pi__alpha = rt.dirichlet_params(s.lam_pi_log)
+    posterior['pi.alpha'] = pi__alpha[0]
+    posterior['E[log pi]'] = s.E_pi_log[0]
+    z__probs = rt.categorical_params(s.lam_z_onehot)
+    posterior['z.probs'] = z__probs
+    posterior['E[onehot z]'] = s.E_z_onehot
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'a': s.a, 'b': s.b}, state={'lam_p_log': s.lam_p_log, 'lam_p_log1m': s.lam_p_log1m, 'lam_pi_log': s.lam_pi_log, 'lam_z_onehot': s.lam_z_onehot})
+
+
+def fit(
+        data,
+        *,
+        hypers=None,
+        dims=None,
+        max_iter=200,
+        tol=1e-6,
+        max_local_iter=100,
+        local_tol=1e-3,
+        seed=0,
+        callback=None,
+        warn_decrease=True,
+        init=None,
+        start=None,
+        warm_start=False,
+):
+    """Fit bernoulli_mixture by batch mean-field variational Bayes (coordinate ascent).
+
+    data: a mapping from each observed variable (and covariate) to its array; see SPEC.
+    Stops when the relative change of the ELBO falls below tol.
+    init: the `state` of an earlier result, to continue from its globals.
+    start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
+    warm_start: start each item's local step from its previous values instead of its prior
+    (fewer sweeps; may settle in a different optimum).
+    """
+    s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     trace = []
     converged = False
-    start = time.perf_counter()
+    clock = time.perf_counter()
     for iteration in range(max_iter):
-        acc_z_0[...] = 0.0
-        acc_x_0[...] = 0.0
-        acc_x_1[...] = 0.0
-        acc_x_2[...] = 0.0
-        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, E_p_log1m, acc_z_0, acc_x_0, acc_x_1, acc_x_2, n_N)
-        update_p(1.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p_log, E_p_log1m, n_K, n_P)
-        update_pi(1.0, lam_pi_log, n_K, alpha_K, acc_z_0, E_pi_log)
-        elbo = elbo_global(n_K, alpha_K, E_pi_log, lgamma_sum_alpha_K, lgamma_alpha_K, n_P, a, E_p_log, b, E_p_log1m, lbeta_a_b, acc_z_0, acc_x_0, acc_x_1, acc_x_2, lam_p_log, lam_p_log1m, lam_pi_log)
+        s.acc_z_0[...] = 0.0
+        s.acc_x_0[...] = 0.0
+        s.acc_x_1[...] = 0.0
+        s.acc_x_2[...] = 0.0
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+        update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
+        update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, s.E_pi_log)
+        elbo = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
         elbo += elbo_local
         trace.append(elbo)
         rt.check_elbo_increase(trace, warn_decrease)
         if callback is not None:
-            callback(iteration, elbo, time.perf_counter() - start)
+            callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):
             converged = True
             break
-    posterior = {}
-    p__a, p__b = rt.beta_params(lam_p_log, lam_p_log1m)
-    posterior['p.a'] = p__a
-    posterior['p.b'] = p__b
-    posterior['E[log p]'] = E_p_log
-    posterior['E[log1m p]'] = E_p_log1m
-    pi__alpha = rt.dirichlet_params(lam_pi_log)
-    posterior['pi.alpha'] = pi__alpha[0]
-    posterior['E[log pi]'] = E_pi_log[0]
-    z__probs = rt.categorical_params(lam_z_onehot)
-    posterior['z.probs'] = z__probs
-    posterior['E[onehot z]'] = E_z_onehot
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=time.perf_counter() - start, dims=dict(bound.dims), hypers={'alpha': alpha, 'a': a, 'b': b}, state={'lam_p_log': lam_p_log, 'lam_p_log1m': lam_p_log1m, 'lam_pi_log': lam_pi_log, 'lam_z_onehot': lam_z_onehot})
+    return _result(s, trace, converged, time.perf_counter() - clock)
+
+
+def fit_svi(
+        data,
+        *,
+        hypers=None,
+        dims=None,
+        epochs=10,
+        batch_size=256,
+        kappa=0.7,
+        tau=10.0,
+        step_scale=1.0,
+        effective_batch_size=None,
+        max_local_iter=100,
+        local_tol=1e-3,
+        seed=0,
+        callback=None,
+        init=None,
+        start=None,
+):
+    """Fit bernoulli_mixture by stochastic variational inference over its data plate.
+
+    Each step draws a minibatch S (without replacement within an epoch), runs the local step on it,
+    and moves every global by ρ_t = step_scale·(t + tau)^−kappa towards λ̂ = η + N/|S| Σ_S E[t_n].
+    effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
+    weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
+    The ELBO trace holds the full-data bound after each epoch.
+    """
+    s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    n_N_total = len(s.all_items)
+    batch_size = min(int(batch_size), len(s.all_items))
+    rng = np.random.default_rng([seed, 1])  # minibatches
+    noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
+    trace = []
+    step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
+    clock = time.perf_counter()
+    for epoch in range(epochs):
+        order = rng.permutation(n_N_total)
+        for begin in range(0, len(order), batch_size):
+            batch = order[begin:begin + batch_size]
+            rho = step_scale * (step + tau) ** (-kappa)
+            s.item_weight[...] = 1.0
+            # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
+            if effective_batch_size is not None:
+                size_m = rt.effective_size(effective_batch_size, step, len(batch))
+                s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)
+            s.acc_z_0[...] = 0.0
+            s.acc_x_0[...] = 0.0
+            s.acc_x_1[...] = 0.0
+            s.acc_x_2[...] = 0.0
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
+            old_p_log = s.lam_p_log.copy()
+            old_p_log1m = s.lam_p_log1m.copy()
+            old_pi_log = s.lam_pi_log.copy()
+            try:
+                update_p(n_N_total / len(batch), s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
+                update_pi(n_N_total / len(batch), s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, s.E_pi_log)
+                s.lam_p_log[...] = (1.0 - rho) * old_p_log + rho * s.lam_p_log
+                s.lam_p_log1m[...] = (1.0 - rho) * old_p_log1m + rho * s.lam_p_log1m
+                s.lam_pi_log[...] = (1.0 - rho) * old_pi_log + rho * s.lam_pi_log
+                refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m, s.n_K, s.n_P, s.lam_pi_log, s.E_pi_log)
+            except np.linalg.LinAlgError:
+                raise rt.invalid_step(step, effective_batch_size) from None
+            rt.check_step({'E_p_log': s.E_p_log, 'E_p_log1m': s.E_p_log1m, 'E_pi_log': s.E_pi_log}, step, effective_batch_size)
+            step += 1
+        # the full-data ELBO at optimal locals for the current globals
+        s.item_weight[...] = 1.0
+        s.acc_z_0[...] = 0.0
+        s.acc_x_0[...] = 0.0
+        s.acc_x_1[...] = 0.0
+        s.acc_x_2[...] = 0.0
+        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+        elbo_global_part = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
+        elbo += elbo_global_part
+        trace.append(elbo)
+        if callback is not None:
+            callback(epoch, elbo, time.perf_counter() - clock)
+    return _result(s, trace, False, time.perf_counter() - clock)

@@ -37,31 +37,33 @@ SPEC = {
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
+        items,
         seed_category,
         max_local_iter,
         local_tol,
+        item_weight,
         acc_x_0,
         x,
         acc_x_1,
         acc_x_2,
-        n_N,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
     Returns the ELBO terms that involve only local variables and data.
     """
     elbo = 0.0
-    for i_trials in range(n_N):
+    for position in range(items.shape[0]):
+        i_trials = items[position]
         if seeding:  # k-means++ seed items: seed c is all category c
             pass
         else:
             pass
         # acc_x_0[] += x[trials]  (beta_bernoulli.cem:13:5)
-        acc_x_0 += x[i_trials]
+        acc_x_0 += item_weight[i_trials] * x[i_trials]
         # acc_x_1[] +=   (beta_bernoulli.cem:13:5)
-        acc_x_1 += 1.0
+        acc_x_1 += item_weight[i_trials]
         # acc_x_2[] += x[trials]  (beta_bernoulli.cem:13:5)
-        acc_x_2 += x[i_trials]
+        acc_x_2 += item_weight[i_trials] * x[i_trials]
         # ELBO: local terms and local entropies
     return elbo
 
@@ -129,6 +131,52 @@ def elbo_global(
     return elbo
 
 
+def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
+    """Bind and check the data, evaluate hyperparameters and known quantities, allocate
+    the variational parameters and start the globals (see fit).
+    """
+    hypers = dict(hypers or {})
+    rt.check_hyper_names(hypers, ['a', 'b'])
+    bound = rt.bind_data(SPEC, data, dims)
+    n_N = bound.dims['N']
+    x = bound.arrays['x']
+    # hyperparameters (defaults from the model file)
+    a = rt.hyper_value(hypers, 'a', 2.0, ())
+    b = rt.hyper_value(hypers, 'b', 3.0, ())
+    # known quantities: functions of hyperparameters and data
+    lbeta_a_b = rt.lbeta(a, b)  # lbeta(a, b)
+    # variational parameters (natural, coefficient form) and E[t]
+    lam_p_log = np.zeros((1,))
+    E_p_log = np.zeros((1,))
+    lam_p_log1m = np.zeros((1,))
+    E_p_log1m = np.zeros((1,))
+    # sufficient statistics the local step hands to the global step
+    acc_x_0 = np.zeros(())
+    acc_x_1 = np.zeros(())
+    acc_x_2 = np.zeros(())
+    all_items = np.arange(n_N)  # the local step runs over these
+    item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
+    seed_category = np.full(n_N, -1)
+    # start every global at its prior
+    update_p(0.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p_log, E_p_log1m)
+    if init is not None:
+        # warm start: the globals' natural parameters from an earlier fit
+        rt.load_state(init, {'lam_p_log': lam_p_log, 'lam_p_log1m': lam_p_log1m})
+        refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m)
+    return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0=acc_x_0, x=x, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_p_log=lam_p_log, E_p_log=E_p_log, lam_p_log1m=lam_p_log1m, E_p_log1m=E_p_log1m, lbeta_a_b=lbeta_a_b, all_items=all_items)
+
+
+def _result(s, trace, converged, seconds):
+    """The posterior in usual parameters, expectations and the state."""
+    posterior = {}
+    p__a, p__b = rt.beta_params(s.lam_p_log, s.lam_p_log1m)
+    posterior['p.a'] = p__a[0]
+    posterior['p.b'] = p__b[0]
+    posterior['E[log p]'] = s.E_p_log[0]
+    posterior['E[log1m p]'] = s.E_p_log1m[0]
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'b': s.b}, state={'lam_p_log': s.lam_p_log, 'lam_p_log1m': s.lam_p_log1m})
+
+
 def fit(
         data,
         *,
@@ -154,54 +202,97 @@ def fit(
     warm_start: start each item's local step from its previous values instead of its prior
     (fewer sweeps; may settle in a different optimum).
     """
-    hypers = dict(hypers or {})
-    rt.check_hyper_names(hypers, ['a', 'b'])
-    bound = rt.bind_data(SPEC, data, dims)
-    n_N = bound.dims['N']
-    x = bound.arrays['x']
-    # hyperparameters (defaults from the model file)
-    a = rt.hyper_value(hypers, 'a', 2.0, ())
-    b = rt.hyper_value(hypers, 'b', 3.0, ())
-    # known quantities: functions of hyperparameters and data
-    lbeta_a_b = rt.lbeta(a, b)  # lbeta(a, b)
-    # variational parameters (natural, coefficient form) and E[t]
-    lam_p_log = np.zeros((1,))
-    E_p_log = np.zeros((1,))
-    lam_p_log1m = np.zeros((1,))
-    E_p_log1m = np.zeros((1,))
-    # sufficient statistics the local step hands to the global step
-    acc_x_0 = np.zeros(())
-    acc_x_1 = np.zeros(())
-    acc_x_2 = np.zeros(())
-    # start every global at its prior
-    update_p(0.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p_log, E_p_log1m)
-    if init is not None:
-        # warm start: the globals' natural parameters from an earlier fit
-        rt.load_state(init, {'lam_p_log': lam_p_log, 'lam_p_log1m': lam_p_log1m})
-        refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m)
-    seed_category = np.full(n_N, -1)
+    s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     trace = []
     converged = False
-    start = time.perf_counter()
+    clock = time.perf_counter()
     for iteration in range(max_iter):
-        acc_x_0[...] = 0.0
-        acc_x_1[...] = 0.0
-        acc_x_2[...] = 0.0
-        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, acc_x_0, x, acc_x_1, acc_x_2, n_N)
-        update_p(1.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p_log, E_p_log1m)
-        elbo = elbo_global(a, E_p_log, b, E_p_log1m, lbeta_a_b, acc_x_0, acc_x_1, acc_x_2, lam_p_log, lam_p_log1m)
+        s.acc_x_0[...] = 0.0
+        s.acc_x_1[...] = 0.0
+        s.acc_x_2[...] = 0.0
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.acc_x_2)
+        update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_p_log, s.E_p_log1m)
+        elbo = elbo_global(s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m)
         elbo += elbo_local
         trace.append(elbo)
         rt.check_elbo_increase(trace, warn_decrease)
         if callback is not None:
-            callback(iteration, elbo, time.perf_counter() - start)
+            callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):
             converged = True
             break
-    posterior = {}
-    p__a, p__b = rt.beta_params(lam_p_log, lam_p_log1m)
-    posterior['p.a'] = p__a[0]
-    posterior['p.b'] = p__b[0]
-    posterior['E[log p]'] = E_p_log[0]
-    posterior['E[log1m p]'] = E_p_log1m[0]
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=time.perf_counter() - start, dims=dict(bound.dims), hypers={'a': a, 'b': b}, state={'lam_p_log': lam_p_log, 'lam_p_log1m': lam_p_log1m})
+    return _result(s, trace, converged, time.perf_counter() - clock)
+
+
+def fit_svi(
+        data,
+        *,
+        hypers=None,
+        dims=None,
+        epochs=10,
+        batch_size=256,
+        kappa=0.7,
+        tau=10.0,
+        step_scale=1.0,
+        effective_batch_size=None,
+        max_local_iter=100,
+        local_tol=1e-3,
+        seed=0,
+        callback=None,
+        init=None,
+        start=None,
+):
+    """Fit beta_bernoulli by stochastic variational inference over its data plate.
+
+    Each step draws a minibatch S (without replacement within an epoch), runs the local step on it,
+    and moves every global by ρ_t = step_scale·(t + tau)^−kappa towards λ̂ = η + N/|S| Σ_S E[t_n].
+    effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
+    weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
+    The ELBO trace holds the full-data bound after each epoch.
+    """
+    s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    n_N_total = len(s.all_items)
+    batch_size = min(int(batch_size), len(s.all_items))
+    rng = np.random.default_rng([seed, 1])  # minibatches
+    noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
+    trace = []
+    step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
+    clock = time.perf_counter()
+    for epoch in range(epochs):
+        order = rng.permutation(n_N_total)
+        for begin in range(0, len(order), batch_size):
+            batch = order[begin:begin + batch_size]
+            rho = step_scale * (step + tau) ** (-kappa)
+            s.item_weight[...] = 1.0
+            # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
+            if effective_batch_size is not None:
+                size_m = rt.effective_size(effective_batch_size, step, len(batch))
+                s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)
+            s.acc_x_0[...] = 0.0
+            s.acc_x_1[...] = 0.0
+            s.acc_x_2[...] = 0.0
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.acc_x_2)
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
+            old_p_log = s.lam_p_log.copy()
+            old_p_log1m = s.lam_p_log1m.copy()
+            try:
+                update_p(n_N_total / len(batch), s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_p_log, s.E_p_log1m)
+                s.lam_p_log[...] = (1.0 - rho) * old_p_log + rho * s.lam_p_log
+                s.lam_p_log1m[...] = (1.0 - rho) * old_p_log1m + rho * s.lam_p_log1m
+                refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m)
+            except np.linalg.LinAlgError:
+                raise rt.invalid_step(step, effective_batch_size) from None
+            rt.check_step({'E_p_log': s.E_p_log, 'E_p_log1m': s.E_p_log1m}, step, effective_batch_size)
+            step += 1
+        # the full-data ELBO at optimal locals for the current globals
+        s.item_weight[...] = 1.0
+        s.acc_x_0[...] = 0.0
+        s.acc_x_1[...] = 0.0
+        s.acc_x_2[...] = 0.0
+        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.acc_x_2)
+        elbo_global_part = elbo_global(s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m)
+        elbo += elbo_global_part
+        trace.append(elbo)
+        if callback is not None:
+            callback(epoch, elbo, time.perf_counter() - clock)
+    return _result(s, trace, False, time.perf_counter() - clock)

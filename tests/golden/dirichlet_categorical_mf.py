@@ -36,20 +36,21 @@ SPEC = {
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def local_step(seeding, seed_category, max_local_iter, local_tol, acc_x_0, x, n_N):
+def local_step(seeding, items, seed_category, max_local_iter, local_tol, item_weight, acc_x_0, x):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
     Returns the ELBO terms that involve only local variables and data.
     """
     elbo = 0.0
-    for i_rolls in range(n_N):
+    for position in range(items.shape[0]):
+        i_rolls = items[position]
         if seeding:  # k-means++ seed items: seed c is all category c
             pass
         else:
             pass
         # acc_x_0[k] += onehot(x[rolls])  (dirichlet_categorical.cem:13:5)
         t_k = x[i_rolls]
-        acc_x_0[t_k] += 1.0
+        acc_x_0[t_k] += item_weight[i_rolls]
         # ELBO: local terms and local entropies
     return elbo
 
@@ -100,6 +101,47 @@ def elbo_global(n_K, alpha, E_p_log, lgamma_sum_alpha, lgamma_alpha, acc_x_0, la
     return elbo
 
 
+def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
+    """Bind and check the data, evaluate hyperparameters and known quantities, allocate
+    the variational parameters and start the globals (see fit).
+    """
+    hypers = dict(hypers or {})
+    rt.check_hyper_names(hypers, ['alpha'])
+    bound = rt.bind_data(SPEC, data, dims)
+    n_K = bound.dims['K']
+    n_N = bound.dims['N']
+    x = bound.arrays['x']
+    # hyperparameters (defaults from the model file)
+    alpha = rt.hyper_value(hypers, 'alpha', 1.0, ())
+    # known quantities: functions of hyperparameters and data
+    lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
+    lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))
+    # variational parameters (natural, coefficient form) and E[t]
+    lam_p_log = np.zeros((1, n_K))
+    E_p_log = np.zeros((1, n_K))
+    # sufficient statistics the local step hands to the global step
+    acc_x_0 = np.zeros((n_K,))
+    all_items = np.arange(n_N)  # the local step runs over these
+    item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
+    seed_category = np.full(n_N, -1)
+    # start every global at its prior
+    update_p(0.0, lam_p_log, n_K, alpha, acc_x_0, E_p_log)
+    if init is not None:
+        # warm start: the globals' natural parameters from an earlier fit
+        rt.load_state(init, {'lam_p_log': lam_p_log})
+        refresh_globals(lam_p_log, E_p_log)
+    return rt.State(bound=bound, alpha=alpha, seed_category=seed_category, item_weight=item_weight, acc_x_0=acc_x_0, x=x, lam_p_log=lam_p_log, E_p_log=E_p_log, n_K=n_K, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, all_items=all_items)
+
+
+def _result(s, trace, converged, seconds):
+    """The posterior in usual parameters, expectations and the state."""
+    posterior = {}
+    p__alpha = rt.dirichlet_params(s.lam_p_log)
+    posterior['p.alpha'] = p__alpha[0]
+    posterior['E[log p]'] = s.E_p_log[0]
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha}, state={'lam_p_log': s.lam_p_log})
+
+
 def fit(
         data,
         *,
@@ -125,47 +167,89 @@ def fit(
     warm_start: start each item's local step from its previous values instead of its prior
     (fewer sweeps; may settle in a different optimum).
     """
-    hypers = dict(hypers or {})
-    rt.check_hyper_names(hypers, ['alpha'])
-    bound = rt.bind_data(SPEC, data, dims)
-    n_K = bound.dims['K']
-    n_N = bound.dims['N']
-    x = bound.arrays['x']
-    # hyperparameters (defaults from the model file)
-    alpha = rt.hyper_value(hypers, 'alpha', 1.0, ())
-    # known quantities: functions of hyperparameters and data
-    lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
-    lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))
-    # variational parameters (natural, coefficient form) and E[t]
-    lam_p_log = np.zeros((1, n_K))
-    E_p_log = np.zeros((1, n_K))
-    # sufficient statistics the local step hands to the global step
-    acc_x_0 = np.zeros((n_K,))
-    # start every global at its prior
-    update_p(0.0, lam_p_log, n_K, alpha, acc_x_0, E_p_log)
-    if init is not None:
-        # warm start: the globals' natural parameters from an earlier fit
-        rt.load_state(init, {'lam_p_log': lam_p_log})
-        refresh_globals(lam_p_log, E_p_log)
-    seed_category = np.full(n_N, -1)
+    s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     trace = []
     converged = False
-    start = time.perf_counter()
+    clock = time.perf_counter()
     for iteration in range(max_iter):
-        acc_x_0[...] = 0.0
-        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, acc_x_0, x, n_N)
-        update_p(1.0, lam_p_log, n_K, alpha, acc_x_0, E_p_log)
-        elbo = elbo_global(n_K, alpha, E_p_log, lgamma_sum_alpha, lgamma_alpha, acc_x_0, lam_p_log)
+        s.acc_x_0[...] = 0.0
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x)
+        update_p(1.0, s.lam_p_log, s.n_K, s.alpha, s.acc_x_0, s.E_p_log)
+        elbo = elbo_global(s.n_K, s.alpha, s.E_p_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.acc_x_0, s.lam_p_log)
         elbo += elbo_local
         trace.append(elbo)
         rt.check_elbo_increase(trace, warn_decrease)
         if callback is not None:
-            callback(iteration, elbo, time.perf_counter() - start)
+            callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):
             converged = True
             break
-    posterior = {}
-    p__alpha = rt.dirichlet_params(lam_p_log)
-    posterior['p.alpha'] = p__alpha[0]
-    posterior['E[log p]'] = E_p_log[0]
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=time.perf_counter() - start, dims=dict(bound.dims), hypers={'alpha': alpha}, state={'lam_p_log': lam_p_log})
+    return _result(s, trace, converged, time.perf_counter() - clock)
+
+
+def fit_svi(
+        data,
+        *,
+        hypers=None,
+        dims=None,
+        epochs=10,
+        batch_size=256,
+        kappa=0.7,
+        tau=10.0,
+        step_scale=1.0,
+        effective_batch_size=None,
+        max_local_iter=100,
+        local_tol=1e-3,
+        seed=0,
+        callback=None,
+        init=None,
+        start=None,
+):
+    """Fit dirichlet_categorical by stochastic variational inference over its data plate.
+
+    Each step draws a minibatch S (without replacement within an epoch), runs the local step on it,
+    and moves every global by ρ_t = step_scale·(t + tau)^−kappa towards λ̂ = η + N/|S| Σ_S E[t_n].
+    effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
+    weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
+    The ELBO trace holds the full-data bound after each epoch.
+    """
+    s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    n_N_total = len(s.all_items)
+    batch_size = min(int(batch_size), len(s.all_items))
+    rng = np.random.default_rng([seed, 1])  # minibatches
+    noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
+    trace = []
+    step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
+    clock = time.perf_counter()
+    for epoch in range(epochs):
+        order = rng.permutation(n_N_total)
+        for begin in range(0, len(order), batch_size):
+            batch = order[begin:begin + batch_size]
+            rho = step_scale * (step + tau) ** (-kappa)
+            s.item_weight[...] = 1.0
+            # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
+            if effective_batch_size is not None:
+                size_m = rt.effective_size(effective_batch_size, step, len(batch))
+                s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)
+            s.acc_x_0[...] = 0.0
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x)
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
+            old_p_log = s.lam_p_log.copy()
+            try:
+                update_p(n_N_total / len(batch), s.lam_p_log, s.n_K, s.alpha, s.acc_x_0, s.E_p_log)
+                s.lam_p_log[...] = (1.0 - rho) * old_p_log + rho * s.lam_p_log
+                refresh_globals(s.lam_p_log, s.E_p_log)
+            except np.linalg.LinAlgError:
+                raise rt.invalid_step(step, effective_batch_size) from None
+            rt.check_step({'E_p_log': s.E_p_log}, step, effective_batch_size)
+            step += 1
+        # the full-data ELBO at optimal locals for the current globals
+        s.item_weight[...] = 1.0
+        s.acc_x_0[...] = 0.0
+        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x)
+        elbo_global_part = elbo_global(s.n_K, s.alpha, s.E_p_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.acc_x_0, s.lam_p_log)
+        elbo += elbo_global_part
+        trace.append(elbo)
+        if callback is not None:
+            callback(epoch, elbo, time.perf_counter() - clock)
+    return _result(s, trace, False, time.perf_counter() - clock)

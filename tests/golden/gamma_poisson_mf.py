@@ -37,29 +37,31 @@ SPEC = {
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
+        items,
         seed_category,
         max_local_iter,
         local_tol,
+        item_weight,
         acc_x_0,
         x,
         acc_x_1,
         lgamma1p_x,
-        n_N,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
     Returns the ELBO terms that involve only local variables and data.
     """
     elbo = 0.0
-    for i_observations in range(n_N):
+    for position in range(items.shape[0]):
+        i_observations = items[position]
         if seeding:  # k-means++ seed items: seed c is all category c
             pass
         else:
             pass
         # acc_x_0[] += x[observations]  (gamma_poisson.cem:13:5)
-        acc_x_0 += x[i_observations]
+        acc_x_0 += item_weight[i_observations] * x[i_observations]
         # acc_x_1[] +=   (gamma_poisson.cem:13:5)
-        acc_x_1 += 1.0
+        acc_x_1 += item_weight[i_observations]
         # ELBO: local terms and local entropies
         elbo += -lgamma1p_x[i_observations]
     return elbo
@@ -133,6 +135,53 @@ def elbo_global(
     return elbo
 
 
+def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
+    """Bind and check the data, evaluate hyperparameters and known quantities, allocate
+    the variational parameters and start the globals (see fit).
+    """
+    hypers = dict(hypers or {})
+    rt.check_hyper_names(hypers, ['a', 'b'])
+    bound = rt.bind_data(SPEC, data, dims)
+    n_N = bound.dims['N']
+    x = bound.arrays['x']
+    # hyperparameters (defaults from the model file)
+    a = rt.hyper_value(hypers, 'a', 2.0, ())
+    b = rt.hyper_value(hypers, 'b', 1.0, ())
+    # known quantities: functions of hyperparameters and data
+    log_b = np.log(b)  # log(b)
+    lgamma_a = rt.gammaln(a)  # lgamma(a)
+    lgamma1p_x = rt.gammaln(x + 1.0)  # lgamma1p(x[observations])
+    # variational parameters (natural, coefficient form) and E[t]
+    lam_rate_log = np.zeros((1,))
+    E_rate_log = np.zeros((1,))
+    lam_rate_value = np.zeros((1,))
+    E_rate_value = np.zeros((1,))
+    # sufficient statistics the local step hands to the global step
+    acc_x_0 = np.zeros(())
+    acc_x_1 = np.zeros(())
+    all_items = np.arange(n_N)  # the local step runs over these
+    item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
+    seed_category = np.full(n_N, -1)
+    # start every global at its prior
+    update_rate(0.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, E_rate_log, E_rate_value)
+    if init is not None:
+        # warm start: the globals' natural parameters from an earlier fit
+        rt.load_state(init, {'lam_rate_log': lam_rate_log, 'lam_rate_value': lam_rate_value})
+        refresh_globals(lam_rate_log, E_rate_log, lam_rate_value, E_rate_value)
+    return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0=acc_x_0, x=x, acc_x_1=acc_x_1, lgamma1p_x=lgamma1p_x, lam_rate_log=lam_rate_log, E_rate_log=E_rate_log, lam_rate_value=lam_rate_value, E_rate_value=E_rate_value, log_b=log_b, lgamma_a=lgamma_a, all_items=all_items)
+
+
+def _result(s, trace, converged, seconds):
+    """The posterior in usual parameters, expectations and the state."""
+    posterior = {}
+    rate__shape, rate__rate = rt.gamma_params(s.lam_rate_log, s.lam_rate_value)
+    posterior['rate.shape'] = rate__shape[0]
+    posterior['rate.rate'] = rate__rate[0]
+    posterior['E[log rate]'] = s.E_rate_log[0]
+    posterior['E[value rate]'] = s.E_rate_value[0]
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'b': s.b}, state={'lam_rate_log': s.lam_rate_log, 'lam_rate_value': s.lam_rate_value})
+
+
 def fit(
         data,
         *,
@@ -158,54 +207,94 @@ def fit(
     warm_start: start each item's local step from its previous values instead of its prior
     (fewer sweeps; may settle in a different optimum).
     """
-    hypers = dict(hypers or {})
-    rt.check_hyper_names(hypers, ['a', 'b'])
-    bound = rt.bind_data(SPEC, data, dims)
-    n_N = bound.dims['N']
-    x = bound.arrays['x']
-    # hyperparameters (defaults from the model file)
-    a = rt.hyper_value(hypers, 'a', 2.0, ())
-    b = rt.hyper_value(hypers, 'b', 1.0, ())
-    # known quantities: functions of hyperparameters and data
-    log_b = np.log(b)  # log(b)
-    lgamma_a = rt.gammaln(a)  # lgamma(a)
-    lgamma1p_x = rt.gammaln(x + 1.0)  # lgamma1p(x[observations])
-    # variational parameters (natural, coefficient form) and E[t]
-    lam_rate_log = np.zeros((1,))
-    E_rate_log = np.zeros((1,))
-    lam_rate_value = np.zeros((1,))
-    E_rate_value = np.zeros((1,))
-    # sufficient statistics the local step hands to the global step
-    acc_x_0 = np.zeros(())
-    acc_x_1 = np.zeros(())
-    # start every global at its prior
-    update_rate(0.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, E_rate_log, E_rate_value)
-    if init is not None:
-        # warm start: the globals' natural parameters from an earlier fit
-        rt.load_state(init, {'lam_rate_log': lam_rate_log, 'lam_rate_value': lam_rate_value})
-        refresh_globals(lam_rate_log, E_rate_log, lam_rate_value, E_rate_value)
-    seed_category = np.full(n_N, -1)
+    s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     trace = []
     converged = False
-    start = time.perf_counter()
+    clock = time.perf_counter()
     for iteration in range(max_iter):
-        acc_x_0[...] = 0.0
-        acc_x_1[...] = 0.0
-        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, acc_x_0, x, acc_x_1, lgamma1p_x, n_N)
-        update_rate(1.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, E_rate_log, E_rate_value)
-        elbo = elbo_global(a, log_b, lgamma_a, E_rate_log, b, E_rate_value, acc_x_0, acc_x_1, lam_rate_log, lam_rate_value)
+        s.acc_x_0[...] = 0.0
+        s.acc_x_1[...] = 0.0
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.lgamma1p_x)
+        update_rate(1.0, s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, s.E_rate_log, s.E_rate_value)
+        elbo = elbo_global(s.a, s.log_b, s.lgamma_a, s.E_rate_log, s.b, s.E_rate_value, s.acc_x_0, s.acc_x_1, s.lam_rate_log, s.lam_rate_value)
         elbo += elbo_local
         trace.append(elbo)
         rt.check_elbo_increase(trace, warn_decrease)
         if callback is not None:
-            callback(iteration, elbo, time.perf_counter() - start)
+            callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):
             converged = True
             break
-    posterior = {}
-    rate__shape, rate__rate = rt.gamma_params(lam_rate_log, lam_rate_value)
-    posterior['rate.shape'] = rate__shape[0]
-    posterior['rate.rate'] = rate__rate[0]
-    posterior['E[log rate]'] = E_rate_log[0]
-    posterior['E[value rate]'] = E_rate_value[0]
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=time.perf_counter() - start, dims=dict(bound.dims), hypers={'a': a, 'b': b}, state={'lam_rate_log': lam_rate_log, 'lam_rate_value': lam_rate_value})
+    return _result(s, trace, converged, time.perf_counter() - clock)
+
+
+def fit_svi(
+        data,
+        *,
+        hypers=None,
+        dims=None,
+        epochs=10,
+        batch_size=256,
+        kappa=0.7,
+        tau=10.0,
+        step_scale=1.0,
+        effective_batch_size=None,
+        max_local_iter=100,
+        local_tol=1e-3,
+        seed=0,
+        callback=None,
+        init=None,
+        start=None,
+):
+    """Fit gamma_poisson by stochastic variational inference over its data plate.
+
+    Each step draws a minibatch S (without replacement within an epoch), runs the local step on it,
+    and moves every global by ρ_t = step_scale·(t + tau)^−kappa towards λ̂ = η + N/|S| Σ_S E[t_n].
+    effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
+    weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
+    The ELBO trace holds the full-data bound after each epoch.
+    """
+    s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    n_N_total = len(s.all_items)
+    batch_size = min(int(batch_size), len(s.all_items))
+    rng = np.random.default_rng([seed, 1])  # minibatches
+    noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
+    trace = []
+    step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
+    clock = time.perf_counter()
+    for epoch in range(epochs):
+        order = rng.permutation(n_N_total)
+        for begin in range(0, len(order), batch_size):
+            batch = order[begin:begin + batch_size]
+            rho = step_scale * (step + tau) ** (-kappa)
+            s.item_weight[...] = 1.0
+            # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
+            if effective_batch_size is not None:
+                size_m = rt.effective_size(effective_batch_size, step, len(batch))
+                s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)
+            s.acc_x_0[...] = 0.0
+            s.acc_x_1[...] = 0.0
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.lgamma1p_x)
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
+            old_rate_log = s.lam_rate_log.copy()
+            old_rate_value = s.lam_rate_value.copy()
+            try:
+                update_rate(n_N_total / len(batch), s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, s.E_rate_log, s.E_rate_value)
+                s.lam_rate_log[...] = (1.0 - rho) * old_rate_log + rho * s.lam_rate_log
+                s.lam_rate_value[...] = (1.0 - rho) * old_rate_value + rho * s.lam_rate_value
+                refresh_globals(s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value)
+            except np.linalg.LinAlgError:
+                raise rt.invalid_step(step, effective_batch_size) from None
+            rt.check_step({'E_rate_log': s.E_rate_log, 'E_rate_value': s.E_rate_value}, step, effective_batch_size)
+            step += 1
+        # the full-data ELBO at optimal locals for the current globals
+        s.item_weight[...] = 1.0
+        s.acc_x_0[...] = 0.0
+        s.acc_x_1[...] = 0.0
+        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.lgamma1p_x)
+        elbo_global_part = elbo_global(s.a, s.log_b, s.lgamma_a, s.E_rate_log, s.b, s.E_rate_value, s.acc_x_0, s.acc_x_1, s.lam_rate_log, s.lam_rate_value)
+        elbo += elbo_global_part
+        trace.append(elbo)
+        if callback is not None:
+            callback(epoch, elbo, time.perf_counter() - clock)
+    return _result(s, trace, False, time.perf_counter() - clock)

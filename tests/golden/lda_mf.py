@@ -161,6 +161,7 @@ def sums_z(i_docs, n_K, A_z, S_z, X_theta_log, w, XT_beta_log, tokens_weight, to
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
+        items,
         seed_category,
         max_local_iter,
         local_tol,
@@ -181,10 +182,10 @@ def local_step(
         E_beta_log,
         H_z,
         ET_beta_log,
+        item_weight,
         acc_w_0,
         lgamma_sum_alpha,
         lgamma_alpha,
-        n_D,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
@@ -192,7 +193,8 @@ def local_step(
     """
     old_theta = np.empty_like(lam_theta_log[0])  # the previous sweep, for the convergence test
     elbo = 0.0
-    for i_docs in range(n_D):
+    for position in range(items.shape[0]):
+        i_docs = items[position]
         base_tokens = tokens_ptr[i_docs]
         if seeding:  # k-means++ seed items: seed c is all category c
             for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
@@ -219,7 +221,7 @@ def local_step(
         for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
             t_k = w[i_tokens]
             for t_g0 in range(n_K):
-                acc_w_0[t_k, t_g0] += E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
+                acc_w_0[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
         # ELBO: local terms and local entropies
         for t_k in range(n_K):
             elbo += alpha * E_theta_log[i_docs, t_k]
@@ -299,30 +301,9 @@ def elbo_global(n_K, n_V, eta, E_beta_log, lgamma_sum_eta, lgamma_eta, acc_w_0, 
     return elbo
 
 
-def fit(
-        data,
-        *,
-        hypers=None,
-        dims=None,
-        max_iter=200,
-        tol=1e-6,
-        max_local_iter=100,
-        local_tol=1e-3,
-        seed=0,
-        callback=None,
-        warn_decrease=True,
-        init=None,
-        start=None,
-        warm_start=False,
-):
-    """Fit lda by batch mean-field variational Bayes (coordinate ascent).
-
-    data: a mapping from each observed variable (and covariate) to its array; see SPEC.
-    Stops when the relative change of the ELBO falls below tol.
-    init: the `state` of an earlier result, to continue from its globals.
-    start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
-    warm_start: start each item's local step from its previous values instead of its prior
-    (fewer sweeps; may settle in a different optimum).
+def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
+    """Bind and check the data, evaluate hyperparameters and known quantities, allocate
+    the variational parameters and start the globals (see fit).
     """
     hypers = dict(hypers or {})
     rt.check_hyper_names(hypers, ['alpha', 'eta'])
@@ -356,20 +337,22 @@ def fit(
     S_z = np.zeros(n_K)  # Σ_rows w·q(z = c)
     # sufficient statistics the local step hands to the global step
     acc_w_0 = np.zeros((n_V, n_K))
+    all_items = np.arange(n_D)  # the local step runs over these
+    item_weight = np.ones(n_D)  # each item's weight in the statistics (SVI+ perturbs it)
+    seed_category = np.full(n_D, -1)
     # start every global at its prior
     update_beta(0.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, ET_beta_log, n_K)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_beta_log': lam_beta_log})
         refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K)
-    seed_category = np.full(n_D, -1)
     if start is None:
         start = DEFAULT_START
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
         acc_w_0[...] = 0.0
-        local_step(True, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, E_theta_log, X_theta_log, False, A_z, w, XT_beta_log, lam_z_onehot, E_beta_log, H_z, ET_beta_log, acc_w_0, lgamma_sum_alpha, lgamma_alpha, n_D)
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, E_theta_log, X_theta_log, False, A_z, w, XT_beta_log, lam_z_onehot, E_beta_log, H_z, ET_beta_log, item_weight, acc_w_0, lgamma_sum_alpha, lgamma_alpha)
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, ET_beta_log, n_K)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -378,27 +361,129 @@ def fit(
         refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
+    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, S_z=S_z, E_theta_log=E_theta_log, X_theta_log=X_theta_log, A_z=A_z, w=w, XT_beta_log=XT_beta_log, lam_z_onehot=lam_z_onehot, E_beta_log=E_beta_log, H_z=H_z, ET_beta_log=ET_beta_log, item_weight=item_weight, acc_w_0=acc_w_0, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
+
+
+def _result(s, trace, converged, seconds):
+    """The posterior in usual parameters, expectations and the state."""
+    posterior = {}
+    beta__alpha = rt.dirichlet_params(s.lam_beta_log)
+    posterior['beta.alpha'] = beta__alpha
+    posterior['E[log beta]'] = s.E_beta_log
+    theta__alpha = rt.dirichlet_params(s.lam_theta_log)
+    posterior['theta.alpha'] = theta__alpha
+    posterior['E[log theta]'] = s.E_theta_log
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'eta': s.eta}, state={'lam_beta_log': s.lam_beta_log, 'lam_theta_log': s.lam_theta_log})
+
+
+def fit(
+        data,
+        *,
+        hypers=None,
+        dims=None,
+        max_iter=200,
+        tol=1e-6,
+        max_local_iter=100,
+        local_tol=1e-3,
+        seed=0,
+        callback=None,
+        warn_decrease=True,
+        init=None,
+        start=None,
+        warm_start=False,
+):
+    """Fit lda by batch mean-field variational Bayes (coordinate ascent).
+
+    data: a mapping from each observed variable (and covariate) to its array; see SPEC.
+    Stops when the relative change of the ELBO falls below tol.
+    init: the `state` of an earlier result, to continue from its globals.
+    start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
+    warm_start: start each item's local step from its previous values instead of its prior
+    (fewer sweeps; may settle in a different optimum).
+    """
+    s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     trace = []
     converged = False
-    start = time.perf_counter()
+    clock = time.perf_counter()
     for iteration in range(max_iter):
-        acc_w_0[...] = 0.0
-        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, E_theta_log, X_theta_log, warm_start and iteration > 0, A_z, w, XT_beta_log, lam_z_onehot, E_beta_log, H_z, ET_beta_log, acc_w_0, lgamma_sum_alpha, lgamma_alpha, n_D)
-        update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, ET_beta_log, n_K)
-        elbo = elbo_global(n_K, n_V, eta, E_beta_log, lgamma_sum_eta, lgamma_eta, acc_w_0, lam_beta_log)
+        s.acc_w_0[...] = 0.0
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.E_theta_log, s.X_theta_log, warm_start and iteration > 0, s.A_z, s.w, s.XT_beta_log, s.lam_z_onehot, s.E_beta_log, s.H_z, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
+        update_beta(1.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
+        elbo = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
         elbo += elbo_local
         trace.append(elbo)
         rt.check_elbo_increase(trace, warn_decrease)
         if callback is not None:
-            callback(iteration, elbo, time.perf_counter() - start)
+            callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):
             converged = True
             break
-    posterior = {}
-    beta__alpha = rt.dirichlet_params(lam_beta_log)
-    posterior['beta.alpha'] = beta__alpha
-    posterior['E[log beta]'] = E_beta_log
-    theta__alpha = rt.dirichlet_params(lam_theta_log)
-    posterior['theta.alpha'] = theta__alpha
-    posterior['E[log theta]'] = E_theta_log
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=time.perf_counter() - start, dims=dict(bound.dims), hypers={'alpha': alpha, 'eta': eta}, state={'lam_beta_log': lam_beta_log, 'lam_theta_log': lam_theta_log})
+    return _result(s, trace, converged, time.perf_counter() - clock)
+
+
+def fit_svi(
+        data,
+        *,
+        hypers=None,
+        dims=None,
+        epochs=10,
+        batch_size=256,
+        kappa=0.7,
+        tau=10.0,
+        step_scale=1.0,
+        effective_batch_size=None,
+        max_local_iter=100,
+        local_tol=1e-3,
+        seed=0,
+        callback=None,
+        init=None,
+        start=None,
+):
+    """Fit lda by stochastic variational inference over its data plate.
+
+    Each step draws a minibatch S (without replacement within an epoch), runs the local step on it,
+    and moves every global by ρ_t = step_scale·(t + tau)^−kappa towards λ̂ = η + N/|S| Σ_S E[t_n].
+    effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
+    weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
+    The ELBO trace holds the full-data bound after each epoch.
+    """
+    s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    n_D_total = len(s.all_items)
+    batch_size = min(int(batch_size), len(s.all_items))
+    rng = np.random.default_rng([seed, 1])  # minibatches
+    noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
+    trace = []
+    step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
+    clock = time.perf_counter()
+    for epoch in range(epochs):
+        order = rng.permutation(n_D_total)
+        for begin in range(0, len(order), batch_size):
+            batch = order[begin:begin + batch_size]
+            rho = step_scale * (step + tau) ** (-kappa)
+            s.item_weight[...] = 1.0
+            # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
+            if effective_batch_size is not None:
+                size_m = rt.effective_size(effective_batch_size, step, len(batch))
+                s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)
+            s.acc_w_0[...] = 0.0
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.E_theta_log, s.X_theta_log, False, s.A_z, s.w, s.XT_beta_log, s.lam_z_onehot, s.E_beta_log, s.H_z, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
+            old_beta_log = s.lam_beta_log.copy()
+            try:
+                update_beta(n_D_total / len(batch), s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
+                s.lam_beta_log[...] = (1.0 - rho) * old_beta_log + rho * s.lam_beta_log
+                refresh_globals(s.lam_beta_log, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_V, s.n_K)
+            except np.linalg.LinAlgError:
+                raise rt.invalid_step(step, effective_batch_size) from None
+            rt.check_step({'E_beta_log': s.E_beta_log}, step, effective_batch_size)
+            step += 1
+        # the full-data ELBO at optimal locals for the current globals
+        s.item_weight[...] = 1.0
+        s.acc_w_0[...] = 0.0
+        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.E_theta_log, s.X_theta_log, False, s.A_z, s.w, s.XT_beta_log, s.lam_z_onehot, s.E_beta_log, s.H_z, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
+        elbo_global_part = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
+        elbo += elbo_global_part
+        trace.append(elbo)
+        if callback is not None:
+            callback(epoch, elbo, time.perf_counter() - clock)
+    return _result(s, trace, False, time.perf_counter() - clock)

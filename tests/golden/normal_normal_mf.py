@@ -37,30 +37,32 @@ SPEC = {
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
+        items,
         seed_category,
         max_local_iter,
         local_tol,
+        item_weight,
         acc_x_2,
         tau,
         x,
         acc_x_3,
         log_tau,
-        n_N,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
     Returns the ELBO terms that involve only local variables and data.
     """
     elbo = 0.0
-    for i_observations in range(n_N):
+    for position in range(items.shape[0]):
+        i_observations = items[position]
         if seeding:  # k-means++ seed items: seed c is all category c
             pass
         else:
             pass
         # acc_x_2[] += tau · x[observations]  (normal_normal.cem:14:5)
-        acc_x_2 += tau * x[i_observations]
+        acc_x_2 += item_weight[i_observations] * tau * x[i_observations]
         # acc_x_3[] += tau  (normal_normal.cem:14:5)
-        acc_x_3 += tau
+        acc_x_3 += item_weight[i_observations] * tau
         # ELBO: local terms and local entropies
         elbo += 0.5 * log_tau
         elbo += -0.5 * tau * x[i_observations] * x[i_observations]
@@ -134,6 +136,54 @@ def elbo_global(
     return elbo
 
 
+def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
+    """Bind and check the data, evaluate hyperparameters and known quantities, allocate
+    the variational parameters and start the globals (see fit).
+    """
+    hypers = dict(hypers or {})
+    rt.check_hyper_names(hypers, ['m0', 't0', 'tau'])
+    bound = rt.bind_data(SPEC, data, dims)
+    n_N = bound.dims['N']
+    x = bound.arrays['x']
+    # hyperparameters (defaults from the model file)
+    m0 = rt.hyper_value(hypers, 'm0', 0.0, ())
+    t0 = rt.hyper_value(hypers, 't0', 0.01, ())
+    tau = rt.hyper_value(hypers, 'tau', 1.0, ())
+    # known quantities: functions of hyperparameters and data
+    log_t0 = np.log(t0)  # log(t0)
+    square_m0 = np.square(m0)  # square(m0)
+    log_tau = np.log(tau)  # log(tau)
+    # variational parameters (natural, coefficient form) and E[t]
+    lam_mu_value = np.zeros((1,))
+    E_mu_value = np.zeros((1,))
+    lam_mu_square = np.zeros((1,))
+    E_mu_square = np.zeros((1,))
+    # sufficient statistics the local step hands to the global step
+    acc_x_2 = np.zeros(())
+    acc_x_3 = np.zeros(())
+    all_items = np.arange(n_N)  # the local step runs over these
+    item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
+    seed_category = np.full(n_N, -1)
+    # start every global at its prior
+    update_mu(0.0, lam_mu_value, lam_mu_square, t0, m0, acc_x_2, acc_x_3, E_mu_value, E_mu_square)
+    if init is not None:
+        # warm start: the globals' natural parameters from an earlier fit
+        rt.load_state(init, {'lam_mu_value': lam_mu_value, 'lam_mu_square': lam_mu_square})
+        refresh_globals(lam_mu_value, E_mu_value, lam_mu_square, E_mu_square)
+    return rt.State(bound=bound, m0=m0, t0=t0, tau=tau, seed_category=seed_category, item_weight=item_weight, acc_x_2=acc_x_2, x=x, acc_x_3=acc_x_3, log_tau=log_tau, lam_mu_value=lam_mu_value, E_mu_value=E_mu_value, lam_mu_square=lam_mu_square, E_mu_square=E_mu_square, log_t0=log_t0, square_m0=square_m0, all_items=all_items)
+
+
+def _result(s, trace, converged, seconds):
+    """The posterior in usual parameters, expectations and the state."""
+    posterior = {}
+    mu__mean, mu__precision = rt.normal_params(s.lam_mu_value, s.lam_mu_square)
+    posterior['mu.mean'] = mu__mean[0]
+    posterior['mu.precision'] = mu__precision[0]
+    posterior['E[value mu]'] = s.E_mu_value[0]
+    posterior['E[square mu]'] = s.E_mu_square[0]
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'m0': s.m0, 't0': s.t0, 'tau': s.tau}, state={'lam_mu_value': s.lam_mu_value, 'lam_mu_square': s.lam_mu_square})
+
+
 def fit(
         data,
         *,
@@ -159,55 +209,94 @@ def fit(
     warm_start: start each item's local step from its previous values instead of its prior
     (fewer sweeps; may settle in a different optimum).
     """
-    hypers = dict(hypers or {})
-    rt.check_hyper_names(hypers, ['m0', 't0', 'tau'])
-    bound = rt.bind_data(SPEC, data, dims)
-    n_N = bound.dims['N']
-    x = bound.arrays['x']
-    # hyperparameters (defaults from the model file)
-    m0 = rt.hyper_value(hypers, 'm0', 0.0, ())
-    t0 = rt.hyper_value(hypers, 't0', 0.01, ())
-    tau = rt.hyper_value(hypers, 'tau', 1.0, ())
-    # known quantities: functions of hyperparameters and data
-    log_t0 = np.log(t0)  # log(t0)
-    square_m0 = np.square(m0)  # square(m0)
-    log_tau = np.log(tau)  # log(tau)
-    # variational parameters (natural, coefficient form) and E[t]
-    lam_mu_value = np.zeros((1,))
-    E_mu_value = np.zeros((1,))
-    lam_mu_square = np.zeros((1,))
-    E_mu_square = np.zeros((1,))
-    # sufficient statistics the local step hands to the global step
-    acc_x_2 = np.zeros(())
-    acc_x_3 = np.zeros(())
-    # start every global at its prior
-    update_mu(0.0, lam_mu_value, lam_mu_square, t0, m0, acc_x_2, acc_x_3, E_mu_value, E_mu_square)
-    if init is not None:
-        # warm start: the globals' natural parameters from an earlier fit
-        rt.load_state(init, {'lam_mu_value': lam_mu_value, 'lam_mu_square': lam_mu_square})
-        refresh_globals(lam_mu_value, E_mu_value, lam_mu_square, E_mu_square)
-    seed_category = np.full(n_N, -1)
+    s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     trace = []
     converged = False
-    start = time.perf_counter()
+    clock = time.perf_counter()
     for iteration in range(max_iter):
-        acc_x_2[...] = 0.0
-        acc_x_3[...] = 0.0
-        elbo_local = local_step(False, seed_category, max_local_iter, local_tol, acc_x_2, tau, x, acc_x_3, log_tau, n_N)
-        update_mu(1.0, lam_mu_value, lam_mu_square, t0, m0, acc_x_2, acc_x_3, E_mu_value, E_mu_square)
-        elbo = elbo_global(log_t0, t0, E_mu_square, E_mu_value, m0, square_m0, acc_x_2, acc_x_3, lam_mu_value, lam_mu_square)
+        s.acc_x_2[...] = 0.0
+        s.acc_x_3[...] = 0.0
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2, s.tau, s.x, s.acc_x_3, s.log_tau)
+        update_mu(1.0, s.lam_mu_value, s.lam_mu_square, s.t0, s.m0, s.acc_x_2, s.acc_x_3, s.E_mu_value, s.E_mu_square)
+        elbo = elbo_global(s.log_t0, s.t0, s.E_mu_square, s.E_mu_value, s.m0, s.square_m0, s.acc_x_2, s.acc_x_3, s.lam_mu_value, s.lam_mu_square)
         elbo += elbo_local
         trace.append(elbo)
         rt.check_elbo_increase(trace, warn_decrease)
         if callback is not None:
-            callback(iteration, elbo, time.perf_counter() - start)
+            callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):
             converged = True
             break
-    posterior = {}
-    mu__mean, mu__precision = rt.normal_params(lam_mu_value, lam_mu_square)
-    posterior['mu.mean'] = mu__mean[0]
-    posterior['mu.precision'] = mu__precision[0]
-    posterior['E[value mu]'] = E_mu_value[0]
-    posterior['E[square mu]'] = E_mu_square[0]
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=time.perf_counter() - start, dims=dict(bound.dims), hypers={'m0': m0, 't0': t0, 'tau': tau}, state={'lam_mu_value': lam_mu_value, 'lam_mu_square': lam_mu_square})
+    return _result(s, trace, converged, time.perf_counter() - clock)
+
+
+def fit_svi(
+        data,
+        *,
+        hypers=None,
+        dims=None,
+        epochs=10,
+        batch_size=256,
+        kappa=0.7,
+        tau=10.0,
+        step_scale=1.0,
+        effective_batch_size=None,
+        max_local_iter=100,
+        local_tol=1e-3,
+        seed=0,
+        callback=None,
+        init=None,
+        start=None,
+):
+    """Fit normal_normal by stochastic variational inference over its data plate.
+
+    Each step draws a minibatch S (without replacement within an epoch), runs the local step on it,
+    and moves every global by ρ_t = step_scale·(t + tau)^−kappa towards λ̂ = η + N/|S| Σ_S E[t_n].
+    effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
+    weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
+    The ELBO trace holds the full-data bound after each epoch.
+    """
+    s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    n_N_total = len(s.all_items)
+    batch_size = min(int(batch_size), len(s.all_items))
+    rng = np.random.default_rng([seed, 1])  # minibatches
+    noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
+    trace = []
+    step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
+    clock = time.perf_counter()
+    for epoch in range(epochs):
+        order = rng.permutation(n_N_total)
+        for begin in range(0, len(order), batch_size):
+            batch = order[begin:begin + batch_size]
+            rho = step_scale * (step + tau) ** (-kappa)
+            s.item_weight[...] = 1.0
+            # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
+            if effective_batch_size is not None:
+                size_m = rt.effective_size(effective_batch_size, step, len(batch))
+                s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)
+            s.acc_x_2[...] = 0.0
+            s.acc_x_3[...] = 0.0
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2, s.tau, s.x, s.acc_x_3, s.log_tau)
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
+            old_mu_value = s.lam_mu_value.copy()
+            old_mu_square = s.lam_mu_square.copy()
+            try:
+                update_mu(n_N_total / len(batch), s.lam_mu_value, s.lam_mu_square, s.t0, s.m0, s.acc_x_2, s.acc_x_3, s.E_mu_value, s.E_mu_square)
+                s.lam_mu_value[...] = (1.0 - rho) * old_mu_value + rho * s.lam_mu_value
+                s.lam_mu_square[...] = (1.0 - rho) * old_mu_square + rho * s.lam_mu_square
+                refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_square, s.E_mu_square)
+            except np.linalg.LinAlgError:
+                raise rt.invalid_step(step, effective_batch_size) from None
+            rt.check_step({'E_mu_value': s.E_mu_value, 'E_mu_square': s.E_mu_square}, step, effective_batch_size)
+            step += 1
+        # the full-data ELBO at optimal locals for the current globals
+        s.item_weight[...] = 1.0
+        s.acc_x_2[...] = 0.0
+        s.acc_x_3[...] = 0.0
+        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2, s.tau, s.x, s.acc_x_3, s.log_tau)
+        elbo_global_part = elbo_global(s.log_t0, s.t0, s.E_mu_square, s.E_mu_value, s.m0, s.square_m0, s.acc_x_2, s.acc_x_3, s.lam_mu_value, s.lam_mu_square)
+        elbo += elbo_global_part
+        trace.append(elbo)
+        if callback is not None:
+            callback(epoch, elbo, time.perf_counter() - clock)
+    return _result(s, trace, False, time.perf_counter() - clock)

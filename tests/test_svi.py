@@ -1,0 +1,82 @@
+"""SVI and SVI+ from the same compiled module (issue: stochastic methods)."""
+
+import numpy as np
+import pytest
+
+from cemodel import runtime as rt
+from cemodel.errors import CemError
+
+from .test_mf_elbo import lda_corpus
+
+
+def test_svi_full_batch_step_is_the_exact_posterior(compiled):
+    """With |S| = N and ρ_1 = 1 one step is the coordinate-ascent update: exact."""
+    x = np.random.default_rng(0).integers(0, 2, 300)
+    res = compiled("beta_bernoulli").fit_svi({"x": x}, epochs=1, batch_size=300, tau=0.0)
+    assert res["p.a"] == pytest.approx(2.0 + x.sum(), rel=1e-12)
+    assert res["p.b"] == pytest.approx(3.0 + 300 - x.sum(), rel=1e-12)
+
+
+def test_svi_minibatches_converge_to_the_exact_posterior(compiled):
+    x = np.random.default_rng(1).poisson(3.0, 400)
+    res = compiled("gamma_poisson").fit_svi({"x": x}, epochs=300, batch_size=40, kappa=0.9,
+                                            tau=1.0)
+    assert res["rate.shape"] == pytest.approx(2.0 + x.sum(), rel=2e-3)
+    assert res["rate.rate"] == pytest.approx(1.0 + 400, rel=2e-3)
+
+
+def test_svi_gmm_reaches_the_batch_elbo(compiled):
+    rng = np.random.default_rng(2)
+    x = np.concatenate([rng.normal(-5, 1, (200, 2)), rng.normal(5, 1, (200, 2)),
+                        rng.normal([5, -5], 1, (200, 2))])
+    gmm = compiled("gmm", K=3)
+    batch = gmm.fit({"x": x}, max_iter=300)
+    svi = gmm.fit_svi({"x": x}, epochs=20, batch_size=60)
+    assert abs(svi.elbo[-1] - batch.elbo[-1]) / abs(batch.elbo[-1]) < 0.01
+
+
+def test_svi_lda_reaches_the_batch_elbo(compiled):
+    X = lda_corpus(5, D=120, V=40, K=4)
+    lda = compiled("lda", K=4)
+    batch = lda.fit({"w": X}, max_iter=200, seed=0)
+    svi = lda.fit_svi({"w": X}, epochs=30, batch_size=20, kappa=0.7, tau=10.0, seed=0)
+    assert abs(svi.elbo[-1] - batch.elbo[-1]) / abs(batch.elbo[-1]) < 0.01
+
+
+def test_svi_plus_with_m_equal_batch_is_svi_bit_for_bit(compiled):
+    X = lda_corpus(6, D=60, V=30, K=3)
+    lda = compiled("lda", K=3)
+    plain = lda.fit_svi({"w": X}, epochs=3, batch_size=15, seed=4)
+    plus = lda.fit_svi({"w": X}, epochs=3, batch_size=15, seed=4, effective_batch_size=15)
+    assert np.array_equal(plain.elbo, plus.elbo)
+    for key in plain.posterior:
+        assert np.array_equal(plain[key], plus[key]), key
+
+
+def test_svi_plus_anneals_and_is_reproducible(compiled):
+    X = lda_corpus(7, D=60, V=30, K=3)
+    lda = compiled("lda", K=3)
+    runs = [lda.fit_svi({"w": X}, epochs=3, batch_size=20, seed=9, effective_batch_size=10)
+            for _ in range(2)]
+    assert np.array_equal(runs[0].elbo, runs[1].elbo)
+    plain = lda.fit_svi({"w": X}, epochs=3, batch_size=20, seed=9)
+    assert not np.array_equal(plain.elbo, runs[0].elbo)
+    schedule = lda.fit_svi({"w": X}, epochs=2, batch_size=20, seed=9,
+                           effective_batch_size=lambda t: 5 * t)
+    assert np.all(np.isfinite(schedule.elbo))
+
+
+def test_annealing_weights_have_the_definition_1_moments():
+    rng = np.random.default_rng(0)
+    w = np.concatenate([rt.annealing_weights(rng, 200, 50.0) for _ in range(200)])
+    assert np.allclose(w.reshape(200, 200).mean(axis=1), 1.0)  # 1 + ε_n − ε̄ averages to 1
+    assert w.var() == pytest.approx(200 / 50 - 1, rel=0.05)
+    assert np.array_equal(rt.annealing_weights(rng, 10, 10.0), np.ones(10))
+
+
+def test_an_invalid_annealed_step_is_a_clear_error(compiled):
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.normal(-5, 1, (150, 2)), rng.normal(5, 1, (150, 2))])
+    with pytest.raises(CemError, match="effective_batch_size"):
+        compiled("gmm", K=2).fit_svi({"x": x}, epochs=30, batch_size=100,
+                                     effective_batch_size=5, tau=1.0)
