@@ -49,11 +49,20 @@ def _parser() -> argparse.ArgumentParser:
                        epilog="example: cemodel fit lda.cem --data corpus.npz -o post.npz")
     common(p)
     p.add_argument("--data", required=True, help=".npz, .npy, .csv, .mtx or UCI docword file")
-    p.add_argument("--method", default="mf", choices=["mf"])
+    p.add_argument("--method", default="mf", choices=["mf", "svi", "svi+"],
+                   help="mf: batch coordinate ascent; svi: stochastic VI over the data plate; "
+                   "svi+: SVI with tuneable annealing (needs --effective-batch-size)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-iter", type=int, default=200)
+    p.add_argument("--max-iter", type=int, default=200, help="mf: iterations at most")
     p.add_argument("--tol", type=float, default=1e-6,
-                   help="stop when the relative change of the ELBO is below this")
+                   help="mf: stop when the relative change of the ELBO is below this")
+    p.add_argument("--epochs", type=int, default=10, help="svi: passes over the data")
+    p.add_argument("--batch-size", type=int, default=256, help="svi: minibatch size |S|")
+    p.add_argument("--kappa", type=float, default=0.7, help="svi: step size (t + tau)^-kappa")
+    p.add_argument("--tau", type=float, default=10.0, help="svi: step size delay")
+    p.add_argument("--step-scale", type=float, default=1.0, help="svi: step size scale s")
+    p.add_argument("--effective-batch-size", type=float, default=None,
+                   help="svi+: the effective batch size M <= |S|")
     p.add_argument("-o", "--output", help="posterior .npz (default: MODEL_posterior.npz)")
     p.add_argument("--quiet", action="store_true", help="no per-iteration progress")
     return parser
@@ -89,7 +98,13 @@ def cmd_fit(args) -> int:
     from .data import load_data
 
     stages = _stages(args)
-    module = compile_stages(stages, args.method)
+    if args.method in ("svi", "svi+"):
+        why = dict(stages.plan.methods)[args.method]
+        if why != "yes":
+            raise CemError(f"--method {args.method} does not apply to this model: {why}")
+        if args.method == "svi+" and args.effective_batch_size is None:
+            raise CemError("--method svi+ needs --effective-batch-size M (M < --batch-size)")
+    module = compile_stages(stages, "mf")
     data = load_data(args.data, module.SPEC)
     # a dimension given with --set is the user's: a conflict with the data names --set
     settings = parse_settings(args.set)
@@ -100,11 +115,18 @@ def cmd_fit(args) -> int:
         if not args.quiet:
             print(f"iter {iteration + 1:4d}  elbo {elbo: .6e}  {seconds:8.2f} s", flush=True)
 
-    result = module.fit(data, dims=dims, max_iter=args.max_iter, tol=args.tol, seed=args.seed,
-                        callback=progress)
-    status = "converged" if result.converged else "stopped at --max-iter"
-    print(f"{status} after {result.iterations} iterations, {result.seconds:.2f} s; "
-          f"ELBO {result.elbo[-1]:.6e}")
+    if args.method == "mf":
+        result = module.fit(data, dims=dims, max_iter=args.max_iter, tol=args.tol,
+                            seed=args.seed, callback=progress)
+        status = "converged" if result.converged else "stopped at --max-iter"
+        done = f"{status} after {result.iterations} iterations"
+    else:
+        result = module.fit_svi(
+            data, dims=dims, epochs=args.epochs, batch_size=args.batch_size, kappa=args.kappa,
+            tau=args.tau, step_scale=args.step_scale, seed=args.seed, callback=progress,
+            effective_batch_size=args.effective_batch_size if args.method == "svi+" else None)
+        done = f"{args.method}: {args.epochs} epochs"
+    print(f"{done}, {result.seconds:.2f} s; ELBO {result.elbo[-1]:.6e}")
     buffer = io.BytesIO()
     arrays = {k.replace("[", "(").replace("]", ")"): np.asarray(v)
               for k, v in result.posterior.items()}

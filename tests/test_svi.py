@@ -80,3 +80,19 @@ def test_an_invalid_annealed_step_is_a_clear_error(compiled):
     with pytest.raises(CemError, match="effective_batch_size"):
         compiled("gmm", K=2).fit_svi({"x": x}, epochs=30, batch_size=100,
                                      effective_batch_size=5, tau=1.0)
+
+
+def test_cli_fit_with_svi_and_svi_plus(tmp_path, capsys):
+    from cemodel.cli import main
+
+    data = tmp_path / "x.npz"
+    np.savez(data, x=np.random.default_rng(0).integers(0, 2, 100))
+    out = tmp_path / "post.npz"
+    model = "stdlib_models/beta_bernoulli.cem"
+    assert main(["fit", model, "--data", str(data), "--method", "svi", "--epochs", "2",
+                 "--batch-size", "20", "-o", str(out), "--quiet"]) == 0
+    assert out.exists()
+    assert main(["fit", model, "--data", str(data), "--method", "svi+", "-o",
+                 str(tmp_path / "other.npz")]) == 2
+    assert "--effective-batch-size" in capsys.readouterr().err
+    assert not (tmp_path / "other.npz").exists()
