@@ -149,9 +149,23 @@ def compile_model(path: str | Path, settings: dict[str, float] | None = None,
     return compile_stages(stages, method)
 
 
+def runtime_fingerprint() -> str:
+    """A hash of cemodel's runtime sources and version.
+
+    numba's cache of a function is invalidated only when its own file changes, not when a
+    runtime helper it calls does; keying generated modules by this fingerprint makes an
+    upgraded runtime recompile every kernel that calls it."""
+    from . import __version__
+
+    digest = hashlib.sha256(__version__.encode())
+    for path in sorted((Path(__file__).parent / "runtime").glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def compile_stages(stages: Stages, method: str = "mf") -> ModuleType:
     source = generate(stages, method)
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    digest = hashlib.sha256((source + runtime_fingerprint()).encode()).hexdigest()[:16]
     target = cache_dir() / f"{stages.model.name}_{method}_{digest}.py"
     if not target.exists():
         write_atomic(target, source)
