@@ -33,7 +33,10 @@ from .special import (
     softmax_inplace,
 )
 
-jit = numba.njit(cache=True, nogil=True)
+# Not disk-cached: numba would keep a stale copy of a helper from another file that this
+# one calls. Generated kernels are cached (keyed by the runtime's fingerprint) together with
+# the machine code of every helper they call, so nothing here recompiles on a cached run.
+jit = numba.njit(nogil=True)
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)

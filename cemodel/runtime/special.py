@@ -9,7 +9,10 @@ import math
 import numba
 import numpy as np
 
-jit = numba.njit(cache=True, nogil=True)
+# Not disk-cached: numba would keep a stale copy of a helper from another file that this
+# one calls. Generated kernels are cached (keyed by the runtime's fingerprint) together with
+# the machine code of every helper they call, so nothing here recompiles on a cached run.
+jit = numba.njit(nogil=True)
 
 _LOG_PI = math.log(math.pi)
 
