@@ -312,6 +312,46 @@ class MeanFieldEmitter:
             return None
         return constant, rows, consumers
 
+    def gathered_plan(self, name: str):
+        """For implicit sums whose one per-row factor is a transposed exp(E[log ·]) array read
+        at an observed index (LDA: exp(E[log beta])[w[d, n], ·]): (stat, one-hot slot,
+        ragged plate), so the item's rows can be gathered once and each sweep is two
+        matrix-vector products; else None."""
+        plan = self.implicit_plan(name)
+        var = self.var(name)
+        if plan is None or len(var.plates) != 2 or not self.model.plate(var.plates[1]).ragged:
+            return None
+        _, rows, _ = plan
+        if len(rows) != 1:
+            return None
+        message, _, monomial, stat = rows[0]
+        knowns = [s for s in monomial.without(message.target) if isinstance(s, Known)]
+        if (len(knowns) != 1 or not self.layout.onehot_binding(knowns[0])
+                or not self.exp_arrays.get(stat, ("", False))[1]
+                or stat.index != message.target.tensor):
+            return None
+        return stat, knowns[0], var.plates[1]
+
+    def gather_kernel(self, name: str) -> Function:
+        """B[r, c] = exp(E[log ·])[observed index of row r, c] for the item's rows."""
+        stat, known, plate = self.gathered_plan(name)
+        args = ArgRecorder()
+        item = args.use(plate_var(self.model.data_plate))
+        B = args.use(f"B_{name}")
+        X = args.use(self.exp_arrays[stat][0])
+        obs = args.use(known.operands[0].name)
+        ptr = args.use(f"{plate}_ptr")
+        body: list[Node] = [
+            Block(f"for {plate_var(plate)} in range({ptr}[{item}], {ptr}[{item} + 1])", (
+                Line(f"{B}[{plate_var(plate)} - {ptr}[{item}]] = {X}[{obs}[{plate_var(plate)}]]"),
+            )),
+        ]
+        fn = Function(f"gather_{name}", tuple(args.names), tuple(body),
+                      f"The item's rows of {self.exp_arrays[stat][0]}, contiguous for sums_{name}.",
+                      KERNEL)
+        self.kernel_args[fn.name] = tuple(args.names)
+        return fn
+
     def implicit_kernel(self, name: str) -> Function:
         """S_c = A_c Σ_rows (w / s) B_c: the sums the item's other locals need from q(name)."""
         var = self.var(name)
@@ -351,6 +391,35 @@ class MeanFieldEmitter:
                 Line(f"{S}[t_c] = 0.0"),
             )),
         ]
+        gathered = self.gathered_plan(name)
+        if gathered is not None:
+            _, _, plate = gathered
+            ptr = args.use(f"{plate}_ptr")
+            weight = args.use(f"{plate}_weight")
+            item = plate_var(data_plate)
+            B, s = args.use(f"B_{name}"), args.use(f"s_{name}")
+            body = [*head, Block(f"for t_c in range({size})",
+                                 (Line(f"{A}[t_c] = {' * '.join(a_factors)}"),))]
+            body += [
+                Line(f"base = {ptr}[{item}]"),
+                Line(f"n = {ptr}[{item} + 1] - base"),
+                Line(f"np.dot({B}[:n], {A}, {s}[:n])", "s_n = Σ_c A_c B_nc"),
+                Block("for r in range(n)", (
+                    Block(f"if not ({s}[r] > 0.0 and np.isfinite({s}[r]))",
+                          (Line("return False"),),
+                          comment="underflow: the caller takes the explicit path"),
+                    Line(f"{s}[r] = {weight}[base + r] / {s}[r]"),
+                )),
+                Line(f"np.dot({s}[:n], {B}[:n], {S})", "Σ_n (w_n / s_n) B_nc"),
+                Block(f"for t_c in range({size})", (Line(f"{S}[t_c] *= {A}[t_c]"),)),
+                Line("return True"),
+            ]
+            doc = (f"Σ_rows w·q({name} = c) for the item's other locals, without building "
+                   f"q({name}):\nS_c = A_c Σ_n (w_n / s_n) B_nc, s_n = Σ_c A_c B_nc, with the "
+                   f"item's rows B gathered by gather_{name}.")
+            fn = Function(f"sums_{name}", tuple(args.names), tuple(body), doc, KERNEL)
+            self.kernel_args[fn.name] = tuple(args.names)
+            return fn
         row_nodes: list[Node] = []
         b_factors = factors_of(rows, row_nodes) or ["1.0"]
         weight = "1.0"
@@ -591,6 +660,9 @@ class MeanFieldEmitter:
                 count.append(name)
             mean = "change" if len(count) == 1 else f"change / {len(count)}"
             sweep.append(Block(f"if {mean} < local_tol", (Line("break"),)))
+            gathers = [Line(self._call(f"gather_{n}", {}, args)) for n in self.implicit
+                       if self.gathered_plan(n) is not None]
+            init_sweeps += gathers
             init_sweeps.append(Block("for sweep in range(max_local_iter)", tuple(sweep)))
             for name in self.implicit:
                 init_sweeps.append(Comment(f"q({name}) itself, from the converged sweeps"))
@@ -904,6 +976,11 @@ class MeanFieldEmitter:
             body.append(Line(f"A_{name} = np.zeros({size})",
                              f"the item-constant part of q({name}) (see sums_{name})"))
             body.append(Line(f"S_{name} = np.zeros({size})", f"Σ_rows w·q({name} = c)"))
+            if self.gathered_plan(name) is not None:
+                rows = f"rt.max_length({self.gathered_plan(name)[2]}_ptr)"
+                body.append(Line(f"B_{name} = np.zeros(({rows}, {size}))",
+                                 f"one item's rows of the per-row factor of q({name})"))
+                body.append(Line(f"s_{name} = np.zeros({rows})", "per-row normalisers"))
         body.append(Comment("sufficient statistics the local step hands to the global step"))
         for acc in self.plan.accumulators:
             factor = self.analysis.factors[acc.factor]
@@ -1188,6 +1265,8 @@ class MeanFieldEmitter:
         for name in self.plan.locals:
             self.kernels.append(self.local_update_kernel(name))
         for name in self.implicit:
+            if self.gathered_plan(name) is not None:
+                self.kernels.append(self.gather_kernel(name))
             self.kernels.append(self.implicit_kernel(name))
         if m.data_plate is not None:
             self.kernels.append(self.local_step_kernel())

@@ -135,24 +135,28 @@ def update_z(
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def sums_z(i_docs, n_K, A_z, S_z, X_theta_log, w, XT_beta_log, tokens_weight, tokens_ptr):
+def gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr):
+    """The item's rows of XT_beta_log, contiguous for sums_z."""
+    for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+        B_z[i_tokens - tokens_ptr[i_docs]] = XT_beta_log[w[i_tokens]]
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+def sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z):
     """Σ_rows w·q(z = c) for the item's other locals, without building q(z):
-    S_c = A_c Σ_rows (w / s) B_c, s = Σ_c A_c B_c (product form of q(z)).
+    S_c = A_c Σ_n (w_n / s_n) B_nc, s_n = Σ_c A_c B_nc, with the item's rows B gathered by gather_z.
     """
     for t_c in range(n_K):
         A_z[t_c] = X_theta_log[i_docs, t_c]
-        S_z[t_c] = 0.0
-    for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-        obs0_k = w[i_tokens]
-        total = 0.0
-        for t_c in range(n_K):
-            total += A_z[t_c] * XT_beta_log[obs0_k, t_c]
+    base = tokens_ptr[i_docs]
+    n = tokens_ptr[i_docs + 1] - base
+    np.dot(B_z[:n], A_z, s_z[:n])  # s_n = Σ_c A_c B_nc
+    for r in range(n):
         # underflow: the caller takes the explicit path
-        if not (total > 0.0 and np.isfinite(total)):
+        if not (s_z[r] > 0.0 and np.isfinite(s_z[r])):
             return False
-        share = tokens_weight[i_tokens] / total
-        for t_c in range(n_K):
-            S_z[t_c] += share * XT_beta_log[obs0_k, t_c]
+        s_z[r] = tokens_weight[base + r] / s_z[r]
+    np.dot(s_z[:n], B_z[:n], S_z)  # Σ_n (w_n / s_n) B_nc
     for t_c in range(n_K):
         S_z[t_c] *= A_z[t_c]
     return True
@@ -176,11 +180,13 @@ def local_step(
         X_theta_log,
         warm,
         A_z,
-        w,
-        XT_beta_log,
+        B_z,
+        s_z,
         lam_z_onehot,
+        w,
         E_beta_log,
         H_z,
+        XT_beta_log,
         ET_beta_log,
         item_weight,
         acc_w_0,
@@ -205,10 +211,11 @@ def local_step(
         else:
             if not warm:
                 update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, E_theta_log, X_theta_log)
+            gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
             for sweep in range(max_local_iter):
                 change = 0.0
                 old_theta[...] = lam_theta_log[i_docs]
-                use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, w, XT_beta_log, tokens_weight, tokens_ptr)
+                use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z)
                 if not use_sums_z:
                     update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
                 update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, use_sums_z, S_z, E_theta_log, X_theta_log)
@@ -335,6 +342,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     H_z = np.zeros(E_z_onehot.shape[0])  # entropy of each row of q(z)
     A_z = np.zeros(n_K)  # the item-constant part of q(z) (see sums_z)
     S_z = np.zeros(n_K)  # Σ_rows w·q(z = c)
+    # one item's rows of the per-row factor of q(z)
+    B_z = np.zeros((rt.max_length(tokens_ptr), n_K))
+    s_z = np.zeros(rt.max_length(tokens_ptr))  # per-row normalisers
     # sufficient statistics the local step hands to the global step
     acc_w_0 = np.zeros((n_V, n_K))
     all_items = np.arange(n_D)  # the local step runs over these
@@ -352,7 +362,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
         acc_w_0[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, E_theta_log, X_theta_log, False, A_z, w, XT_beta_log, lam_z_onehot, E_beta_log, H_z, ET_beta_log, item_weight, acc_w_0, lgamma_sum_alpha, lgamma_alpha)
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, E_theta_log, X_theta_log, False, A_z, B_z, s_z, lam_z_onehot, w, E_beta_log, H_z, XT_beta_log, ET_beta_log, item_weight, acc_w_0, lgamma_sum_alpha, lgamma_alpha)
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, ET_beta_log, n_K)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -361,7 +371,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, S_z=S_z, E_theta_log=E_theta_log, X_theta_log=X_theta_log, A_z=A_z, w=w, XT_beta_log=XT_beta_log, lam_z_onehot=lam_z_onehot, E_beta_log=E_beta_log, H_z=H_z, ET_beta_log=ET_beta_log, item_weight=item_weight, acc_w_0=acc_w_0, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, S_z=S_z, E_theta_log=E_theta_log, X_theta_log=X_theta_log, A_z=A_z, B_z=B_z, s_z=s_z, lam_z_onehot=lam_z_onehot, w=w, E_beta_log=E_beta_log, H_z=H_z, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, item_weight=item_weight, acc_w_0=acc_w_0, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -407,7 +417,7 @@ def fit(
     clock = time.perf_counter()
     for iteration in range(max_iter):
         s.acc_w_0[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.E_theta_log, s.X_theta_log, warm_start and iteration > 0, s.A_z, s.w, s.XT_beta_log, s.lam_z_onehot, s.E_beta_log, s.H_z, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.E_theta_log, s.X_theta_log, warm_start and iteration > 0, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
         update_beta(1.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
         elbo = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
         elbo += elbo_local
@@ -466,7 +476,7 @@ def fit_svi(
                 size_m = rt.effective_size(effective_batch_size, step, len(batch))
                 s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)
             s.acc_w_0[...] = 0.0
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.E_theta_log, s.X_theta_log, False, s.A_z, s.w, s.XT_beta_log, s.lam_z_onehot, s.E_beta_log, s.H_z, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.E_theta_log, s.X_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
             old_beta_log = s.lam_beta_log.copy()
             try:
@@ -480,7 +490,7 @@ def fit_svi(
         # the full-data ELBO at optimal locals for the current globals
         s.item_weight[...] = 1.0
         s.acc_w_0[...] = 0.0
-        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.E_theta_log, s.X_theta_log, False, s.A_z, s.w, s.XT_beta_log, s.lam_z_onehot, s.E_beta_log, s.H_z, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
+        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.E_theta_log, s.X_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
         elbo_global_part = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
         elbo += elbo_global_part
         trace.append(elbo)
