@@ -115,16 +115,18 @@ def make_plan(analysis: Analysis) -> InferencePlan:
 
 
 def _methods(model: Model, locals_: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Each global step and whether it applies (or why not); only what is implemented."""
     stochastic = "yes" if model.data_plate else (
         "no: the model has no single data plate to subsample (observations must all sit in "
         "one top-level plate)"
     )
+    planned = "not yet: structured SVI is planned, not implemented in this version"
     return (
         ("mf", "yes"),
         ("svi", stochastic),
         ("svi+", stochastic),
-        ("ssvi-a", stochastic),
-        ("ssvi", stochastic),
+        ("ssvi-a", planned),
+        ("ssvi", planned),
     )
 
 

@@ -61,3 +61,20 @@ plate obs n in N:
     assert "Gamma" in message and "E[x²]" in message  # the family mismatch
     assert "hint: give 'mu' a prior from: Normal" in message  # what would make it conjugate
     assert "observe y[n] ~ Normal(mu, 1.0)" in message and "^^" in message
+
+
+def test_methods_report_only_what_is_implemented():
+    out = report("lda")
+    assert "svi      yes" in out and "svi+     yes" in out
+    assert "ssvi     not yet" in out and "ssvi-a   not yet" in out
+    source = """model two_plates
+dim N
+dim M
+mu ~ Normal(0.0, 1.0)
+plate a i in N:
+    observe x[i] ~ Normal(mu, 1.0)
+plate b j in M:
+    observe y[j] ~ Normal(mu, 1.0)
+"""
+    out = check_report(run_stages(source, "two.cem").plan)
+    assert "svi      no: the model has no single data plate" in out
