@@ -96,3 +96,22 @@ def test_cli_fit_with_svi_and_svi_plus(tmp_path, capsys):
                  str(tmp_path / "other.npz")]) == 2
     assert "--effective-batch-size" in capsys.readouterr().err
     assert not (tmp_path / "other.npz").exists()
+
+
+def test_noisy_stop_needs_a_stalled_moving_average():
+    # one bad value among rising ones never stops the fit (patience > window)
+    stop = rt.NoisyStop(window=2, patience=3, tol=1e-3)
+    values = [-100.0, -90.0, -80.0, -70.0, -60.0, -500.0, -60.0, -55.0, -50.0]
+    assert [stop.update(v) for v in values] == [False] * len(values)
+    # a flat objective stops once the moving average is stale for `patience` evaluations
+    flat = rt.NoisyStop(window=2, patience=2, tol=1e-3)
+    assert [flat.update(-10.0) for _ in range(5)] == [False, False, False, True, True]
+    with pytest.raises(CemError):
+        rt.NoisyStop(window=0)
+
+
+def test_svi_stops_on_the_smoothed_objective(compiled):
+    x = np.random.default_rng(11).integers(0, 2, 200)
+    res = compiled("beta_bernoulli").fit_svi({"x": x}, epochs=500, batch_size=200, tau=0.0,
+                                             tol=1e-9, window=2, patience=2)
+    assert res.converged and len(res.elbo) < 500

@@ -577,9 +577,18 @@ class MeanFieldEmitter:
             lam_row, E_row = f"{lam}[{row}]", f"{E}[{row}]"
             inner.append(Line(f"{args.use('H_' + name)}[{row}] = rt.categorical_expected_stats("
                               f"{lam_row}, {E_row}) - rt.frobenius({lam_row}, {E_row})"))
+        elif name in self.exp_only:
+            # inside the sweeps only exp(E[log ·]) is read: computed without logarithms
+            X = args.use(f"X_{name}_log")
+            lam = args.use(self.layout.lam(name, "log"))
+            inner.append(Block(f"if {args.use('exp_only')}", (
+                Line(f"rt.dirichlet_exp_expected({lam}[{row}], {X}[{row}])"),)))
+            inner.append(Block("else", (self._expect_line(var, row, args),
+                                        *self._exp_lines(var, row, args))))
         else:
             inner.append(self._expect_line(var, row, args))
-        inner += self._exp_lines(var, row, args)
+        if name not in self.exp_only:
+            inner += self._exp_lines(var, row, args)
         if product:
             inner = [
                 Line("done = False"),
@@ -621,7 +630,7 @@ class MeanFieldEmitter:
         for name in locals_:
             if name not in categorical:
                 init_random.append(Line(self._call(f"update_{name}", {
-                    "with_children": "True",
+                    "with_children": "True", "exp_only": "False",
                     **{f"use_sums_{z}": "False" for z in self.implicit}}, args)))
         init_sweeps: list[Node] = []
         if self.plan.local_iterations:
@@ -644,14 +653,15 @@ class MeanFieldEmitter:
                 for stat, _ in self.stats(name)[:1]:
                     lam = self.layout.lam(name, stat)
                     sweep.append(Line(f"old_{name}[...] = {args.use(lam)}[{item}]"))
+            finish = [self._expect_line(self.var(n), item, args) for n in self.exp_only]
             for name in reversed(locals_):
                 if name in self.implicit:
                     sweep.append(Line(f"use_sums_{name} = "
                                       + self._call(f"sums_{name}", {}, args)))
-                    sweep.append(Block(f"if not use_sums_{name}",
-                                       (self._call_update(name, "True", args),)))
+                    sweep.append(Block(f"if not use_sums_{name}", (
+                        *finish, self._call_update(name, "True", args))))
                 else:
-                    sweep.append(self._call_update(name, "True", args))
+                    sweep.append(self._call_update(name, "True", args, exp_only="True"))
             count = []
             for name in tracked:
                 stat = self.stats(name)[0][0]
@@ -664,6 +674,9 @@ class MeanFieldEmitter:
                        if self.gathered_plan(n) is not None]
             init_sweeps += gathers
             init_sweeps.append(Block("for sweep in range(max_local_iter)", tuple(sweep)))
+            if finish:
+                init_sweeps.append(Comment("E[log ·] of the item, once its sweeps converged"))
+                init_sweeps += finish
             for name in self.implicit:
                 init_sweeps.append(Comment(f"q({name}) itself, from the converged sweeps"))
                 init_sweeps.append(self._call_update(name, "True", args))
@@ -764,8 +777,9 @@ class MeanFieldEmitter:
             nodes = [Block(header, tuple(nodes))]
         return nodes
 
-    def _call_update(self, name: str, with_children: str, args: ArgRecorder) -> Line:
-        overrides = {"with_children": with_children}
+    def _call_update(self, name: str, with_children: str, args: ArgRecorder,
+                     exp_only: str = "False") -> Line:
+        overrides = {"with_children": with_children, "exp_only": exp_only}
         if with_children == "False":
             overrides.update({f"use_sums_{z}": "False" for z in self.implicit})
         return Line(self._call(f"update_{name}", overrides, args))
@@ -1167,6 +1181,8 @@ class MeanFieldEmitter:
             Line("trace.append(elbo)"),
             Block("if callback is not None", (
                 Line("callback(epoch, elbo, time.perf_counter() - clock)"),)),
+            Block("if stop is not None and stop.update(elbo)", (
+                Line("converged = True"), Line("break"))),
         ]
         body: list[Node] = [
             Line("s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, "
@@ -1178,14 +1194,16 @@ class MeanFieldEmitter:
                  "of their own"),
             Line("trace = []"),
             Line("step = 1", "t = 1, 2, ... (Hoffman et al. 2013)"),
+            Line("converged = False"),
+            Line("stop = None if tol is None else rt.NoisyStop(window, patience, tol)"),
             Line("clock = time.perf_counter()"),
             Block("for epoch in range(epochs)", tuple(epoch)),
-            Line("return _result(s, trace, False, time.perf_counter() - clock)"),
+            Line("return _result(s, trace, converged, time.perf_counter() - clock)"),
         ]
         args = ("data", "*", "hypers=None", "dims=None", "epochs=10", "batch_size=256",
                 "kappa=0.7", "tau=10.0", "step_scale=1.0", "effective_batch_size=None",
                 "max_local_iter=100", "local_tol=1e-3", "seed=0", "callback=None",
-                "init=None", "start=None")
+                "init=None", "start=None", "tol=None", "window=3", "patience=3")
         doc = (f"Fit {m.name} by stochastic variational inference over its data plate.\n\n"
                "Each step draws a minibatch S (without replacement within an epoch), runs the "
                "local step on it,\nand moves every global by ρ_t = step_scale·(t + tau)^−kappa "
@@ -1193,7 +1211,9 @@ class MeanFieldEmitter:
                "effective_batch_size M (a number, or a function of the step) turns on SVI+: "
                "each E[t_n] is\nweighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); "
                "M = |S| is SVI exactly.\n"
-               "The ELBO trace holds the full-data bound after each epoch.")
+               "The ELBO trace holds the full-data bound after each epoch. With tol set, the fit "
+               "stops when\nits moving average over `window` epochs has not improved by tol "
+               "(relative) for `patience` epochs.")
         return Function("fit_svi", args, tuple(body), doc)
 
     def default_start(self) -> str:
@@ -1262,6 +1282,10 @@ class MeanFieldEmitter:
         self._plan_exp_arrays()
         self.implicit = tuple(n for n in self.plan.locals if self.implicit_plan(n) is not None)
         self.product_form = tuple(n for n in self.plan.locals if self.product_messages(n))
+        # kept Dirichlet locals read through exp(E[log ·]) inside the sweeps (LDA's theta)
+        self.exp_only = tuple(
+            n for n in self.plan.kept_locals if self.plan.local_iterations
+            and self.family(n) == "dirichlet" and self.exp_needed.get(n) == {False})
         for name in self.plan.locals:
             self.kernels.append(self.local_update_kernel(name))
         for name in self.implicit:

@@ -7,6 +7,7 @@ from .binding import check_hyper_names as check_hyper_names
 from .binding import hyper_value as hyper_value
 from .driver import ElboDecreaseWarning as ElboDecreaseWarning
 from .driver import FitResult as FitResult
+from .driver import NoisyStop as NoisyStop
 from .driver import State as State
 from .driver import annealing_weights as annealing_weights
 from .driver import check_elbo_increase as check_elbo_increase
@@ -29,6 +30,7 @@ from .families import categorical_expected_stats as categorical_expected_stats
 from .families import categorical_log_normalizer as categorical_log_normalizer
 from .families import categorical_natural as categorical_natural
 from .families import categorical_params as categorical_params
+from .families import dirichlet_exp_expected as dirichlet_exp_expected
 from .families import dirichlet_expected_stats as dirichlet_expected_stats
 from .families import dirichlet_log_normalizer as dirichlet_log_normalizer
 from .families import dirichlet_natural as dirichlet_natural

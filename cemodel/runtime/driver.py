@@ -128,3 +128,36 @@ def check_step(expectations: dict[str, np.ndarray], step: int, effective_batch_s
     for array in expectations.values():
         if not np.all(np.isfinite(array)):
             raise invalid_step(step, effective_batch_size)
+
+
+class NoisyStop:
+    """Stopping for stochastic fits: never on one noisy value.
+
+    The objective (one value per evaluation) is smoothed by a moving average over ``window``
+    evaluations; the fit stops when the smoothed value has not improved by more than
+    ``tol`` (relative) for ``patience`` evaluations in a row."""
+
+    def __init__(self, window: int = 3, patience: int = 3, tol: float = 1e-4) -> None:
+        if window < 1 or patience < 1:
+            from ..errors import CemDataError
+
+            raise CemDataError(f"stopping rule: expected window >= 1 and patience >= 1, found "
+                               f"window={window}, patience={patience}")
+        self.window, self.patience, self.tol = window, patience, tol
+        self.values: list[float] = []
+        self.best = -np.inf
+        self.stale = 0
+
+    def update(self, value: float) -> bool:
+        """Record one evaluation; True when the fit should stop."""
+        self.values.append(value)
+        if len(self.values) < self.window:
+            return False
+        smoothed = float(np.mean(self.values[-self.window:]))
+        improved = (not np.isfinite(self.best)
+                    or smoothed > self.best + self.tol * max(1.0, abs(self.best)))
+        if improved:
+            self.best, self.stale = smoothed, 0
+            return False
+        self.stale += 1
+        return self.stale >= self.patience

@@ -24,6 +24,7 @@ import numpy as np
 from .special import (
     digamma,
     digamma_shifted,
+    exp_digamma,
     inv_from_cholesky,
     inv_spd,
     lgamma,
@@ -71,6 +72,18 @@ def dirichlet_expected_stats(lam_log: np.ndarray, out_log: np.ndarray) -> None:
     psi_total = digamma(total)
     for k in range(n):
         out_log[k] = digamma_shifted(lam_log[k] + 1.0) - psi_total
+
+
+@jit
+def dirichlet_exp_expected(lam_log: np.ndarray, out_exp: np.ndarray) -> None:
+    """out_exp[k] = exp(E[log x_k]) = exp(psi(alpha_k)) / exp(psi(sum_j alpha_j)), no logs."""
+    n = lam_log.shape[0]
+    total = 0.0
+    for k in range(n):
+        total += lam_log[k] + 1.0
+    scale = 1.0 / exp_digamma(total)
+    for k in range(n):
+        out_exp[k] = exp_digamma(lam_log[k] + 1.0) * scale
 
 
 @jit

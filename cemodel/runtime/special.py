@@ -268,3 +268,24 @@ def digamma_shifted(x: float) -> float:
     acc = 1.0 / 12.0 - z * (1.0 / 120.0 - z * (1.0 / 252.0 - z * (1.0 / 240.0 - z * (
         1.0 / 132.0 - z * (691.0 / 32760.0 - z / 12.0)))))
     return math.log(y) - 0.5 * t - z * acc - shift
+
+
+@jit
+def exp_digamma(x: float) -> float:
+    """exp(psi(x)) = y·exp(−1/(2y) − series(y) − Σ_{i<12} 1/(x+i)), y = x + 12 below 12.
+
+    The same expansion as ``digamma_shifted`` with the logarithm cancelled by the exponential:
+    one ``exp`` and no ``log`` (relative accuracy ~1e-15)."""
+    shift = 0.0
+    y = x
+    if x < 12.0:
+        for start in (0.0, 4.0, 8.0):
+            a, b, c, d = x + start, x + start + 1.0, x + start + 2.0, x + start + 3.0
+            ab, cd = a * b, c * d
+            shift += ((a + b) * cd + (c + d) * ab) / (ab * cd)
+        y = x + 12.0
+    t = 1.0 / y
+    z = t * t
+    acc = 1.0 / 12.0 - z * (1.0 / 120.0 - z * (1.0 / 252.0 - z * (1.0 / 240.0 - z * (
+        1.0 / 132.0 - z * (691.0 / 32760.0 - z / 12.0)))))
+    return y * math.exp(-0.5 * t - z * acc - shift)

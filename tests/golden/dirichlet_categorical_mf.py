@@ -204,6 +204,9 @@ def fit_svi(
         callback=None,
         init=None,
         start=None,
+        tol=None,
+        window=3,
+        patience=3,
 ):
     """Fit dirichlet_categorical by stochastic variational inference over its data plate.
 
@@ -211,7 +214,8 @@ def fit_svi(
     and moves every global by ρ_t = step_scale·(t + tau)^−kappa towards λ̂ = η + N/|S| Σ_S E[t_n].
     effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
     weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
-    The ELBO trace holds the full-data bound after each epoch.
+    The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
+    its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
     """
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     n_N_total = len(s.all_items)
@@ -220,6 +224,8 @@ def fit_svi(
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
+    converged = False
+    stop = None if tol is None else rt.NoisyStop(window, patience, tol)
     clock = time.perf_counter()
     for epoch in range(epochs):
         order = rng.permutation(n_N_total)
@@ -252,4 +258,7 @@ def fit_svi(
         trace.append(elbo)
         if callback is not None:
             callback(epoch, elbo, time.perf_counter() - clock)
-    return _result(s, trace, False, time.perf_counter() - clock)
+        if stop is not None and stop.update(elbo):
+            converged = True
+            break
+    return _result(s, trace, converged, time.perf_counter() - clock)

@@ -51,8 +51,9 @@ def update_theta(
         tokens_weight,
         use_sums_z,
         S_z,
-        E_theta_log,
         X_theta_log,
+        exp_only,
+        E_theta_log,
 ):
     """q(theta[d]) = Dirichlet(α)
         α_v = alpha + Σ_{n} q(z[d, n] = v)
@@ -76,9 +77,12 @@ def update_theta(
             for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
                 for t_k in range(n_K):
                     lam_theta_log[i_docs, t_k] += E_z_onehot[i_tokens - base_tokens, t_k] * tokens_weight[i_tokens]
-    rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
-    for t in range(n_K):
-        X_theta_log[i_docs, t] = np.exp(E_theta_log[i_docs, t])
+    if exp_only:
+        rt.dirichlet_exp_expected(lam_theta_log[i_docs], X_theta_log[i_docs])
+    else:
+        rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
+        for t in range(n_K):
+            X_theta_log[i_docs, t] = np.exp(E_theta_log[i_docs, t])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -176,8 +180,8 @@ def local_step(
         alpha,
         tokens_weight,
         S_z,
-        E_theta_log,
         X_theta_log,
+        E_theta_log,
         warm,
         A_z,
         B_z,
@@ -207,21 +211,24 @@ def local_step(
                 E_z_onehot[i_tokens - base_tokens] = 0.0
                 if 0 <= seed_category[i_docs] < n_K:
                     E_z_onehot[i_tokens - base_tokens, seed_category[i_docs]] = 1.0
-            update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, E_theta_log, X_theta_log)
+            update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
         else:
             if not warm:
-                update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, E_theta_log, X_theta_log)
+                update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
             gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
             for sweep in range(max_local_iter):
                 change = 0.0
                 old_theta[...] = lam_theta_log[i_docs]
                 use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z)
                 if not use_sums_z:
+                    rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
                     update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
-                update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, use_sums_z, S_z, E_theta_log, X_theta_log)
+                update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, use_sums_z, S_z, X_theta_log, True, E_theta_log)
                 change += rt.mean_abs_change(lam_theta_log[i_docs], old_theta)
                 if change < local_tol:
                     break
+            # E[log ·] of the item, once its sweeps converged
+            rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
             # q(z) itself, from the converged sweeps
             update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
         # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
@@ -362,7 +369,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
         acc_w_0[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, E_theta_log, X_theta_log, False, A_z, B_z, s_z, lam_z_onehot, w, E_beta_log, H_z, XT_beta_log, ET_beta_log, item_weight, acc_w_0, lgamma_sum_alpha, lgamma_alpha)
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, X_theta_log, E_theta_log, False, A_z, B_z, s_z, lam_z_onehot, w, E_beta_log, H_z, XT_beta_log, ET_beta_log, item_weight, acc_w_0, lgamma_sum_alpha, lgamma_alpha)
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, ET_beta_log, n_K)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -371,7 +378,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, S_z=S_z, E_theta_log=E_theta_log, X_theta_log=X_theta_log, A_z=A_z, B_z=B_z, s_z=s_z, lam_z_onehot=lam_z_onehot, w=w, E_beta_log=E_beta_log, H_z=H_z, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, item_weight=item_weight, acc_w_0=acc_w_0, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, S_z=S_z, X_theta_log=X_theta_log, E_theta_log=E_theta_log, A_z=A_z, B_z=B_z, s_z=s_z, lam_z_onehot=lam_z_onehot, w=w, E_beta_log=E_beta_log, H_z=H_z, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, item_weight=item_weight, acc_w_0=acc_w_0, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -417,7 +424,7 @@ def fit(
     clock = time.perf_counter()
     for iteration in range(max_iter):
         s.acc_w_0[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.E_theta_log, s.X_theta_log, warm_start and iteration > 0, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, warm_start and iteration > 0, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
         update_beta(1.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
         elbo = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
         elbo += elbo_local
@@ -448,6 +455,9 @@ def fit_svi(
         callback=None,
         init=None,
         start=None,
+        tol=None,
+        window=3,
+        patience=3,
 ):
     """Fit lda by stochastic variational inference over its data plate.
 
@@ -455,7 +465,8 @@ def fit_svi(
     and moves every global by ρ_t = step_scale·(t + tau)^−kappa towards λ̂ = η + N/|S| Σ_S E[t_n].
     effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
     weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
-    The ELBO trace holds the full-data bound after each epoch.
+    The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
+    its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
     """
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     n_D_total = len(s.all_items)
@@ -464,6 +475,8 @@ def fit_svi(
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
+    converged = False
+    stop = None if tol is None else rt.NoisyStop(window, patience, tol)
     clock = time.perf_counter()
     for epoch in range(epochs):
         order = rng.permutation(n_D_total)
@@ -476,7 +489,7 @@ def fit_svi(
                 size_m = rt.effective_size(effective_batch_size, step, len(batch))
                 s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)
             s.acc_w_0[...] = 0.0
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.E_theta_log, s.X_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
             old_beta_log = s.lam_beta_log.copy()
             try:
@@ -490,10 +503,13 @@ def fit_svi(
         # the full-data ELBO at optimal locals for the current globals
         s.item_weight[...] = 1.0
         s.acc_w_0[...] = 0.0
-        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.E_theta_log, s.X_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
+        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
         elbo_global_part = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
         elbo += elbo_global_part
         trace.append(elbo)
         if callback is not None:
             callback(epoch, elbo, time.perf_counter() - clock)
-    return _result(s, trace, False, time.perf_counter() - clock)
+        if stop is not None and stop.update(elbo):
+            converged = True
+            break
+    return _result(s, trace, converged, time.perf_counter() - clock)
