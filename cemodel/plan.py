@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from .conjugacy import Analysis, Known, Monomial, Slot, Stat
+from .families import FAMILIES
 from .model import Model, model_graph
 
 
@@ -120,13 +121,17 @@ def _methods(model: Model, locals_: tuple[str, ...]) -> tuple[tuple[str, str], .
         "no: the model has no single data plate to subsample (observations must all sit in "
         "one top-level plate)"
     )
-    planned = "not yet: structured SVI is planned, not implemented in this version"
+    sampled = {"dirichlet", "beta", "gamma", "normal", "mvn", "wishart"}
+    unsampled = sorted({FAMILIES[v.family].variational for v in model.latents
+                        if not model.is_local(v)} - sampled)
+    ssvi_a = stochastic if stochastic != "yes" or not unsampled else (
+        f"no: cemodel cannot sample a {', '.join(unsampled)} global")
     return (
         ("mf", "yes"),
         ("svi", stochastic),
         ("svi+", stochastic),
-        ("ssvi-a", planned),
-        ("ssvi", planned),
+        ("ssvi-a", ssvi_a),
+        ("ssvi", "not yet: SSVI with the V(β, λ) correction is planned, not implemented"),
     )
 
 

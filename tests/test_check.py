@@ -66,7 +66,7 @@ plate obs n in N:
 def test_methods_report_only_what_is_implemented():
     out = report("lda")
     assert "svi      yes" in out and "svi+     yes" in out
-    assert "ssvi     not yet" in out and "ssvi-a   not yet" in out
+    assert "ssvi     not yet" in out and "ssvi-a   yes" in out
     source = """model two_plates
 dim N
 dim M

@@ -1134,6 +1134,30 @@ class MeanFieldEmitter:
                "its prior\n(fewer sweeps; may settle in a different optimum).")
         return Function("fit", args, tuple(body), doc)
 
+    def _sample_lines(self) -> list[Node]:
+        """β ~ q(β) for every global, written where E[t(β)] lives (and its exp arrays)."""
+        nodes: list[Node] = []
+        for name in self.plan.globals:
+            lams = ", ".join(f"s.{self.layout.lam(name, st)}" for st, _ in self.stats(name))
+            outs = ", ".join(f"s.{self.layout.E(name, st)}" for st, _ in self.stats(name))
+            nodes.append(Line(f"rt.sample_{self.family(name)}({lams}, sampler, {outs})"))
+            E = f"s.{self.layout.E(name, 'log')}"
+            for transposed in sorted(self.exp_needed.get(name, ())):
+                if transposed:
+                    nodes.append(Line(f"s.ET_{name}_log[...] = {E}.T"))
+                    nodes.append(Line(f"s.XT_{name}_log[...] = np.exp({E}.T)"))
+                else:
+                    nodes.append(Line(f"s.X_{name}_log[...] = np.exp({E})"))
+        return nodes
+
+    def fit_ssvi_a_function(self) -> Function:
+        doc = (f"Fit {self.model.name} by SSVI-A (Hoffman & Blei 2015, eq. 10): each step "
+               "samples the globals\nβ ~ q(β), computes the local step given β, and moves λ "
+               "towards η + N/|S| Σ_S η̂_n(β).\nOptions as fit_svi (effective_batch_size "
+               "combines it with SVI+).")
+        return Function("fit_ssvi_a", ("data", "**options"), (
+            Line("return fit_svi(data, sample_globals=True, **options)"),), doc)
+
     def fit_svi_function(self) -> Function:
         """SVI (Hoffman et al. 2013) and SVI+ (Paisley's annealing, Definition 1)."""
         m = self.model
@@ -1149,8 +1173,11 @@ class MeanFieldEmitter:
                 Line("s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)"),
             ), comment="SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)"),
             *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
+            Block("if sample_globals", tuple(self._sample_lines()),
+                  comment="SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]"),
             self._driver_call("local_step", {"seeding": "False", "items": "batch",
                                              "warm": "False"}),
+            Block("if sample_globals", (self._driver_call("refresh_globals", {}),)),
             Comment("λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then "
                     "λ ← (1 − ρ)λ + ρλ̂"),
             *[Line(f"old_{n}_{st} = s.{self.layout.lam(n, st)}.copy()") for n, st in lams],
@@ -1192,6 +1219,7 @@ class MeanFieldEmitter:
             Line("rng = np.random.default_rng([seed, 1])", "minibatches"),
             Line("noise = np.random.default_rng([seed, 2])", "SVI+ perturbations, a stream "
                  "of their own"),
+            Line("sampler = np.random.default_rng([seed, 3])", "SSVI-A draws of the globals"),
             Line("trace = []"),
             Line("step = 1", "t = 1, 2, ... (Hoffman et al. 2013)"),
             Line("converged = False"),
@@ -1203,7 +1231,8 @@ class MeanFieldEmitter:
         args = ("data", "*", "hypers=None", "dims=None", "epochs=10", "batch_size=256",
                 "kappa=0.7", "tau=10.0", "step_scale=1.0", "effective_batch_size=None",
                 "max_local_iter=100", "local_tol=1e-3", "seed=0", "callback=None",
-                "init=None", "start=None", "tol=None", "window=3", "patience=3")
+                "init=None", "start=None", "tol=None", "window=3", "patience=3",
+                "sample_globals=False")
         doc = (f"Fit {m.name} by stochastic variational inference over its data plate.\n\n"
                "Each step draws a minibatch S (without replacement within an epoch), runs the "
                "local step on it,\nand moves every global by ρ_t = step_scale·(t + tau)^−kappa "
@@ -1211,6 +1240,7 @@ class MeanFieldEmitter:
                "effective_batch_size M (a number, or a function of the step) turns on SVI+: "
                "each E[t_n] is\nweighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); "
                "M = |S| is SVI exactly.\n"
+               "sample_globals=True is SSVI-A (fit_ssvi_a).\n"
                "The ELBO trace holds the full-data bound after each epoch. With tol set, the fit "
                "stops when\nits moving average over `window` epochs has not improved by tol "
                "(relative) for `patience` epochs.")
@@ -1302,6 +1332,8 @@ class MeanFieldEmitter:
         drivers = [self.prepare_function(), self.result_function(), self.fit_function()]
         if m.data_plate is not None:
             drivers.append(self.fit_svi_function())
+            if all(self.family(n) in _SAMPLED for n in self.plan.globals):
+                drivers.append(self.fit_ssvi_a_function())
         doc = (f"{m.name}: batch mean-field variational Bayes, generated by cemodel "
                f"{__version__}.\n\n"
                f"Model file: {m.source.filename} (sha256 {source_hash(m)[:16]})\n"
@@ -1327,6 +1359,9 @@ def _key_plates(acc) -> tuple[str, ...]:
     """Inner plates an accumulator keeps (``@plate`` entries of its key)."""
     return tuple(k[1:] for k in acc.key if k.startswith("@"))
 
+
+# variational families the runtime can sample (cemodel.runtime.sampling)
+_SAMPLED = ("dirichlet", "beta", "gamma", "normal", "mvn", "wishart")
 
 # names a driver supplies itself rather than reading from the state
 _DRIVER_ARGS = ("scale", "seeding", "items", "warm", "max_local_iter", "local_tol")

@@ -59,6 +59,12 @@ from .numeric import lgamma_sum as lgamma_sum
 from .numeric import log_binom as log_binom
 from .numeric import logdet as logdet
 from .numeric import wishart_lognorm as wishart_lognorm
+from .sampling import sample_beta as sample_beta
+from .sampling import sample_dirichlet as sample_dirichlet
+from .sampling import sample_gamma as sample_gamma
+from .sampling import sample_mvn as sample_mvn
+from .sampling import sample_normal as sample_normal
+from .sampling import sample_wishart as sample_wishart
 from .seeding import seed_categories as seed_categories
 from .special import digamma as digamma
 from .special import frobenius as frobenius

@@ -207,6 +207,7 @@ def fit_svi(
         tol=None,
         window=3,
         patience=3,
+        sample_globals=False,
 ):
     """Fit dirichlet_categorical by stochastic variational inference over its data plate.
 
@@ -214,6 +215,7 @@ def fit_svi(
     and moves every global by ρ_t = step_scale·(t + tau)^−kappa towards λ̂ = η + N/|S| Σ_S E[t_n].
     effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
     weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
+    sample_globals=True is SSVI-A (fit_ssvi_a).
     The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
     its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
     """
@@ -222,6 +224,7 @@ def fit_svi(
     batch_size = min(int(batch_size), len(s.all_items))
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
+    sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     converged = False
@@ -238,7 +241,11 @@ def fit_svi(
                 size_m = rt.effective_size(effective_batch_size, step, len(batch))
                 s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)
             s.acc_x_0[...] = 0.0
+            if sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
+                rt.sample_dirichlet(s.lam_p_log, sampler, s.E_p_log)
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x)
+            if sample_globals:
+                refresh_globals(s.lam_p_log, s.E_p_log)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
             old_p_log = s.lam_p_log.copy()
             try:
@@ -262,3 +269,11 @@ def fit_svi(
             converged = True
             break
     return _result(s, trace, converged, time.perf_counter() - clock)
+
+
+def fit_ssvi_a(data, **options):
+    """Fit dirichlet_categorical by SSVI-A (Hoffman & Blei 2015, eq. 10): each step samples the globals
+    β ~ q(β), computes the local step given β, and moves λ towards η + N/|S| Σ_S η̂_n(β).
+    Options as fit_svi (effective_batch_size combines it with SVI+).
+    """
+    return fit_svi(data, sample_globals=True, **options)

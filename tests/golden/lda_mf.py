@@ -458,6 +458,7 @@ def fit_svi(
         tol=None,
         window=3,
         patience=3,
+        sample_globals=False,
 ):
     """Fit lda by stochastic variational inference over its data plate.
 
@@ -465,6 +466,7 @@ def fit_svi(
     and moves every global by ρ_t = step_scale·(t + tau)^−kappa towards λ̂ = η + N/|S| Σ_S E[t_n].
     effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
     weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
+    sample_globals=True is SSVI-A (fit_ssvi_a).
     The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
     its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
     """
@@ -473,6 +475,7 @@ def fit_svi(
     batch_size = min(int(batch_size), len(s.all_items))
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
+    sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     converged = False
@@ -489,7 +492,13 @@ def fit_svi(
                 size_m = rt.effective_size(effective_batch_size, step, len(batch))
                 s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)
             s.acc_w_0[...] = 0.0
+            if sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
+                rt.sample_dirichlet(s.lam_beta_log, sampler, s.E_beta_log)
+                s.ET_beta_log[...] = s.E_beta_log.T
+                s.XT_beta_log[...] = np.exp(s.E_beta_log.T)
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
+            if sample_globals:
+                refresh_globals(s.lam_beta_log, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_V, s.n_K)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
             old_beta_log = s.lam_beta_log.copy()
             try:
@@ -513,3 +522,11 @@ def fit_svi(
             converged = True
             break
     return _result(s, trace, converged, time.perf_counter() - clock)
+
+
+def fit_ssvi_a(data, **options):
+    """Fit lda by SSVI-A (Hoffman & Blei 2015, eq. 10): each step samples the globals
+    β ~ q(β), computes the local step given β, and moves λ towards η + N/|S| Σ_S η̂_n(β).
+    Options as fit_svi (effective_batch_size combines it with SVI+).
+    """
+    return fit_svi(data, sample_globals=True, **options)

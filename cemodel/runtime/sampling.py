@@ -1,0 +1,95 @@
+"""Draws from the variational families, returned as sufficient statistics t(β).
+
+SSVI-A (Hoffman & Blei 2015, eq. 10) runs the local step with t(β) of a sample β ~ q(β)
+in place of E_q[t(β)]. Each sampler takes the natural parameters (coefficient form, as the
+generated modules hold them) and writes t(β) into the arrays where E[t] lives.
+
+Small Dirichlet/Beta/Gamma shapes (LDA's eta = 0.01) underflow a plain gamma draw to 0,
+whose log is −inf; log-gammas use log G(a) = log G(a + 1) + log(U) / a (Marsaglia & Tsang
+2000), so log β stays finite.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.stats
+
+
+def log_gamma_draws(shape: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """log of Gamma(shape, 1) draws, finite even for tiny shapes."""
+    shape = np.asarray(shape, dtype=float)
+    boosted = rng.standard_gamma(shape + 1.0)
+    u = rng.random(shape.shape)
+    return np.log(boosted) + np.log(u) / shape
+
+
+def sample_dirichlet(lam_log: np.ndarray, rng: np.random.Generator,
+                     out_log: np.ndarray) -> None:
+    """out_log = log β, β ~ Dirichlet(lam_log + 1), row by row (last axis)."""
+    log_g = log_gamma_draws(lam_log + 1.0, rng)
+    top = log_g.max(axis=-1, keepdims=True)
+    out_log[...] = log_g - (top + np.log(np.exp(log_g - top).sum(axis=-1, keepdims=True)))
+
+
+def sample_beta(lam_log: np.ndarray, lam_log1m: np.ndarray, rng: np.random.Generator,
+                out_log: np.ndarray, out_log1m: np.ndarray) -> None:
+    """log p and log(1 − p) of p ~ Beta(lam_log + 1, lam_log1m + 1)."""
+    la = log_gamma_draws(lam_log + 1.0, rng)
+    lb = log_gamma_draws(lam_log1m + 1.0, rng)
+    top = np.maximum(la, lb)
+    total = top + np.log(np.exp(la - top) + np.exp(lb - top))
+    out_log[...] = la - total
+    out_log1m[...] = lb - total
+
+
+def sample_gamma(lam_log: np.ndarray, lam_value: np.ndarray, rng: np.random.Generator,
+                 out_log: np.ndarray, out_value: np.ndarray) -> None:
+    """log x and x of x ~ Gamma(shape = lam_log + 1, rate = −lam_value)."""
+    log_x = log_gamma_draws(lam_log + 1.0, rng) - np.log(-lam_value)
+    out_log[...] = log_x
+    out_value[...] = np.exp(log_x)
+
+
+def sample_normal(lam_value: np.ndarray, lam_square: np.ndarray, rng: np.random.Generator,
+                  out_value: np.ndarray, out_square: np.ndarray) -> None:
+    """x and x² of x ~ Normal(mean, precision) with precision = −2·lam_square."""
+    precision = -2.0 * lam_square
+    x = lam_value / precision + rng.standard_normal(precision.shape) / np.sqrt(precision)
+    out_value[...] = x
+    out_square[...] = x * x
+
+
+def sample_mvn(lam_value: np.ndarray, lam_outer: np.ndarray, rng: np.random.Generator,
+               out_value: np.ndarray, out_outer: np.ndarray) -> None:
+    """x and x xᵀ of x ~ MVN(mean, precision P = −2·sym(lam_outer)), per leading row."""
+    for row in np.ndindex(lam_value.shape[:-1]):
+        P = -(lam_outer[row] + lam_outer[row].T)
+        L = np.linalg.cholesky(P)
+        mean = np.linalg.solve(P, lam_value[row])
+        # x = mean + L^{-T} ε has covariance P^{-1}
+        x = mean + np.linalg.solve(L.T, rng.standard_normal(len(mean)))
+        out_value[row] = x
+        out_outer[row] = np.outer(x, x)
+
+
+def sample_wishart(lam_value: np.ndarray, lam_logdet: np.ndarray, rng: np.random.Generator,
+                   out_value: np.ndarray, out_logdet: np.ndarray) -> None:
+    """Λ and log|Λ| of Λ ~ Wishart(dof = 2·lam_logdet + D + 1, scale = (−2·sym(lam_value))⁻¹)."""
+    D = lam_value.shape[-1]
+    for row in np.ndindex(lam_value.shape[:-2]):
+        scale = np.linalg.inv(-(lam_value[row] + lam_value[row].T))
+        dof = 2.0 * lam_logdet[row] + D + 1.0
+        draw = scipy.stats.wishart(df=dof, scale=scale).rvs(random_state=rng)
+        draw = np.atleast_2d(draw)
+        out_value[row] = draw
+        out_logdet[row] = np.linalg.slogdet(draw)[1]
+
+
+SAMPLERS = {
+    "dirichlet": sample_dirichlet,
+    "beta": sample_beta,
+    "gamma": sample_gamma,
+    "normal": sample_normal,
+    "mvn": sample_mvn,
+    "wishart": sample_wishart,
+}
