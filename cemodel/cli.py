@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--step-scale", type=float, default=1.0, help="svi: step size scale s")
     p.add_argument("--effective-batch-size", type=float, default=None,
                    help="svi+: the effective batch size M <= |S|")
+    p.add_argument("--learn", default=None, metavar="HYPER,...",
+                   help="mf: hyperparameters to set by empirical Bayes (e.g. alpha,eta)")
     p.add_argument("-o", "--output", help="posterior .npz (default: MODEL_posterior.npz)")
     p.add_argument("--quiet", action="store_true", help="no per-iteration progress")
     return parser
@@ -115,9 +117,14 @@ def cmd_fit(args) -> int:
         if not args.quiet:
             print(f"iter {iteration + 1:4d}  elbo {elbo: .6e}  {seconds:8.2f} s", flush=True)
 
+    if args.learn and args.method != "mf":
+        raise CemError("--learn works with --method mf in this version")
     if args.method == "mf":
+        extra = {"learn": args.learn} if args.learn else {}
+        if args.learn and not getattr(module, "LEARNABLE", ()):
+            raise CemError("--learn: this model has no hyperparameter empirical Bayes can set")
         result = module.fit(data, dims=dims, max_iter=args.max_iter, tol=args.tol,
-                            seed=args.seed, callback=progress)
+                            seed=args.seed, callback=progress, **extra)
         status = "converged" if result.converged else "stopped at --max-iter"
         done = f"{status} after {result.iterations} iterations"
     else:
@@ -127,6 +134,10 @@ def cmd_fit(args) -> int:
             effective_batch_size=args.effective_batch_size if args.method == "svi+" else None)
         done = f"{args.method}: {args.epochs} epochs"
     print(f"{done}, {result.seconds:.2f} s; ELBO {result.elbo[-1]:.6e}")
+    if args.learn:
+        learned = ", ".join(f"{k} = {v:.6g}" for k, v in result.hypers.items()
+                            if k in args.learn.split(","))
+        print(f"learned: {learned}")
     buffer = io.BytesIO()
     arrays = {k.replace("[", "(").replace("]", ")"): np.asarray(v)
               for k, v in result.posterior.items()}

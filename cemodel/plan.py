@@ -36,6 +36,17 @@ class Accumulator:
 
 
 @dataclass(frozen=True)
+class Learnable:
+    """A scalar hyperparameter that empirical Bayes can set: the symmetric concentration of a
+    Dirichlet, or the shape or rate of a Gamma, of a variable whose q is kept."""
+
+    hyper: str
+    var: str
+    kind: str  # dirichlet, gamma_shape, gamma_rate
+    other: str | None  # the Gamma's other parameter: a hyperparameter name or a number
+
+
+@dataclass(frozen=True)
 class InferencePlan:
     model: Model
     analysis: Analysis
@@ -45,6 +56,7 @@ class InferencePlan:
     local_iterations: bool  # do locals depend on each other (iterate to convergence)?
     accumulators: tuple[Accumulator, ...]
     methods: tuple[tuple[str, str], ...]  # (method, "yes" or the reason it does not apply)
+    learnable: tuple[Learnable, ...] = ()
 
     def accumulator_for(self, factor: int, monomial: int) -> Accumulator | None:
         for acc in self.accumulators:
@@ -111,8 +123,52 @@ def make_plan(analysis: Analysis) -> InferencePlan:
             accumulators.append(Accumulator(f"acc_{factor.child}_{mi}", fi, mi, local, glob, key))
 
     methods = _methods(model, locals_)
+    learnable = tuple(item for item in _learnable(model, globals_ + kept)
+                      if _uses_of(model, item.hyper) == 1)
     return InferencePlan(model, analysis, globals_, locals_, kept, iterate, tuple(accumulators),
-                         methods)
+                         methods, learnable)
+
+
+def _uses_of(model: Model, hyper: str) -> int:
+    """How often a hyperparameter appears in the model (arguments and other hyperparameters)."""
+    from .conjugacy import render_expr
+
+    def count(expr) -> int:
+        text = render_expr(expr)
+        return sum(1 for token in _tokens(text) if token == hyper)
+
+    total = sum(count(arg) for var in model.variables for arg in var.args)
+    total += sum(count(h.value) for h in model.hypers if h.name != hyper)
+    return total
+
+
+def _tokens(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"[A-Za-z_][A-Za-z_0-9]*", text)
+
+
+def _learnable(model: Model, kept: tuple[str, ...]) -> tuple[Learnable, ...]:
+    from .model import RConst, RHyper, RRepeat
+
+    found: list[Learnable] = []
+    for name in kept:
+        var = model.var(name)
+        if var.family == "Dirichlet":
+            arg = var.args[0]
+            if isinstance(arg, RRepeat) and isinstance(arg.value, RHyper):
+                found.append(Learnable(arg.value.name, name, "dirichlet", None))
+        elif var.family == "Gamma":
+            shape, rate = var.args
+            def text(e):
+                if isinstance(e, RHyper):
+                    return e.name
+                return repr(e.value) if isinstance(e, RConst) else None
+            if isinstance(shape, RHyper) and text(rate) is not None:
+                found.append(Learnable(shape.name, name, "gamma_shape", text(rate)))
+            if isinstance(rate, RHyper) and text(shape) is not None:
+                found.append(Learnable(rate.name, name, "gamma_rate", text(shape)))
+    return tuple(found)
 
 
 def _methods(model: Model, locals_: tuple[str, ...]) -> tuple[tuple[str, str], ...]:

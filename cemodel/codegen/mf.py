@@ -86,6 +86,7 @@ class MeanFieldEmitter:
         self.model = plan.model
         self.analysis = plan.analysis
         self.known_exprs: dict[str, tuple[str, str]] = {}  # key -> (name, numpy expr)
+        self.known_slots: dict[str, Known] = {}
         self._collect_knowns()
         scratch = frozenset(v for v in plan.locals if v not in plan.kept_locals)
         self.layout = Layout(self.model, {k: n for k, (n, _) in self.known_exprs.items()},
@@ -104,6 +105,7 @@ class MeanFieldEmitter:
                     if slot.fn == "value" and isinstance(slot.operands[0], RConst):
                         continue
                     name, expr = self._known_numpy(slot)
+                    self.known_slots[slot.key] = slot
                     base, n = name, 1
                     while name in used:
                         n += 1
@@ -111,25 +113,25 @@ class MeanFieldEmitter:
                     used.add(name)
                     self.known_exprs[slot.key] = (name, expr)
 
-    def _known_numpy(self, slot: Known) -> tuple[str, str]:
+    def _known_numpy(self, slot: Known, prefix: str = "") -> tuple[str, str]:
         ops = slot.operands
         first = ops[0]
         if slot.fn == "onehot":
             return first.name, first.name
         if isinstance(first, RRepeat) and slot.fn in ("value", "lgamma", "log"):
             # an elementwise view of a repeated scalar is that scalar
-            inner = _np(first.value)
+            inner = _np(first.value, prefix)
             expr = {"value": inner, "lgamma": f"rt.gammaln({inner})",
                     "log": f"np.log({inner})"}[slot.fn]
             return _ident(slot.fn, first.value), expr
-        args = ", ".join(_np(o) for o in ops)
+        args = ", ".join(_np(o, prefix) for o in ops)
         if slot.fn == "value":
             if isinstance(first, (RHyper, RVar, RData)):
-                return first.name, first.name
-            return _ident("value", first), _np(first)
+                return first.name, prefix + first.name
+            return _ident("value", first), _np(first, prefix)
         if slot.fn == "dim":
             shape = self._event_shape(first)
-            return f"dim_{_ident('', first).strip('_')}", dim_name(shape[0])
+            return f"dim_{_ident('', first).strip('_')}", prefix + dim_name(shape[0])
         numpy_fn = {
             "log": "np.log({})", "log1m": "np.log1p(-{})", "lgamma": "rt.gammaln({})",
             "lgamma_sum": "rt.lgamma_sum({})", "lgamma1p": "rt.gammaln({} + 1.0)",
@@ -139,7 +141,7 @@ class MeanFieldEmitter:
         }[slot.fn]
         if slot.fn == "lgamma_sum" and isinstance(first, RRepeat):
             return (_ident("lgamma_sum", first.value),
-                    f"rt.gammaln({dim_name(first.dim)} * {_np(first.value)})")
+                    f"rt.gammaln({prefix}{dim_name(first.dim)} * {_np(first.value, prefix)})")
         return _ident(slot.fn, *ops), numpy_fn.format(args)
 
     def _event_shape(self, expr: RExpr):
@@ -1062,6 +1064,36 @@ class MeanFieldEmitter:
         return Function("_prepare", ("data", "hypers", "dims", "seed", "init", "start",
                                      "max_local_iter", "local_tol"), tuple(body), doc)
 
+    def learn_function(self) -> Function:
+        """Empirical Bayes for the learnable hyperparameters, then the knowns that use them."""
+        body: list[Node] = []
+        for item in self.plan.learnable:
+            var = self.var(item.var)
+            if item.kind == "dirichlet":
+                E_log = self.layout.E(var.name, "log")
+                call = f"rt.learn_symmetric_dirichlet(s.{item.hyper}, s.{E_log})"
+            elif item.kind == "gamma_shape":
+                other = f"s.{item.other}" if item.other.isidentifier() else item.other
+                call = f"rt.learn_gamma_shape({other}, s.{self.layout.E(var.name, 'log')})"
+            else:
+                other = f"s.{item.other}" if item.other.isidentifier() else item.other
+                call = f"rt.learn_gamma_rate({other}, s.{self.layout.E(var.name, 'value')})"
+            body.append(Block(f"if {item.hyper!r} in learn", (Line(f"s.{item.hyper} = {call}"),),
+                              comment=f"the prior of {item.var}"))
+        body.append(Comment("known quantities that depend on hyperparameters"))
+        learned = {i.hyper for i in self.plan.learnable}
+        for key, slot in self.known_slots.items():
+            if not any(_mentions(o, learned) for o in slot.operands):
+                continue
+            _, expr = self._known_numpy(slot, "s.")
+            name = self.known_exprs[key][0]
+            if f"s.{name}" == expr:
+                continue
+            body.append(Line(f"s.{name} = {expr}"))
+        return Function("_learn", ("s", "learn"), tuple(body),
+                        "Empirical Bayes (Minka 2000): each learned hyperparameter maximises "
+                        "the ELBO given q.")
+
     def result_function(self) -> Function:
         m = self.model
         body: list[Node] = [Line("posterior = {}")]
@@ -1095,7 +1127,12 @@ class MeanFieldEmitter:
             Line("s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, "
                  "local_tol)"),
         ]
-        loop: list[Node] = [Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators]
+        loop: list[Node] = []
+        if self.plan.learnable:
+            body.append(Line("learn = rt.check_learn(learn, LEARNABLE)"))
+            loop.append(Block("if learn and iteration > 0", (Line("_learn(s, learn)"),),
+                              comment="empirical Bayes, before the local step"))
+        loop += [Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators]
         if self.model.data_plate is not None:
             loop.append(self._driver_call(
                 "local_step", {"seeding": "False", "items": "s.all_items",
@@ -1108,7 +1145,8 @@ class MeanFieldEmitter:
             self._driver_call("elbo_global", {}, result="elbo"),
             Line("elbo += elbo_local"),
             Line("trace.append(elbo)"),
-            Line("rt.check_elbo_increase(trace, warn_decrease)"),
+            Line("rt.check_elbo_increase(trace, warn_decrease, restarts="
+                 + ("not warm_start)" if self.plan.local_iterations else "False)")),
             Block("if callback is not None", (
                 Line("callback(iteration, elbo, time.perf_counter() - clock)"),)),
             Block("if rt.converged(trace, tol)", (Line("converged = True"), Line("break"))),
@@ -1123,6 +1161,8 @@ class MeanFieldEmitter:
         args = ("data", "*", "hypers=None", "dims=None", "max_iter=200", "tol=1e-6",
                 "max_local_iter=100", "local_tol=1e-3", "seed=0", "callback=None",
                 "warn_decrease=True", "init=None", "start=None", "warm_start=False")
+        if self.plan.learnable:
+            args += ("learn=()",)
         doc = (f"Fit {m.name} by batch mean-field variational Bayes (coordinate ascent).\n\n"
                "data: a mapping from each observed variable (and covariate) to its array; see "
                "SPEC.\n"
@@ -1131,7 +1171,9 @@ class MeanFieldEmitter:
                "start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on "
                "Dirichlet and Beta globals); default DEFAULT_START.\n"
                "warm_start: start each item's local step from its previous values instead of "
-               "its prior\n(fewer sweeps; may settle in a different optimum).")
+               "its prior\n(fewer sweeps; may settle in a different optimum).\n"
+               "learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned "
+               "values are in result.hypers.")
         return Function("fit", args, tuple(body), doc)
 
     def _sample_lines(self) -> list[Node]:
@@ -1173,11 +1215,13 @@ class MeanFieldEmitter:
                 Line("s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)"),
             ), comment="SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)"),
             *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
-            Block("if sample_globals", tuple(self._sample_lines()),
-                  comment="SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]"),
+            *([Block("if sample_globals", tuple(self._sample_lines()),
+                     comment="SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]")]
+              if globals_ else []),
             self._driver_call("local_step", {"seeding": "False", "items": "batch",
                                              "warm": "False"}),
-            Block("if sample_globals", (self._driver_call("refresh_globals", {}),)),
+            *([Block("if sample_globals", (self._driver_call("refresh_globals", {}),))]
+              if globals_ else []),
             Comment("λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then "
                     "λ ← (1 − ρ)λ + ρλ̂"),
             *[Line(f"old_{n}_{st} = s.{self.layout.lam(n, st)}.copy()") for n, st in lams],
@@ -1186,7 +1230,7 @@ class MeanFieldEmitter:
                   for n in globals_],
                 *[Line(f"s.{self.layout.lam(n, st)}[...] = (1.0 - rho) * old_{n}_{st} + rho * "
                        f"s.{self.layout.lam(n, st)}") for n, st in lams],
-                self._driver_call("refresh_globals", {}),
+                *([self._driver_call("refresh_globals", {})] if globals_ else []),
             )),
             Block("except np.linalg.LinAlgError", (
                 Line("raise rt.invalid_step(step, effective_batch_size) from None"),)),
@@ -1330,6 +1374,8 @@ class MeanFieldEmitter:
             self.kernels.append(self.refresh_kernel())
         self.kernels.append(self.elbo_global_kernel())
         drivers = [self.prepare_function(), self.result_function(), self.fit_function()]
+        if self.plan.learnable:
+            drivers.insert(2, self.learn_function())
         if m.data_plate is not None:
             drivers.append(self.fit_svi_function())
             if all(self.family(n) in _SAMPLED for n in self.plan.globals):
@@ -1345,6 +1391,8 @@ class MeanFieldEmitter:
             Line(f"SOURCE_SHA256 = {source_hash(m)!r}"),
             Line(f"DEFAULT_START = {self.default_start()!r}",
                  "random pseudo-counts when every gated global is a Dirichlet or Beta"),
+            Line(f"LEARNABLE = {tuple(i.hyper for i in self.plan.learnable)!r}",
+                 "hyperparameters empirical Bayes can set (fit(..., learn=...))"),
             Blank(),
             *self.spec_literal(),
             *self.kernels,
@@ -1353,6 +1401,22 @@ class MeanFieldEmitter:
         imports = ("import time", "", "import numpy as np", "from numba import njit", "",
                    "from cemodel import runtime as rt")
         return Module(doc, imports, tuple(body))
+
+
+def _mentions(expr: RExpr, hypers: set[str]) -> bool:
+    """Does a known expression read any of these hyperparameters?"""
+    if isinstance(expr, RHyper):
+        return expr.name in hypers
+    if isinstance(expr, RRepeat):
+        return _mentions(expr.value, hypers)
+    if isinstance(expr, RBin):
+        return _mentions(expr.left, hypers) or _mentions(expr.right, hypers)
+    if isinstance(expr, RNeg):
+        return _mentions(expr.operand, hypers)
+    if isinstance(expr, (RCall, RVector)):
+        items = expr.args if isinstance(expr, RCall) else expr.items
+        return any(_mentions(a, hypers) for a in items)
+    return False
 
 
 def _key_plates(acc) -> tuple[str, ...]:
@@ -1399,24 +1463,25 @@ def _ident_expr(expr: RExpr) -> str:
     return "c"
 
 
-def _np(expr: RExpr) -> str:
-    """numpy source for a known expression (hyperparameters, data, dims)."""
+def _np(expr: RExpr, prefix: str = "") -> str:
+    """numpy source for a known expression (hyperparameters, data, dims); ``prefix`` reads
+    the names from the state (``s.``)."""
     if isinstance(expr, RConst):
         return repr(float(expr.value))
     if isinstance(expr, (RHyper, RVar, RData)):
-        return expr.name
+        return prefix + expr.name
     if isinstance(expr, RDimSize):
-        return dim_name(expr.name)
+        return prefix + dim_name(expr.name)
     if isinstance(expr, RRepeat):
-        return f"np.full({dim_name(expr.dim)}, {_np(expr.value)})"
+        return f"np.full({prefix}{dim_name(expr.dim)}, {_np(expr.value, prefix)})"
     if isinstance(expr, RNeg):
-        return f"(-{_np(expr.operand)})"
+        return f"(-{_np(expr.operand, prefix)})"
     if isinstance(expr, RBin):
-        return f"({_np(expr.left)} {expr.op} {_np(expr.right)})"
+        return f"({_np(expr.left, prefix)} {expr.op} {_np(expr.right, prefix)})"
     if isinstance(expr, RVector):
-        return "np.array([" + ", ".join(_np(i) for i in expr.items) + "])"
+        return "np.array([" + ", ".join(_np(i, prefix) for i in expr.items) + "])"
     if isinstance(expr, RCall):
-        a = [_np(x) for x in expr.args]
+        a = [_np(x, prefix) for x in expr.args]
         if expr.func == "eye":
             return f"np.eye({a[0]})"
         if expr.func == "zeros":

@@ -11,6 +11,7 @@ from .driver import NoisyStop as NoisyStop
 from .driver import State as State
 from .driver import annealing_weights as annealing_weights
 from .driver import check_elbo_increase as check_elbo_increase
+from .driver import check_learn as check_learn
 from .driver import check_step as check_step
 from .driver import converged as converged
 from .driver import effective_size as effective_size
@@ -52,6 +53,9 @@ from .families import wishart_expected_stats as wishart_expected_stats
 from .families import wishart_log_normalizer as wishart_log_normalizer
 from .families import wishart_natural as wishart_natural
 from .families import wishart_params as wishart_params
+from .learning import learn_gamma_rate as learn_gamma_rate
+from .learning import learn_gamma_shape as learn_gamma_shape
+from .learning import learn_symmetric_dirichlet as learn_symmetric_dirichlet
 from .numeric import gammaln as gammaln
 from .numeric import inv as inv
 from .numeric import lbeta as lbeta

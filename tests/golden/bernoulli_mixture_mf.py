@@ -17,6 +17,7 @@ from cemodel import runtime as rt
 SOURCE = 'bernoulli_mixture.cem'
 SOURCE_SHA256 = 'fd5efa9b016ca8ebfbd88bf3b415f81e2bb093de0ae7d1ed118df0ad1588b4be'
 DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 
 SPEC = {
     "model": 'bernoulli_mixture',
@@ -380,6 +381,7 @@ def fit(
     start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
     warm_start: start each item's local step from its previous values instead of its prior
     (fewer sweeps; may settle in a different optimum).
+    learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned values are in result.hypers.
     """
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     trace = []
@@ -396,7 +398,7 @@ def fit(
         elbo = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
         elbo += elbo_local
         trace.append(elbo)
-        rt.check_elbo_increase(trace, warn_decrease)
+        rt.check_elbo_increase(trace, warn_decrease, restarts=False)
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):

@@ -17,6 +17,7 @@ from cemodel import runtime as rt
 SOURCE = 'beta_bernoulli.cem'
 SOURCE_SHA256 = '9d1fd898b0c9100e2526f39860a346cf1cbed2633c45f9378ab242ce88a7276e'
 DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 
 SPEC = {
     "model": 'beta_bernoulli',
@@ -201,6 +202,7 @@ def fit(
     start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
     warm_start: start each item's local step from its previous values instead of its prior
     (fewer sweeps; may settle in a different optimum).
+    learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned values are in result.hypers.
     """
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     trace = []
@@ -215,7 +217,7 @@ def fit(
         elbo = elbo_global(s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m)
         elbo += elbo_local
         trace.append(elbo)
-        rt.check_elbo_increase(trace, warn_decrease)
+        rt.check_elbo_increase(trace, warn_decrease, restarts=False)
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):

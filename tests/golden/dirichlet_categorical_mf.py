@@ -17,6 +17,7 @@ from cemodel import runtime as rt
 SOURCE = 'dirichlet_categorical.cem'
 SOURCE_SHA256 = '9969c96eb90d0fa3eb3da5ca38f7e6d7467afcef440aa946bd58be8f18abdd07'
 DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+LEARNABLE = ('alpha',)  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 
 SPEC = {
     "model": 'dirichlet_categorical',
@@ -142,6 +143,15 @@ def _result(s, trace, converged, seconds):
     return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha}, state={'lam_p_log': s.lam_p_log})
 
 
+def _learn(s, learn):
+    """Empirical Bayes (Minka 2000): each learned hyperparameter maximises the ELBO given q."""
+    if 'alpha' in learn:  # the prior of p
+        s.alpha = rt.learn_symmetric_dirichlet(s.alpha, s.E_p_log)
+    # known quantities that depend on hyperparameters
+    s.lgamma_sum_alpha = rt.gammaln(s.n_K * s.alpha)
+    s.lgamma_alpha = rt.gammaln(s.alpha)
+
+
 def fit(
         data,
         *,
@@ -157,6 +167,7 @@ def fit(
         init=None,
         start=None,
         warm_start=False,
+        learn=(),
 ):
     """Fit dirichlet_categorical by batch mean-field variational Bayes (coordinate ascent).
 
@@ -166,19 +177,23 @@ def fit(
     start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
     warm_start: start each item's local step from its previous values instead of its prior
     (fewer sweeps; may settle in a different optimum).
+    learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned values are in result.hypers.
     """
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    learn = rt.check_learn(learn, LEARNABLE)
     trace = []
     converged = False
     clock = time.perf_counter()
     for iteration in range(max_iter):
+        if learn and iteration > 0:  # empirical Bayes, before the local step
+            _learn(s, learn)
         s.acc_x_0[...] = 0.0
         elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x)
         update_p(1.0, s.lam_p_log, s.n_K, s.alpha, s.acc_x_0, s.E_p_log)
         elbo = elbo_global(s.n_K, s.alpha, s.E_p_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.acc_x_0, s.lam_p_log)
         elbo += elbo_local
         trace.append(elbo)
-        rt.check_elbo_increase(trace, warn_decrease)
+        rt.check_elbo_increase(trace, warn_decrease, restarts=False)
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):

@@ -17,6 +17,7 @@ from cemodel import runtime as rt
 SOURCE = 'gmm.cem'
 SOURCE_SHA256 = 'f2898c2111cbf597b5ec0e6583ee39e8550844680832db5cf9971bbfc759b9b0'
 DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+LEARNABLE = ('alpha',)  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 
 SPEC = {
     "model": 'gmm',
@@ -489,6 +490,15 @@ def _result(s, trace, converged, seconds):
     return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'm0': s.m0, 'P0': s.P0, 'nu0': s.nu0, 'W0': s.W0}, state={'lam_Lambda_value': s.lam_Lambda_value, 'lam_Lambda_logdet': s.lam_Lambda_logdet, 'lam_mu_value': s.lam_mu_value, 'lam_mu_outer': s.lam_mu_outer, 'lam_pi_log': s.lam_pi_log, 'lam_z_onehot': s.lam_z_onehot})
 
 
+def _learn(s, learn):
+    """Empirical Bayes (Minka 2000): each learned hyperparameter maximises the ELBO given q."""
+    if 'alpha' in learn:  # the prior of pi
+        s.alpha = rt.learn_symmetric_dirichlet(s.alpha, s.E_pi_log)
+    # known quantities that depend on hyperparameters
+    s.lgamma_sum_alpha = rt.gammaln(s.n_K * s.alpha)
+    s.lgamma_alpha = rt.gammaln(s.alpha)
+
+
 def fit(
         data,
         *,
@@ -504,6 +514,7 @@ def fit(
         init=None,
         start=None,
         warm_start=False,
+        learn=(),
 ):
     """Fit gmm by batch mean-field variational Bayes (coordinate ascent).
 
@@ -513,12 +524,16 @@ def fit(
     start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
     warm_start: start each item's local step from its previous values instead of its prior
     (fewer sweeps; may settle in a different optimum).
+    learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned values are in result.hypers.
     """
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    learn = rt.check_learn(learn, LEARNABLE)
     trace = []
     converged = False
     clock = time.perf_counter()
     for iteration in range(max_iter):
+        if learn and iteration > 0:  # empirical Bayes, before the local step
+            _learn(s, learn)
         s.acc_z_0[...] = 0.0
         s.acc_x_0[...] = 0.0
         s.acc_x_1[...] = 0.0
@@ -531,7 +546,7 @@ def fit(
         elbo = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.logdet_P0, s.n_D, s.P0, s.E_mu_outer, s.E_mu_value, s.m0, s.outer_m0, s.dim_mu, s.nu0, s.E_Lambda_logdet, s.dim_Lambda, s.inv_W0, s.E_Lambda_value, s.wishart_lognorm_nu0_W0, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.lam_Lambda_value, s.lam_Lambda_logdet, s.lam_mu_value, s.lam_mu_outer, s.lam_pi_log)
         elbo += elbo_local
         trace.append(elbo)
-        rt.check_elbo_increase(trace, warn_decrease)
+        rt.check_elbo_increase(trace, warn_decrease, restarts=False)
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):

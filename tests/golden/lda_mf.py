@@ -17,6 +17,7 @@ from cemodel import runtime as rt
 SOURCE = 'lda.cem'
 SOURCE_SHA256 = '62ac1137aac8c2c458ee0a8b9a285f7d1f30b7d1d96aeea2639a874fa1328625'
 DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+LEARNABLE = ('eta', 'alpha')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 
 SPEC = {
     "model": 'lda',
@@ -393,6 +394,19 @@ def _result(s, trace, converged, seconds):
     return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'eta': s.eta}, state={'lam_beta_log': s.lam_beta_log, 'lam_theta_log': s.lam_theta_log})
 
 
+def _learn(s, learn):
+    """Empirical Bayes (Minka 2000): each learned hyperparameter maximises the ELBO given q."""
+    if 'eta' in learn:  # the prior of beta
+        s.eta = rt.learn_symmetric_dirichlet(s.eta, s.E_beta_log)
+    if 'alpha' in learn:  # the prior of theta
+        s.alpha = rt.learn_symmetric_dirichlet(s.alpha, s.E_theta_log)
+    # known quantities that depend on hyperparameters
+    s.lgamma_sum_eta = rt.gammaln(s.n_V * s.eta)
+    s.lgamma_eta = rt.gammaln(s.eta)
+    s.lgamma_sum_alpha = rt.gammaln(s.n_K * s.alpha)
+    s.lgamma_alpha = rt.gammaln(s.alpha)
+
+
 def fit(
         data,
         *,
@@ -408,6 +422,7 @@ def fit(
         init=None,
         start=None,
         warm_start=False,
+        learn=(),
 ):
     """Fit lda by batch mean-field variational Bayes (coordinate ascent).
 
@@ -417,19 +432,23 @@ def fit(
     start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
     warm_start: start each item's local step from its previous values instead of its prior
     (fewer sweeps; may settle in a different optimum).
+    learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned values are in result.hypers.
     """
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    learn = rt.check_learn(learn, LEARNABLE)
     trace = []
     converged = False
     clock = time.perf_counter()
     for iteration in range(max_iter):
+        if learn and iteration > 0:  # empirical Bayes, before the local step
+            _learn(s, learn)
         s.acc_w_0[...] = 0.0
         elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, warm_start and iteration > 0, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
         update_beta(1.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
         elbo = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
         elbo += elbo_local
         trace.append(elbo)
-        rt.check_elbo_increase(trace, warn_decrease)
+        rt.check_elbo_increase(trace, warn_decrease, restarts=not warm_start)
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):

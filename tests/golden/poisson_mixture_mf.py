@@ -17,6 +17,7 @@ from cemodel import runtime as rt
 SOURCE = 'poisson_mixture.cem'
 SOURCE_SHA256 = '6c7b4c337855db5d6804bd5765455d766e176d077ea201fd8388f2986c3300e2'
 DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+LEARNABLE = ('alpha', 'a', 'b')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 
 SPEC = {
     "model": 'poisson_mixture',
@@ -324,6 +325,21 @@ def _result(s, trace, converged, seconds):
     return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'a': s.a, 'b': s.b}, state={'lam_pi_log': s.lam_pi_log, 'lam_rate_log': s.lam_rate_log, 'lam_rate_value': s.lam_rate_value, 'lam_z_onehot': s.lam_z_onehot})
 
 
+def _learn(s, learn):
+    """Empirical Bayes (Minka 2000): each learned hyperparameter maximises the ELBO given q."""
+    if 'alpha' in learn:  # the prior of pi
+        s.alpha = rt.learn_symmetric_dirichlet(s.alpha, s.E_pi_log)
+    if 'a' in learn:  # the prior of rate
+        s.a = rt.learn_gamma_shape(s.b, s.E_rate_log)
+    if 'b' in learn:  # the prior of rate
+        s.b = rt.learn_gamma_rate(s.a, s.E_rate_value)
+    # known quantities that depend on hyperparameters
+    s.lgamma_sum_alpha = rt.gammaln(s.n_K * s.alpha)
+    s.lgamma_alpha = rt.gammaln(s.alpha)
+    s.log_b = np.log(s.b)
+    s.lgamma_a = rt.gammaln(s.a)
+
+
 def fit(
         data,
         *,
@@ -339,6 +355,7 @@ def fit(
         init=None,
         start=None,
         warm_start=False,
+        learn=(),
 ):
     """Fit poisson_mixture by batch mean-field variational Bayes (coordinate ascent).
 
@@ -348,12 +365,16 @@ def fit(
     start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on Dirichlet and Beta globals); default DEFAULT_START.
     warm_start: start each item's local step from its previous values instead of its prior
     (fewer sweeps; may settle in a different optimum).
+    learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned values are in result.hypers.
     """
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    learn = rt.check_learn(learn, LEARNABLE)
     trace = []
     converged = False
     clock = time.perf_counter()
     for iteration in range(max_iter):
+        if learn and iteration > 0:  # empirical Bayes, before the local step
+            _learn(s, learn)
         s.acc_z_0[...] = 0.0
         s.acc_x_0[...] = 0.0
         s.acc_x_1[...] = 0.0
@@ -363,7 +384,7 @@ def fit(
         elbo = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.a, s.log_b, s.lgamma_a, s.E_rate_log, s.b, s.E_rate_value, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.lam_pi_log, s.lam_rate_log, s.lam_rate_value)
         elbo += elbo_local
         trace.append(elbo)
-        rt.check_elbo_increase(trace, warn_decrease)
+        rt.check_elbo_increase(trace, warn_decrease, restarts=False)
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):

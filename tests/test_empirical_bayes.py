@@ -1,0 +1,117 @@
+"""Empirical Bayes (fit(..., learn=...)): hyperparameters that maximise the ELBO given q."""
+
+import textwrap
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.special import digamma
+
+from cemodel import runtime as rt
+from cemodel.compiler import compile_model
+from cemodel.errors import CemDataError
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    root = tmp_path_factory.mktemp("eb")
+
+    def make(name, source, **settings):
+        path = root / f"{name}.cem"
+        path.write_text(textwrap.dedent(source))
+        return compile_model(path, settings)
+
+    return make
+
+
+def test_symmetric_dirichlet_fixed_point_matches_the_gradient_condition():
+    rng = np.random.default_rng(0)
+    E_log = np.log(rng.dirichlet(np.full(6, 0.7), 500))
+    a = rt.learn_symmetric_dirichlet(2.0, E_log)
+    grad = 500 * 6 * (digamma(6 * a) - digamma(a)) + E_log.sum()
+    assert abs(grad) < 1e-6 * 500
+    assert a == pytest.approx(0.7, rel=0.1)
+
+
+def test_dirichlet_multinomial_concentration_is_recovered(build):
+    mod = build("polya", """
+        model polya
+        dim K = 5
+        dim D
+        dim N[D]
+        hyper alpha = 1.0
+        plate docs d in D:
+            theta[d] ~ Dirichlet(alpha, K)
+            plate tokens n in N[d]:
+                observe x[d, n] ~ Categorical(theta[d])
+        """)
+    rng = np.random.default_rng(1)
+    counts = np.array([rng.multinomial(300, rng.dirichlet(np.full(5, 0.4))) for _ in range(800)])
+    res = mod.fit({"x": sp.csr_matrix(counts.astype(float))}, learn=("alpha",), max_iter=200,
+                  tol=1e-10)
+    assert mod.LEARNABLE == ("alpha",)
+    assert res.hypers["alpha"] == pytest.approx(0.4, rel=0.1)
+    assert np.all(np.diff(res.elbo) >= -1e-9 * np.abs(res.elbo[:-1]))
+
+
+def test_gamma_rate_of_group_rates_is_recovered(build):
+    mod = build("rates", """
+        model rates
+        dim G
+        dim N
+        hyper a = 3.0
+        hyper b = 1.0
+        plate groups g in G:
+            lam[g] ~ Gamma(a, b)
+        plate obs n in N:
+            data group[n] : int
+            observe y[n] ~ Poisson(lam[group[n]])
+        """)
+    rng = np.random.default_rng(2)
+    rates = rng.gamma(3.0, 1.0 / 0.5, 400)  # shape 3, rate 0.5
+    group = np.repeat(np.arange(400), 60)
+    y = rng.poisson(rates[group])
+    res = mod.fit({"y": y, "group": group}, learn=("b",), max_iter=300, tol=1e-12)
+    assert res.hypers["b"] == pytest.approx(0.5, rel=0.1)
+    assert res.hypers["a"] == 3.0
+
+
+def test_lda_learns_alpha_and_eta_with_a_monotone_bound(compiled):
+    """With warm-started local steps every update, the learning included, is an improvement."""
+    from .test_mf_elbo import lda_corpus
+
+    lda = compiled("lda", K=4)
+    res = lda.fit({"w": lda_corpus(3)}, learn="alpha,eta", max_iter=40, tol=0.0,
+                  warm_start=True)
+    assert set(res.hypers) == {"alpha", "eta"}
+    assert res.hypers["alpha"] != 0.1 and res.hypers["eta"] != 0.01
+    assert np.all(np.diff(res.elbo) >= -1e-9 * np.abs(res.elbo[:-1]))
+
+
+def test_restarted_local_steps_warn_without_blaming_a_bug(compiled):
+    """Cold restarts (the default, as scikit-learn's batch LDA) can lower the bound a little;
+    the warning says why instead of reporting a bug."""
+    from .test_mf_elbo import lda_corpus
+
+    with pytest.warns(rt.ElboDecreaseWarning, match="restarted from its prior"):
+        compiled("lda", K=4).fit({"w": lda_corpus(3)}, learn="alpha,eta", max_iter=40,
+                                 tol=0.0)
+
+
+def test_unknown_learnable_is_a_clear_error(compiled):
+    from .test_mf_elbo import lda_corpus
+
+    with pytest.raises(CemDataError, match="learnable: eta, alpha"):
+        compiled("lda", K=4).fit({"w": lda_corpus(3)}, learn=("beta",), max_iter=2)
+
+
+def test_cli_learn_prints_the_learned_values(tmp_path, capsys):
+    from cemodel.cli import main
+
+    rng = np.random.default_rng(5)
+    data = tmp_path / "x.npz"
+    np.savez(data, x=rng.poisson(4.0, 200))
+    code = main(["fit", "stdlib_models/gamma_poisson.cem", "--data", str(data), "--learn", "b",
+                 "-o", str(tmp_path / "p.npz"), "--quiet"])
+    assert code == 0
+    assert "learned: b = " in capsys.readouterr().out
