@@ -149,8 +149,10 @@ def emit_contraction(
     bound_letters: dict[str, str],  # letter -> bound expression
     weighted: bool = True,
     multiply: dict[Stat, tuple[str, bool]] | None = None,
+    reads: dict[Stat, tuple[str, bool]] | None = None,
 ) -> list[Node]:
-    """With ``multiply`` the nest multiplies the target by Π exp(E[stat]) instead of adding."""
+    """With ``multiply`` the nest multiplies the target by Π exp(E[stat]) instead of adding;
+    ``reads`` points statistics at other layouts of E[stat] (a transposed copy)."""
     """Emit the loop nest for one contraction, accumulating into ``target``."""
     model = layout.model
     letters: dict[str, str] = dict(bound_letters)
@@ -202,7 +204,8 @@ def emit_contraction(
                 continue
             factors.append(layout.known_ref(slot, letters, args))
         else:
-            factors.append(layout.stat_ref(slot, letters, args, multiply))
+            factors.append(layout.stat_ref(slot, letters, args,
+                                           multiply if multiply is not None else reads))
     if weighted:
         for plate in c.plates:
             if plate not in bound_plates and model.plate(plate).ragged:

@@ -674,6 +674,9 @@ class MeanFieldEmitter:
             sweep.append(Block(f"if {mean} < local_tol", (Line("break"),)))
             gathers = [Line(self._call(f"gather_{n}", {}, args)) for n in self.implicit
                        if self.gathered_plan(n) is not None]
+            if gathers and self._fast_guard() is not None and self.plan.kept_locals:
+                gathers = [Block("if not guard", tuple(gathers),
+                                 comment="the guard gathered them already")]
             init_sweeps += gathers
             init_sweeps.append(Block("for sweep in range(max_local_iter)", tuple(sweep)))
             if finish:
@@ -685,6 +688,11 @@ class MeanFieldEmitter:
         else:
             for name in locals_:
                 init_sweeps.append(self._call_update(name, "True", args))
+        if self.plan.local_iterations and self.plan.kept_locals:
+            before, after = self._guard_nodes(args)
+            args.use("guard")
+            init_sweeps = [Block("if guard", tuple(before)), *init_sweeps,
+                           Block("if guard", tuple(after))]
         per_item.append(Block("if seeding", tuple(init_random),
                               comment="k-means++ seed items: seed c is all category c"))
         per_item.append(Block("else", tuple(init_sweeps)))
@@ -732,6 +740,9 @@ class MeanFieldEmitter:
                 lam = self.layout.lam(name, self.stats(name)[0][0])
                 buffers.append(Line(f"old_{name} = np.empty_like({lam}[0])",
                                     "the previous sweep, for the convergence test"))
+            for a in getattr(self, "_guard_arrays", []):
+                buffers.append(Line(f"keep_{a} = np.empty_like({a}[0])",
+                                    "the item's previous state, for the restart guard"))
         body: list[Node] = [
             *buffers,
             Line("elbo = 0.0"),
@@ -745,6 +756,138 @@ class MeanFieldEmitter:
         fn = Function("local_step", tuple(args.names), tuple(body), doc, KERNEL)
         self.kernel_args[fn.name] = tuple(args.names)
         return fn
+
+    def item_elbo_kernel(self, without: tuple[str, ...] = ()) -> Function:
+        """One item's whole share of the ELBO under the current globals: every data-plate
+        monomial (the global slots read E[t] directly) and the item's local entropies;
+        ``without`` leaves out the terms of collapsed locals (see collapsed_kernel)."""
+        data_plate = self.model.data_plate
+        args = ArgRecorder()
+        item = args.use(plate_var(data_plate))
+        body: list[Node] = [Line("value = 0.0")]
+        for factor in self.analysis.factors:
+            if not self.plan.in_data_plate(factor.plates):
+                continue
+            for monomial in factor.monomials:
+                if any(monomial.stats_of(n) for n in without):
+                    continue
+                body += emit_contraction(
+                    self.layout, args,
+                    Contraction(monomial.coef, monomial.slots, factor.plates,
+                                dict(factor.index_dims)),
+                    "value", (), {data_plate: item}, {}, reads=self.log_arrays,
+                )
+        for name in self.plan.locals:
+            if name in without:
+                continue
+            var = self.var(name)
+            row = self._row_index(var, args)
+            weight = ""
+            for plate in var.plates[1:]:
+                if self.model.plate(plate).ragged:
+                    weight = f"{args.use(plate + '_weight')}[{plate_var(plate)}] * "
+            nodes: list[Node] = [Line(f"value += {weight}({self._entropy_expr(var, row, args)})")]
+            for header in reversed(self._row_loops(var, {data_plate}, args)):
+                nodes = [Block(header, tuple(nodes))]
+            body += nodes
+        body = self._bases(body, args) + body + [Line("return value")]
+        name = "item_elbo" + "".join(f"_without_{n}" for n in without)
+        doc = "One item's share of the ELBO under the current globals (the restart guard)."
+        if without:
+            doc = (f"One item's share of the ELBO without the terms of {', '.join(without)} "
+                   f"(collapsed_{without[0]} adds them at their optimum).")
+        fn = Function(name, tuple(args.names), tuple(body), doc, KERNEL)
+        self.kernel_args[fn.name] = tuple(args.names)
+        return fn
+
+    def collapsed_kernel(self, name: str) -> Function:
+        """Σ_rows w log Σ_c exp λ_c: the terms of q(name) at its optimum given the rest."""
+        constant, _, _ = self.implicit_plan(name)
+        _, _, plate = self.gathered_plan(name)
+        var = self.var(name)
+        args = ArgRecorder()
+        item = args.use(plate_var(self.model.data_plate))
+        size = dim_name(var.categories)
+        if not size.isdigit():
+            args.use(size)
+        A, B, s = args.use(f"A_{name}"), args.use(f"B_{name}"), args.use(f"s_{name}")
+        factors = []
+        for message, _, _monomial, stat in constant:
+            plates, letters = self._target_bindings(var, message.target)
+            env = dict(letters)
+            env.update({f"@{p}": e for p, e in plates.items()})
+            env[message.target.tensor[0]] = "t_c"
+            factors.append(self.layout.stat_ref(stat, env, args, self.exp_arrays))
+        ptr, weight = args.use(f"{plate}_ptr"), args.use(f"{plate}_weight")
+        body: list[Node] = [
+            Block(f"for t_c in range({size})", (Line(f"{A}[t_c] = {' * '.join(factors)}"),)),
+            Line(f"base = {ptr}[{item}]"),
+            Line(f"n = {ptr}[{item} + 1] - base"),
+            Line(f"np.dot({B}[:n], {A}, {s}[:n])", "s_n = Σ_c exp λ_nc"),
+            Line("value = 0.0"),
+            Block("for r in range(n)", (Line(f"value += {weight}[base + r] * np.log({s}[r])"),)),
+            Line("return value"),
+        ]
+        doc = (f"Σ_n w_n log Σ_c exp λ_nc: at its optimum q({name}) contributes "
+               "Σ_c q_c λ_c + H(q) = log Σ_c exp λ_c per row.")
+        fn = Function(f"collapsed_{name}", tuple(args.names), tuple(body), doc, KERNEL)
+        self.kernel_args[fn.name] = tuple(args.names)
+        return fn
+
+    def _fast_guard(self) -> str | None:
+        """The scratch local the guard can collapse (implicit, gathered rows), if any."""
+        scratch = [n for n in self.plan.locals if n in self.layout.scratch]
+        if len(scratch) == 1 and scratch[0] in self.implicit and self.gathered_plan(scratch[0]):
+            return scratch[0]
+        return None
+
+    def _guard_nodes(self, args: ArgRecorder) -> tuple[list[Node], list[Node]]:
+        """Before and after an item's restarted local step: keep the restart only if it is at
+        least as good as the previous state (re-optimised in the scratch locals), so the
+        ELBO never decreases."""
+        item = plate_var(self.model.data_plate)
+        kept = self.plan.kept_locals
+        scratch = [n for n in reversed(self.plan.locals) if n in self.layout.scratch]
+        arrays = []
+        for name in kept:
+            for stat, _ in self.stats(name):
+                arrays += [self.layout.lam(name, stat), self.layout.E(name, stat)]
+            if f"X_{name}_log" in self._state_candidates():
+                arrays.append(f"X_{name}_log")
+        rebuild = [self._call_update(n, "True", args) for n in scratch]
+        fast = self._fast_guard()
+        if fast is not None:
+            value = (self._call(f"collapsed_{fast}", {}, args) + " + "
+                     + self._call(f"item_elbo_without_{fast}", {}, args))
+            before: list[Node] = [
+                *[Line(f"keep_{a}[...] = {args.use(a)}[{item}]") for a in arrays],
+                Line(self._call(f"gather_{fast}", {}, args)),
+                Line(f"previous = {value}", f"the previous state with q({fast}) at its optimum"),
+            ]
+        else:
+            value = self._call("item_elbo", {}, args)
+            before = [
+                *[Line(f"keep_{a}[...] = {args.use(a)}[{item}]") for a in arrays],
+                *rebuild,
+                Line(f"previous = {value}",
+                     "the previous state, re-optimised in its scratch locals"),
+            ]
+        after: list[Node] = [
+            Block(f"if {value} < previous", (
+                Comment("the restart settled lower: keep the previous state"),
+                *[Line(f"{a}[{item}] = keep_{a}") for a in arrays],
+                *rebuild,
+            )),
+        ]
+        self._guard_arrays = arrays
+        return before, after
+
+    def _state_candidates(self) -> set[str]:
+        names = set()
+        for name, layouts in self.exp_needed.items():
+            for transposed in layouts:
+                names.add(f"XT_{name}_log" if transposed else f"X_{name}_log")
+        return names
 
     def _bases(self, nodes: list[Node], args: ArgRecorder) -> list[Node]:
         """``base_p = p_ptr[item]`` for each ragged plate whose scratch arrays the nodes read."""
@@ -1033,7 +1176,8 @@ class MeanFieldEmitter:
                      f"{self.model.data_plate!r}, {item_dim}, {n_cat}, seed)"),
                 *[Line(f"{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
                 self._driver_call("local_step", {
-                    "seeding": "True", "items": "all_items", "warm": "False"}, prefix=""),
+                    "seeding": "True", "items": "all_items", "warm": "False",
+                    "guard": "False"}, prefix=""),
                 *[self._driver_call(f"update_{n}", {"scale": "1.0"}, prefix="")
                   for n in self.plan.globals],
             ]
@@ -1136,7 +1280,8 @@ class MeanFieldEmitter:
         if self.model.data_plate is not None:
             loop.append(self._driver_call(
                 "local_step", {"seeding": "False", "items": "s.all_items",
-                               "warm": "warm_start and iteration > 0"}, result="elbo_local"))
+                               "warm": "warm_start and iteration > 0",
+                               "guard": "not warm_start and iteration > 0"}, result="elbo_local"))
         else:
             loop.append(Line("elbo_local = 0.0"))
         for name in self.plan.globals:
@@ -1145,8 +1290,7 @@ class MeanFieldEmitter:
             self._driver_call("elbo_global", {}, result="elbo"),
             Line("elbo += elbo_local"),
             Line("trace.append(elbo)"),
-            Line("rt.check_elbo_increase(trace, warn_decrease, restarts="
-                 + ("not warm_start)" if self.plan.local_iterations else "False)")),
+            Line("rt.check_elbo_increase(trace, warn_decrease)"),
             Block("if callback is not None", (
                 Line("callback(iteration, elbo, time.perf_counter() - clock)"),)),
             Block("if rt.converged(trace, tol)", (Line("converged = True"), Line("break"))),
@@ -1219,7 +1363,7 @@ class MeanFieldEmitter:
                      comment="SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]")]
               if globals_ else []),
             self._driver_call("local_step", {"seeding": "False", "items": "batch",
-                                             "warm": "False"}),
+                                             "warm": "False", "guard": "False"}),
             *([Block("if sample_globals", (self._driver_call("refresh_globals", {}),))]
               if globals_ else []),
             Comment("λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then "
@@ -1246,7 +1390,8 @@ class MeanFieldEmitter:
             Line("s.item_weight[...] = 1.0"),
             *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
             self._driver_call("local_step", {"seeding": "False", "items": "s.all_items",
-                                             "warm": "False"}, result="elbo"),
+                                             "warm": "False", "guard": "False"},
+                               result="elbo"),
             self._driver_call("elbo_global", {}, result="elbo_global_part"),
             Line("elbo += elbo_global_part"),
             Line("trace.append(elbo)"),
@@ -1367,6 +1512,13 @@ class MeanFieldEmitter:
                 self.kernels.append(self.gather_kernel(name))
             self.kernels.append(self.implicit_kernel(name))
         if m.data_plate is not None:
+            if self.plan.local_iterations and self.plan.kept_locals:
+                fast = self._fast_guard()
+                if fast is not None:
+                    self.kernels.append(self.collapsed_kernel(fast))
+                    self.kernels.append(self.item_elbo_kernel((fast,)))
+                else:
+                    self.kernels.append(self.item_elbo_kernel())
             self.kernels.append(self.local_step_kernel())
         for name in self.plan.globals:
             self.kernels.append(self.global_update_kernel(name))
@@ -1428,7 +1580,7 @@ def _key_plates(acc) -> tuple[str, ...]:
 _SAMPLED = ("dirichlet", "beta", "gamma", "normal", "mvn", "wishart")
 
 # names a driver supplies itself rather than reading from the state
-_DRIVER_ARGS = ("scale", "seeding", "items", "warm", "max_local_iter", "local_tol")
+_DRIVER_ARGS = ("scale", "seeding", "items", "warm", "guard", "max_local_iter", "local_tol")
 
 
 def _tuple(items) -> str:

@@ -29,27 +29,19 @@ class FitResult:
         return self.posterior[key]
 
 
-def check_elbo_increase(trace: list[float], warn: bool, rtol: float = 1e-9,
-                        restarts: bool = False) -> None:
-    """Warn loudly when the last coordinate-ascent iteration lowered the ELBO.
-
-    ``restarts``: the local step restarted each item from its prior (an iterative local step
-    without warm starts). Each item's local problem can have several optima, and a restart
-    may settle in a lower one, so a decrease is then possible without any wrong update."""
+def check_elbo_increase(trace: list[float], warn: bool, rtol: float = 1e-9) -> None:
+    """Warn loudly when the last coordinate-ascent iteration lowered the ELBO."""
     if not warn or len(trace) < 2:
         return
     before, after = trace[-2], trace[-1]
     if after < before - rtol * max(1.0, abs(before)):
-        if restarts:
-            why = ("Each item's local step restarted from its prior and can settle in a lower "
-                   "local optimum than before; fit(..., warm_start=True) makes every step an "
-                   "improvement.")
-        else:
-            why = ("Mean-field updates never lower it; this is a bug in cemodel. Please report "
-                   "it with the model file.")
         warnings.warn(
             f"the ELBO decreased at iteration {len(trace) - 1}: {before:.10g} -> {after:.10g}. "
-            + why, ElboDecreaseWarning, stacklevel=3)
+            "Mean-field updates never lower it; this is a bug in cemodel. Please report it "
+            "with the model file.",
+            ElboDecreaseWarning,
+            stacklevel=3,
+        )
 
 
 def converged(trace: list[float], tol: float) -> bool:

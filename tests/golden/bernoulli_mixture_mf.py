@@ -398,7 +398,7 @@ def fit(
         elbo = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
         elbo += elbo_local
         trace.append(elbo)
-        rt.check_elbo_increase(trace, warn_decrease, restarts=False)
+        rt.check_elbo_increase(trace, warn_decrease)
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):

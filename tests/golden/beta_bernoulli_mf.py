@@ -217,7 +217,7 @@ def fit(
         elbo = elbo_global(s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m)
         elbo += elbo_local
         trace.append(elbo)
-        rt.check_elbo_increase(trace, warn_decrease, restarts=False)
+        rt.check_elbo_increase(trace, warn_decrease)
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):

@@ -193,7 +193,7 @@ def fit(
         elbo = elbo_global(s.n_K, s.alpha, s.E_p_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.acc_x_0, s.lam_p_log)
         elbo += elbo_local
         trace.append(elbo)
-        rt.check_elbo_increase(trace, warn_decrease, restarts=False)
+        rt.check_elbo_increase(trace, warn_decrease)
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):

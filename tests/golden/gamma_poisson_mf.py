@@ -236,7 +236,7 @@ def fit(
         elbo = elbo_global(s.a, s.log_b, s.lgamma_a, s.E_rate_log, s.b, s.E_rate_value, s.acc_x_0, s.acc_x_1, s.lam_rate_log, s.lam_rate_value)
         elbo += elbo_local
         trace.append(elbo)
-        rt.check_elbo_increase(trace, warn_decrease, restarts=False)
+        rt.check_elbo_increase(trace, warn_decrease)
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):

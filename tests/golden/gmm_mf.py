@@ -546,7 +546,7 @@ def fit(
         elbo = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.logdet_P0, s.n_D, s.P0, s.E_mu_outer, s.E_mu_value, s.m0, s.outer_m0, s.dim_mu, s.nu0, s.E_Lambda_logdet, s.dim_Lambda, s.inv_W0, s.E_Lambda_value, s.wishart_lognorm_nu0_W0, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.lam_Lambda_value, s.lam_Lambda_logdet, s.lam_mu_value, s.lam_mu_outer, s.lam_pi_log)
         elbo += elbo_local
         trace.append(elbo)
-        rt.check_elbo_increase(trace, warn_decrease, restarts=False)
+        rt.check_elbo_increase(trace, warn_decrease)
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):

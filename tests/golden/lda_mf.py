@@ -168,6 +168,43 @@ def sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+def collapsed_z(i_docs, n_K, A_z, B_z, s_z, X_theta_log, tokens_ptr, tokens_weight):
+    """Σ_n w_n log Σ_c exp λ_nc: at its optimum q(z) contributes Σ_c q_c λ_c + H(q) = log Σ_c exp λ_c per row."""
+    for t_c in range(n_K):
+        A_z[t_c] = X_theta_log[i_docs, t_c]
+    base = tokens_ptr[i_docs]
+    n = tokens_ptr[i_docs + 1] - base
+    np.dot(B_z[:n], A_z, s_z[:n])  # s_n = Σ_c exp λ_nc
+    value = 0.0
+    for r in range(n):
+        value += tokens_weight[base + r] * np.log(s_z[r])
+    return value
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+def item_elbo_without_z(
+        i_docs,
+        n_K,
+        alpha,
+        E_theta_log,
+        lgamma_sum_alpha,
+        lgamma_alpha,
+        lam_theta_log,
+):
+    """One item's share of the ELBO without the terms of z (collapsed_z adds them at their optimum)."""
+    value = 0.0
+    for t_k in range(n_K):
+        value += alpha * E_theta_log[i_docs, t_k]
+    for t_k in range(n_K):
+        value += -E_theta_log[i_docs, t_k]
+    value += lgamma_sum_alpha
+    for t_k in range(n_K):
+        value += -lgamma_alpha
+    value += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - rt.frobenius(lam_theta_log[i_docs], E_theta_log[i_docs]))
+    return value
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         items,
@@ -193,16 +230,23 @@ def local_step(
         H_z,
         XT_beta_log,
         ET_beta_log,
-        item_weight,
-        acc_w_0,
         lgamma_sum_alpha,
         lgamma_alpha,
+        guard,
+        item_weight,
+        acc_w_0,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
     Returns the ELBO terms that involve only local variables and data.
     """
     old_theta = np.empty_like(lam_theta_log[0])  # the previous sweep, for the convergence test
+    # the item's previous state, for the restart guard
+    keep_lam_theta_log = np.empty_like(lam_theta_log[0])
+    # the item's previous state, for the restart guard
+    keep_E_theta_log = np.empty_like(E_theta_log[0])
+    # the item's previous state, for the restart guard
+    keep_X_theta_log = np.empty_like(X_theta_log[0])
     elbo = 0.0
     for position in range(items.shape[0]):
         i_docs = items[position]
@@ -214,9 +258,17 @@ def local_step(
                     E_z_onehot[i_tokens - base_tokens, seed_category[i_docs]] = 1.0
             update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
         else:
+            if guard:
+                keep_lam_theta_log[...] = lam_theta_log[i_docs]
+                keep_E_theta_log[...] = E_theta_log[i_docs]
+                keep_X_theta_log[...] = X_theta_log[i_docs]
+                gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
+                # the previous state with q(z) at its optimum
+                previous = collapsed_z(i_docs, n_K, A_z, B_z, s_z, X_theta_log, tokens_ptr, tokens_weight) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log)
             if not warm:
                 update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
-            gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
+            if not guard:  # the guard gathered them already
+                gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
             for sweep in range(max_local_iter):
                 change = 0.0
                 old_theta[...] = lam_theta_log[i_docs]
@@ -232,6 +284,13 @@ def local_step(
             rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
             # q(z) itself, from the converged sweeps
             update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+            if guard:
+                if collapsed_z(i_docs, n_K, A_z, B_z, s_z, X_theta_log, tokens_ptr, tokens_weight) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log) < previous:
+                    # the restart settled lower: keep the previous state
+                    lam_theta_log[i_docs] = keep_lam_theta_log
+                    E_theta_log[i_docs] = keep_E_theta_log
+                    X_theta_log[i_docs] = keep_X_theta_log
+                    update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
         # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
         for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
             t_k = w[i_tokens]
@@ -370,7 +429,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
         acc_w_0[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, X_theta_log, E_theta_log, False, A_z, B_z, s_z, lam_z_onehot, w, E_beta_log, H_z, XT_beta_log, ET_beta_log, item_weight, acc_w_0, lgamma_sum_alpha, lgamma_alpha)
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, X_theta_log, E_theta_log, False, A_z, B_z, s_z, lam_z_onehot, w, E_beta_log, H_z, XT_beta_log, ET_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, acc_w_0)
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, ET_beta_log, n_K)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -379,7 +438,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, S_z=S_z, X_theta_log=X_theta_log, E_theta_log=E_theta_log, A_z=A_z, B_z=B_z, s_z=s_z, lam_z_onehot=lam_z_onehot, w=w, E_beta_log=E_beta_log, H_z=H_z, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, item_weight=item_weight, acc_w_0=acc_w_0, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, S_z=S_z, X_theta_log=X_theta_log, E_theta_log=E_theta_log, A_z=A_z, B_z=B_z, s_z=s_z, lam_z_onehot=lam_z_onehot, w=w, E_beta_log=E_beta_log, H_z=H_z, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, acc_w_0=acc_w_0, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -443,12 +502,12 @@ def fit(
         if learn and iteration > 0:  # empirical Bayes, before the local step
             _learn(s, learn)
         s.acc_w_0[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, warm_start and iteration > 0, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, warm_start and iteration > 0, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, not warm_start and iteration > 0, s.item_weight, s.acc_w_0)
         update_beta(1.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
         elbo = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
         elbo += elbo_local
         trace.append(elbo)
-        rt.check_elbo_increase(trace, warn_decrease, restarts=not warm_start)
+        rt.check_elbo_increase(trace, warn_decrease)
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):
@@ -515,7 +574,7 @@ def fit_svi(
                 rt.sample_dirichlet(s.lam_beta_log, sampler, s.E_beta_log)
                 s.ET_beta_log[...] = s.E_beta_log.T
                 s.XT_beta_log[...] = np.exp(s.E_beta_log.T)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.acc_w_0)
             if sample_globals:
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_V, s.n_K)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
@@ -531,7 +590,7 @@ def fit_svi(
         # the full-data ELBO at optimal locals for the current globals
         s.item_weight[...] = 1.0
         s.acc_w_0[...] = 0.0
-        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.item_weight, s.acc_w_0, s.lgamma_sum_alpha, s.lgamma_alpha)
+        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.acc_w_0)
         elbo_global_part = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
         elbo += elbo_global_part
         trace.append(elbo)

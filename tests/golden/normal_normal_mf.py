@@ -223,7 +223,7 @@ def fit(
         elbo = elbo_global(s.log_t0, s.t0, s.E_mu_square, s.E_mu_value, s.m0, s.square_m0, s.acc_x_2, s.acc_x_3, s.lam_mu_value, s.lam_mu_square)
         elbo += elbo_local
         trace.append(elbo)
-        rt.check_elbo_increase(trace, warn_decrease, restarts=False)
+        rt.check_elbo_increase(trace, warn_decrease)
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         if rt.converged(trace, tol):
