@@ -495,7 +495,9 @@ class MeanFieldEmitter:
                     Line(f"{lam}[{row}, t_c] = {' + '.join(log_terms)}"),
                     Line(f"cross += {lam}[{row}, t_c] * {E}[{row}, t_c]"),
                 )),
-                Line(f"{H}[{row}] = np.log(total) - cross",
+                Line(f"{args.use('logZ_' + var.name)}[{row}] = np.log(total)",
+                     "log Σ_c exp λ_c"),
+                Line(f"{H}[{row}] = {args.use('logZ_' + var.name)}[{row}] - cross",
                      "H = log Σ_c exp λ_c − Σ_c λ_c q_c"),
                 Line("done = True"),
             )),
@@ -577,8 +579,11 @@ class MeanFieldEmitter:
             lam = self.layout.lam(name, "onehot")
             E = self.layout.E(name, "onehot")
             lam_row, E_row = f"{lam}[{row}]", f"{E}[{row}]"
-            inner.append(Line(f"{args.use('H_' + name)}[{row}] = rt.categorical_expected_stats("
-                              f"{lam_row}, {E_row}) - rt.frobenius({lam_row}, {E_row})"))
+            logZ = args.use("logZ_" + name)
+            inner.append(Line(f"{logZ}[{row}] = rt.categorical_expected_stats({lam_row}, "
+                              f"{E_row})"))
+            inner.append(Line(f"{args.use('H_' + name)}[{row}] = {logZ}[{row}] - "
+                              f"rt.frobenius({lam_row}, {E_row})"))
         elif name in self.exp_only:
             # inside the sweeps only exp(E[log ·]) is read: computed without logarithms
             X = args.use(f"X_{name}_log")
@@ -872,6 +877,13 @@ class MeanFieldEmitter:
                 Line(f"previous = {value}",
                      "the previous state, re-optimised in its scratch locals"),
             ]
+        if fast is not None:
+            plate = self.gathered_plan(fast)[2]
+            ptr, weight = args.use(f"{plate}_ptr"), args.use(f"{plate}_weight")
+            logZ = args.use(f"logZ_{fast}")
+            value = (f"rt.weighted_sum({weight}[{ptr}[{item}]:{ptr}[{item} + 1]], "
+                     f"{logZ}[:{ptr}[{item} + 1] - {ptr}[{item}]]) + "
+                     + self._call(f"item_elbo_without_{fast}", {}, args))
         after: list[Node] = [
             Block(f"if {value} < previous", (
                 Comment("the restart settled lower: keep the previous state"),
@@ -1130,6 +1142,8 @@ class MeanFieldEmitter:
         for name in self.product_form:
             body.append(Line(f"H_{name} = np.zeros({self.layout.E(name, 'onehot')}.shape[0])",
                              f"entropy of each row of q({name})"))
+            body.append(Line(f"logZ_{name} = np.zeros_like(H_{name})",
+                             f"log Σ_c exp λ_c of each row of q({name})"))
         for name in self.implicit:
             size = dim_name(self.var(name).categories)
             body.append(Line(f"A_{name} = np.zeros({size})",

@@ -82,3 +82,4 @@ from .special import mean_abs_change as mean_abs_change
 from .special import multigammaln as multigammaln
 from .special import softmax_inplace as softmax_inplace
 from .special import trigamma as trigamma
+from .special import weighted_sum as weighted_sum

@@ -289,3 +289,12 @@ def exp_digamma(x: float) -> float:
     acc = 1.0 / 12.0 - z * (1.0 / 120.0 - z * (1.0 / 252.0 - z * (1.0 / 240.0 - z * (
         1.0 / 132.0 - z * (691.0 / 32760.0 - z / 12.0)))))
     return y * math.exp(-0.5 * t - z * acc - shift)
+
+
+@jit
+def weighted_sum(weights: np.ndarray, values: np.ndarray) -> float:
+    """Σ_i w_i v_i over two 1-D arrays of one length (no temporary)."""
+    total = 0.0
+    for i in range(weights.shape[0]):
+        total += weights[i] * values[i]
+    return total

@@ -95,6 +95,7 @@ def update_z(
         E_theta_log,
         w,
         E_beta_log,
+        logZ_z,
         H_z,
         E_z_onehot,
         X_theta_log,
@@ -123,8 +124,9 @@ def update_z(
                     E_z_onehot[i_tokens - base_tokens, t_c] *= scale
                     lam_z_onehot[i_tokens - base_tokens, t_c] = E_theta_log[i_docs, t_c] + ET_beta_log[obs1_k, t_c]
                     cross += lam_z_onehot[i_tokens - base_tokens, t_c] * E_z_onehot[i_tokens - base_tokens, t_c]
+                logZ_z[i_tokens - base_tokens] = np.log(total)  # log Σ_c exp λ_c
                 # H = log Σ_c exp λ_c − Σ_c λ_c q_c
-                H_z[i_tokens - base_tokens] = np.log(total) - cross
+                H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - cross
                 done = True
         if not done:  # in log space: the prior-only start, or after an underflow
             lam_z_onehot[i_tokens - base_tokens] = 0.0
@@ -136,7 +138,8 @@ def update_z(
                 t_k = w[i_tokens]
                 for t_g0 in range(n_K):
                     lam_z_onehot[i_tokens - base_tokens, t_g0] += E_beta_log[t_g0, t_k]
-            H_z[i_tokens - base_tokens] = rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens]) - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+            logZ_z[i_tokens - base_tokens] = rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+            H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -227,6 +230,7 @@ def local_step(
         lam_z_onehot,
         w,
         E_beta_log,
+        logZ_z,
         H_z,
         XT_beta_log,
         ET_beta_log,
@@ -275,7 +279,7 @@ def local_step(
                 use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z)
                 if not use_sums_z:
                     rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
-                    update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+                    update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
                 update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, use_sums_z, S_z, X_theta_log, True, E_theta_log)
                 change += rt.mean_abs_change(lam_theta_log[i_docs], old_theta)
                 if change < local_tol:
@@ -283,14 +287,14 @@ def local_step(
             # E[log ·] of the item, once its sweeps converged
             rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
             # q(z) itself, from the converged sweeps
-            update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+            update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
             if guard:
-                if collapsed_z(i_docs, n_K, A_z, B_z, s_z, X_theta_log, tokens_ptr, tokens_weight) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log) < previous:
+                if rt.weighted_sum(tokens_weight[tokens_ptr[i_docs]:tokens_ptr[i_docs + 1]], logZ_z[:tokens_ptr[i_docs + 1] - tokens_ptr[i_docs]]) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log) < previous:
                     # the restart settled lower: keep the previous state
                     lam_theta_log[i_docs] = keep_lam_theta_log
                     E_theta_log[i_docs] = keep_E_theta_log
                     X_theta_log[i_docs] = keep_X_theta_log
-                    update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+                    update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
         # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
         for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
             t_k = w[i_tokens]
@@ -407,6 +411,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     XT_beta_log = np.zeros(E_beta_log.shape[::-1])  # exp(E[log beta]), statistic axis first
     ET_beta_log = np.zeros(E_beta_log.shape[::-1])  # E[log beta], statistic axis first
     H_z = np.zeros(E_z_onehot.shape[0])  # entropy of each row of q(z)
+    logZ_z = np.zeros_like(H_z)  # log Σ_c exp λ_c of each row of q(z)
     A_z = np.zeros(n_K)  # the item-constant part of q(z) (see sums_z)
     S_z = np.zeros(n_K)  # Σ_rows w·q(z = c)
     # one item's rows of the per-row factor of q(z)
@@ -429,7 +434,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
         acc_w_0[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, X_theta_log, E_theta_log, False, A_z, B_z, s_z, lam_z_onehot, w, E_beta_log, H_z, XT_beta_log, ET_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, acc_w_0)
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, X_theta_log, E_theta_log, False, A_z, B_z, s_z, lam_z_onehot, w, E_beta_log, logZ_z, H_z, XT_beta_log, ET_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, acc_w_0)
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, ET_beta_log, n_K)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -438,7 +443,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, S_z=S_z, X_theta_log=X_theta_log, E_theta_log=E_theta_log, A_z=A_z, B_z=B_z, s_z=s_z, lam_z_onehot=lam_z_onehot, w=w, E_beta_log=E_beta_log, H_z=H_z, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, acc_w_0=acc_w_0, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, S_z=S_z, X_theta_log=X_theta_log, E_theta_log=E_theta_log, A_z=A_z, B_z=B_z, s_z=s_z, lam_z_onehot=lam_z_onehot, w=w, E_beta_log=E_beta_log, logZ_z=logZ_z, H_z=H_z, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, acc_w_0=acc_w_0, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -502,7 +507,7 @@ def fit(
         if learn and iteration > 0:  # empirical Bayes, before the local step
             _learn(s, learn)
         s.acc_w_0[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, warm_start and iteration > 0, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, not warm_start and iteration > 0, s.item_weight, s.acc_w_0)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, warm_start and iteration > 0, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.logZ_z, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, not warm_start and iteration > 0, s.item_weight, s.acc_w_0)
         update_beta(1.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
         elbo = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
         elbo += elbo_local
@@ -574,7 +579,7 @@ def fit_svi(
                 rt.sample_dirichlet(s.lam_beta_log, sampler, s.E_beta_log)
                 s.ET_beta_log[...] = s.E_beta_log.T
                 s.XT_beta_log[...] = np.exp(s.E_beta_log.T)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.acc_w_0)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.logZ_z, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.acc_w_0)
             if sample_globals:
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_V, s.n_K)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
@@ -590,7 +595,7 @@ def fit_svi(
         # the full-data ELBO at optimal locals for the current globals
         s.item_weight[...] = 1.0
         s.acc_w_0[...] = 0.0
-        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.acc_w_0)
+        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.logZ_z, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.acc_w_0)
         elbo_global_part = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
         elbo += elbo_global_part
         trace.append(elbo)
