@@ -132,3 +132,18 @@ def test_spd_helpers(d):
 def test_not_positive_definite_raises():
     with pytest.raises(np.linalg.LinAlgError):
         special.logdet_spd(np.array([[1.0, 2.0], [2.0, 1.0]]))
+
+
+def test_fast_digamma_variants_against_scipy():
+    """digamma_shifted (absolute 1e-14) and exp_digamma (relative 1e-13) over [1e-2, 1e8]."""
+    import numpy as np
+    from scipy.special import digamma as sp_digamma
+
+    from cemodel.runtime.special import digamma_shifted, exp_digamma, weighted_sum
+
+    xs = np.concatenate([np.logspace(-2, 8, 2001), np.linspace(0.05, 30.0, 2000)])
+    for x in xs:
+        ref = sp_digamma(x)
+        assert abs(digamma_shifted(x) - ref) <= 1e-14 * max(1.0, abs(ref))
+        assert abs(exp_digamma(x) / np.exp(ref) - 1.0) <= 1e-13
+    assert weighted_sum(np.array([1.0, 2.0]), np.array([3.0, 4.0])) == 11.0

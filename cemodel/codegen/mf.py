@@ -727,17 +727,7 @@ class MeanFieldEmitter:
                                 dict(factor.index_dims)),
                     "elbo", (), {data_plate: item}, {},
                 )
-        for name in locals_:
-            var = self.var(name)
-            row = self._row_index(var, args)
-            weight = ""
-            for plate in var.plates[1:]:
-                if self.model.plate(plate).ragged:
-                    weight = f"{args.use(plate + '_weight')}[{plate_var(plate)}] * "
-            nodes: list[Node] = [Line(f"elbo += {weight}({self._entropy_expr(var, row, args)})")]
-            for header in reversed(self._row_loops(var, {data_plate}, args)):
-                nodes = [Block(header, tuple(nodes))]
-            per_item += nodes
+        per_item += self._entropy_nodes(locals_, "elbo", args)
         per_item = self._bases(per_item, args) + per_item
         buffers: list[Node] = []
         if self.plan.local_iterations:
@@ -762,6 +752,24 @@ class MeanFieldEmitter:
         self.kernel_args[fn.name] = tuple(args.names)
         return fn
 
+    def _entropy_nodes(self, names, target: str, args: ArgRecorder) -> list[Node]:
+        """``target += H[q(name)]`` for every row of the current item (ragged rows weighted)."""
+        data_plate = self.model.data_plate
+        out: list[Node] = []
+        for name in names:
+            var = self.var(name)
+            row = self._row_index(var, args)
+            weight = ""
+            for plate in var.plates[1:]:
+                if self.model.plate(plate).ragged:
+                    weight = f"{args.use(plate + '_weight')}[{plate_var(plate)}] * "
+            nodes: list[Node] = [
+                Line(f"{target} += {weight}({self._entropy_expr(var, row, args)})")]
+            for header in reversed(self._row_loops(var, {data_plate}, args)):
+                nodes = [Block(header, tuple(nodes))]
+            out += nodes
+        return out
+
     def item_elbo_kernel(self, without: tuple[str, ...] = ()) -> Function:
         """One item's whole share of the ELBO under the current globals: every data-plate
         monomial (the global slots read E[t] directly) and the item's local entropies;
@@ -782,19 +790,8 @@ class MeanFieldEmitter:
                                 dict(factor.index_dims)),
                     "value", (), {data_plate: item}, {}, reads=self.log_arrays,
                 )
-        for name in self.plan.locals:
-            if name in without:
-                continue
-            var = self.var(name)
-            row = self._row_index(var, args)
-            weight = ""
-            for plate in var.plates[1:]:
-                if self.model.plate(plate).ragged:
-                    weight = f"{args.use(plate + '_weight')}[{plate_var(plate)}] * "
-            nodes: list[Node] = [Line(f"value += {weight}({self._entropy_expr(var, row, args)})")]
-            for header in reversed(self._row_loops(var, {data_plate}, args)):
-                nodes = [Block(header, tuple(nodes))]
-            body += nodes
+        body += self._entropy_nodes([n for n in self.plan.locals if n not in without],
+                                    "value", args)
         body = self._bases(body, args) + body + [Line("return value")]
         name = "item_elbo" + "".join(f"_without_{n}" for n in without)
         doc = "One item's share of the ELBO under the current globals (the restart guard)."

@@ -246,13 +246,9 @@ def mean_abs_change(new: np.ndarray, old: np.ndarray) -> float:
 
 
 @jit
-def digamma_shifted(x: float) -> float:
-    """psi(x) = psi(x + 12) − Σ_{i<12} 1/(x + i) below 12, then 7 terms of the asymptotic
-    series (enough for 1e-16 at 12).
-
-    Few divisions (the shift's fractions are summed pairwise) and a short dependency chain;
-    accurate to ~1e-15 in absolute terms (``digamma`` keeps full relative accuracy near its
-    root, this does not need to)."""
+def _psi_parts(x: float) -> tuple[float, float]:
+    """(y, r) with psi(x) = log y + r: psi(x + 12) − Σ_{i<12} 1/(x + i) below 12, then 7 terms
+    of the asymptotic series at y (enough for 1e-16 at 12)."""
     shift = 0.0
     y = x
     if x < 12.0:
@@ -267,28 +263,23 @@ def digamma_shifted(x: float) -> float:
     # Bernoulli terms B_2k / (2k) for k = 1..7, Horner in z
     acc = 1.0 / 12.0 - z * (1.0 / 120.0 - z * (1.0 / 252.0 - z * (1.0 / 240.0 - z * (
         1.0 / 132.0 - z * (691.0 / 32760.0 - z / 12.0)))))
-    return math.log(y) - 0.5 * t - z * acc - shift
+    return y, -0.5 * t - z * acc - shift
+
+
+@jit
+def digamma_shifted(x: float) -> float:
+    """psi(x) by ``_psi_parts``: few divisions and a short dependency chain; accurate to
+    ~1e-15 in absolute terms (``digamma`` keeps full relative accuracy near its root, this
+    does not need to)."""
+    y, r = _psi_parts(x)
+    return math.log(y) + r
 
 
 @jit
 def exp_digamma(x: float) -> float:
-    """exp(psi(x)) = y·exp(−1/(2y) − series(y) − Σ_{i<12} 1/(x+i)), y = x + 12 below 12.
-
-    The same expansion as ``digamma_shifted`` with the logarithm cancelled by the exponential:
-    one ``exp`` and no ``log`` (relative accuracy ~1e-15)."""
-    shift = 0.0
-    y = x
-    if x < 12.0:
-        for start in (0.0, 4.0, 8.0):
-            a, b, c, d = x + start, x + start + 1.0, x + start + 2.0, x + start + 3.0
-            ab, cd = a * b, c * d
-            shift += ((a + b) * cd + (c + d) * ab) / (ab * cd)
-        y = x + 12.0
-    t = 1.0 / y
-    z = t * t
-    acc = 1.0 / 12.0 - z * (1.0 / 120.0 - z * (1.0 / 252.0 - z * (1.0 / 240.0 - z * (
-        1.0 / 132.0 - z * (691.0 / 32760.0 - z / 12.0)))))
-    return y * math.exp(-0.5 * t - z * acc - shift)
+    """exp(psi(x)) = y·exp(r) with ``_psi_parts``: one ``exp`` and no ``log``."""
+    y, r = _psi_parts(x)
+    return y * math.exp(r)
 
 
 @jit
