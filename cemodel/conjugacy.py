@@ -125,7 +125,6 @@ class Conditional:
     var: str
     family: str  # the variational (runtime) family name
     stats: tuple[tuple[str, int], ...]
-    prior_factor: int
     messages: tuple[Message, ...]  # from the prior factor and every child factor
 
 
@@ -141,11 +140,6 @@ class Analysis:
                 return cond
         raise KeyError(var)
 
-    def factor_of(self, var: str) -> int:
-        for i, factor in enumerate(self.factors):
-            if factor.child == var:
-                return i
-        raise KeyError(var)
 
 
 # ---------------------------------------------------------------------------
@@ -567,8 +561,6 @@ def analyse(model: Model) -> Analysis:
             for mi, monomial in enumerate(factor.monomials):
                 for stat in monomial.stats_of(var.name):
                     messages.append(Message(fi, mi, stat))
-        conditionals.append(Conditional(
-            var.name, family.variational or "", family.stats, factors.index(
-                next(f for f in factors if f.child == var.name)), tuple(messages),
-        ))
+        conditionals.append(Conditional(var.name, family.variational or "", family.stats,
+                                        tuple(messages)))
     return Analysis(model, factors, tuple(conditionals))

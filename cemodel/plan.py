@@ -122,7 +122,7 @@ def make_plan(analysis: Analysis) -> InferencePlan:
                    + tuple(sorted(inner)))
             accumulators.append(Accumulator(f"acc_{factor.child}_{mi}", fi, mi, local, glob, key))
 
-    methods = _methods(model, locals_)
+    methods = _methods(model)
     learnable = tuple(item for item in _learnable(model, globals_ + kept)
                       if _uses_of(model, item.hyper) == 1)
     return InferencePlan(model, analysis, globals_, locals_, kept, iterate, tuple(accumulators),
@@ -171,7 +171,7 @@ def _learnable(model: Model, kept: tuple[str, ...]) -> tuple[Learnable, ...]:
     return tuple(found)
 
 
-def _methods(model: Model, locals_: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+def _methods(model: Model) -> tuple[tuple[str, str], ...]:
     """Each global step and whether it applies (or why not); only what is implemented."""
     stochastic = "yes" if model.data_plate else (
         "no: the model has no single data plate to subsample (observations must all sit in "

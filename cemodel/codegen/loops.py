@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..conjugacy import Known, Slot, Stat
-from ..model import Model, RConst, RData, RHyper, RVar, ShapeDim
+from ..model import Model, RConst, RData, RVar, ShapeDim
 from .pycode import Block, Line, Node
 
 
@@ -106,9 +106,6 @@ class Layout:
 
         return (len(slot.operands) == 1 and isinstance(slot.operands[0], RRepeat)
                 and slot.fn in ("value", "lgamma", "log"))
-
-    def is_scalar_known(self, slot: Known) -> bool:
-        return not slot.plates and (not slot.tensor or self.drops_tensor(slot))
 
     def onehot_binding(self, slot: Known) -> bool:
         return slot.fn == "onehot" and isinstance(slot.operands[0], (RVar, RData))
@@ -238,6 +235,3 @@ def _uses(c: Contraction, letter: str, target_index: tuple[str, ...]) -> bool:
             return True
     return False
 
-
-def is_hyper_value(slot: Slot) -> bool:
-    return isinstance(slot, Known) and slot.fn == "value" and isinstance(slot.operands[0], RHyper)

@@ -8,7 +8,7 @@ variables the hyperparameter governs (one row per variable) and returns the maxi
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import digamma, gammaln, polygamma
+from scipy.special import digamma, polygamma
 
 
 def learn_symmetric_dirichlet(current: float, E_log: np.ndarray, iters: int = 100) -> float:
@@ -52,5 +52,5 @@ def learn_gamma_rate(shape: float, E_value: np.ndarray) -> float:
     return float(shape * E_value.size / E_value.sum())
 
 
-__all__ = ["gammaln", "inverse_digamma", "learn_gamma_rate", "learn_gamma_shape",
+__all__ = ["inverse_digamma", "learn_gamma_rate", "learn_gamma_shape",
            "learn_symmetric_dirichlet"]
