@@ -368,19 +368,8 @@ class MeanFieldEmitter:
 
         def factors_of(items, nodes):
             out = []
-            for m, (message, _factor, monomial, stat) in enumerate(items):
-                plates, letters = self._target_bindings(var, message.target)
-                env = dict(letters)
-                env.update({f"@{p}": e for p, e in plates.items()})
-                env[message.target.tensor[0]] = "t_c"
-                for slot in monomial.without(message.target):
-                    if isinstance(slot, Known):
-                        ref = slot.operands[0]
-                        index = self.layout._plate_index(slot.plates, slot.plates, env, args,
-                                                         scratch=False)
-                        obs = f"obs{m}_{slot.tensor[0]}"
-                        nodes.append(Line(f"{obs} = {args.use(ref.name)}[{', '.join(index)}]"))
-                        env[slot.tensor[0]] = obs
+            for m, (message, factor, monomial, stat) in enumerate(items):
+                env = self._message_env(var, m, message, factor, monomial, args, nodes)
                 out.append(self.layout.stat_ref(stat, env, args, self.exp_arrays))
             return out
 
@@ -450,6 +439,26 @@ class MeanFieldEmitter:
         self.kernel_args[fn.name] = tuple(args.names)
         return fn
 
+    def _message_env(self, var: VarDef, m: int, message, factor: Factor, monomial: Monomial,
+                     args: ArgRecorder, nodes: list[Node], comment: bool = False) -> dict:
+        """Index environment of product message ``m``: the target's plates and gates bound to
+        the row, its category letter as ``t_c``, and each one-hot data letter bound to the
+        observed value by an ``obs{m}_<letter> = ...`` line appended to ``nodes``."""
+        plates, letters = self._target_bindings(var, message.target)
+        env = dict(letters)
+        env.update({f"@{p}": e for p, e in plates.items()})
+        env[message.target.tensor[0]] = "t_c"
+        for slot in monomial.without(message.target):
+            if isinstance(slot, Known):  # one-hot data: the observed category
+                ref = slot.operands[0]
+                index = self.layout._plate_index(slot.plates, slot.plates, env, args,
+                                                 scratch=False)
+                name = f"obs{m}_{slot.tensor[0]}"
+                note = f"{factor.child} ({self.factor_comment(factor)})" if comment else ""
+                nodes.append(Line(f"{name} = {args.use(ref.name)}[{', '.join(index)}]", note))
+                env[slot.tensor[0]] = name
+        return env
+
     def _fused_product(self, var: VarDef, product, args: ArgRecorder) -> list[Node]:
         """q_c ∝ Π_messages exp(E[log ·])_c in one pass over the categories, then normalise."""
         E = args.use(self.layout.E(var.name, "onehot"))
@@ -461,19 +470,8 @@ class MeanFieldEmitter:
         factors: list[str] = []
         self._envs = []
         for m, (message, factor, monomial, stat) in enumerate(product):
-            plates, letters = self._target_bindings(var, message.target)
-            env = dict(letters)
-            env.update({f"@{p}": e for p, e in plates.items()})
-            env[message.target.tensor[0]] = "t_c"
-            for slot in monomial.without(message.target):
-                if isinstance(slot, Known):  # one-hot data: the observed category
-                    ref = slot.operands[0]
-                    index = self.layout._plate_index(slot.plates, slot.plates, env, args,
-                                                     scratch=False)
-                    name = f"obs{m}_{slot.tensor[0]}"
-                    nodes.append(Line(f"{name} = {args.use(ref.name)}[{', '.join(index)}]",
-                                      f"{factor.child} ({self.factor_comment(factor)})"))
-                    env[slot.tensor[0]] = name
+            env = self._message_env(var, m, message, factor, monomial, args, nodes,
+                                    comment=True)
             factors.append(self.layout.stat_ref(stat, env, args, self.exp_arrays))
             self._envs.append(env)
         # the natural parameter itself (for the entropy): the same messages in log space
@@ -814,11 +812,8 @@ class MeanFieldEmitter:
             args.use(size)
         A, B, s = args.use(f"A_{name}"), args.use(f"B_{name}"), args.use(f"s_{name}")
         factors = []
-        for message, _, _monomial, stat in constant:
-            plates, letters = self._target_bindings(var, message.target)
-            env = dict(letters)
-            env.update({f"@{p}": e for p, e in plates.items()})
-            env[message.target.tensor[0]] = "t_c"
+        for m, (message, factor, monomial, stat) in enumerate(constant):
+            env = self._message_env(var, m, message, factor, monomial, args, [])
             factors.append(self.layout.stat_ref(stat, env, args, self.exp_arrays))
         ptr, weight = args.use(f"{plate}_ptr"), args.use(f"{plate}_weight")
         body: list[Node] = [
