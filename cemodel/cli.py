@@ -115,7 +115,8 @@ def cmd_fit(args) -> int:
 
     def progress(iteration: int, elbo: float, seconds: float) -> None:
         if not args.quiet:
-            print(f"iter {iteration + 1:4d}  elbo {elbo: .6e}  {seconds:8.2f} s", flush=True)
+            unit = "iter" if args.method == "mf" else "epoch"
+            print(f"{unit} {iteration + 1:4d}  elbo {elbo: .6e}  {seconds:8.2f} s", flush=True)
 
     if args.learn and args.method != "mf":
         raise CemError("--learn works with --method mf in this version")
