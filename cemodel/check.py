@@ -254,7 +254,10 @@ def check_report(plan: InferencePlan) -> str:
             for line in conditional_text(plan, var.name).split("\n"):
                 out.append("    " + line)
         out.append("")
-    out.append("inference methods:")
+    out.append("global steps (--method):")
     for method, why in plan.methods:
         out.append(f"  {method:8s} {why}")
+    out.append("local steps (--local), each combines with every global step that applies:")
+    for step, why in plan.local_steps:
+        out.append(f"  {step:8s} {why}")
     return "\n".join(out)

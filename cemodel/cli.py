@@ -49,9 +49,19 @@ def _parser() -> argparse.ArgumentParser:
                        epilog="example: cemodel fit lda.cem --data corpus.npz -o post.npz")
     common(p)
     p.add_argument("--data", required=True, help=".npz, .npy, .csv, .mtx or UCI docword file")
-    p.add_argument("--method", default="mf", choices=["mf", "svi", "svi+"],
+    p.add_argument("--method", default="mf", choices=["mf", "svi", "svi+", "ssvi-a", "ssvi"],
                    help="mf: batch coordinate ascent; svi: stochastic VI over the data plate; "
-                   "svi+: SVI with tuneable annealing (needs --effective-batch-size)")
+                   "svi+: SVI with tuneable annealing (needs --effective-batch-size); ssvi-a, "
+                   "ssvi: structured SVI (Hoffman & Blei 2015), globals sampled in the local "
+                   "step, ssvi with the V(β, λ) correction")
+    p.add_argument("--local", default="mf", choices=["mf", "exact", "gibbs", "cvb0"],
+                   help="the local step (E-step): mean field, the exact conditional, Gibbs "
+                   "sampling or CVB0 with local proportions integrated out (see cemodel check)")
+    p.add_argument("--gibbs-sweeps", type=int, default=10, help="gibbs: sweeps per item")
+    p.add_argument("--gibbs-burn-in", type=int, default=5,
+                   help="gibbs: sweeps discarded before averaging")
+    p.add_argument("--ramp", action="store_true",
+                   help="svi: grow N over the first epoch as items are seen (SSVI §2.6)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-iter", type=int, default=200, help="mf: iterations at most")
     p.add_argument("--tol", type=float, default=1e-6,
@@ -64,7 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--effective-batch-size", type=float, default=None,
                    help="svi+: the effective batch size M <= |S|")
     p.add_argument("--learn", default=None, metavar="HYPER,...",
-                   help="mf: hyperparameters to set by empirical Bayes (e.g. alpha,eta)")
+                   help="hyperparameters to set by empirical Bayes (e.g. alpha,eta); "
+                   "stochastic methods take a step towards the batch's value each step")
     p.add_argument("-o", "--output", help="posterior .npz (default: MODEL_posterior.npz)")
     p.add_argument("--quiet", action="store_true", help="no per-iteration progress")
     return parser
@@ -100,12 +111,16 @@ def cmd_fit(args) -> int:
     from .data import load_data
 
     stages = _stages(args)
-    if args.method in ("svi", "svi+"):
-        why = dict(stages.plan.methods)[args.method]
-        if why != "yes":
-            raise CemError(f"--method {args.method} does not apply to this model: {why}")
-        if args.method == "svi+" and args.effective_batch_size is None:
-            raise CemError("--method svi+ needs --effective-batch-size M (M < --batch-size)")
+    why = dict(stages.plan.methods)[args.method]
+    if not why.startswith("yes"):
+        raise CemError(f"--method {args.method} does not apply to this model: "
+                       f"{why.removeprefix('no: ')}")
+    why = dict(stages.plan.local_steps)[args.local]
+    if not why.startswith("yes"):
+        raise CemError(f"--local {args.local} does not apply to this model: "
+                       f"{why.removeprefix('no: ')}")
+    if args.method == "svi+" and args.effective_batch_size is None:
+        raise CemError("--method svi+ needs --effective-batch-size M (M < --batch-size)")
     module = compile_stages(stages, "mf")
     data = load_data(args.data, module.SPEC)
     # a dimension given with --set is the user's: a conflict with the data names --set
@@ -118,22 +133,27 @@ def cmd_fit(args) -> int:
             unit = "iter" if args.method == "mf" else "epoch"
             print(f"{unit} {iteration + 1:4d}  elbo {elbo: .6e}  {seconds:8.2f} s", flush=True)
 
-    if args.learn and args.method != "mf":
-        raise CemError("--learn works with --method mf in this version")
+    extra: dict = {"learn": args.learn} if args.learn else {}
+    if args.learn and not getattr(module, "LEARNABLE", ()):
+        raise CemError("--learn: this model has no hyperparameter empirical Bayes can set")
+    if stages.model.data_plate is not None:
+        extra["local"] = args.local
+    if args.local == "gibbs":
+        extra.update(gibbs_sweeps=args.gibbs_sweeps, gibbs_burn_in=args.gibbs_burn_in)
     if args.method == "mf":
-        extra = {"learn": args.learn} if args.learn else {}
-        if args.learn and not getattr(module, "LEARNABLE", ()):
-            raise CemError("--learn: this model has no hyperparameter empirical Bayes can set")
         result = module.fit(data, dims=dims, max_iter=args.max_iter, tol=args.tol,
                             seed=args.seed, callback=progress, **extra)
         status = "converged" if result.converged else "stopped at --max-iter"
         done = f"{status} after {result.iterations} iterations"
     else:
-        result = module.fit_svi(
+        fit = {"ssvi-a": module.fit_ssvi_a, "ssvi": getattr(module, "fit_ssvi", None)}.get(
+            args.method, module.fit_svi)
+        result = fit(
             data, dims=dims, epochs=args.epochs, batch_size=args.batch_size, kappa=args.kappa,
             tau=args.tau, step_scale=args.step_scale, seed=args.seed, callback=progress,
-            effective_batch_size=args.effective_batch_size if args.method == "svi+" else None)
-        done = f"{args.method}: {args.epochs} epochs"
+            effective_batch_size=args.effective_batch_size if args.method == "svi+" else None,
+            ramp=args.ramp, **extra)
+        done = f"{args.method} ({args.local} local step): {result.iterations} epochs"
     print(f"{done}, {result.seconds:.2f} s; ELBO {result.elbo[-1]:.6e}")
     if args.learn:
         learned = ", ".join(f"{k} = {v:.6g}" for k, v in result.hypers.items()

@@ -57,6 +57,11 @@ class InferencePlan:
     accumulators: tuple[Accumulator, ...]
     methods: tuple[tuple[str, str], ...]  # (method, "yes" or the reason it does not apply)
     learnable: tuple[Learnable, ...] = ()
+    # (local step, "yes: why" or "no: why"): the E-steps that apply to this model
+    local_steps: tuple[tuple[str, str], ...] = ()
+    # Gibbs / CVB0: local Dirichlet proportions integrated out, and the categoricals updated
+    collapsed_locals: tuple[str, ...] = ()
+    assignment_locals: tuple[str, ...] = ()
 
     def accumulator_for(self, factor: int, monomial: int) -> Accumulator | None:
         for acc in self.accumulators:
@@ -125,8 +130,80 @@ def make_plan(analysis: Analysis) -> InferencePlan:
     methods = _methods(model)
     learnable = tuple(item for item in _learnable(model, globals_ + kept)
                       if _uses_of(model, item.hyper) == 1)
+    steps, collapsed, assignments = _local_steps(model, graph, locals_)
     return InferencePlan(model, analysis, globals_, locals_, kept, iterate, tuple(accumulators),
-                         methods, learnable)
+                         methods, learnable, steps, collapsed, assignments)
+
+
+def _local_steps(model: Model, graph: nx.DiGraph, locals_: tuple[str, ...]):
+    """Which E-steps apply, and for Gibbs / CVB0 which locals are collapsed and which sampled.
+
+    * mf: local mean field, always.
+    * exact: q(z_n | β) = p(z_n | y_n, β) when no local depends on another local (then the
+      one-pass local update is the exact conditional given the globals; SSVI §2.5).
+    * gibbs / cvb0: every local is a categorical assignment or a Dirichlet whose prior is
+      known and whose only children are assignments drawn from it (LDA's θ_d); the Dirichlets
+      are integrated out (Dirichlet-categorical) and the assignments sampled (Mimno et al.
+      2012) or updated by zero-order collapsed VB (Asuncion et al. 2009).
+    """
+    from .model import PlateIndex, RVar
+
+    if model.data_plate is None:
+        why = "no: the model has no data plate, so it has no local step"
+        return (("mf", "yes: nothing is local (no data plate)"), ("exact", why),
+                ("gibbs", why), ("cvb0", why)), (), ()
+    local_edges = [(a, b) for a, b in graph.edges if a in locals_ and b in locals_]
+    if local_edges:
+        a, b = local_edges[0]
+        exact = (f"no: local '{b}' depends on local '{a}', so p(locals | data, β) of an item "
+                 "does not factorise and has no closed form")
+    else:
+        exact = ("yes: given the globals each local depends only on data, so the local update "
+                 "is its exact conditional p(z_n | y_n, β)")
+    assignments = tuple(n for n in locals_ if model.var(n).family == "Categorical")
+    collapsed: list[str] = []
+    why = ""
+    if not assignments:
+        why = "no: the item has no categorical local to sample"
+    for name in locals_:
+        if why or name in assignments:
+            continue
+        var = model.var(name)
+        children = list(graph.successors(name))
+        latent_parents = [p for p in graph.predecessors(name) if not model.var(p).observed]
+        if var.family != "Dirichlet":
+            why = (f"no: local '{name}' is a {var.family}; only categorical assignments are "
+                   "sampled and only Dirichlet proportions integrated out")
+        elif latent_parents:
+            why = (f"no: the prior of local '{name}' depends on '{latent_parents[0]}', so it "
+                   "cannot be integrated out in closed form")
+        elif not all(c in assignments and isinstance(model.var(c).args[0], RVar)
+                     and model.var(c).args[0].name == name
+                     and all(isinstance(i, PlateIndex) for i in model.var(c).args[0].indices)
+                     for c in children):
+            why = (f"no: local '{name}' is used other than as the probabilities of a "
+                   "categorical local, so it cannot be integrated out")
+        else:
+            collapsed.append(name)
+    for name in assignments:
+        if why:
+            break
+        latent_children = [c for c in graph.successors(name) if c in locals_]
+        if latent_children:
+            why = (f"no: categorical local '{name}' has a latent local child "
+                   f"'{latent_children[0]}'; the assignments must be independent given the "
+                   "globals and the integrated-out proportions")
+    if not why:
+        hidden = f" with {', '.join(collapsed)} integrated out" if collapsed else ""
+        gibbs = f"yes: samples {', '.join(assignments)}{hidden}"
+        cvb0 = f"yes: updates q({'), q('.join(assignments)}){hidden}, zero-order collapsed VB"
+    else:
+        gibbs = cvb0 = why
+    steps = (("mf", "yes: local mean field"), ("exact", exact), ("gibbs", gibbs),
+             ("cvb0", cvb0))
+    if why:
+        return steps, (), ()
+    return steps, tuple(collapsed), assignments
 
 
 def _uses_of(model: Model, hyper: str) -> int:
@@ -182,12 +259,17 @@ def _methods(model: Model) -> tuple[tuple[str, str], ...]:
                         if not model.is_local(v)} - sampled)
     ssvi_a = stochastic if stochastic != "yes" or not unsampled else (
         f"no: cemodel cannot sample a {', '.join(unsampled)} global")
+    no_v = sorted({FAMILIES[v.family].variational for v in model.latents
+                   if not model.is_local(v)} - {"dirichlet", "beta", "gamma", "normal"})
+    ssvi = ssvi_a if ssvi_a != "yes" or not no_v else (
+        f"no: V(β, λ) needs the quantile derivative of q(β), which cemodel has for Dirichlet, "
+        f"Beta, Gamma and Normal globals, not {', '.join(no_v)}")
     return (
         ("mf", "yes"),
         ("svi", stochastic),
         ("svi+", stochastic),
         ("ssvi-a", ssvi_a),
-        ("ssvi", "not yet: SSVI with the V(β, λ) correction is planned, not implemented"),
+        ("ssvi", ssvi),
     )
 
 

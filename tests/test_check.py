@@ -24,7 +24,8 @@ def test_every_latent_has_a_conditional(name):
     out = check_report(stages.plan)
     for var in stages.model.latents:
         assert f"q({var.name}" in out, var.name
-    assert "inference methods:" in out
+    assert "global steps (--method):" in out
+    assert "local steps (--local)" in out
     assert "mf       yes" in out
 
 
@@ -66,7 +67,39 @@ plate obs n in N:
 def test_methods_report_only_what_is_implemented():
     out = report("lda")
     assert "svi      yes" in out and "svi+     yes" in out
-    assert "ssvi     not yet" in out and "ssvi-a   yes" in out
+    assert "ssvi     yes" in out and "ssvi-a   yes" in out
+    # GMM: Wishart and MVN globals have no quantile derivative for V(β, λ)
+    assert "ssvi     no: V(β, λ) needs the quantile derivative" in report("gmm")
+
+
+@pytest.mark.parametrize("name, step, expected", [
+    ("lda", "exact", "no: local 'z' depends on local 'theta'"),
+    ("lda", "gibbs", "yes: samples z with theta integrated out"),
+    ("lda", "cvb0", "yes: updates q(z) with theta integrated out"),
+    ("gmm", "exact", "yes: given the globals each local depends only on data"),
+    ("gmm", "gibbs", "yes: samples z"),
+    ("gamma_poisson", "gibbs", "no: the item has no categorical local to sample"),
+])
+def test_check_lists_local_steps_and_why(name, step, expected):
+    out = report(name)
+    line = next(x for x in out.split("\n") if x.strip().startswith(step + " ")
+                and "local steps" in out[:out.index(x)])
+    assert expected in line, line
+
+
+def test_local_step_refusals_name_the_reason():
+    source = """model hmmish
+dim N
+dim K = 2
+pi ~ Dirichlet(1.0, K)
+mu ~ Normal(0.0, 1.0)
+plate points n in N:
+    z[n] ~ Categorical(pi)
+    x[n] ~ Normal(mu, 1.0)
+    observe y[n] ~ Normal(x[n], 1.0)
+"""
+    out = check_report(run_stages(source, "h.cem").plan)
+    assert "gibbs    no: local 'x' is a Normal" in out
     source = """model two_plates
 dim N
 dim M

@@ -30,6 +30,7 @@ from ..model import (
     VarDef,
 )
 from ..plan import InferencePlan, describe_slot
+from .assignments import AssignmentStep
 from .loops import (
     ArgRecorder,
     Contraction,
@@ -699,18 +700,7 @@ class MeanFieldEmitter:
         per_item.append(Block("if seeding", tuple(init_random),
                               comment="k-means++ seed items: seed c is all category c"))
         per_item.append(Block("else", tuple(init_sweeps)))
-        # accumulate sufficient statistics
-        for acc in self.plan.accumulators:
-            factor = self.analysis.factors[acc.factor]
-            per_item.append(Comment(f"{acc.name}[{', '.join(acc.key)}] += "
-                                    + " · ".join(describe_slot(s) for s in acc.local)
-                                    + f"  ({self.factor_comment(factor)})"))
-            per_item += emit_contraction(
-                self.layout, args,
-                Contraction(1.0, acc.local, factor.plates, dict(factor.index_dims),
-                            extra=(f"{args.use('item_weight')}[{item}]",)),
-                args.use(acc.name), acc.key, {data_plate: item}, {},
-            )
+        per_item += self._accumulate_nodes(args)
         # ELBO terms that involve only locals and data
         per_item.append(Comment("ELBO: local terms and local entropies"))
         for fi, factor in enumerate(self.analysis.factors):
@@ -749,6 +739,24 @@ class MeanFieldEmitter:
         fn = Function("local_step", tuple(args.names), tuple(body), doc, KERNEL)
         self.kernel_args[fn.name] = tuple(args.names)
         return fn
+
+    def _accumulate_nodes(self, args: ArgRecorder) -> list[Node]:
+        """The item's sufficient statistics into the accumulators, weighted by item_weight."""
+        data_plate = self.model.data_plate
+        item = plate_var(data_plate)
+        nodes: list[Node] = []
+        for acc in self.plan.accumulators:
+            factor = self.analysis.factors[acc.factor]
+            nodes.append(Comment(f"{acc.name}[{', '.join(acc.key)}] += "
+                                 + " · ".join(describe_slot(s) for s in acc.local)
+                                 + f"  ({self.factor_comment(factor)})"))
+            nodes += emit_contraction(
+                self.layout, args,
+                Contraction(1.0, acc.local, factor.plates, dict(factor.index_dims),
+                            extra=(f"{args.use('item_weight')}[{item}]",)),
+                args.use(acc.name), acc.key, {data_plate: item}, {},
+            )
+        return nodes
 
     def _entropy_nodes(self, names, target: str, args: ArgRecorder) -> list[Node]:
         """``target += H[q(name)]`` for every row of the current item (ragged rows weighted)."""
@@ -1219,17 +1227,22 @@ class MeanFieldEmitter:
         body: list[Node] = []
         for item in self.plan.learnable:
             var = self.var(item.var)
+            # a local's rows: only the minibatch's are fresh in a stochastic step
+            rows = "[items]" if self.model.is_local(var) else ""
             if item.kind == "dirichlet":
                 E_log = self.layout.E(var.name, "log")
-                call = f"rt.learn_symmetric_dirichlet(s.{item.hyper}, s.{E_log})"
+                call = f"rt.learn_symmetric_dirichlet(s.{item.hyper}, s.{E_log}{rows})"
             elif item.kind == "gamma_shape":
                 other = f"s.{item.other}" if item.other.isidentifier() else item.other
-                call = f"rt.learn_gamma_shape({other}, s.{self.layout.E(var.name, 'log')})"
+                call = (f"rt.learn_gamma_shape({other}, "
+                        f"s.{self.layout.E(var.name, 'log')}{rows})")
             else:
                 other = f"s.{item.other}" if item.other.isidentifier() else item.other
-                call = f"rt.learn_gamma_rate({other}, s.{self.layout.E(var.name, 'value')})"
-            body.append(Block(f"if {item.hyper!r} in learn", (Line(f"s.{item.hyper} = {call}"),),
-                              comment=f"the prior of {item.var}"))
+                call = (f"rt.learn_gamma_rate({other}, "
+                        f"s.{self.layout.E(var.name, 'value')}{rows})")
+            body.append(Block(f"if {item.hyper!r} in learn", (
+                Line(f"s.{item.hyper} = (1.0 - rho) * s.{item.hyper} + rho * {call}"),),
+                comment=f"the prior of {item.var}"))
         body.append(Comment("known quantities that depend on hyperparameters"))
         learned = {i.hyper for i in self.plan.learnable}
         for key, slot in self.known_slots.items():
@@ -1240,9 +1253,12 @@ class MeanFieldEmitter:
             if f"s.{name}" == expr:
                 continue
             body.append(Line(f"s.{name} = {expr}"))
-        return Function("_learn", ("s", "learn"), tuple(body),
-                        "Empirical Bayes (Minka 2000): each learned hyperparameter maximises "
-                        "the ELBO given q.")
+        return Function("_learn", ("s", "learn", "rho=1.0", "items=slice(None)"), tuple(body),
+                        "Empirical Bayes (Minka 2000): each learned hyperparameter moves to "
+                        "the value that maximises the\nELBO given q (rho = 1, batch), or a "
+                        "step rho towards the maximiser given the minibatch's\nlocal rows "
+                        "`items` (stochastic: a Robbins–Monro step, as Hoffman et al. 2010 "
+                        "learn LDA's α).")
 
     def result_function(self) -> Function:
         m = self.model
@@ -1273,10 +1289,21 @@ class MeanFieldEmitter:
 
     def fit_function(self) -> Function:
         m = self.model
-        body: list[Node] = [
-            Line("s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, "
-                 "local_tol)"),
-        ]
+        body: list[Node] = []
+        if self.plan.assignment_locals:
+            learn = ", learn=learn" if self.plan.learnable else ""
+            body.append(Block("if rt.check_local_step(local, LOCAL_STEPS) in "
+                              "('gibbs', 'cvb0')", (Line(
+                "return fit_svi(data, hypers=hypers, dims=dims, epochs=max_iter, "
+                "batch_size=None, kappa=0.0, tau=0.0, step_scale=1.0, "
+                "max_local_iter=max_local_iter, local_tol=local_tol, seed=seed, "
+                "callback=callback, init=init, start=start, tol=tol, local=local, "
+                f"gibbs_sweeps=gibbs_sweeps, gibbs_burn_in=gibbs_burn_in{learn})"),),
+                comment="the batch M-step (ρ = 1 on all items) with a collapsed E-step"))
+        elif m.data_plate is not None:
+            body.append(Line("rt.check_local_step(local, LOCAL_STEPS)"))
+        body.append(Line("s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, "
+                         "local_tol)"))
         loop: list[Node] = []
         if self.plan.learnable:
             body.append(Line("learn = rt.check_learn(learn, LEARNABLE)"))
@@ -1313,6 +1340,10 @@ class MeanFieldEmitter:
                 "warn_decrease=True", "init=None", "start=None", "warm_start=False")
         if self.plan.learnable:
             args += ("learn=()",)
+        if m.data_plate is not None:
+            args += ("local='mf'",)
+        if self.plan.assignment_locals:
+            args += ("gibbs_sweeps=10", "gibbs_burn_in=5")
         doc = (f"Fit {m.name} by batch mean-field variational Bayes (coordinate ascent).\n\n"
                "data: a mapping from each observed variable (and covariate) to its array; see "
                "SPEC.\n"
@@ -1324,15 +1355,31 @@ class MeanFieldEmitter:
                "its prior\n(fewer sweeps; may settle in a different optimum).\n"
                "learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned "
                "values are in result.hypers.")
+        if self.plan.assignment_locals:
+            doc += ("\nlocal: 'mf' (or 'exact' where LOCAL_STEPS allows); 'gibbs' or "
+                    "'cvb0' run the batch M-step with\nthat E-step (fit_svi on all items with "
+                    "ρ = 1), its trace the mean-field ELBO after each iteration.")
         return Function("fit", args, tuple(body), doc)
+
+    def _aux(self, name: str) -> list[str]:
+        """The auxiliary draws V(β, λ) of a global needs (cemodel.runtime.ssvi)."""
+        return [f"aux_{name}_{i}" for i in range(_SSVI_AUX[self.family(name)])]
 
     def _sample_lines(self) -> list[Node]:
         """β ~ q(β) for every global, written where E[t(β)] lives (and its exp arrays)."""
         nodes: list[Node] = []
+        ssvi = self._ssvi_applies()
         for name in self.plan.globals:
             lams = ", ".join(f"s.{self.layout.lam(name, st)}" for st, _ in self.stats(name))
             outs = ", ".join(f"s.{self.layout.E(name, st)}" for st, _ in self.stats(name))
-            nodes.append(Line(f"rt.sample_{self.family(name)}({lams}, sampler, {outs})"))
+            draw = Line(f"rt.sample_{self.family(name)}({lams}, sampler, {outs})")
+            if ssvi:
+                nodes.append(Block("if apply_v", (Line(
+                    f"rt.sample_{self.family(name)}_aux({lams}, sampler, {outs}, "
+                    f"{', '.join(self._aux(name))})"),), comment="keeps the draws V needs"))
+                nodes.append(Block("else", (draw,)))
+            else:
+                nodes.append(draw)
             E = f"s.{self.layout.E(name, 'log')}"
             for transposed in sorted(self.exp_needed.get(name, ())):
                 if transposed:
@@ -1341,6 +1388,14 @@ class MeanFieldEmitter:
                 else:
                     nodes.append(Line(f"s.X_{name}_log[...] = np.exp({E})"))
         return nodes
+
+    def fit_ssvi_function(self) -> Function:
+        doc = (f"Fit {self.model.name} by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): "
+               "as SSVI-A, with the data\npart of λ̂ multiplied by V(β, λ) of eq. 8, which "
+               "makes the step an unbiased natural gradient\nof the structured bound (see "
+               "cemodel.runtime.ssvi). Options as fit_svi.")
+        return Function("fit_ssvi", ("data", "**options"), (
+            Line("return fit_svi(data, sample_globals=True, apply_v=True, **options)"),), doc)
 
     def fit_ssvi_a_function(self) -> Function:
         doc = (f"Fit {self.model.name} by SSVI-A (Hoffman & Blei 2015, eq. 10): each step "
@@ -1368,22 +1423,29 @@ class MeanFieldEmitter:
             *([Block("if sample_globals", tuple(self._sample_lines()),
                      comment="SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]")]
               if globals_ else []),
-            self._driver_call("local_step", {"seeding": "False", "items": "batch",
-                                             "warm": "False", "guard": "False"}),
+            *self._local_step_switch(),
             *([Block("if sample_globals", (self._driver_call("refresh_globals", {}),))]
               if globals_ else []),
             Comment("λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then "
                     "λ ← (1 − ρ)λ + ρλ̂"),
             *[Line(f"old_{n}_{st} = s.{self.layout.lam(n, st)}.copy()") for n, st in lams],
+            Line(f"seen = {item_dim}_total if not ramp or epoch > 0 else "
+                 f"min({item_dim}_total, begin + len(batch))",
+                 "N, ramped up over the first sweep if asked (SSVI §2.6)"),
             Block("try", (
-                *[self._driver_call(f"update_{n}", {"scale": f"{item_dim}_total / len(batch)"})
+                *[self._driver_call(f"update_{n}", {"scale": "seen / len(batch)"})
                   for n in globals_],
-                *[Line(f"s.{self.layout.lam(n, st)}[...] = (1.0 - rho) * old_{n}_{st} + rho * "
-                       f"s.{self.layout.lam(n, st)}") for n, st in lams],
+                *([Block("if apply_v", tuple(self._v_lines()),
+                         comment="SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)")]
+                  if self._ssvi_applies() else []),
+                *self._blend_lines(lams),
                 *([self._driver_call("refresh_globals", {})] if globals_ else []),
             )),
             Block("except np.linalg.LinAlgError", (
                 Line("raise rt.invalid_step(step, effective_batch_size) from None"),)),
+            *([Block("if learn", (Line("_learn(s, learn, rho, batch)"),),
+                     comment="empirical Bayes: a step rho towards the batch's maximiser")]
+              if self.plan.learnable else []),
             Line("rt.check_step({" + ", ".join(
                 f"{self.layout.E(n, st)!r}: s.{self.layout.E(n, st)}"
                 for n in globals_ for st, _ in self.stats(n)) + "}, step, effective_batch_size)"),
@@ -1409,25 +1471,50 @@ class MeanFieldEmitter:
         body: list[Node] = [
             Line("s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, "
                  "local_tol)"),
+            Line("local = rt.check_local_step(local, LOCAL_STEPS)"),
+            *([Line("learn = rt.check_learn(learn, LEARNABLE)")] if self.plan.learnable else []),
+            *([Block("if local == 'gibbs'", (
+                Line("rt.check_sweeps(gibbs_sweeps, gibbs_burn_in)"),
+                Line("rt.seed_kernels(seed)", "the Gibbs draws: reproducible with seed"),))]
+              if self.plan.assignment_locals else []),
             Line(f"{item_dim}_total = len(s.all_items)"),
-            Line("batch_size = min(int(batch_size), len(s.all_items))"),
+            Line("batch_size = len(s.all_items) if batch_size is None else "
+                 "min(int(batch_size), len(s.all_items))"),
             Line("rng = np.random.default_rng([seed, 1])", "minibatches"),
             Line("noise = np.random.default_rng([seed, 2])", "SVI+ perturbations, a stream "
                  "of their own"),
             Line("sampler = np.random.default_rng([seed, 3])", "SSVI-A draws of the globals"),
+            *([Block("if apply_v", tuple(
+                Line(f"{a} = np.empty_like(s.{self.layout.lam(n, self.stats(n)[0][0])})")
+                for n in globals_ for a in self._aux(n)),
+                comment="the draws behind β that V(β, λ) needs")]
+              if self._ssvi_applies() else []),
             Line("trace = []"),
             Line("step = 1", "t = 1, 2, ... (Hoffman et al. 2013)"),
+            *([Line("shortened = 0", "SSVI: rows whose step was shortened to stay valid")]
+              if self._ssvi_applies() else []),
             Line("converged = False"),
             Line("stop = None if tol is None else rt.NoisyStop(window, patience, tol)"),
             Line("clock = time.perf_counter()"),
             Block("for epoch in range(epochs)", tuple(epoch)),
-            Line("return _result(s, trace, converged, time.perf_counter() - clock)"),
+            *([Line("result = _result(s, trace, converged, time.perf_counter() - clock)"),
+               Block("if apply_v", (Line("result.notes['shortened_steps'] = shortened"),),
+                     comment="rows whose SSVI step was shortened"),
+               Line("return result")] if self._ssvi_applies() else
+              [Line("return _result(s, trace, converged, time.perf_counter() - clock)")]),
         ]
         args = ("data", "*", "hypers=None", "dims=None", "epochs=10", "batch_size=256",
                 "kappa=0.7", "tau=10.0", "step_scale=1.0", "effective_batch_size=None",
                 "max_local_iter=100", "local_tol=1e-3", "seed=0", "callback=None",
                 "init=None", "start=None", "tol=None", "window=3", "patience=3",
-                "sample_globals=False")
+                "local='mf'", "ramp=False")
+        if self.plan.assignment_locals:
+            args += ("gibbs_sweeps=10", "gibbs_burn_in=5")
+        if self.plan.learnable:
+            args += ("learn=()",)
+        args += ("sample_globals=False",)
+        if self._ssvi_applies():
+            args += ("apply_v=False",)
         doc = (f"Fit {m.name} by stochastic variational inference over its data plate.\n\n"
                "Each step draws a minibatch S (without replacement within an epoch), runs the "
                "local step on it,\nand moves every global by ρ_t = step_scale·(t + tau)^−kappa "
@@ -1436,10 +1523,66 @@ class MeanFieldEmitter:
                "each E[t_n] is\nweighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); "
                "M = |S| is SVI exactly.\n"
                "sample_globals=True is SSVI-A (fit_ssvi_a).\n"
+               "local: the E-step, one of LOCAL_STEPS that applies ('mf', 'exact', "
+               "'gibbs', 'cvb0'); Gibbs runs\ngibbs_sweeps sweeps per item and averages "
+               "those after gibbs_burn_in.\n"
+               "ramp: grow N over the first epoch as items are seen (SSVI §2.6).\n"
+               "learn: hyperparameters moved each step by rho towards their empirical Bayes "
+               "value given the batch.\n"
                "The ELBO trace holds the full-data bound after each epoch. With tol set, the fit "
                "stops when\nits moving average over `window` epochs has not improved by tol "
                "(relative) for `patience` epochs.")
         return Function("fit_svi", args, tuple(body), doc)
+
+    def _blend_lines(self, lams) -> list[Node]:
+        """λ ← (1 − ρ)λ + ρλ̂ (SSVI blends inside its V block)."""
+        nodes: list[Node] = [Line(f"s.{self.layout.lam(n, st)}[...] = (1.0 - rho) * old_{n}_{st}"
+                                  f" + rho * s.{self.layout.lam(n, st)}") for n, st in lams]
+        if self._ssvi_applies():
+            return [Block("if not apply_v", tuple(nodes))]
+        return nodes
+
+    def _ssvi_applies(self) -> bool:
+        return bool(self.plan.globals) and all(self.family(n) in _SSVI_AUX
+                                               for n in self.plan.globals)
+
+    def _v_lines(self) -> list[Node]:
+        """The data part of each global's λ̂ (λ̂ minus its update with no data) times V(β, λ)
+        at the λ β was drawn from; other globals' messages stay as they are (like η)."""
+        nodes: list[Node] = []
+        for n in self.plan.globals:
+            stats = [st for st, _ in self.stats(n)]
+            lams = [f"s.{self.layout.lam(n, st)}" for st in stats]
+            nodes += [Line(f"data_{n}_{st} = {lam}.copy()") for st, lam in zip(stats, lams,
+                                                                                strict=True)]
+            nodes.append(self._driver_call(f"update_{n}", {"scale": "0.0"}))
+            nodes += [Line(f"data_{n}_{st} -= {lam}") for st, lam in zip(stats, lams,
+                                                                          strict=True)]
+            olds = ", ".join(f"old_{n}_{st}" for st in stats)
+            datas = ", ".join(f"data_{n}_{st}" for st in stats)
+            nodes.append(Line(f"rt.ssvi_{self.family(n)}({olds}, "
+                              f"{', '.join(self._aux(n))}, {datas}, {datas})"))
+            nodes += [Line(f"{lam} += data_{n}_{st}") for st, lam in zip(stats, lams,
+                                                                          strict=True)]
+            nodes.append(Line(f"shortened += rt.ssvi_blend({self.family(n)!r}, rho, "
+                              f"{_tuple(f'old_{n}_{st}' for st in stats)}, {_tuple(lams)})",
+                              "the step, shortened where V's noise would leave the domain"))
+        return nodes
+
+    def _local_step_switch(self) -> list[Node]:
+        """The chosen E-step on the minibatch."""
+        mf = self._driver_call("local_step", {"seeding": "False", "items": "batch",
+                                              "warm": "False", "guard": "False"})
+        if not self.plan.assignment_locals:
+            return [mf]
+        return [
+            Block("if local == 'gibbs'", (self._driver_call(
+                "local_step_gibbs", {"items": "batch", "sweeps": "gibbs_sweeps",
+                                     "burn_in": "gibbs_burn_in"}),)),
+            Block("elif local == 'cvb0'", (self._driver_call(
+                "local_step_cvb0", {"items": "batch"}),)),
+            Block("else", (mf,), comment="mean field; 'exact' when no local depends on another"),
+        ]
 
     def default_start(self) -> str:
         """'random' when every global selected by a categorical is count-type (Dirichlet or
@@ -1526,6 +1669,11 @@ class MeanFieldEmitter:
                 else:
                     self.kernels.append(self.item_elbo_kernel())
             self.kernels.append(self.local_step_kernel())
+            if self.plan.assignment_locals:
+                for name in self.plan.assignment_locals:
+                    self.kernels.append(AssignmentStep(self, "gibbs").evidence_kernel(name))
+                self.kernels.append(AssignmentStep(self, "gibbs").kernel())
+                self.kernels.append(AssignmentStep(self, "cvb0").kernel())
         for name in self.plan.globals:
             self.kernels.append(self.global_update_kernel(name))
         if self.plan.globals:
@@ -1538,6 +1686,8 @@ class MeanFieldEmitter:
             drivers.append(self.fit_svi_function())
             if all(self.family(n) in _SAMPLED for n in self.plan.globals):
                 drivers.append(self.fit_ssvi_a_function())
+            if self._ssvi_applies():
+                drivers.append(self.fit_ssvi_function())
         doc = (f"{m.name}: batch mean-field variational Bayes, generated by cemodel "
                f"{__version__}.\n\n"
                f"Model file: {m.source.filename} (sha256 {source_hash(m)[:16]})\n"
@@ -1551,6 +1701,10 @@ class MeanFieldEmitter:
                  "random pseudo-counts when every gated global is a Dirichlet or Beta"),
             Line(f"LEARNABLE = {tuple(i.hyper for i in self.plan.learnable)!r}",
                  "hyperparameters empirical Bayes can set (fit(..., learn=...))"),
+            Comment("the E-steps (fit_svi(..., local=...)) and whether each applies"),
+            Line("LOCAL_STEPS = {"),
+            *[Line(f"    {k!r}: {v!r},") for k, v in self.plan.local_steps],
+            Line("}"),
             Blank(),
             *self.spec_literal(),
             *self.kernels,
@@ -1584,6 +1738,9 @@ def _key_plates(acc) -> tuple[str, ...]:
 
 # variational families the runtime can sample (cemodel.runtime.sampling)
 _SAMPLED = ("dirichlet", "beta", "gamma", "normal", "mvn", "wishart")
+
+# families whose V(β, λ) the runtime applies, and how many auxiliary draws each keeps
+_SSVI_AUX = {"dirichlet": 1, "beta": 2, "gamma": 1, "normal": 1}
 
 # names a driver supplies itself rather than reading from the state
 _DRIVER_ARGS = ("scale", "seeding", "items", "warm", "guard", "max_local_iter", "local_tol")

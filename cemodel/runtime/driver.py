@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 
@@ -24,6 +25,7 @@ class FitResult:
     dims: dict[str, int] = field(default_factory=dict)
     hypers: dict[str, object] = field(default_factory=dict)
     state: dict[str, np.ndarray] = field(default_factory=dict)  # natural parameters
+    notes: dict[str, object] = field(default_factory=dict)  # method-specific counts
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self.posterior[key]
@@ -178,3 +180,33 @@ def check_learn(learn, learnable: tuple[str, ...]) -> tuple[str, ...]:
                 hint=did_you_mean(name, learnable) or "a learnable hyperparameter is the "
                 "symmetric concentration of a Dirichlet or the shape or rate of a Gamma, used once")
     return learn
+
+
+def check_local_step(local_step: str, local_steps: dict[str, str]) -> str:
+    """The local step to run, one that applies to the model, or a clear error with the reason."""
+    from ..errors import CemDataError, did_you_mean
+
+    if local_step not in local_steps:
+        raise CemDataError(
+            f"local: expected one of {', '.join(local_steps)}, found {local_step!r}",
+            hint=did_you_mean(str(local_step), tuple(local_steps)))
+    why = local_steps[local_step]
+    if not why.startswith("yes"):
+        raise CemDataError(f"local step {local_step!r} does not apply to this model: "
+                           f"{why.removeprefix('no: ')}")
+    return local_step
+
+
+def check_sweeps(sweeps: int, burn_in: int) -> None:
+    """Gibbs: at least one sweep is kept after burn-in."""
+    from ..errors import CemDataError
+
+    if not 0 <= int(burn_in) < int(sweeps):
+        raise CemDataError(f"gibbs_burn_in: expected 0 <= burn-in < gibbs_sweeps = {sweeps}, "
+                           f"found {burn_in}")
+
+
+@numba.njit
+def seed_kernels(seed: int) -> None:
+    """Seed the random stream numba kernels draw from (np.random inside @njit code)."""
+    np.random.seed(seed)

@@ -18,6 +18,13 @@ SOURCE = 'beta_bernoulli.cem'
 SOURCE_SHA256 = '9d1fd898b0c9100e2526f39860a346cf1cbed2633c45f9378ab242ce88a7276e'
 DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+# the E-steps (fit_svi(..., local=...)) and whether each applies
+LOCAL_STEPS = {
+    'mf': 'yes: local mean field',
+    'exact': 'yes: given the globals each local depends only on data, so the local update is its exact conditional p(z_n | y_n, β)',
+    'gibbs': 'no: the item has no categorical local to sample',
+    'cvb0': 'no: the item has no categorical local to sample',
+}
 
 SPEC = {
     "model": 'beta_bernoulli',
@@ -193,6 +200,7 @@ def fit(
         init=None,
         start=None,
         warm_start=False,
+        local='mf',
 ):
     """Fit beta_bernoulli by batch mean-field variational Bayes (coordinate ascent).
 
@@ -204,6 +212,7 @@ def fit(
     (fewer sweeps; may settle in a different optimum).
     learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned values are in result.hypers.
     """
+    rt.check_local_step(local, LOCAL_STEPS)
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     trace = []
     converged = False
@@ -246,7 +255,10 @@ def fit_svi(
         tol=None,
         window=3,
         patience=3,
+        local='mf',
+        ramp=False,
         sample_globals=False,
+        apply_v=False,
 ):
     """Fit beta_bernoulli by stochastic variational inference over its data plate.
 
@@ -255,17 +267,26 @@ def fit_svi(
     effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
     weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
     sample_globals=True is SSVI-A (fit_ssvi_a).
+    local: the E-step, one of LOCAL_STEPS that applies ('mf', 'exact', 'gibbs', 'cvb0'); Gibbs runs
+    gibbs_sweeps sweeps per item and averages those after gibbs_burn_in.
+    ramp: grow N over the first epoch as items are seen (SSVI §2.6).
+    learn: hyperparameters moved each step by rho towards their empirical Bayes value given the batch.
     The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
     its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
     """
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    local = rt.check_local_step(local, LOCAL_STEPS)
     n_N_total = len(s.all_items)
-    batch_size = min(int(batch_size), len(s.all_items))
+    batch_size = len(s.all_items) if batch_size is None else min(int(batch_size), len(s.all_items))
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
+    if apply_v:  # the draws behind β that V(β, λ) needs
+        aux_p_0 = np.empty_like(s.lam_p_log)
+        aux_p_1 = np.empty_like(s.lam_p_log)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
+    shortened = 0  # SSVI: rows whose step was shortened to stay valid
     converged = False
     stop = None if tol is None else rt.NoisyStop(window, patience, tol)
     clock = time.perf_counter()
@@ -283,17 +304,34 @@ def fit_svi(
             s.acc_x_1[...] = 0.0
             s.acc_x_2[...] = 0.0
             if sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
-                rt.sample_beta(s.lam_p_log, s.lam_p_log1m, sampler, s.E_p_log, s.E_p_log1m)
+                if apply_v:  # keeps the draws V needs
+                    rt.sample_beta_aux(s.lam_p_log, s.lam_p_log1m, sampler, s.E_p_log, s.E_p_log1m, aux_p_0, aux_p_1)
+                else:
+                    rt.sample_beta(s.lam_p_log, s.lam_p_log1m, sampler, s.E_p_log, s.E_p_log1m)
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.acc_x_2)
             if sample_globals:
                 refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
             old_p_log = s.lam_p_log.copy()
             old_p_log1m = s.lam_p_log1m.copy()
+            # N, ramped up over the first sweep if asked (SSVI §2.6)
+            seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_p(n_N_total / len(batch), s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_p_log, s.E_p_log1m)
-                s.lam_p_log[...] = (1.0 - rho) * old_p_log + rho * s.lam_p_log
-                s.lam_p_log1m[...] = (1.0 - rho) * old_p_log1m + rho * s.lam_p_log1m
+                update_p(seen / len(batch), s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_p_log, s.E_p_log1m)
+                if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
+                    data_p_log = s.lam_p_log.copy()
+                    data_p_log1m = s.lam_p_log1m.copy()
+                    update_p(0.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_p_log, s.E_p_log1m)
+                    data_p_log -= s.lam_p_log
+                    data_p_log1m -= s.lam_p_log1m
+                    rt.ssvi_beta(old_p_log, old_p_log1m, aux_p_0, aux_p_1, data_p_log, data_p_log1m, data_p_log, data_p_log1m)
+                    s.lam_p_log += data_p_log
+                    s.lam_p_log1m += data_p_log1m
+                    # the step, shortened where V's noise would leave the domain
+                    shortened += rt.ssvi_blend('beta', rho, (old_p_log, old_p_log1m), (s.lam_p_log, s.lam_p_log1m))
+                if not apply_v:
+                    s.lam_p_log[...] = (1.0 - rho) * old_p_log + rho * s.lam_p_log
+                    s.lam_p_log1m[...] = (1.0 - rho) * old_p_log1m + rho * s.lam_p_log1m
                 refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m)
             except np.linalg.LinAlgError:
                 raise rt.invalid_step(step, effective_batch_size) from None
@@ -313,7 +351,10 @@ def fit_svi(
         if stop is not None and stop.update(elbo):
             converged = True
             break
-    return _result(s, trace, converged, time.perf_counter() - clock)
+    result = _result(s, trace, converged, time.perf_counter() - clock)
+    if apply_v:  # rows whose SSVI step was shortened
+        result.notes['shortened_steps'] = shortened
+    return result
 
 
 def fit_ssvi_a(data, **options):
@@ -322,3 +363,11 @@ def fit_ssvi_a(data, **options):
     Options as fit_svi (effective_batch_size combines it with SVI+).
     """
     return fit_svi(data, sample_globals=True, **options)
+
+
+def fit_ssvi(data, **options):
+    """Fit beta_bernoulli by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with the data
+    part of λ̂ multiplied by V(β, λ) of eq. 8, which makes the step an unbiased natural gradient
+    of the structured bound (see cemodel.runtime.ssvi). Options as fit_svi.
+    """
+    return fit_svi(data, sample_globals=True, apply_v=True, **options)

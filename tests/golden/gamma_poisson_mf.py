@@ -18,6 +18,13 @@ SOURCE = 'gamma_poisson.cem'
 SOURCE_SHA256 = 'ad8f75390a1bd4ac48ff056424273622276a9b9f1671d6da42f166636f26db3e'
 DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ('a', 'b')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+# the E-steps (fit_svi(..., local=...)) and whether each applies
+LOCAL_STEPS = {
+    'mf': 'yes: local mean field',
+    'exact': 'yes: given the globals each local depends only on data, so the local update is its exact conditional p(z_n | y_n, β)',
+    'gibbs': 'no: the item has no categorical local to sample',
+    'cvb0': 'no: the item has no categorical local to sample',
+}
 
 SPEC = {
     "model": 'gamma_poisson',
@@ -183,12 +190,15 @@ def _result(s, trace, converged, seconds):
     return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'b': s.b}, state={'lam_rate_log': s.lam_rate_log, 'lam_rate_value': s.lam_rate_value})
 
 
-def _learn(s, learn):
-    """Empirical Bayes (Minka 2000): each learned hyperparameter maximises the ELBO given q."""
+def _learn(s, learn, rho=1.0, items=slice(None)):
+    """Empirical Bayes (Minka 2000): each learned hyperparameter moves to the value that maximises the
+    ELBO given q (rho = 1, batch), or a step rho towards the maximiser given the minibatch's
+    local rows `items` (stochastic: a Robbins–Monro step, as Hoffman et al. 2010 learn LDA's α).
+    """
     if 'a' in learn:  # the prior of rate
-        s.a = rt.learn_gamma_shape(s.b, s.E_rate_log)
+        s.a = (1.0 - rho) * s.a + rho * rt.learn_gamma_shape(s.b, s.E_rate_log)
     if 'b' in learn:  # the prior of rate
-        s.b = rt.learn_gamma_rate(s.a, s.E_rate_value)
+        s.b = (1.0 - rho) * s.b + rho * rt.learn_gamma_rate(s.a, s.E_rate_value)
     # known quantities that depend on hyperparameters
     s.log_b = np.log(s.b)
     s.lgamma_a = rt.gammaln(s.a)
@@ -210,6 +220,7 @@ def fit(
         start=None,
         warm_start=False,
         learn=(),
+        local='mf',
 ):
     """Fit gamma_poisson by batch mean-field variational Bayes (coordinate ascent).
 
@@ -221,6 +232,7 @@ def fit(
     (fewer sweeps; may settle in a different optimum).
     learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned values are in result.hypers.
     """
+    rt.check_local_step(local, LOCAL_STEPS)
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     learn = rt.check_learn(learn, LEARNABLE)
     trace = []
@@ -265,7 +277,11 @@ def fit_svi(
         tol=None,
         window=3,
         patience=3,
+        local='mf',
+        ramp=False,
+        learn=(),
         sample_globals=False,
+        apply_v=False,
 ):
     """Fit gamma_poisson by stochastic variational inference over its data plate.
 
@@ -274,17 +290,26 @@ def fit_svi(
     effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
     weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
     sample_globals=True is SSVI-A (fit_ssvi_a).
+    local: the E-step, one of LOCAL_STEPS that applies ('mf', 'exact', 'gibbs', 'cvb0'); Gibbs runs
+    gibbs_sweeps sweeps per item and averages those after gibbs_burn_in.
+    ramp: grow N over the first epoch as items are seen (SSVI §2.6).
+    learn: hyperparameters moved each step by rho towards their empirical Bayes value given the batch.
     The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
     its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
     """
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    local = rt.check_local_step(local, LOCAL_STEPS)
+    learn = rt.check_learn(learn, LEARNABLE)
     n_N_total = len(s.all_items)
-    batch_size = min(int(batch_size), len(s.all_items))
+    batch_size = len(s.all_items) if batch_size is None else min(int(batch_size), len(s.all_items))
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
+    if apply_v:  # the draws behind β that V(β, λ) needs
+        aux_rate_0 = np.empty_like(s.lam_rate_log)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
+    shortened = 0  # SSVI: rows whose step was shortened to stay valid
     converged = False
     stop = None if tol is None else rt.NoisyStop(window, patience, tol)
     clock = time.perf_counter()
@@ -301,20 +326,39 @@ def fit_svi(
             s.acc_x_0[...] = 0.0
             s.acc_x_1[...] = 0.0
             if sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
-                rt.sample_gamma(s.lam_rate_log, s.lam_rate_value, sampler, s.E_rate_log, s.E_rate_value)
+                if apply_v:  # keeps the draws V needs
+                    rt.sample_gamma_aux(s.lam_rate_log, s.lam_rate_value, sampler, s.E_rate_log, s.E_rate_value, aux_rate_0)
+                else:
+                    rt.sample_gamma(s.lam_rate_log, s.lam_rate_value, sampler, s.E_rate_log, s.E_rate_value)
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.lgamma1p_x)
             if sample_globals:
                 refresh_globals(s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
             old_rate_log = s.lam_rate_log.copy()
             old_rate_value = s.lam_rate_value.copy()
+            # N, ramped up over the first sweep if asked (SSVI §2.6)
+            seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_rate(n_N_total / len(batch), s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, s.E_rate_log, s.E_rate_value)
-                s.lam_rate_log[...] = (1.0 - rho) * old_rate_log + rho * s.lam_rate_log
-                s.lam_rate_value[...] = (1.0 - rho) * old_rate_value + rho * s.lam_rate_value
+                update_rate(seen / len(batch), s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, s.E_rate_log, s.E_rate_value)
+                if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
+                    data_rate_log = s.lam_rate_log.copy()
+                    data_rate_value = s.lam_rate_value.copy()
+                    update_rate(0.0, s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, s.E_rate_log, s.E_rate_value)
+                    data_rate_log -= s.lam_rate_log
+                    data_rate_value -= s.lam_rate_value
+                    rt.ssvi_gamma(old_rate_log, old_rate_value, aux_rate_0, data_rate_log, data_rate_value, data_rate_log, data_rate_value)
+                    s.lam_rate_log += data_rate_log
+                    s.lam_rate_value += data_rate_value
+                    # the step, shortened where V's noise would leave the domain
+                    shortened += rt.ssvi_blend('gamma', rho, (old_rate_log, old_rate_value), (s.lam_rate_log, s.lam_rate_value))
+                if not apply_v:
+                    s.lam_rate_log[...] = (1.0 - rho) * old_rate_log + rho * s.lam_rate_log
+                    s.lam_rate_value[...] = (1.0 - rho) * old_rate_value + rho * s.lam_rate_value
                 refresh_globals(s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value)
             except np.linalg.LinAlgError:
                 raise rt.invalid_step(step, effective_batch_size) from None
+            if learn:  # empirical Bayes: a step rho towards the batch's maximiser
+                _learn(s, learn, rho, batch)
             rt.check_step({'E_rate_log': s.E_rate_log, 'E_rate_value': s.E_rate_value}, step, effective_batch_size)
             step += 1
         # the full-data ELBO at optimal locals for the current globals
@@ -330,7 +374,10 @@ def fit_svi(
         if stop is not None and stop.update(elbo):
             converged = True
             break
-    return _result(s, trace, converged, time.perf_counter() - clock)
+    result = _result(s, trace, converged, time.perf_counter() - clock)
+    if apply_v:  # rows whose SSVI step was shortened
+        result.notes['shortened_steps'] = shortened
+    return result
 
 
 def fit_ssvi_a(data, **options):
@@ -339,3 +386,11 @@ def fit_ssvi_a(data, **options):
     Options as fit_svi (effective_batch_size combines it with SVI+).
     """
     return fit_svi(data, sample_globals=True, **options)
+
+
+def fit_ssvi(data, **options):
+    """Fit gamma_poisson by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with the data
+    part of λ̂ multiplied by V(β, λ) of eq. 8, which makes the step an unbiased natural gradient
+    of the structured bound (see cemodel.runtime.ssvi). Options as fit_svi.
+    """
+    return fit_svi(data, sample_globals=True, apply_v=True, **options)

@@ -18,6 +18,13 @@ SOURCE = 'gmm.cem'
 SOURCE_SHA256 = 'f2898c2111cbf597b5ec0e6583ee39e8550844680832db5cf9971bbfc759b9b0'
 DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ('alpha',)  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+# the E-steps (fit_svi(..., local=...)) and whether each applies
+LOCAL_STEPS = {
+    'mf': 'yes: local mean field',
+    'exact': 'yes: given the globals each local depends only on data, so the local update is its exact conditional p(z_n | y_n, β)',
+    'gibbs': 'yes: samples z',
+    'cvb0': 'yes: updates q(z), zero-order collapsed VB',
+}
 
 SPEC = {
     "model": 'gmm',
@@ -144,6 +151,210 @@ def local_step(
         elbo += -0.9189385332046727 * dim_x
         elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
     return elbo
+
+
+@njit(cache=True, nogil=True)
+def evidence_z(
+        i_points,
+        lam_z_onehot,
+        n_K,
+        E_pi_log,
+        E_Lambda_logdet,
+        n_D,
+        E_Lambda_value,
+        x,
+        E_mu_value,
+        E_mu_outer,
+):
+    """lam_z_onehot[row, c] = exp(λ_c − max_c λ_c), λ the messages to z from data and globals
+    (every message but the integrated-out proportions'): the part of its conditional that
+    stays fixed during a Gibbs or CVB0 step.
+    """
+    lam_z_onehot[i_points] = 0.0
+    # from z ~ Categorical (gmm.cem:27:5)
+    for t_k in range(n_K):
+        lam_z_onehot[i_points, t_k] += E_pi_log[0, t_k]
+    # from x ~ MultivariateNormal (gmm.cem:28:5)
+    for t_g0 in range(n_K):
+        lam_z_onehot[i_points, t_g0] += 0.5 * E_Lambda_logdet[t_g0]
+    # from x ~ MultivariateNormal (gmm.cem:28:5)
+    for t_i in range(n_D):
+        for t_j in range(n_D):
+            for t_g0 in range(n_K):
+                lam_z_onehot[i_points, t_g0] += -0.5 * E_Lambda_value[t_g0, t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
+    # from x ~ MultivariateNormal (gmm.cem:28:5)
+    for t_i in range(n_D):
+        for t_j in range(n_D):
+            for t_g0 in range(n_K):
+                lam_z_onehot[i_points, t_g0] += x[i_points, t_i] * E_Lambda_value[t_g0, t_i, t_j] * E_mu_value[t_g0, t_j]
+    # from x ~ MultivariateNormal (gmm.cem:28:5)
+    for t_i in range(n_D):
+        for t_j in range(n_D):
+            for t_g0 in range(n_K):
+                lam_z_onehot[i_points, t_g0] += -0.5 * E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+    top = lam_z_onehot[i_points].max()
+    for t_c in range(n_K):
+        lam_z_onehot[i_points, t_c] = np.exp(lam_z_onehot[i_points, t_c] - top)
+
+
+@njit(cache=True, nogil=True)
+def local_step_gibbs(
+        items,
+        sweeps,
+        burn_in,
+        lam_z_onehot,
+        n_K,
+        E_pi_log,
+        E_Lambda_logdet,
+        n_D,
+        E_Lambda_value,
+        x,
+        E_mu_value,
+        E_mu_outer,
+        E_z_onehot,
+        item_weight,
+        acc_z_0,
+        acc_x_0,
+        acc_x_1,
+        acc_x_2,
+        acc_x_3,
+):
+    """Gibbs local step: each item's assignments sampled from their conditionals with no proportions integrated out,
+    `sweeps` sweeps, q(z) = the one-hot counts averaged over the sweeps after burn_in (Mimno et al. 2012).
+
+        p(z_i = c | z_¬i, y, β) ∝ · exp(Σ_children log p(y | z_i = c, β))_c
+
+    Then the sufficient statistics, as local_step.
+    """
+    p_z = np.empty(n_K)
+    assign_z = np.empty(64, np.int64)  # one assignment per token instance, grown as needed
+    for position in range(items.shape[0]):
+        i_points = items[position]
+        # the fixed part of the conditional
+        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer)
+        needed_z = 0
+        needed_z += int(1.0 + 0.5)
+        if needed_z > assign_z.shape[0]:
+            assign_z = np.empty(2 * needed_z, np.int64)
+        # start: each token drawn given the ones before it
+        position_z = 0
+        E_z_onehot[i_points] = 0.0
+        for j in range(int(1.0 + 0.5)):
+            total = 0.0
+            for t_c in range(n_K):
+                p_z[t_c] = lam_z_onehot[i_points, t_c]
+                total += p_z[t_c]
+            u = np.random.random() * total
+            t_c = 0
+            cumulative = p_z[0]
+            while cumulative < u and t_c < n_K - 1:
+                t_c += 1
+                cumulative += p_z[t_c]
+            assign_z[position_z] = t_c
+            position_z += 1
+        for sweep in range(sweeps):
+            position_z = 0
+            for j in range(int(1.0 + 0.5)):
+                t_c = assign_z[position_z]
+                total = 0.0
+                for t_c in range(n_K):
+                    p_z[t_c] = lam_z_onehot[i_points, t_c]
+                    total += p_z[t_c]
+                u = np.random.random() * total
+                t_c = 0
+                cumulative = p_z[0]
+                while cumulative < u and t_c < n_K - 1:
+                    t_c += 1
+                    cumulative += p_z[t_c]
+                assign_z[position_z] = t_c
+                if sweep >= burn_in:
+                    E_z_onehot[i_points, t_c] += 1.0
+                position_z += 1
+        instances = int(1.0 + 0.5)
+        if instances > 0:
+            E_z_onehot[i_points] /= instances * (sweeps - burn_in)
+        else:
+            E_z_onehot[i_points] = lam_z_onehot[i_points] / lam_z_onehot[i_points].sum()
+        # acc_z_0[k] += q(z[points]=k)  (gmm.cem:27:5)
+        for t_k in range(n_K):
+            acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+        # acc_x_0[g0] += q(z[points]=g0)  (gmm.cem:28:5)
+        for t_g0 in range(n_K):
+            acc_x_0[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm.cem:28:5)
+        for t_g0 in range(n_K):
+            for t_i in range(n_D):
+                for t_j in range(n_D):
+                    acc_x_1[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
+        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm.cem:28:5)
+        for t_g0 in range(n_K):
+            for t_i in range(n_D):
+                acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+        # acc_x_3[g0] += q(z[points]=g0)  (gmm.cem:28:5)
+        for t_g0 in range(n_K):
+            acc_x_3[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+
+
+@njit(cache=True, nogil=True)
+def local_step_cvb0(
+        items,
+        max_local_iter,
+        local_tol,
+        lam_z_onehot,
+        n_K,
+        E_pi_log,
+        E_Lambda_logdet,
+        n_D,
+        E_Lambda_value,
+        x,
+        E_mu_value,
+        E_mu_outer,
+        E_z_onehot,
+        item_weight,
+        acc_z_0,
+        acc_x_0,
+        acc_x_1,
+        acc_x_2,
+        acc_x_3,
+):
+    """CVB0 local step: each item's q(z) updated with no proportions integrated out, until the mean absolute
+    change of q(z) is below local_tol (Asuncion et al. 2009).
+
+        q(z_i = c) ∝ · exp(Σ_children E[log p(y | z_i = c, β)])_c
+
+    Then the sufficient statistics, as local_step.
+    """
+    p_z = np.empty(n_K)
+    for position in range(items.shape[0]):
+        i_points = items[position]
+        # the fixed part of the conditional
+        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer)
+        # start: each row given the ones before it
+        total = 0.0
+        for t_c in range(n_K):
+            p_z[t_c] = lam_z_onehot[i_points, t_c]
+            total += p_z[t_c]
+        w_row = 1.0
+        for t_c in range(n_K):
+            E_z_onehot[i_points, t_c] = p_z[t_c] / total
+        # acc_z_0[k] += q(z[points]=k)  (gmm.cem:27:5)
+        for t_k in range(n_K):
+            acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+        # acc_x_0[g0] += q(z[points]=g0)  (gmm.cem:28:5)
+        for t_g0 in range(n_K):
+            acc_x_0[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm.cem:28:5)
+        for t_g0 in range(n_K):
+            for t_i in range(n_D):
+                for t_j in range(n_D):
+                    acc_x_1[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
+        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm.cem:28:5)
+        for t_g0 in range(n_K):
+            for t_i in range(n_D):
+                acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+        # acc_x_3[g0] += q(z[points]=g0)  (gmm.cem:28:5)
+        for t_g0 in range(n_K):
+            acc_x_3[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -490,10 +701,13 @@ def _result(s, trace, converged, seconds):
     return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'm0': s.m0, 'P0': s.P0, 'nu0': s.nu0, 'W0': s.W0}, state={'lam_Lambda_value': s.lam_Lambda_value, 'lam_Lambda_logdet': s.lam_Lambda_logdet, 'lam_mu_value': s.lam_mu_value, 'lam_mu_outer': s.lam_mu_outer, 'lam_pi_log': s.lam_pi_log, 'lam_z_onehot': s.lam_z_onehot})
 
 
-def _learn(s, learn):
-    """Empirical Bayes (Minka 2000): each learned hyperparameter maximises the ELBO given q."""
+def _learn(s, learn, rho=1.0, items=slice(None)):
+    """Empirical Bayes (Minka 2000): each learned hyperparameter moves to the value that maximises the
+    ELBO given q (rho = 1, batch), or a step rho towards the maximiser given the minibatch's
+    local rows `items` (stochastic: a Robbins–Monro step, as Hoffman et al. 2010 learn LDA's α).
+    """
     if 'alpha' in learn:  # the prior of pi
-        s.alpha = rt.learn_symmetric_dirichlet(s.alpha, s.E_pi_log)
+        s.alpha = (1.0 - rho) * s.alpha + rho * rt.learn_symmetric_dirichlet(s.alpha, s.E_pi_log)
     # known quantities that depend on hyperparameters
     s.lgamma_sum_alpha = rt.gammaln(s.n_K * s.alpha)
     s.lgamma_alpha = rt.gammaln(s.alpha)
@@ -515,6 +729,9 @@ def fit(
         start=None,
         warm_start=False,
         learn=(),
+        local='mf',
+        gibbs_sweeps=10,
+        gibbs_burn_in=5,
 ):
     """Fit gmm by batch mean-field variational Bayes (coordinate ascent).
 
@@ -525,7 +742,12 @@ def fit(
     warm_start: start each item's local step from its previous values instead of its prior
     (fewer sweeps; may settle in a different optimum).
     learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned values are in result.hypers.
+    local: 'mf' (or 'exact' where LOCAL_STEPS allows); 'gibbs' or 'cvb0' run the batch M-step with
+    that E-step (fit_svi on all items with ρ = 1), its trace the mean-field ELBO after each iteration.
     """
+    # the batch M-step (ρ = 1 on all items) with a collapsed E-step
+    if rt.check_local_step(local, LOCAL_STEPS) in ('gibbs', 'cvb0'):
+        return fit_svi(data, hypers=hypers, dims=dims, epochs=max_iter, batch_size=None, kappa=0.0, tau=0.0, step_scale=1.0, max_local_iter=max_local_iter, local_tol=local_tol, seed=seed, callback=callback, init=init, start=start, tol=tol, local=local, gibbs_sweeps=gibbs_sweeps, gibbs_burn_in=gibbs_burn_in, learn=learn)
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     learn = rt.check_learn(learn, LEARNABLE)
     trace = []
@@ -575,6 +797,11 @@ def fit_svi(
         tol=None,
         window=3,
         patience=3,
+        local='mf',
+        ramp=False,
+        gibbs_sweeps=10,
+        gibbs_burn_in=5,
+        learn=(),
         sample_globals=False,
 ):
     """Fit gmm by stochastic variational inference over its data plate.
@@ -584,12 +811,21 @@ def fit_svi(
     effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
     weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
     sample_globals=True is SSVI-A (fit_ssvi_a).
+    local: the E-step, one of LOCAL_STEPS that applies ('mf', 'exact', 'gibbs', 'cvb0'); Gibbs runs
+    gibbs_sweeps sweeps per item and averages those after gibbs_burn_in.
+    ramp: grow N over the first epoch as items are seen (SSVI §2.6).
+    learn: hyperparameters moved each step by rho towards their empirical Bayes value given the batch.
     The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
     its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
     """
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    local = rt.check_local_step(local, LOCAL_STEPS)
+    learn = rt.check_learn(learn, LEARNABLE)
+    if local == 'gibbs':
+        rt.check_sweeps(gibbs_sweeps, gibbs_burn_in)
+        rt.seed_kernels(seed)  # the Gibbs draws: reproducible with seed
     n_N_total = len(s.all_items)
-    batch_size = min(int(batch_size), len(s.all_items))
+    batch_size = len(s.all_items) if batch_size is None else min(int(batch_size), len(s.all_items))
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
@@ -617,7 +853,12 @@ def fit_svi(
                 rt.sample_wishart(s.lam_Lambda_value, s.lam_Lambda_logdet, sampler, s.E_Lambda_value, s.E_Lambda_logdet)
                 rt.sample_mvn(s.lam_mu_value, s.lam_mu_outer, sampler, s.E_mu_value, s.E_mu_outer)
                 rt.sample_dirichlet(s.lam_pi_log, sampler, s.E_pi_log)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.dim_x)
+            if local == 'gibbs':
+                local_step_gibbs(batch, gibbs_sweeps, gibbs_burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+            elif local == 'cvb0':
+                local_step_cvb0(batch, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+            else:  # mean field; 'exact' when no local depends on another
+                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.dim_x)
             if sample_globals:
                 refresh_globals(s.lam_Lambda_value, s.E_Lambda_value, s.lam_Lambda_logdet, s.E_Lambda_logdet, s.n_K, s.lam_mu_value, s.E_mu_value, s.lam_mu_outer, s.E_mu_outer, s.lam_pi_log, s.E_pi_log)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
@@ -626,10 +867,12 @@ def fit_svi(
             old_mu_value = s.lam_mu_value.copy()
             old_mu_outer = s.lam_mu_outer.copy()
             old_pi_log = s.lam_pi_log.copy()
+            # N, ramped up over the first sweep if asked (SSVI §2.6)
+            seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_Lambda(n_N_total / len(batch), s.lam_Lambda_value, s.lam_Lambda_logdet, s.nu0, s.dim_Lambda, s.n_D, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_mu_value, s.acc_x_3, s.E_mu_outer, s.E_Lambda_value, s.E_Lambda_logdet, s.n_K)
-                update_mu(n_N_total / len(batch), s.lam_mu_value, s.lam_mu_outer, s.n_D, s.P0, s.m0, s.acc_x_2, s.E_Lambda_value, s.acc_x_3, s.E_mu_value, s.E_mu_outer, s.n_K)
-                update_pi(n_N_total / len(batch), s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, s.E_pi_log)
+                update_Lambda(seen / len(batch), s.lam_Lambda_value, s.lam_Lambda_logdet, s.nu0, s.dim_Lambda, s.n_D, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_mu_value, s.acc_x_3, s.E_mu_outer, s.E_Lambda_value, s.E_Lambda_logdet, s.n_K)
+                update_mu(seen / len(batch), s.lam_mu_value, s.lam_mu_outer, s.n_D, s.P0, s.m0, s.acc_x_2, s.E_Lambda_value, s.acc_x_3, s.E_mu_value, s.E_mu_outer, s.n_K)
+                update_pi(seen / len(batch), s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, s.E_pi_log)
                 s.lam_Lambda_value[...] = (1.0 - rho) * old_Lambda_value + rho * s.lam_Lambda_value
                 s.lam_Lambda_logdet[...] = (1.0 - rho) * old_Lambda_logdet + rho * s.lam_Lambda_logdet
                 s.lam_mu_value[...] = (1.0 - rho) * old_mu_value + rho * s.lam_mu_value
@@ -638,6 +881,8 @@ def fit_svi(
                 refresh_globals(s.lam_Lambda_value, s.E_Lambda_value, s.lam_Lambda_logdet, s.E_Lambda_logdet, s.n_K, s.lam_mu_value, s.E_mu_value, s.lam_mu_outer, s.E_mu_outer, s.lam_pi_log, s.E_pi_log)
             except np.linalg.LinAlgError:
                 raise rt.invalid_step(step, effective_batch_size) from None
+            if learn:  # empirical Bayes: a step rho towards the batch's maximiser
+                _learn(s, learn, rho, batch)
             rt.check_step({'E_Lambda_value': s.E_Lambda_value, 'E_Lambda_logdet': s.E_Lambda_logdet, 'E_mu_value': s.E_mu_value, 'E_mu_outer': s.E_mu_outer, 'E_pi_log': s.E_pi_log}, step, effective_batch_size)
             step += 1
         # the full-data ELBO at optimal locals for the current globals

@@ -18,6 +18,13 @@ SOURCE = 'lda.cem'
 SOURCE_SHA256 = '62ac1137aac8c2c458ee0a8b9a285f7d1f30b7d1d96aeea2639a874fa1328625'
 DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ('eta', 'alpha')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+# the E-steps (fit_svi(..., local=...)) and whether each applies
+LOCAL_STEPS = {
+    'mf': 'yes: local mean field',
+    'exact': "no: local 'z' depends on local 'theta', so p(locals | data, β) of an item does not factorise and has no closed form",
+    'gibbs': 'yes: samples z with theta integrated out',
+    'cvb0': 'yes: updates q(z) with theta integrated out, zero-order collapsed VB',
+}
 
 SPEC = {
     "model": 'lda',
@@ -317,6 +324,191 @@ def local_step(
     return elbo
 
 
+@njit(cache=True, nogil=True)
+def evidence_z(i_docs, lam_z_onehot, n_K, w, E_beta_log, tokens_ptr):
+    """lam_z_onehot[row, c] = exp(λ_c − max_c λ_c), λ the messages to z from data and globals
+    (every message but the integrated-out proportions'): the part of its conditional that
+    stays fixed during a Gibbs or CVB0 step.
+    """
+    base_tokens = tokens_ptr[i_docs]
+    for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+        lam_z_onehot[i_tokens - base_tokens] = 0.0
+        # from w ~ Categorical (lda.cem:25:9)
+        t_k = w[i_tokens]
+        for t_g0 in range(n_K):
+            lam_z_onehot[i_tokens - base_tokens, t_g0] += E_beta_log[t_g0, t_k]
+        top = lam_z_onehot[i_tokens - base_tokens].max()
+        for t_c in range(n_K):
+            lam_z_onehot[i_tokens - base_tokens, t_c] = np.exp(lam_z_onehot[i_tokens - base_tokens, t_c] - top)
+
+
+@njit(cache=True, nogil=True)
+def local_step_gibbs(
+        items,
+        sweeps,
+        burn_in,
+        lam_theta_log,
+        n_K,
+        alpha,
+        tokens_ptr,
+        E_z_onehot,
+        tokens_weight,
+        S_z,
+        X_theta_log,
+        E_theta_log,
+        lam_z_onehot,
+        w,
+        E_beta_log,
+        item_weight,
+        acc_w_0,
+):
+    """Gibbs local step: each item's assignments sampled from their conditionals with theta integrated out,
+    `sweeps` sweeps, q(z) = the one-hot counts averaged over the sweeps after burn_in (Mimno et al. 2012).
+
+        p(z_i = c | z_¬i, y, β) ∝ (α_c + n_¬i,c of theta) · exp(Σ_children log p(y | z_i = c, β))_c
+
+    Then the sufficient statistics, as local_step.
+    """
+    p_z = np.empty(n_K)
+    assign_z = np.empty(64, np.int64)  # one assignment per token instance, grown as needed
+    for position in range(items.shape[0]):
+        i_docs = items[position]
+        base_tokens = tokens_ptr[i_docs]
+        # the proportions' prior: λ = α − 1, so α_c + n_c = λ_c + 1
+        update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
+        # the fixed part of the conditional
+        evidence_z(i_docs, lam_z_onehot, n_K, w, E_beta_log, tokens_ptr)
+        needed_z = 0
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            needed_z += int(tokens_weight[i_tokens] + 0.5)
+        if needed_z > assign_z.shape[0]:
+            assign_z = np.empty(2 * needed_z, np.int64)
+        # start: each token drawn given the ones before it
+        position_z = 0
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            E_z_onehot[i_tokens - base_tokens] = 0.0
+            for j in range(int(tokens_weight[i_tokens] + 0.5)):
+                total = 0.0
+                for t_c in range(n_K):
+                    p_z[t_c] = (lam_theta_log[i_docs, t_c] + 1.0) * lam_z_onehot[i_tokens - base_tokens, t_c]
+                    total += p_z[t_c]
+                u = np.random.random() * total
+                t_c = 0
+                cumulative = p_z[0]
+                while cumulative < u and t_c < n_K - 1:
+                    t_c += 1
+                    cumulative += p_z[t_c]
+                assign_z[position_z] = t_c
+                lam_theta_log[i_docs, t_c] += 1.0
+                position_z += 1
+        for sweep in range(sweeps):
+            position_z = 0
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                for j in range(int(tokens_weight[i_tokens] + 0.5)):
+                    t_c = assign_z[position_z]
+                    lam_theta_log[i_docs, t_c] -= 1.0
+                    total = 0.0
+                    for t_c in range(n_K):
+                        p_z[t_c] = (lam_theta_log[i_docs, t_c] + 1.0) * lam_z_onehot[i_tokens - base_tokens, t_c]
+                        total += p_z[t_c]
+                    u = np.random.random() * total
+                    t_c = 0
+                    cumulative = p_z[0]
+                    while cumulative < u and t_c < n_K - 1:
+                        t_c += 1
+                        cumulative += p_z[t_c]
+                    assign_z[position_z] = t_c
+                    lam_theta_log[i_docs, t_c] += 1.0
+                    if sweep >= burn_in:
+                        E_z_onehot[i_tokens - base_tokens, t_c] += 1.0
+                    position_z += 1
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            instances = int(tokens_weight[i_tokens] + 0.5)
+            if instances > 0:
+                E_z_onehot[i_tokens - base_tokens] /= instances * (sweeps - burn_in)
+            else:
+                E_z_onehot[i_tokens - base_tokens] = lam_z_onehot[i_tokens - base_tokens] / lam_z_onehot[i_tokens - base_tokens].sum()
+        # the proportions' mean-field update from the final q(z)
+        update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
+        # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            t_k = w[i_tokens]
+            for t_g0 in range(n_K):
+                acc_w_0[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
+
+
+@njit(cache=True, nogil=True)
+def local_step_cvb0(
+        items,
+        max_local_iter,
+        local_tol,
+        lam_theta_log,
+        n_K,
+        alpha,
+        tokens_ptr,
+        E_z_onehot,
+        tokens_weight,
+        S_z,
+        X_theta_log,
+        E_theta_log,
+        lam_z_onehot,
+        w,
+        E_beta_log,
+        item_weight,
+        acc_w_0,
+):
+    """CVB0 local step: each item's q(z) updated with theta integrated out, until the mean absolute
+    change of q(z) is below local_tol (Asuncion et al. 2009).
+
+        q(z_i = c) ∝ (α_c + n_¬i,c of theta) · exp(Σ_children E[log p(y | z_i = c, β)])_c
+
+    Then the sufficient statistics, as local_step.
+    """
+    p_z = np.empty(n_K)
+    for position in range(items.shape[0]):
+        i_docs = items[position]
+        base_tokens = tokens_ptr[i_docs]
+        # the proportions' prior: λ = α − 1, so α_c + n_c = λ_c + 1
+        update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
+        # the fixed part of the conditional
+        evidence_z(i_docs, lam_z_onehot, n_K, w, E_beta_log, tokens_ptr)
+        # start: each row given the ones before it
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            total = 0.0
+            for t_c in range(n_K):
+                p_z[t_c] = (lam_theta_log[i_docs, t_c] + 1.0) * lam_z_onehot[i_tokens - base_tokens, t_c]
+                total += p_z[t_c]
+            w_row = tokens_weight[i_tokens]
+            for t_c in range(n_K):
+                E_z_onehot[i_tokens - base_tokens, t_c] = p_z[t_c] / total
+                lam_theta_log[i_docs, t_c] += w_row * E_z_onehot[i_tokens - base_tokens, t_c]
+        for sweep in range(max_local_iter):
+            change = 0.0
+            rows = 0
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                w_row = tokens_weight[i_tokens]
+                own = min(w_row, 1.0)
+                total = 0.0
+                for t_c in range(n_K):
+                    p_z[t_c] = (lam_theta_log[i_docs, t_c] + 1.0 - own * E_z_onehot[i_tokens - base_tokens, t_c]) * lam_z_onehot[i_tokens - base_tokens, t_c]
+                    total += p_z[t_c]
+                for t_c in range(n_K):
+                    delta = p_z[t_c] / total - E_z_onehot[i_tokens - base_tokens, t_c]
+                    lam_theta_log[i_docs, t_c] += w_row * delta
+                    E_z_onehot[i_tokens - base_tokens, t_c] += delta
+                    change += abs(delta)
+                rows += 1
+            if change < local_tol * max(rows, 1):
+                break
+        # the proportions' mean-field update from the final q(z)
+        update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
+        # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            t_k = w[i_tokens]
+            for t_g0 in range(n_K):
+                acc_w_0[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
+
+
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_beta(scale, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, ET_beta_log, n_K):
     """q(beta[k]) = Dirichlet(α)
@@ -458,12 +650,15 @@ def _result(s, trace, converged, seconds):
     return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'eta': s.eta}, state={'lam_beta_log': s.lam_beta_log, 'lam_theta_log': s.lam_theta_log})
 
 
-def _learn(s, learn):
-    """Empirical Bayes (Minka 2000): each learned hyperparameter maximises the ELBO given q."""
+def _learn(s, learn, rho=1.0, items=slice(None)):
+    """Empirical Bayes (Minka 2000): each learned hyperparameter moves to the value that maximises the
+    ELBO given q (rho = 1, batch), or a step rho towards the maximiser given the minibatch's
+    local rows `items` (stochastic: a Robbins–Monro step, as Hoffman et al. 2010 learn LDA's α).
+    """
     if 'eta' in learn:  # the prior of beta
-        s.eta = rt.learn_symmetric_dirichlet(s.eta, s.E_beta_log)
+        s.eta = (1.0 - rho) * s.eta + rho * rt.learn_symmetric_dirichlet(s.eta, s.E_beta_log)
     if 'alpha' in learn:  # the prior of theta
-        s.alpha = rt.learn_symmetric_dirichlet(s.alpha, s.E_theta_log)
+        s.alpha = (1.0 - rho) * s.alpha + rho * rt.learn_symmetric_dirichlet(s.alpha, s.E_theta_log[items])
     # known quantities that depend on hyperparameters
     s.lgamma_sum_eta = rt.gammaln(s.n_V * s.eta)
     s.lgamma_eta = rt.gammaln(s.eta)
@@ -487,6 +682,9 @@ def fit(
         start=None,
         warm_start=False,
         learn=(),
+        local='mf',
+        gibbs_sweeps=10,
+        gibbs_burn_in=5,
 ):
     """Fit lda by batch mean-field variational Bayes (coordinate ascent).
 
@@ -497,7 +695,12 @@ def fit(
     warm_start: start each item's local step from its previous values instead of its prior
     (fewer sweeps; may settle in a different optimum).
     learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned values are in result.hypers.
+    local: 'mf' (or 'exact' where LOCAL_STEPS allows); 'gibbs' or 'cvb0' run the batch M-step with
+    that E-step (fit_svi on all items with ρ = 1), its trace the mean-field ELBO after each iteration.
     """
+    # the batch M-step (ρ = 1 on all items) with a collapsed E-step
+    if rt.check_local_step(local, LOCAL_STEPS) in ('gibbs', 'cvb0'):
+        return fit_svi(data, hypers=hypers, dims=dims, epochs=max_iter, batch_size=None, kappa=0.0, tau=0.0, step_scale=1.0, max_local_iter=max_local_iter, local_tol=local_tol, seed=seed, callback=callback, init=init, start=start, tol=tol, local=local, gibbs_sweeps=gibbs_sweeps, gibbs_burn_in=gibbs_burn_in, learn=learn)
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     learn = rt.check_learn(learn, LEARNABLE)
     trace = []
@@ -541,7 +744,13 @@ def fit_svi(
         tol=None,
         window=3,
         patience=3,
+        local='mf',
+        ramp=False,
+        gibbs_sweeps=10,
+        gibbs_burn_in=5,
+        learn=(),
         sample_globals=False,
+        apply_v=False,
 ):
     """Fit lda by stochastic variational inference over its data plate.
 
@@ -550,17 +759,29 @@ def fit_svi(
     effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
     weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
     sample_globals=True is SSVI-A (fit_ssvi_a).
+    local: the E-step, one of LOCAL_STEPS that applies ('mf', 'exact', 'gibbs', 'cvb0'); Gibbs runs
+    gibbs_sweeps sweeps per item and averages those after gibbs_burn_in.
+    ramp: grow N over the first epoch as items are seen (SSVI §2.6).
+    learn: hyperparameters moved each step by rho towards their empirical Bayes value given the batch.
     The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
     its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
     """
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    local = rt.check_local_step(local, LOCAL_STEPS)
+    learn = rt.check_learn(learn, LEARNABLE)
+    if local == 'gibbs':
+        rt.check_sweeps(gibbs_sweeps, gibbs_burn_in)
+        rt.seed_kernels(seed)  # the Gibbs draws: reproducible with seed
     n_D_total = len(s.all_items)
-    batch_size = min(int(batch_size), len(s.all_items))
+    batch_size = len(s.all_items) if batch_size is None else min(int(batch_size), len(s.all_items))
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
+    if apply_v:  # the draws behind β that V(β, λ) needs
+        aux_beta_0 = np.empty_like(s.lam_beta_log)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
+    shortened = 0  # SSVI: rows whose step was shortened to stay valid
     converged = False
     stop = None if tol is None else rt.NoisyStop(window, patience, tol)
     clock = time.perf_counter()
@@ -576,20 +797,41 @@ def fit_svi(
                 s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)
             s.acc_w_0[...] = 0.0
             if sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
-                rt.sample_dirichlet(s.lam_beta_log, sampler, s.E_beta_log)
+                if apply_v:  # keeps the draws V needs
+                    rt.sample_dirichlet_aux(s.lam_beta_log, sampler, s.E_beta_log, aux_beta_0)
+                else:
+                    rt.sample_dirichlet(s.lam_beta_log, sampler, s.E_beta_log)
                 s.ET_beta_log[...] = s.E_beta_log.T
                 s.XT_beta_log[...] = np.exp(s.E_beta_log.T)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.logZ_z, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.acc_w_0)
+            if local == 'gibbs':
+                local_step_gibbs(batch, gibbs_sweeps, gibbs_burn_in, s.lam_theta_log, s.n_K, s.alpha, s.tokens_ptr, s.E_z_onehot, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, s.lam_z_onehot, s.w, s.E_beta_log, s.item_weight, s.acc_w_0)
+            elif local == 'cvb0':
+                local_step_cvb0(batch, max_local_iter, local_tol, s.lam_theta_log, s.n_K, s.alpha, s.tokens_ptr, s.E_z_onehot, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, s.lam_z_onehot, s.w, s.E_beta_log, s.item_weight, s.acc_w_0)
+            else:  # mean field; 'exact' when no local depends on another
+                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.logZ_z, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.acc_w_0)
             if sample_globals:
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_V, s.n_K)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
             old_beta_log = s.lam_beta_log.copy()
+            # N, ramped up over the first sweep if asked (SSVI §2.6)
+            seen = n_D_total if not ramp or epoch > 0 else min(n_D_total, begin + len(batch))
             try:
-                update_beta(n_D_total / len(batch), s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
-                s.lam_beta_log[...] = (1.0 - rho) * old_beta_log + rho * s.lam_beta_log
+                update_beta(seen / len(batch), s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
+                if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
+                    data_beta_log = s.lam_beta_log.copy()
+                    update_beta(0.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
+                    data_beta_log -= s.lam_beta_log
+                    rt.ssvi_dirichlet(old_beta_log, aux_beta_0, data_beta_log, data_beta_log)
+                    s.lam_beta_log += data_beta_log
+                    # the step, shortened where V's noise would leave the domain
+                    shortened += rt.ssvi_blend('dirichlet', rho, (old_beta_log,), (s.lam_beta_log,))
+                if not apply_v:
+                    s.lam_beta_log[...] = (1.0 - rho) * old_beta_log + rho * s.lam_beta_log
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_V, s.n_K)
             except np.linalg.LinAlgError:
                 raise rt.invalid_step(step, effective_batch_size) from None
+            if learn:  # empirical Bayes: a step rho towards the batch's maximiser
+                _learn(s, learn, rho, batch)
             rt.check_step({'E_beta_log': s.E_beta_log}, step, effective_batch_size)
             step += 1
         # the full-data ELBO at optimal locals for the current globals
@@ -604,7 +846,10 @@ def fit_svi(
         if stop is not None and stop.update(elbo):
             converged = True
             break
-    return _result(s, trace, converged, time.perf_counter() - clock)
+    result = _result(s, trace, converged, time.perf_counter() - clock)
+    if apply_v:  # rows whose SSVI step was shortened
+        result.notes['shortened_steps'] = shortened
+    return result
 
 
 def fit_ssvi_a(data, **options):
@@ -613,3 +858,11 @@ def fit_ssvi_a(data, **options):
     Options as fit_svi (effective_batch_size combines it with SVI+).
     """
     return fit_svi(data, sample_globals=True, **options)
+
+
+def fit_ssvi(data, **options):
+    """Fit lda by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with the data
+    part of λ̂ multiplied by V(β, λ) of eq. 8, which makes the step an unbiased natural gradient
+    of the structured bound (see cemodel.runtime.ssvi). Options as fit_svi.
+    """
+    return fit_svi(data, sample_globals=True, apply_v=True, **options)

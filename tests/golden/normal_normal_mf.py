@@ -18,6 +18,13 @@ SOURCE = 'normal_normal.cem'
 SOURCE_SHA256 = 'ffa3e5f7316ed4680de0c03616741c28ec3bb09c1a7f8a503a06a49c2ea6d30b'
 DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+# the E-steps (fit_svi(..., local=...)) and whether each applies
+LOCAL_STEPS = {
+    'mf': 'yes: local mean field',
+    'exact': 'yes: given the globals each local depends only on data, so the local update is its exact conditional p(z_n | y_n, β)',
+    'gibbs': 'no: the item has no categorical local to sample',
+    'cvb0': 'no: the item has no categorical local to sample',
+}
 
 SPEC = {
     "model": 'normal_normal',
@@ -200,6 +207,7 @@ def fit(
         init=None,
         start=None,
         warm_start=False,
+        local='mf',
 ):
     """Fit normal_normal by batch mean-field variational Bayes (coordinate ascent).
 
@@ -211,6 +219,7 @@ def fit(
     (fewer sweeps; may settle in a different optimum).
     learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned values are in result.hypers.
     """
+    rt.check_local_step(local, LOCAL_STEPS)
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     trace = []
     converged = False
@@ -252,7 +261,10 @@ def fit_svi(
         tol=None,
         window=3,
         patience=3,
+        local='mf',
+        ramp=False,
         sample_globals=False,
+        apply_v=False,
 ):
     """Fit normal_normal by stochastic variational inference over its data plate.
 
@@ -261,17 +273,25 @@ def fit_svi(
     effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
     weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
     sample_globals=True is SSVI-A (fit_ssvi_a).
+    local: the E-step, one of LOCAL_STEPS that applies ('mf', 'exact', 'gibbs', 'cvb0'); Gibbs runs
+    gibbs_sweeps sweeps per item and averages those after gibbs_burn_in.
+    ramp: grow N over the first epoch as items are seen (SSVI §2.6).
+    learn: hyperparameters moved each step by rho towards their empirical Bayes value given the batch.
     The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
     its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
     """
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    local = rt.check_local_step(local, LOCAL_STEPS)
     n_N_total = len(s.all_items)
-    batch_size = min(int(batch_size), len(s.all_items))
+    batch_size = len(s.all_items) if batch_size is None else min(int(batch_size), len(s.all_items))
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
+    if apply_v:  # the draws behind β that V(β, λ) needs
+        aux_mu_0 = np.empty_like(s.lam_mu_value)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
+    shortened = 0  # SSVI: rows whose step was shortened to stay valid
     converged = False
     stop = None if tol is None else rt.NoisyStop(window, patience, tol)
     clock = time.perf_counter()
@@ -288,17 +308,34 @@ def fit_svi(
             s.acc_x_2[...] = 0.0
             s.acc_x_3[...] = 0.0
             if sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
-                rt.sample_normal(s.lam_mu_value, s.lam_mu_square, sampler, s.E_mu_value, s.E_mu_square)
+                if apply_v:  # keeps the draws V needs
+                    rt.sample_normal_aux(s.lam_mu_value, s.lam_mu_square, sampler, s.E_mu_value, s.E_mu_square, aux_mu_0)
+                else:
+                    rt.sample_normal(s.lam_mu_value, s.lam_mu_square, sampler, s.E_mu_value, s.E_mu_square)
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2, s.tau, s.x, s.acc_x_3, s.log_tau)
             if sample_globals:
                 refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_square, s.E_mu_square)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
             old_mu_value = s.lam_mu_value.copy()
             old_mu_square = s.lam_mu_square.copy()
+            # N, ramped up over the first sweep if asked (SSVI §2.6)
+            seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_mu(n_N_total / len(batch), s.lam_mu_value, s.lam_mu_square, s.t0, s.m0, s.acc_x_2, s.acc_x_3, s.E_mu_value, s.E_mu_square)
-                s.lam_mu_value[...] = (1.0 - rho) * old_mu_value + rho * s.lam_mu_value
-                s.lam_mu_square[...] = (1.0 - rho) * old_mu_square + rho * s.lam_mu_square
+                update_mu(seen / len(batch), s.lam_mu_value, s.lam_mu_square, s.t0, s.m0, s.acc_x_2, s.acc_x_3, s.E_mu_value, s.E_mu_square)
+                if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
+                    data_mu_value = s.lam_mu_value.copy()
+                    data_mu_square = s.lam_mu_square.copy()
+                    update_mu(0.0, s.lam_mu_value, s.lam_mu_square, s.t0, s.m0, s.acc_x_2, s.acc_x_3, s.E_mu_value, s.E_mu_square)
+                    data_mu_value -= s.lam_mu_value
+                    data_mu_square -= s.lam_mu_square
+                    rt.ssvi_normal(old_mu_value, old_mu_square, aux_mu_0, data_mu_value, data_mu_square, data_mu_value, data_mu_square)
+                    s.lam_mu_value += data_mu_value
+                    s.lam_mu_square += data_mu_square
+                    # the step, shortened where V's noise would leave the domain
+                    shortened += rt.ssvi_blend('normal', rho, (old_mu_value, old_mu_square), (s.lam_mu_value, s.lam_mu_square))
+                if not apply_v:
+                    s.lam_mu_value[...] = (1.0 - rho) * old_mu_value + rho * s.lam_mu_value
+                    s.lam_mu_square[...] = (1.0 - rho) * old_mu_square + rho * s.lam_mu_square
                 refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_square, s.E_mu_square)
             except np.linalg.LinAlgError:
                 raise rt.invalid_step(step, effective_batch_size) from None
@@ -317,7 +354,10 @@ def fit_svi(
         if stop is not None and stop.update(elbo):
             converged = True
             break
-    return _result(s, trace, converged, time.perf_counter() - clock)
+    result = _result(s, trace, converged, time.perf_counter() - clock)
+    if apply_v:  # rows whose SSVI step was shortened
+        result.notes['shortened_steps'] = shortened
+    return result
 
 
 def fit_ssvi_a(data, **options):
@@ -326,3 +366,11 @@ def fit_ssvi_a(data, **options):
     Options as fit_svi (effective_batch_size combines it with SVI+).
     """
     return fit_svi(data, sample_globals=True, **options)
+
+
+def fit_ssvi(data, **options):
+    """Fit normal_normal by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with the data
+    part of λ̂ multiplied by V(β, λ) of eq. 8, which makes the step an unbiased natural gradient
+    of the structured bound (see cemodel.runtime.ssvi). Options as fit_svi.
+    """
+    return fit_svi(data, sample_globals=True, apply_v=True, **options)

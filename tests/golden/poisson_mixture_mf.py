@@ -18,6 +18,13 @@ SOURCE = 'poisson_mixture.cem'
 SOURCE_SHA256 = '6c7b4c337855db5d6804bd5765455d766e176d077ea201fd8388f2986c3300e2'
 DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ('alpha', 'a', 'b')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+# the E-steps (fit_svi(..., local=...)) and whether each applies
+LOCAL_STEPS = {
+    'mf': 'yes: local mean field',
+    'exact': 'yes: given the globals each local depends only on data, so the local update is its exact conditional p(z_n | y_n, β)',
+    'gibbs': 'yes: samples z',
+    'cvb0': 'yes: updates q(z), zero-order collapsed VB',
+}
 
 SPEC = {
     "model": 'poisson_mixture',
@@ -114,6 +121,159 @@ def local_step(
         elbo += -lgamma1p_x[i_points]
         elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
     return elbo
+
+
+@njit(cache=True, nogil=True)
+def evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, E_rate_value):
+    """lam_z_onehot[row, c] = exp(λ_c − max_c λ_c), λ the messages to z from data and globals
+    (every message but the integrated-out proportions'): the part of its conditional that
+    stays fixed during a Gibbs or CVB0 step.
+    """
+    lam_z_onehot[i_points] = 0.0
+    # from z ~ Categorical (poisson_mixture.cem:21:5)
+    for t_k in range(n_K):
+        lam_z_onehot[i_points, t_k] += E_pi_log[0, t_k]
+    # from x ~ Poisson (poisson_mixture.cem:22:5)
+    for t_g0 in range(n_K):
+        lam_z_onehot[i_points, t_g0] += x[i_points] * E_rate_log[t_g0]
+    # from x ~ Poisson (poisson_mixture.cem:22:5)
+    for t_g0 in range(n_K):
+        lam_z_onehot[i_points, t_g0] += -E_rate_value[t_g0]
+    top = lam_z_onehot[i_points].max()
+    for t_c in range(n_K):
+        lam_z_onehot[i_points, t_c] = np.exp(lam_z_onehot[i_points, t_c] - top)
+
+
+@njit(cache=True, nogil=True)
+def local_step_gibbs(
+        items,
+        sweeps,
+        burn_in,
+        lam_z_onehot,
+        n_K,
+        E_pi_log,
+        x,
+        E_rate_log,
+        E_rate_value,
+        E_z_onehot,
+        item_weight,
+        acc_z_0,
+        acc_x_0,
+        acc_x_1,
+):
+    """Gibbs local step: each item's assignments sampled from their conditionals with no proportions integrated out,
+    `sweeps` sweeps, q(z) = the one-hot counts averaged over the sweeps after burn_in (Mimno et al. 2012).
+
+        p(z_i = c | z_¬i, y, β) ∝ · exp(Σ_children log p(y | z_i = c, β))_c
+
+    Then the sufficient statistics, as local_step.
+    """
+    p_z = np.empty(n_K)
+    assign_z = np.empty(64, np.int64)  # one assignment per token instance, grown as needed
+    for position in range(items.shape[0]):
+        i_points = items[position]
+        # the fixed part of the conditional
+        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, E_rate_value)
+        needed_z = 0
+        needed_z += int(1.0 + 0.5)
+        if needed_z > assign_z.shape[0]:
+            assign_z = np.empty(2 * needed_z, np.int64)
+        # start: each token drawn given the ones before it
+        position_z = 0
+        E_z_onehot[i_points] = 0.0
+        for j in range(int(1.0 + 0.5)):
+            total = 0.0
+            for t_c in range(n_K):
+                p_z[t_c] = lam_z_onehot[i_points, t_c]
+                total += p_z[t_c]
+            u = np.random.random() * total
+            t_c = 0
+            cumulative = p_z[0]
+            while cumulative < u and t_c < n_K - 1:
+                t_c += 1
+                cumulative += p_z[t_c]
+            assign_z[position_z] = t_c
+            position_z += 1
+        for sweep in range(sweeps):
+            position_z = 0
+            for j in range(int(1.0 + 0.5)):
+                t_c = assign_z[position_z]
+                total = 0.0
+                for t_c in range(n_K):
+                    p_z[t_c] = lam_z_onehot[i_points, t_c]
+                    total += p_z[t_c]
+                u = np.random.random() * total
+                t_c = 0
+                cumulative = p_z[0]
+                while cumulative < u and t_c < n_K - 1:
+                    t_c += 1
+                    cumulative += p_z[t_c]
+                assign_z[position_z] = t_c
+                if sweep >= burn_in:
+                    E_z_onehot[i_points, t_c] += 1.0
+                position_z += 1
+        instances = int(1.0 + 0.5)
+        if instances > 0:
+            E_z_onehot[i_points] /= instances * (sweeps - burn_in)
+        else:
+            E_z_onehot[i_points] = lam_z_onehot[i_points] / lam_z_onehot[i_points].sum()
+        # acc_z_0[k] += q(z[points]=k)  (poisson_mixture.cem:21:5)
+        for t_k in range(n_K):
+            acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+        # acc_x_0[g0] += x[points] · q(z[points]=g0)  (poisson_mixture.cem:22:5)
+        for t_g0 in range(n_K):
+            acc_x_0[t_g0] += item_weight[i_points] * x[i_points] * E_z_onehot[i_points, t_g0]
+        # acc_x_1[g0] += q(z[points]=g0)  (poisson_mixture.cem:22:5)
+        for t_g0 in range(n_K):
+            acc_x_1[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+
+
+@njit(cache=True, nogil=True)
+def local_step_cvb0(
+        items,
+        max_local_iter,
+        local_tol,
+        lam_z_onehot,
+        n_K,
+        E_pi_log,
+        x,
+        E_rate_log,
+        E_rate_value,
+        E_z_onehot,
+        item_weight,
+        acc_z_0,
+        acc_x_0,
+        acc_x_1,
+):
+    """CVB0 local step: each item's q(z) updated with no proportions integrated out, until the mean absolute
+    change of q(z) is below local_tol (Asuncion et al. 2009).
+
+        q(z_i = c) ∝ · exp(Σ_children E[log p(y | z_i = c, β)])_c
+
+    Then the sufficient statistics, as local_step.
+    """
+    p_z = np.empty(n_K)
+    for position in range(items.shape[0]):
+        i_points = items[position]
+        # the fixed part of the conditional
+        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, E_rate_value)
+        # start: each row given the ones before it
+        total = 0.0
+        for t_c in range(n_K):
+            p_z[t_c] = lam_z_onehot[i_points, t_c]
+            total += p_z[t_c]
+        w_row = 1.0
+        for t_c in range(n_K):
+            E_z_onehot[i_points, t_c] = p_z[t_c] / total
+        # acc_z_0[k] += q(z[points]=k)  (poisson_mixture.cem:21:5)
+        for t_k in range(n_K):
+            acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+        # acc_x_0[g0] += x[points] · q(z[points]=g0)  (poisson_mixture.cem:22:5)
+        for t_g0 in range(n_K):
+            acc_x_0[t_g0] += item_weight[i_points] * x[i_points] * E_z_onehot[i_points, t_g0]
+        # acc_x_1[g0] += q(z[points]=g0)  (poisson_mixture.cem:22:5)
+        for t_g0 in range(n_K):
+            acc_x_1[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -325,14 +485,17 @@ def _result(s, trace, converged, seconds):
     return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'a': s.a, 'b': s.b}, state={'lam_pi_log': s.lam_pi_log, 'lam_rate_log': s.lam_rate_log, 'lam_rate_value': s.lam_rate_value, 'lam_z_onehot': s.lam_z_onehot})
 
 
-def _learn(s, learn):
-    """Empirical Bayes (Minka 2000): each learned hyperparameter maximises the ELBO given q."""
+def _learn(s, learn, rho=1.0, items=slice(None)):
+    """Empirical Bayes (Minka 2000): each learned hyperparameter moves to the value that maximises the
+    ELBO given q (rho = 1, batch), or a step rho towards the maximiser given the minibatch's
+    local rows `items` (stochastic: a Robbins–Monro step, as Hoffman et al. 2010 learn LDA's α).
+    """
     if 'alpha' in learn:  # the prior of pi
-        s.alpha = rt.learn_symmetric_dirichlet(s.alpha, s.E_pi_log)
+        s.alpha = (1.0 - rho) * s.alpha + rho * rt.learn_symmetric_dirichlet(s.alpha, s.E_pi_log)
     if 'a' in learn:  # the prior of rate
-        s.a = rt.learn_gamma_shape(s.b, s.E_rate_log)
+        s.a = (1.0 - rho) * s.a + rho * rt.learn_gamma_shape(s.b, s.E_rate_log)
     if 'b' in learn:  # the prior of rate
-        s.b = rt.learn_gamma_rate(s.a, s.E_rate_value)
+        s.b = (1.0 - rho) * s.b + rho * rt.learn_gamma_rate(s.a, s.E_rate_value)
     # known quantities that depend on hyperparameters
     s.lgamma_sum_alpha = rt.gammaln(s.n_K * s.alpha)
     s.lgamma_alpha = rt.gammaln(s.alpha)
@@ -356,6 +519,9 @@ def fit(
         start=None,
         warm_start=False,
         learn=(),
+        local='mf',
+        gibbs_sweeps=10,
+        gibbs_burn_in=5,
 ):
     """Fit poisson_mixture by batch mean-field variational Bayes (coordinate ascent).
 
@@ -366,7 +532,12 @@ def fit(
     warm_start: start each item's local step from its previous values instead of its prior
     (fewer sweeps; may settle in a different optimum).
     learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned values are in result.hypers.
+    local: 'mf' (or 'exact' where LOCAL_STEPS allows); 'gibbs' or 'cvb0' run the batch M-step with
+    that E-step (fit_svi on all items with ρ = 1), its trace the mean-field ELBO after each iteration.
     """
+    # the batch M-step (ρ = 1 on all items) with a collapsed E-step
+    if rt.check_local_step(local, LOCAL_STEPS) in ('gibbs', 'cvb0'):
+        return fit_svi(data, hypers=hypers, dims=dims, epochs=max_iter, batch_size=None, kappa=0.0, tau=0.0, step_scale=1.0, max_local_iter=max_local_iter, local_tol=local_tol, seed=seed, callback=callback, init=init, start=start, tol=tol, local=local, gibbs_sweeps=gibbs_sweeps, gibbs_burn_in=gibbs_burn_in, learn=learn)
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     learn = rt.check_learn(learn, LEARNABLE)
     trace = []
@@ -413,7 +584,13 @@ def fit_svi(
         tol=None,
         window=3,
         patience=3,
+        local='mf',
+        ramp=False,
+        gibbs_sweeps=10,
+        gibbs_burn_in=5,
+        learn=(),
         sample_globals=False,
+        apply_v=False,
 ):
     """Fit poisson_mixture by stochastic variational inference over its data plate.
 
@@ -422,17 +599,30 @@ def fit_svi(
     effective_batch_size M (a number, or a function of the step) turns on SVI+: each E[t_n] is
     weighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); M = |S| is SVI exactly.
     sample_globals=True is SSVI-A (fit_ssvi_a).
+    local: the E-step, one of LOCAL_STEPS that applies ('mf', 'exact', 'gibbs', 'cvb0'); Gibbs runs
+    gibbs_sweeps sweeps per item and averages those after gibbs_burn_in.
+    ramp: grow N over the first epoch as items are seen (SSVI §2.6).
+    learn: hyperparameters moved each step by rho towards their empirical Bayes value given the batch.
     The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
     its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
     """
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    local = rt.check_local_step(local, LOCAL_STEPS)
+    learn = rt.check_learn(learn, LEARNABLE)
+    if local == 'gibbs':
+        rt.check_sweeps(gibbs_sweeps, gibbs_burn_in)
+        rt.seed_kernels(seed)  # the Gibbs draws: reproducible with seed
     n_N_total = len(s.all_items)
-    batch_size = min(int(batch_size), len(s.all_items))
+    batch_size = len(s.all_items) if batch_size is None else min(int(batch_size), len(s.all_items))
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
+    if apply_v:  # the draws behind β that V(β, λ) needs
+        aux_pi_0 = np.empty_like(s.lam_pi_log)
+        aux_rate_0 = np.empty_like(s.lam_rate_log)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
+    shortened = 0  # SSVI: rows whose step was shortened to stay valid
     converged = False
     stop = None if tol is None else rt.NoisyStop(window, patience, tol)
     clock = time.perf_counter()
@@ -450,24 +640,58 @@ def fit_svi(
             s.acc_x_0[...] = 0.0
             s.acc_x_1[...] = 0.0
             if sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
-                rt.sample_dirichlet(s.lam_pi_log, sampler, s.E_pi_log)
-                rt.sample_gamma(s.lam_rate_log, s.lam_rate_value, sampler, s.E_rate_log, s.E_rate_value)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.x, s.E_rate_log, s.E_rate_value, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.lgamma1p_x)
+                if apply_v:  # keeps the draws V needs
+                    rt.sample_dirichlet_aux(s.lam_pi_log, sampler, s.E_pi_log, aux_pi_0)
+                else:
+                    rt.sample_dirichlet(s.lam_pi_log, sampler, s.E_pi_log)
+                if apply_v:  # keeps the draws V needs
+                    rt.sample_gamma_aux(s.lam_rate_log, s.lam_rate_value, sampler, s.E_rate_log, s.E_rate_value, aux_rate_0)
+                else:
+                    rt.sample_gamma(s.lam_rate_log, s.lam_rate_value, sampler, s.E_rate_log, s.E_rate_value)
+            if local == 'gibbs':
+                local_step_gibbs(batch, gibbs_sweeps, gibbs_burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.x, s.E_rate_log, s.E_rate_value, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1)
+            elif local == 'cvb0':
+                local_step_cvb0(batch, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.x, s.E_rate_log, s.E_rate_value, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1)
+            else:  # mean field; 'exact' when no local depends on another
+                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.x, s.E_rate_log, s.E_rate_value, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.lgamma1p_x)
             if sample_globals:
                 refresh_globals(s.lam_pi_log, s.E_pi_log, s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value, s.n_K)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
             old_pi_log = s.lam_pi_log.copy()
             old_rate_log = s.lam_rate_log.copy()
             old_rate_value = s.lam_rate_value.copy()
+            # N, ramped up over the first sweep if asked (SSVI §2.6)
+            seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_pi(n_N_total / len(batch), s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, s.E_pi_log)
-                update_rate(n_N_total / len(batch), s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, s.E_rate_log, s.E_rate_value, s.n_K)
-                s.lam_pi_log[...] = (1.0 - rho) * old_pi_log + rho * s.lam_pi_log
-                s.lam_rate_log[...] = (1.0 - rho) * old_rate_log + rho * s.lam_rate_log
-                s.lam_rate_value[...] = (1.0 - rho) * old_rate_value + rho * s.lam_rate_value
+                update_pi(seen / len(batch), s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, s.E_pi_log)
+                update_rate(seen / len(batch), s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, s.E_rate_log, s.E_rate_value, s.n_K)
+                if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
+                    data_pi_log = s.lam_pi_log.copy()
+                    update_pi(0.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, s.E_pi_log)
+                    data_pi_log -= s.lam_pi_log
+                    rt.ssvi_dirichlet(old_pi_log, aux_pi_0, data_pi_log, data_pi_log)
+                    s.lam_pi_log += data_pi_log
+                    # the step, shortened where V's noise would leave the domain
+                    shortened += rt.ssvi_blend('dirichlet', rho, (old_pi_log,), (s.lam_pi_log,))
+                    data_rate_log = s.lam_rate_log.copy()
+                    data_rate_value = s.lam_rate_value.copy()
+                    update_rate(0.0, s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, s.E_rate_log, s.E_rate_value, s.n_K)
+                    data_rate_log -= s.lam_rate_log
+                    data_rate_value -= s.lam_rate_value
+                    rt.ssvi_gamma(old_rate_log, old_rate_value, aux_rate_0, data_rate_log, data_rate_value, data_rate_log, data_rate_value)
+                    s.lam_rate_log += data_rate_log
+                    s.lam_rate_value += data_rate_value
+                    # the step, shortened where V's noise would leave the domain
+                    shortened += rt.ssvi_blend('gamma', rho, (old_rate_log, old_rate_value), (s.lam_rate_log, s.lam_rate_value))
+                if not apply_v:
+                    s.lam_pi_log[...] = (1.0 - rho) * old_pi_log + rho * s.lam_pi_log
+                    s.lam_rate_log[...] = (1.0 - rho) * old_rate_log + rho * s.lam_rate_log
+                    s.lam_rate_value[...] = (1.0 - rho) * old_rate_value + rho * s.lam_rate_value
                 refresh_globals(s.lam_pi_log, s.E_pi_log, s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value, s.n_K)
             except np.linalg.LinAlgError:
                 raise rt.invalid_step(step, effective_batch_size) from None
+            if learn:  # empirical Bayes: a step rho towards the batch's maximiser
+                _learn(s, learn, rho, batch)
             rt.check_step({'E_pi_log': s.E_pi_log, 'E_rate_log': s.E_rate_log, 'E_rate_value': s.E_rate_value}, step, effective_batch_size)
             step += 1
         # the full-data ELBO at optimal locals for the current globals
@@ -484,7 +708,10 @@ def fit_svi(
         if stop is not None and stop.update(elbo):
             converged = True
             break
-    return _result(s, trace, converged, time.perf_counter() - clock)
+    result = _result(s, trace, converged, time.perf_counter() - clock)
+    if apply_v:  # rows whose SSVI step was shortened
+        result.notes['shortened_steps'] = shortened
+    return result
 
 
 def fit_ssvi_a(data, **options):
@@ -493,3 +720,11 @@ def fit_ssvi_a(data, **options):
     Options as fit_svi (effective_batch_size combines it with SVI+).
     """
     return fit_svi(data, sample_globals=True, **options)
+
+
+def fit_ssvi(data, **options):
+    """Fit poisson_mixture by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with the data
+    part of λ̂ multiplied by V(β, λ) of eq. 8, which makes the step an unbiased natural gradient
+    of the structured bound (see cemodel.runtime.ssvi). Options as fit_svi.
+    """
+    return fit_svi(data, sample_globals=True, apply_v=True, **options)
