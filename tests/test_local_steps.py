@@ -175,3 +175,12 @@ def test_ramp_grows_n_over_the_first_epoch(lda3):
     ramped = lda3.fit_svi({"w": X}, epochs=2, batch_size=30, seed=0, ramp=True)
     assert not np.array_equal(plain.elbo, ramped.elbo)
     assert np.all(np.isfinite(ramped.elbo))
+
+
+def test_on_epoch_sees_the_fit_so_far_and_evaluate_false_skips_the_bound(lda3):
+    X = _corpus(4)
+    seen = []
+    result = lda3.fit_svi({"w": X}, epochs=3, batch_size=40, seed=0, evaluate=False,
+                          on_epoch=lambda epoch, r: seen.append((epoch, r["beta.alpha"].sum())))
+    assert [e for e, _ in seen] == [0, 1, 2] and len(result.elbo) == 0
+    assert seen[-1][1] == pytest.approx(result["beta.alpha"].sum())

@@ -1454,6 +1454,12 @@ class MeanFieldEmitter:
         epoch: list[Node] = [
             Line(f"order = rng.permutation({item_dim}_total)"),
             Block("for begin in range(0, len(order), batch_size)", tuple(step)),
+            Block("if on_epoch is not None", (
+                Line("paused = time.perf_counter()"),
+                Line("on_epoch(epoch, _result(s, trace, False, paused - clock))"),
+                Line("clock += time.perf_counter() - paused", "not part of the fit's time"),
+            )),
+            Block("if not evaluate", (Line("continue"),)),
             Comment("the full-data ELBO at optimal locals for the current globals"),
             Line("s.item_weight[...] = 1.0"),
             *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
@@ -1494,7 +1500,8 @@ class MeanFieldEmitter:
             *([Line("shortened = 0", "SSVI: rows whose step was shortened to stay valid")]
               if self._ssvi_applies() else []),
             Line("converged = False"),
-            Line("stop = None if tol is None else rt.NoisyStop(window, patience, tol)"),
+            Line("stop = None if tol is None or not evaluate else "
+                 "rt.NoisyStop(window, patience, tol)"),
             Line("clock = time.perf_counter()"),
             Block("for epoch in range(epochs)", tuple(epoch)),
             *([Line("result = _result(s, trace, converged, time.perf_counter() - clock)"),
@@ -1507,7 +1514,7 @@ class MeanFieldEmitter:
                 "kappa=0.7", "tau=10.0", "step_scale=1.0", "effective_batch_size=None",
                 "max_local_iter=100", "local_tol=1e-3", "seed=0", "callback=None",
                 "init=None", "start=None", "tol=None", "window=3", "patience=3",
-                "local='mf'", "ramp=False")
+                "local='mf'", "ramp=False", "evaluate=True", "on_epoch=None")
         if self.plan.assignment_locals:
             args += ("gibbs_sweeps=10", "gibbs_burn_in=5")
         if self.plan.learnable:
@@ -1527,6 +1534,9 @@ class MeanFieldEmitter:
                "'gibbs', 'cvb0'); Gibbs runs\ngibbs_sweeps sweeps per item and averages "
                "those after gibbs_burn_in.\n"
                "ramp: grow N over the first epoch as items are seen (SSVI §2.6).\n"
+               "evaluate=False skips the full-data ELBO after each epoch (no trace, no "
+               "stopping rule).\non_epoch(epoch, result): called after each epoch's steps "
+               "with the fit so far (its time not counted).\n"
                "learn: hyperparameters moved each step by rho towards their empirical Bayes "
                "value given the batch.\n"
                "The ELBO trace holds the full-data bound after each epoch. With tol set, the fit "

@@ -746,6 +746,8 @@ def fit_svi(
         patience=3,
         local='mf',
         ramp=False,
+        evaluate=True,
+        on_epoch=None,
         gibbs_sweeps=10,
         gibbs_burn_in=5,
         learn=(),
@@ -762,6 +764,8 @@ def fit_svi(
     local: the E-step, one of LOCAL_STEPS that applies ('mf', 'exact', 'gibbs', 'cvb0'); Gibbs runs
     gibbs_sweeps sweeps per item and averages those after gibbs_burn_in.
     ramp: grow N over the first epoch as items are seen (SSVI §2.6).
+    evaluate=False skips the full-data ELBO after each epoch (no trace, no stopping rule).
+    on_epoch(epoch, result): called after each epoch's steps with the fit so far (its time not counted).
     learn: hyperparameters moved each step by rho towards their empirical Bayes value given the batch.
     The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
     its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
@@ -783,7 +787,7 @@ def fit_svi(
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     shortened = 0  # SSVI: rows whose step was shortened to stay valid
     converged = False
-    stop = None if tol is None else rt.NoisyStop(window, patience, tol)
+    stop = None if tol is None or not evaluate else rt.NoisyStop(window, patience, tol)
     clock = time.perf_counter()
     for epoch in range(epochs):
         order = rng.permutation(n_D_total)
@@ -834,6 +838,12 @@ def fit_svi(
                 _learn(s, learn, rho, batch)
             rt.check_step({'E_beta_log': s.E_beta_log}, step, effective_batch_size)
             step += 1
+        if on_epoch is not None:
+            paused = time.perf_counter()
+            on_epoch(epoch, _result(s, trace, False, paused - clock))
+            clock += time.perf_counter() - paused  # not part of the fit's time
+        if not evaluate:
+            continue
         # the full-data ELBO at optimal locals for the current globals
         s.item_weight[...] = 1.0
         s.acc_w_0[...] = 0.0
