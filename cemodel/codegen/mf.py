@@ -988,8 +988,10 @@ class MeanFieldEmitter:
                             dict(factor.index_dims), extra=("scale",)),
                 lam, tuple(target_row) + message.target.tensor, plates, letters,
             )
-        inner.append(self._expect_line(var, row, args))
-        inner += self._exp_lines(var, row, args)
+        expect = args.use("expect")
+        inner.append(Block(f"if {expect}", (self._expect_line(var, row, args),
+                                            *self._exp_lines(var, row, args)),
+                           comment="a stochastic step mixes λ first (λ̂ may be invalid)"))
         nodes: list[Node] = list(inner)
         for header in reversed(self._row_loops(var, set(), args)):
             nodes = [Block(header, tuple(nodes))]
@@ -1426,14 +1428,15 @@ class MeanFieldEmitter:
             *self._local_step_switch(),
             *([Block("if sample_globals", (self._driver_call("refresh_globals", {}),))]
               if globals_ else []),
-            Comment("λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then "
-                    "λ ← (1 − ρ)λ + ρλ̂"),
+            Comment("λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current "
+                    "q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]"),
             *[Line(f"old_{n}_{st} = s.{self.layout.lam(n, st)}.copy()") for n, st in lams],
             Line(f"seen = {item_dim}_total if not ramp or epoch > 0 else "
                  f"min({item_dim}_total, begin + len(batch))",
                  "N, ramped up over the first sweep if asked (SSVI §2.6)"),
             Block("try", (
-                *[self._driver_call(f"update_{n}", {"scale": "seen / len(batch)"})
+                *[self._driver_call(f"update_{n}", {"scale": "seen / len(batch)",
+                                                     "expect": "False"})
                   for n in globals_],
                 *([Block("if apply_v", tuple(self._v_lines()),
                          comment="SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)")]
@@ -1565,7 +1568,7 @@ class MeanFieldEmitter:
             lams = [f"s.{self.layout.lam(n, st)}" for st in stats]
             nodes += [Line(f"data_{n}_{st} = {lam}.copy()") for st, lam in zip(stats, lams,
                                                                                 strict=True)]
-            nodes.append(self._driver_call(f"update_{n}", {"scale": "0.0"}))
+            nodes.append(self._driver_call(f"update_{n}", {"scale": "0.0", "expect": "False"}))
             nodes += [Line(f"data_{n}_{st} -= {lam}") for st, lam in zip(stats, lams,
                                                                           strict=True)]
             olds = ", ".join(f"old_{n}_{st}" for st in stats)
@@ -1616,6 +1619,8 @@ class MeanFieldEmitter:
         for a in self.kernel_args[kernel]:
             if a in overrides:
                 call_args.append(overrides[a])
+            elif a == "expect":
+                call_args.append("True")
             elif a in _DRIVER_ARGS:
                 call_args.append(a)
             else:
@@ -1753,7 +1758,8 @@ _SAMPLED = ("dirichlet", "beta", "gamma", "normal", "mvn", "wishart")
 _SSVI_AUX = {"dirichlet": 1, "beta": 2, "gamma": 1, "normal": 1}
 
 # names a driver supplies itself rather than reading from the state
-_DRIVER_ARGS = ("scale", "seeding", "items", "warm", "guard", "max_local_iter", "local_tol")
+_DRIVER_ARGS = ("scale", "seeding", "items", "warm", "guard", "max_local_iter", "local_tol",
+                "expect")
 
 
 def _tuple(items) -> str:

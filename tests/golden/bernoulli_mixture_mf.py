@@ -324,6 +324,7 @@ def update_p(
         acc_x_0,
         acc_x_1,
         acc_x_2,
+        expect,
         E_p_log,
         E_p_log1m,
         n_K,
@@ -353,11 +354,12 @@ def update_p(
             lam_p_log1m[i_components, i_features] += scale * acc_x_1[i_components, i_features]
             # from x ~ Bernoulli (bernoulli_mixture.cem:28:9)
             lam_p_log1m[i_components, i_features] += -scale * acc_x_2[i_components, i_features]
-            E_p_log[i_components, i_features], E_p_log1m[i_components, i_features] = rt.beta_expected_stats(lam_p_log[i_components, i_features], lam_p_log1m[i_components, i_features])
+            if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
+                E_p_log[i_components, i_features], E_p_log1m[i_components, i_features] = rt.beta_expected_stats(lam_p_log[i_components, i_features], lam_p_log1m[i_components, i_features])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_pi(scale, lam_pi_log, n_K, alpha_K, acc_z_0, E_pi_log):
+def update_pi(scale, lam_pi_log, n_K, alpha_K, acc_z_0, expect, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = (alpha / K) + Σ_{n} q(z[n] = v)
 
@@ -373,7 +375,8 @@ def update_pi(scale, lam_pi_log, n_K, alpha_K, acc_z_0, E_pi_log):
     # from z ~ Categorical (bernoulli_mixture.cem:26:5)
     for t_k in range(n_K):
         lam_pi_log[0, t_k] += scale * acc_z_0[t_k]
-    rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
+    if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
+        rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -492,8 +495,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     # start every global at its prior
-    update_p(0.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p_log, E_p_log1m, n_K, n_P)
-    update_pi(0.0, lam_pi_log, n_K, alpha_K, acc_z_0, E_pi_log)
+    update_p(0.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, True, E_p_log, E_p_log1m, n_K, n_P)
+    update_pi(0.0, lam_pi_log, n_K, alpha_K, acc_z_0, True, E_pi_log)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_p_log': lam_p_log, 'lam_p_log1m': lam_p_log1m, 'lam_pi_log': lam_pi_log})
@@ -508,8 +511,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
         local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, E_p_log1m, item_weight, acc_z_0, acc_x_0, acc_x_1, acc_x_2)
-        update_p(1.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p_log, E_p_log1m, n_K, n_P)
-        update_pi(1.0, lam_pi_log, n_K, alpha_K, acc_z_0, E_pi_log)
+        update_p(1.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, True, E_p_log, E_p_log1m, n_K, n_P)
+        update_pi(1.0, lam_pi_log, n_K, alpha_K, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
         rng = np.random.default_rng(seed)
@@ -583,8 +586,8 @@ def fit(
         s.acc_x_1[...] = 0.0
         s.acc_x_2[...] = 0.0
         elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
-        update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
-        update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, s.E_pi_log)
+        update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, True, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
+        update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, True, s.E_pi_log)
         elbo = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
         elbo += elbo_local
         trace.append(elbo)
@@ -693,19 +696,19 @@ def fit_svi(
                 local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             if sample_globals:
                 refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m, s.n_K, s.n_P, s.lam_pi_log, s.E_pi_log)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
             old_p_log = s.lam_p_log.copy()
             old_p_log1m = s.lam_p_log1m.copy()
             old_pi_log = s.lam_pi_log.copy()
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_p(seen / len(batch), s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
-                update_pi(seen / len(batch), s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, s.E_pi_log)
+                update_p(seen / len(batch), s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, False, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
+                update_pi(seen / len(batch), s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, False, s.E_pi_log)
                 if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_p_log = s.lam_p_log.copy()
                     data_p_log1m = s.lam_p_log1m.copy()
-                    update_p(0.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
+                    update_p(0.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, False, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
                     data_p_log -= s.lam_p_log
                     data_p_log1m -= s.lam_p_log1m
                     rt.ssvi_beta(old_p_log, old_p_log1m, aux_p_0, aux_p_1, data_p_log, data_p_log1m, data_p_log, data_p_log1m)
@@ -714,7 +717,7 @@ def fit_svi(
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('beta', rho, (old_p_log, old_p_log1m), (s.lam_p_log, s.lam_p_log1m))
                     data_pi_log = s.lam_pi_log.copy()
-                    update_pi(0.0, s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, s.E_pi_log)
+                    update_pi(0.0, s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, False, s.E_pi_log)
                     data_pi_log -= s.lam_pi_log
                     rt.ssvi_dirichlet(old_pi_log, aux_pi_0, data_pi_log, data_pi_log)
                     s.lam_pi_log += data_pi_log

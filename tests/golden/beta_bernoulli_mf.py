@@ -77,7 +77,19 @@ def local_step(
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_p(scale, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p_log, E_p_log1m):
+def update_p(
+        scale,
+        lam_p_log,
+        lam_p_log1m,
+        a,
+        b,
+        acc_x_0,
+        acc_x_1,
+        acc_x_2,
+        expect,
+        E_p_log,
+        E_p_log1m,
+):
     """q(p) = Beta(a, b)
         a = a + Σ_{n} x[n]
         b = b + Σ_{n} 1 - Σ_{n} x[n]
@@ -100,7 +112,8 @@ def update_p(scale, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p
     lam_p_log1m[0] += scale * acc_x_1
     # from x ~ Bernoulli (beta_bernoulli.cem:13:5)
     lam_p_log1m[0] += -scale * acc_x_2
-    E_p_log[0], E_p_log1m[0] = rt.beta_expected_stats(lam_p_log[0], lam_p_log1m[0])
+    if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
+        E_p_log[0], E_p_log1m[0] = rt.beta_expected_stats(lam_p_log[0], lam_p_log1m[0])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -166,7 +179,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     # start every global at its prior
-    update_p(0.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, E_p_log, E_p_log1m)
+    update_p(0.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, True, E_p_log, E_p_log1m)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_p_log': lam_p_log, 'lam_p_log1m': lam_p_log1m})
@@ -222,7 +235,7 @@ def fit(
         s.acc_x_1[...] = 0.0
         s.acc_x_2[...] = 0.0
         elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.acc_x_2)
-        update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_p_log, s.E_p_log1m)
+        update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, True, s.E_p_log, s.E_p_log1m)
         elbo = elbo_global(s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m)
         elbo += elbo_local
         trace.append(elbo)
@@ -315,17 +328,17 @@ def fit_svi(
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.acc_x_2)
             if sample_globals:
                 refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
             old_p_log = s.lam_p_log.copy()
             old_p_log1m = s.lam_p_log1m.copy()
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_p(seen / len(batch), s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_p_log, s.E_p_log1m)
+                update_p(seen / len(batch), s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, False, s.E_p_log, s.E_p_log1m)
                 if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_p_log = s.lam_p_log.copy()
                     data_p_log1m = s.lam_p_log1m.copy()
-                    update_p(0.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_p_log, s.E_p_log1m)
+                    update_p(0.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, False, s.E_p_log, s.E_p_log1m)
                     data_p_log -= s.lam_p_log
                     data_p_log1m -= s.lam_p_log1m
                     rt.ssvi_beta(old_p_log, old_p_log1m, aux_p_0, aux_p_1, data_p_log, data_p_log1m, data_p_log, data_p_log1m)

@@ -64,7 +64,7 @@ def local_step(seeding, items, seed_category, max_local_iter, local_tol, item_we
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_p(scale, lam_p_log, n_K, alpha, acc_x_0, E_p_log):
+def update_p(scale, lam_p_log, n_K, alpha, acc_x_0, expect, E_p_log):
     """q(p) = Dirichlet(α)
         α_v = alpha + Σ_{n} [x[n] = v]
 
@@ -80,7 +80,8 @@ def update_p(scale, lam_p_log, n_K, alpha, acc_x_0, E_p_log):
     # from x ~ Categorical (dirichlet_categorical.cem:13:5)
     for t_k in range(n_K):
         lam_p_log[0, t_k] += scale * acc_x_0[t_k]
-    rt.dirichlet_expected_stats(lam_p_log[0], E_p_log[0])
+    if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
+        rt.dirichlet_expected_stats(lam_p_log[0], E_p_log[0])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -133,7 +134,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     # start every global at its prior
-    update_p(0.0, lam_p_log, n_K, alpha, acc_x_0, E_p_log)
+    update_p(0.0, lam_p_log, n_K, alpha, acc_x_0, True, E_p_log)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_p_log': lam_p_log})
@@ -201,7 +202,7 @@ def fit(
             _learn(s, learn)
         s.acc_x_0[...] = 0.0
         elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x)
-        update_p(1.0, s.lam_p_log, s.n_K, s.alpha, s.acc_x_0, s.E_p_log)
+        update_p(1.0, s.lam_p_log, s.n_K, s.alpha, s.acc_x_0, True, s.E_p_log)
         elbo = elbo_global(s.n_K, s.alpha, s.E_p_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.acc_x_0, s.lam_p_log)
         elbo += elbo_local
         trace.append(elbo)
@@ -293,15 +294,15 @@ def fit_svi(
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x)
             if sample_globals:
                 refresh_globals(s.lam_p_log, s.E_p_log)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
             old_p_log = s.lam_p_log.copy()
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_p(seen / len(batch), s.lam_p_log, s.n_K, s.alpha, s.acc_x_0, s.E_p_log)
+                update_p(seen / len(batch), s.lam_p_log, s.n_K, s.alpha, s.acc_x_0, False, s.E_p_log)
                 if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_p_log = s.lam_p_log.copy()
-                    update_p(0.0, s.lam_p_log, s.n_K, s.alpha, s.acc_x_0, s.E_p_log)
+                    update_p(0.0, s.lam_p_log, s.n_K, s.alpha, s.acc_x_0, False, s.E_p_log)
                     data_p_log -= s.lam_p_log
                     rt.ssvi_dirichlet(old_p_log, aux_p_0, data_p_log, data_p_log)
                     s.lam_p_log += data_p_log

@@ -84,6 +84,7 @@ def update_rate(
         b,
         acc_x_0,
         acc_x_1,
+        expect,
         E_rate_log,
         E_rate_value,
 ):
@@ -105,7 +106,8 @@ def update_rate(
     lam_rate_log[0] += scale * acc_x_0
     # from x ~ Poisson (gamma_poisson.cem:13:5)
     lam_rate_value[0] += -scale * acc_x_1
-    E_rate_log[0], E_rate_value[0] = rt.gamma_expected_stats(lam_rate_log[0], lam_rate_value[0])
+    if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
+        E_rate_log[0], E_rate_value[0] = rt.gamma_expected_stats(lam_rate_log[0], lam_rate_value[0])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -171,7 +173,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     # start every global at its prior
-    update_rate(0.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, E_rate_log, E_rate_value)
+    update_rate(0.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, True, E_rate_log, E_rate_value)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_rate_log': lam_rate_log, 'lam_rate_value': lam_rate_value})
@@ -244,7 +246,7 @@ def fit(
         s.acc_x_0[...] = 0.0
         s.acc_x_1[...] = 0.0
         elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.lgamma1p_x)
-        update_rate(1.0, s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, s.E_rate_log, s.E_rate_value)
+        update_rate(1.0, s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, True, s.E_rate_log, s.E_rate_value)
         elbo = elbo_global(s.a, s.log_b, s.lgamma_a, s.E_rate_log, s.b, s.E_rate_value, s.acc_x_0, s.acc_x_1, s.lam_rate_log, s.lam_rate_value)
         elbo += elbo_local
         trace.append(elbo)
@@ -337,17 +339,17 @@ def fit_svi(
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.lgamma1p_x)
             if sample_globals:
                 refresh_globals(s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
             old_rate_log = s.lam_rate_log.copy()
             old_rate_value = s.lam_rate_value.copy()
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_rate(seen / len(batch), s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, s.E_rate_log, s.E_rate_value)
+                update_rate(seen / len(batch), s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, False, s.E_rate_log, s.E_rate_value)
                 if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_rate_log = s.lam_rate_log.copy()
                     data_rate_value = s.lam_rate_value.copy()
-                    update_rate(0.0, s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, s.E_rate_log, s.E_rate_value)
+                    update_rate(0.0, s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, False, s.E_rate_log, s.E_rate_value)
                     data_rate_log -= s.lam_rate_log
                     data_rate_value -= s.lam_rate_value
                     rt.ssvi_gamma(old_rate_log, old_rate_value, aux_rate_0, data_rate_log, data_rate_value, data_rate_log, data_rate_value)

@@ -372,6 +372,7 @@ def update_Lambda(
         E_mu_value,
         acc_x_3,
         E_mu_outer,
+        expect,
         E_Lambda_value,
         E_Lambda_logdet,
         n_K,
@@ -409,7 +410,8 @@ def update_Lambda(
         for t_i in range(n_D):
             for t_j in range(n_D):
                 lam_Lambda_value[i_components, t_i, t_j] += -0.5 * scale * acc_x_3[i_components] * E_mu_outer[i_components, t_i, t_j]
-        E_Lambda_logdet[i_components] = rt.wishart_expected_stats(lam_Lambda_value[i_components], lam_Lambda_logdet[i_components], E_Lambda_value[i_components])
+        if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
+            E_Lambda_logdet[i_components] = rt.wishart_expected_stats(lam_Lambda_value[i_components], lam_Lambda_logdet[i_components], E_Lambda_value[i_components])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -423,6 +425,7 @@ def update_mu(
         acc_x_2,
         E_Lambda_value,
         acc_x_3,
+        expect,
         E_mu_value,
         E_mu_outer,
         n_K,
@@ -452,11 +455,12 @@ def update_mu(
         for t_i in range(n_D):
             for t_j in range(n_D):
                 lam_mu_outer[i_components, t_i, t_j] += -0.5 * scale * acc_x_3[i_components] * E_Lambda_value[i_components, t_i, t_j]
-        rt.mvn_expected_stats(lam_mu_value[i_components], lam_mu_outer[i_components], E_mu_value[i_components], E_mu_outer[i_components])
+        if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
+            rt.mvn_expected_stats(lam_mu_value[i_components], lam_mu_outer[i_components], E_mu_value[i_components], E_mu_outer[i_components])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log):
+def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = alpha + Σ_{n} q(z[n] = v)
 
@@ -472,7 +476,8 @@ def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log):
     # from z ~ Categorical (gmm.cem:27:5)
     for t_k in range(n_K):
         lam_pi_log[0, t_k] += scale * acc_z_0[t_k]
-    rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
+    if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
+        rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -648,9 +653,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     # start every global at its prior
-    update_Lambda(0.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, acc_x_3, E_mu_outer, E_Lambda_value, E_Lambda_logdet, n_K)
-    update_mu(0.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_3, E_mu_value, E_mu_outer, n_K)
-    update_pi(0.0, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log)
+    update_Lambda(0.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, acc_x_3, E_mu_outer, True, E_Lambda_value, E_Lambda_logdet, n_K)
+    update_mu(0.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_3, True, E_mu_value, E_mu_outer, n_K)
+    update_pi(0.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_Lambda_value': lam_Lambda_value, 'lam_Lambda_logdet': lam_Lambda_logdet, 'lam_mu_value': lam_mu_value, 'lam_mu_outer': lam_mu_outer, 'lam_pi_log': lam_pi_log})
@@ -666,9 +671,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         acc_x_2[...] = 0.0
         acc_x_3[...] = 0.0
         local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer, item_weight, acc_z_0, acc_x_0, acc_x_1, acc_x_2, acc_x_3, dim_x)
-        update_Lambda(1.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, acc_x_3, E_mu_outer, E_Lambda_value, E_Lambda_logdet, n_K)
-        update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_3, E_mu_value, E_mu_outer, n_K)
-        update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log)
+        update_Lambda(1.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, acc_x_3, E_mu_outer, True, E_Lambda_value, E_Lambda_logdet, n_K)
+        update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_3, True, E_mu_value, E_mu_outer, n_K)
+        update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
         rng = np.random.default_rng(seed)
@@ -762,9 +767,9 @@ def fit(
         s.acc_x_2[...] = 0.0
         s.acc_x_3[...] = 0.0
         elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.dim_x)
-        update_Lambda(1.0, s.lam_Lambda_value, s.lam_Lambda_logdet, s.nu0, s.dim_Lambda, s.n_D, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_mu_value, s.acc_x_3, s.E_mu_outer, s.E_Lambda_value, s.E_Lambda_logdet, s.n_K)
-        update_mu(1.0, s.lam_mu_value, s.lam_mu_outer, s.n_D, s.P0, s.m0, s.acc_x_2, s.E_Lambda_value, s.acc_x_3, s.E_mu_value, s.E_mu_outer, s.n_K)
-        update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, s.E_pi_log)
+        update_Lambda(1.0, s.lam_Lambda_value, s.lam_Lambda_logdet, s.nu0, s.dim_Lambda, s.n_D, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_mu_value, s.acc_x_3, s.E_mu_outer, True, s.E_Lambda_value, s.E_Lambda_logdet, s.n_K)
+        update_mu(1.0, s.lam_mu_value, s.lam_mu_outer, s.n_D, s.P0, s.m0, s.acc_x_2, s.E_Lambda_value, s.acc_x_3, True, s.E_mu_value, s.E_mu_outer, s.n_K)
+        update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, True, s.E_pi_log)
         elbo = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.logdet_P0, s.n_D, s.P0, s.E_mu_outer, s.E_mu_value, s.m0, s.outer_m0, s.dim_mu, s.nu0, s.E_Lambda_logdet, s.dim_Lambda, s.inv_W0, s.E_Lambda_value, s.wishart_lognorm_nu0_W0, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.lam_Lambda_value, s.lam_Lambda_logdet, s.lam_mu_value, s.lam_mu_outer, s.lam_pi_log)
         elbo += elbo_local
         trace.append(elbo)
@@ -865,7 +870,7 @@ def fit_svi(
                 local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.dim_x)
             if sample_globals:
                 refresh_globals(s.lam_Lambda_value, s.E_Lambda_value, s.lam_Lambda_logdet, s.E_Lambda_logdet, s.n_K, s.lam_mu_value, s.E_mu_value, s.lam_mu_outer, s.E_mu_outer, s.lam_pi_log, s.E_pi_log)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
             old_Lambda_value = s.lam_Lambda_value.copy()
             old_Lambda_logdet = s.lam_Lambda_logdet.copy()
             old_mu_value = s.lam_mu_value.copy()
@@ -874,9 +879,9 @@ def fit_svi(
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_Lambda(seen / len(batch), s.lam_Lambda_value, s.lam_Lambda_logdet, s.nu0, s.dim_Lambda, s.n_D, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_mu_value, s.acc_x_3, s.E_mu_outer, s.E_Lambda_value, s.E_Lambda_logdet, s.n_K)
-                update_mu(seen / len(batch), s.lam_mu_value, s.lam_mu_outer, s.n_D, s.P0, s.m0, s.acc_x_2, s.E_Lambda_value, s.acc_x_3, s.E_mu_value, s.E_mu_outer, s.n_K)
-                update_pi(seen / len(batch), s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, s.E_pi_log)
+                update_Lambda(seen / len(batch), s.lam_Lambda_value, s.lam_Lambda_logdet, s.nu0, s.dim_Lambda, s.n_D, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_mu_value, s.acc_x_3, s.E_mu_outer, False, s.E_Lambda_value, s.E_Lambda_logdet, s.n_K)
+                update_mu(seen / len(batch), s.lam_mu_value, s.lam_mu_outer, s.n_D, s.P0, s.m0, s.acc_x_2, s.E_Lambda_value, s.acc_x_3, False, s.E_mu_value, s.E_mu_outer, s.n_K)
+                update_pi(seen / len(batch), s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, False, s.E_pi_log)
                 s.lam_Lambda_value[...] = (1.0 - rho) * old_Lambda_value + rho * s.lam_Lambda_value
                 s.lam_Lambda_logdet[...] = (1.0 - rho) * old_Lambda_logdet + rho * s.lam_Lambda_logdet
                 s.lam_mu_value[...] = (1.0 - rho) * old_mu_value + rho * s.lam_mu_value

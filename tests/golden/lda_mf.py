@@ -510,7 +510,18 @@ def local_step_cvb0(
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_beta(scale, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, ET_beta_log, n_K):
+def update_beta(
+        scale,
+        lam_beta_log,
+        n_V,
+        eta,
+        acc_w_0,
+        expect,
+        E_beta_log,
+        XT_beta_log,
+        ET_beta_log,
+        n_K,
+):
     """q(beta[k]) = Dirichlet(α)
         α_v = eta + Σ_{d,n} [w[d, n] = v]·q(z[d, n] = k)
 
@@ -527,10 +538,11 @@ def update_beta(scale, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log,
         # from w ~ Categorical (lda.cem:25:9)
         for t_k in range(n_V):
             lam_beta_log[i_topics, t_k] += scale * acc_w_0[t_k, i_topics]
-        rt.dirichlet_expected_stats(lam_beta_log[i_topics], E_beta_log[i_topics])
-        for t in range(n_V):
-            ET_beta_log[t, i_topics] = E_beta_log[i_topics, t]
-            XT_beta_log[t, i_topics] = np.exp(E_beta_log[i_topics, t])
+        if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
+            rt.dirichlet_expected_stats(lam_beta_log[i_topics], E_beta_log[i_topics])
+            for t in range(n_V):
+                ET_beta_log[t, i_topics] = E_beta_log[i_topics, t]
+                XT_beta_log[t, i_topics] = np.exp(E_beta_log[i_topics, t])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -615,7 +627,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     item_weight = np.ones(n_D)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_D, -1)
     # start every global at its prior
-    update_beta(0.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, ET_beta_log, n_K)
+    update_beta(0.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, XT_beta_log, ET_beta_log, n_K)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_beta_log': lam_beta_log})
@@ -627,7 +639,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
         acc_w_0[...] = 0.0
         local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, X_theta_log, E_theta_log, False, A_z, B_z, s_z, lam_z_onehot, w, E_beta_log, logZ_z, H_z, XT_beta_log, ET_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, acc_w_0)
-        update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, E_beta_log, XT_beta_log, ET_beta_log, n_K)
+        update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, XT_beta_log, ET_beta_log, n_K)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
         rng = np.random.default_rng(seed)
@@ -711,7 +723,7 @@ def fit(
             _learn(s, learn)
         s.acc_w_0[...] = 0.0
         elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, warm_start and iteration > 0, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.logZ_z, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, not warm_start and iteration > 0, s.item_weight, s.acc_w_0)
-        update_beta(1.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
+        update_beta(1.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, True, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
         elbo = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
         elbo += elbo_local
         trace.append(elbo)
@@ -815,15 +827,15 @@ def fit_svi(
                 local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.logZ_z, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.acc_w_0)
             if sample_globals:
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_V, s.n_K)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
             old_beta_log = s.lam_beta_log.copy()
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_D_total if not ramp or epoch > 0 else min(n_D_total, begin + len(batch))
             try:
-                update_beta(seen / len(batch), s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
+                update_beta(seen / len(batch), s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, False, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
                 if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_beta_log = s.lam_beta_log.copy()
-                    update_beta(0.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
+                    update_beta(0.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, False, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
                     data_beta_log -= s.lam_beta_log
                     rt.ssvi_dirichlet(old_beta_log, aux_beta_0, data_beta_log, data_beta_log)
                     s.lam_beta_log += data_beta_log

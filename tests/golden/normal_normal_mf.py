@@ -87,6 +87,7 @@ def update_mu(
         m0,
         acc_x_2,
         acc_x_3,
+        expect,
         E_mu_value,
         E_mu_square,
 ):
@@ -106,7 +107,8 @@ def update_mu(
     lam_mu_value[0] += scale * acc_x_2
     # from x ~ Normal (normal_normal.cem:14:5)
     lam_mu_square[0] += -0.5 * scale * acc_x_3
-    E_mu_value[0], E_mu_square[0] = rt.normal_expected_stats(lam_mu_value[0], lam_mu_square[0])
+    if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
+        E_mu_value[0], E_mu_square[0] = rt.normal_expected_stats(lam_mu_value[0], lam_mu_square[0])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -173,7 +175,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     # start every global at its prior
-    update_mu(0.0, lam_mu_value, lam_mu_square, t0, m0, acc_x_2, acc_x_3, E_mu_value, E_mu_square)
+    update_mu(0.0, lam_mu_value, lam_mu_square, t0, m0, acc_x_2, acc_x_3, True, E_mu_value, E_mu_square)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_mu_value': lam_mu_value, 'lam_mu_square': lam_mu_square})
@@ -228,7 +230,7 @@ def fit(
         s.acc_x_2[...] = 0.0
         s.acc_x_3[...] = 0.0
         elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2, s.tau, s.x, s.acc_x_3, s.log_tau)
-        update_mu(1.0, s.lam_mu_value, s.lam_mu_square, s.t0, s.m0, s.acc_x_2, s.acc_x_3, s.E_mu_value, s.E_mu_square)
+        update_mu(1.0, s.lam_mu_value, s.lam_mu_square, s.t0, s.m0, s.acc_x_2, s.acc_x_3, True, s.E_mu_value, s.E_mu_square)
         elbo = elbo_global(s.log_t0, s.t0, s.E_mu_square, s.E_mu_value, s.m0, s.square_m0, s.acc_x_2, s.acc_x_3, s.lam_mu_value, s.lam_mu_square)
         elbo += elbo_local
         trace.append(elbo)
@@ -319,17 +321,17 @@ def fit_svi(
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2, s.tau, s.x, s.acc_x_3, s.log_tau)
             if sample_globals:
                 refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_square, s.E_mu_square)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
             old_mu_value = s.lam_mu_value.copy()
             old_mu_square = s.lam_mu_square.copy()
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_mu(seen / len(batch), s.lam_mu_value, s.lam_mu_square, s.t0, s.m0, s.acc_x_2, s.acc_x_3, s.E_mu_value, s.E_mu_square)
+                update_mu(seen / len(batch), s.lam_mu_value, s.lam_mu_square, s.t0, s.m0, s.acc_x_2, s.acc_x_3, False, s.E_mu_value, s.E_mu_square)
                 if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_mu_value = s.lam_mu_value.copy()
                     data_mu_square = s.lam_mu_square.copy()
-                    update_mu(0.0, s.lam_mu_value, s.lam_mu_square, s.t0, s.m0, s.acc_x_2, s.acc_x_3, s.E_mu_value, s.E_mu_square)
+                    update_mu(0.0, s.lam_mu_value, s.lam_mu_square, s.t0, s.m0, s.acc_x_2, s.acc_x_3, False, s.E_mu_value, s.E_mu_square)
                     data_mu_value -= s.lam_mu_value
                     data_mu_square -= s.lam_mu_square
                     rt.ssvi_normal(old_mu_value, old_mu_square, aux_mu_0, data_mu_value, data_mu_square, data_mu_value, data_mu_square)

@@ -277,7 +277,7 @@ def local_step_cvb0(
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log):
+def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = alpha + Σ_{n} q(z[n] = v)
 
@@ -293,7 +293,8 @@ def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log):
     # from z ~ Categorical (poisson_mixture.cem:21:5)
     for t_k in range(n_K):
         lam_pi_log[0, t_k] += scale * acc_z_0[t_k]
-    rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
+    if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
+        rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -305,6 +306,7 @@ def update_rate(
         b,
         acc_x_0,
         acc_x_1,
+        expect,
         E_rate_log,
         E_rate_value,
         n_K,
@@ -328,7 +330,8 @@ def update_rate(
         lam_rate_log[i_components] += scale * acc_x_0[i_components]
         # from x ~ Poisson (poisson_mixture.cem:22:5)
         lam_rate_value[i_components] += -scale * acc_x_1[i_components]
-        E_rate_log[i_components], E_rate_value[i_components] = rt.gamma_expected_stats(lam_rate_log[i_components], lam_rate_value[i_components])
+        if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
+            E_rate_log[i_components], E_rate_value[i_components] = rt.gamma_expected_stats(lam_rate_log[i_components], lam_rate_value[i_components])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -441,8 +444,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     # start every global at its prior
-    update_pi(0.0, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log)
-    update_rate(0.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, E_rate_log, E_rate_value, n_K)
+    update_pi(0.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
+    update_rate(0.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, True, E_rate_log, E_rate_value, n_K)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_pi_log': lam_pi_log, 'lam_rate_log': lam_rate_log, 'lam_rate_value': lam_rate_value})
@@ -456,8 +459,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, x, E_rate_log, E_rate_value, item_weight, acc_z_0, acc_x_0, acc_x_1, lgamma1p_x)
-        update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, E_pi_log)
-        update_rate(1.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, E_rate_log, E_rate_value, n_K)
+        update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
+        update_rate(1.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, True, E_rate_log, E_rate_value, n_K)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
         rng = np.random.default_rng(seed)
@@ -550,8 +553,8 @@ def fit(
         s.acc_x_0[...] = 0.0
         s.acc_x_1[...] = 0.0
         elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.x, s.E_rate_log, s.E_rate_value, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.lgamma1p_x)
-        update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, s.E_pi_log)
-        update_rate(1.0, s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, s.E_rate_log, s.E_rate_value, s.n_K)
+        update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, True, s.E_pi_log)
+        update_rate(1.0, s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, True, s.E_rate_log, s.E_rate_value, s.n_K)
         elbo = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.a, s.log_b, s.lgamma_a, s.E_rate_log, s.b, s.E_rate_value, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.lam_pi_log, s.lam_rate_log, s.lam_rate_value)
         elbo += elbo_local
         trace.append(elbo)
@@ -660,18 +663,18 @@ def fit_svi(
                 local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.x, s.E_rate_log, s.E_rate_value, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.lgamma1p_x)
             if sample_globals:
                 refresh_globals(s.lam_pi_log, s.E_pi_log, s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value, s.n_K)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, then λ ← (1 − ρ)λ + ρλ̂
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
             old_pi_log = s.lam_pi_log.copy()
             old_rate_log = s.lam_rate_log.copy()
             old_rate_value = s.lam_rate_value.copy()
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_pi(seen / len(batch), s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, s.E_pi_log)
-                update_rate(seen / len(batch), s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, s.E_rate_log, s.E_rate_value, s.n_K)
+                update_pi(seen / len(batch), s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, False, s.E_pi_log)
+                update_rate(seen / len(batch), s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, False, s.E_rate_log, s.E_rate_value, s.n_K)
                 if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_pi_log = s.lam_pi_log.copy()
-                    update_pi(0.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, s.E_pi_log)
+                    update_pi(0.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, False, s.E_pi_log)
                     data_pi_log -= s.lam_pi_log
                     rt.ssvi_dirichlet(old_pi_log, aux_pi_0, data_pi_log, data_pi_log)
                     s.lam_pi_log += data_pi_log
@@ -679,7 +682,7 @@ def fit_svi(
                     shortened += rt.ssvi_blend('dirichlet', rho, (old_pi_log,), (s.lam_pi_log,))
                     data_rate_log = s.lam_rate_log.copy()
                     data_rate_value = s.lam_rate_value.copy()
-                    update_rate(0.0, s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, s.E_rate_log, s.E_rate_value, s.n_K)
+                    update_rate(0.0, s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, False, s.E_rate_log, s.E_rate_value, s.n_K)
                     data_rate_log -= s.lam_rate_log
                     data_rate_value -= s.lam_rate_value
                     rt.ssvi_gamma(old_rate_log, old_rate_value, aux_rate_0, data_rate_log, data_rate_value, data_rate_log, data_rate_value)
