@@ -411,6 +411,14 @@ class _Expander:
                     raise self.error("not conjugate: a latent variable in a denominator",
                                      right.span, hint="divide only by constants or data")
                 right = RCall("reciprocal", (right,), right.span)
+            if fn == "logdet" and not self.event_shape(left) and self.latent_in(left) is None:
+                # log|c·X| = log|c·I| + log|X| for a known scalar c (MVN(m0, kappa0 * Lambda))
+                size = self.event_shape(right)[0]
+                dim = RDimSize(size, expr.span) if isinstance(size, str) else RConst(
+                    float(size), expr.span)
+                scaled_eye = RBin("*", left, RCall("eye", (dim,), expr.span), expr.span)
+                return self.expand_expr("logdet", scaled_eye, letters) + self.expand_expr(
+                    "logdet", right, letters)
             if fn == "log":
                 return self.expand_expr("log", left, letters) + self.expand_expr("log", right,
                                                                                  letters)

@@ -1181,6 +1181,25 @@ class MeanFieldEmitter:
                 self._driver_call("refresh_globals", {}, prefix=""),
             )))
         categorical = [n for n in self.plan.locals if self.family(n) == "categorical"]
+        draws: list[Node] = []
+        for name in self.plan.globals:
+            if self.family(name) in ("normal", "mvn"):
+                second = self.stats(name)[1][0]
+                draws.append(Line(f"rt.start_at_draw({self.family(name)!r}, "
+                                  f"{self.layout.lam(name, 'value')}, "
+                                  f"{self.layout.lam(name, second)}, rng)"))
+        if draws and not (self.model.data_plate is not None and categorical):
+            body.append(Block("if start is None", (Line("start = DEFAULT_START"),)))
+            body.append(Block("if init is None and start == 'random'", (
+                Comment("each Normal/MVN global's mean drawn from its prior: breaks the "
+                        "symmetry of products of latent variables"),
+                Line("rng = np.random.default_rng(seed)"),
+                *draws,
+                self._driver_call("refresh_globals", {}, prefix=""),
+            )))
+            body.append(Block("elif init is None and start != 'prior'", (Line(
+                "raise rt.CemDataError(f\"start: expected 'random' or 'prior', "
+                "found {start!r}\")"),)))
         if self.model.data_plate is not None and categorical:
             item_dim = dim_name(self.model.plate(self.model.data_plate).dim)
             sizes = ", ".join(dim_name(self.var(n).categories) for n in categorical)
@@ -1207,6 +1226,7 @@ class MeanFieldEmitter:
                     for stat, _ in self.stats(name):
                         lam = self.layout.lam(name, stat)
                         random_start.append(Line(f"{lam} += rng.gamma(100.0, 0.01, {lam}.shape)"))
+            random_start += draws
             random_start.append(self._driver_call("refresh_globals", {}, prefix=""))
             body.append(Block("if start is None", (Line("start = DEFAULT_START"),)))
             body.append(Block("if init is None and start == 'seeds'", tuple(seeding)))
@@ -1300,7 +1320,8 @@ class MeanFieldEmitter:
                 "batch_size=None, kappa=0.0, tau=0.0, step_scale=1.0, "
                 "max_local_iter=max_local_iter, local_tol=local_tol, seed=seed, "
                 "callback=callback, init=init, start=start, tol=tol, local=local, "
-                f"gibbs_sweeps=gibbs_sweeps, gibbs_burn_in=gibbs_burn_in{learn})"),),
+                f"gibbs_sweeps=gibbs_sweeps, gibbs_burn_in=gibbs_burn_in{learn}, "
+                "checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)"),),
                 comment="the batch M-step (ρ = 1 on all items) with a collapsed E-step"))
         elif m.data_plate is not None:
             body.append(Line("rt.check_local_step(local, LOCAL_STEPS)"))
@@ -1328,18 +1349,28 @@ class MeanFieldEmitter:
             Line("rt.check_elbo_increase(trace, warn_decrease)"),
             Block("if callback is not None", (
                 Line("callback(iteration, elbo, time.perf_counter() - clock)"),)),
+            Block("if checkpoint is not None and (iteration + 1) % checkpoint_every == 0", (
+                Line("rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit', "
+                     "iteration=iteration + 1, trace=trace)"),),
+                comment="atomic: a crash keeps the previous one"),
             Block("if rt.converged(trace, tol)", (Line("converged = True"), Line("break"))),
         ]
         body += [
             Line("trace = []"),
             Line("converged = False"),
+            Line("first = 0"),
+            Block("if resume is not None", (
+                Line("progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit')"),
+                Line("trace, first = progress['trace'], progress['iteration']"),
+            ), comment="continue the same trajectory"),
             Line("clock = time.perf_counter()"),
-            Block("for iteration in range(max_iter)", tuple(loop)),
+            Block("for iteration in range(first, max_iter)", tuple(loop)),
             Line("return _result(s, trace, converged, time.perf_counter() - clock)"),
         ]
         args = ("data", "*", "hypers=None", "dims=None", "max_iter=200", "tol=1e-6",
                 "max_local_iter=100", "local_tol=1e-3", "seed=0", "callback=None",
-                "warn_decrease=True", "init=None", "start=None", "warm_start=False")
+                "warn_decrease=True", "init=None", "start=None", "warm_start=False",
+                "checkpoint=None", "checkpoint_every=1", "resume=None")
         if self.plan.learnable:
             args += ("learn=()",)
         if m.data_plate is not None:
@@ -1356,7 +1387,10 @@ class MeanFieldEmitter:
                "warm_start: start each item's local step from its previous values instead of "
                "its prior\n(fewer sweeps; may settle in a different optimum).\n"
                "learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned "
-               "values are in result.hypers.")
+               "values are in result.hypers.\n"
+               "checkpoint: a path written atomically every checkpoint_every iterations; "
+               "resume: such a path,\nto continue that fit (same data and options) where "
+               "it stopped, up to max_iter iterations in all.")
         if self.plan.assignment_locals:
             doc += ("\nlocal: 'mf' (or 'exact' where LOCAL_STEPS allows); 'gibbs' or "
                     "'cvb0' run the batch M-step with\nthat E-step (fit_svi on all items with "
@@ -1456,25 +1490,36 @@ class MeanFieldEmitter:
         ]
         epoch: list[Node] = [
             Line(f"order = rng.permutation({item_dim}_total)"),
+            *([Block("if local == 'gibbs'", (Line("rt.seed_kernels(seed * 1000003 + epoch)"),),
+                     comment="the Gibbs draws: one stream per epoch, so a resumed fit "
+                             "repeats them")]
+              if self.plan.assignment_locals else []),
             Block("for begin in range(0, len(order), batch_size)", tuple(step)),
             Block("if on_epoch is not None", (
                 Line("paused = time.perf_counter()"),
                 Line("on_epoch(epoch, _result(s, trace, False, paused - clock))"),
                 Line("clock += time.perf_counter() - paused", "not part of the fit's time"),
             )),
-            Block("if not evaluate", (Line("continue"),)),
-            Comment("the full-data ELBO at optimal locals for the current globals"),
-            Line("s.item_weight[...] = 1.0"),
-            *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
-            self._driver_call("local_step", {"seeding": "False", "items": "s.all_items",
-                                             "warm": "False", "guard": "False"},
-                               result="elbo"),
-            self._driver_call("elbo_global", {}, result="elbo_global_part"),
-            Line("elbo += elbo_global_part"),
-            Line("trace.append(elbo)"),
-            Block("if callback is not None", (
-                Line("callback(epoch, elbo, time.perf_counter() - clock)"),)),
-            Block("if stop is not None and stop.update(elbo)", (
+            Block("if evaluate", (
+                Comment("the full-data ELBO at optimal locals for the current globals"),
+                Line("s.item_weight[...] = 1.0"),
+                *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
+                self._driver_call("local_step", {"seeding": "False", "items": "s.all_items",
+                                                 "warm": "False", "guard": "False"},
+                                   result="elbo"),
+                self._driver_call("elbo_global", {}, result="elbo_global_part"),
+                Line("elbo += elbo_global_part"),
+                Line("trace.append(elbo)"),
+                Block("if callback is not None", (
+                    Line("callback(epoch, elbo, time.perf_counter() - clock)"),)),
+            )),
+            Block("if checkpoint is not None and (epoch + 1) % checkpoint_every == 0", (
+                Line("rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit_svi', "
+                     "epoch=epoch + 1, step=step, trace=trace, " + (
+                         "shortened=shortened, " if self._ssvi_applies() else "")
+                     + "streams=[g.bit_generator.state for g in (rng, noise, sampler)])"),),
+                comment="atomic: a crash keeps the previous one"),
+            Block("if evaluate and stop is not None and stop.update(elbo)", (
                 Line("converged = True"), Line("break"))),
         ]
         body: list[Node] = [
@@ -1483,8 +1528,7 @@ class MeanFieldEmitter:
             Line("local = rt.check_local_step(local, LOCAL_STEPS)"),
             *([Line("learn = rt.check_learn(learn, LEARNABLE)")] if self.plan.learnable else []),
             *([Block("if local == 'gibbs'", (
-                Line("rt.check_sweeps(gibbs_sweeps, gibbs_burn_in)"),
-                Line("rt.seed_kernels(seed)", "the Gibbs draws: reproducible with seed"),))]
+                Line("rt.check_sweeps(gibbs_sweeps, gibbs_burn_in)"),))]
               if self.plan.assignment_locals else []),
             Line(f"{item_dim}_total = len(s.all_items)"),
             Line("batch_size = len(s.all_items) if batch_size is None else "
@@ -1505,8 +1549,17 @@ class MeanFieldEmitter:
             Line("converged = False"),
             Line("stop = None if tol is None or not evaluate else "
                  "rt.NoisyStop(window, patience, tol)"),
+            Line("first = 0"),
+            Block("if resume is not None", (
+                Line("progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi')"),
+                Line("trace, step, first = progress['trace'], progress['step'], "
+                     "progress['epoch']"),
+                *([Line("shortened = progress['shortened']")] if self._ssvi_applies() else []),
+                Block("for g, state in zip((rng, noise, sampler), progress['streams'])", (
+                    Line("rt.restore_generator(g, state)"),)),
+            ), comment="continue the same trajectory: state, counters and random streams"),
             Line("clock = time.perf_counter()"),
-            Block("for epoch in range(epochs)", tuple(epoch)),
+            Block("for epoch in range(first, epochs)", tuple(epoch)),
             *([Line("result = _result(s, trace, converged, time.perf_counter() - clock)"),
                Block("if apply_v", (Line("result.notes['shortened_steps'] = shortened"),),
                      comment="rows whose SSVI step was shortened"),
@@ -1517,7 +1570,8 @@ class MeanFieldEmitter:
                 "kappa=0.7", "tau=10.0", "step_scale=1.0", "effective_batch_size=None",
                 "max_local_iter=100", "local_tol=1e-3", "seed=0", "callback=None",
                 "init=None", "start=None", "tol=None", "window=3", "patience=3",
-                "local='mf'", "ramp=False", "evaluate=True", "on_epoch=None")
+                "local='mf'", "ramp=False", "evaluate=True", "on_epoch=None",
+                "checkpoint=None", "checkpoint_every=1", "resume=None")
         if self.plan.assignment_locals:
             args += ("gibbs_sweeps=10", "gibbs_burn_in=5")
         if self.plan.learnable:
@@ -1537,6 +1591,7 @@ class MeanFieldEmitter:
                "'gibbs', 'cvb0'); Gibbs runs\ngibbs_sweeps sweeps per item and averages "
                "those after gibbs_burn_in.\n"
                "ramp: grow N over the first epoch as items are seen (SSVI §2.6).\n"
+               "checkpoint / checkpoint_every / resume: as fit, per epoch.\n"
                "evaluate=False skips the full-data ELBO after each epoch (no trace, no "
                "stopping rule).\non_epoch(epoch, result): called after each epoch's steps "
                "with the fit so far (its time not counted).\n"
@@ -1610,6 +1665,10 @@ class MeanFieldEmitter:
                             gated.add(slot.var)
         if gated and all(self.family(n) in ("dirichlet", "beta") for n in gated):
             return "random"
+        categorical = any(self.family(n) == "categorical" for n in self.plan.locals)
+        if not categorical:
+            normal = any(self.family(n) in ("normal", "mvn") for n in self.plan.globals)
+            return "random" if normal else "prior"
         return "seeds"
 
     def _driver_call(self, kernel: str, overrides: dict[str, str], result: str | None = None,

@@ -18,8 +18,11 @@ from .driver import check_sweeps as check_sweeps
 from .driver import converged as converged
 from .driver import effective_size as effective_size
 from .driver import invalid_step as invalid_step
+from .driver import load_checkpoint as load_checkpoint
 from .driver import load_state as load_state
 from .driver import max_length as max_length
+from .driver import restore_generator as restore_generator
+from .driver import save_checkpoint as save_checkpoint
 from .driver import seed_kernels as seed_kernels
 from .families import bernoulli_expected_stats as bernoulli_expected_stats
 from .families import bernoulli_log_normalizer as bernoulli_log_normalizer
@@ -72,6 +75,7 @@ from .sampling import sample_gamma as sample_gamma
 from .sampling import sample_mvn as sample_mvn
 from .sampling import sample_normal as sample_normal
 from .sampling import sample_wishart as sample_wishart
+from .sampling import start_at_draw as start_at_draw
 from .seeding import seed_categories as seed_categories
 from .special import digamma as digamma
 from .special import frobenius as frobenius

@@ -93,3 +93,19 @@ SAMPLERS = {
     "mvn": sample_mvn,
     "wishart": sample_wishart,
 }
+
+
+def start_at_draw(family: str, lam_value: np.ndarray, lam_second: np.ndarray,
+                  rng: np.random.Generator) -> None:
+    """Move the mean of each Normal / MVN row to a draw from its current q, keeping its
+    precision: a random start that breaks the symmetry of bilinear models (PMF's u·v, factor
+    analysis), whose mean-field updates stay at 0 from a start at the prior mean."""
+    if family == "normal":
+        precision = -2.0 * lam_second
+        x = lam_value / precision + rng.standard_normal(precision.shape) / np.sqrt(precision)
+        lam_value[...] = precision * x
+        return
+    draw = np.empty_like(lam_value)
+    sample_mvn(lam_value, lam_second, rng, draw, np.empty_like(lam_second))
+    for row in np.ndindex(lam_value.shape[:-1]):
+        lam_value[row] = -(lam_second[row] + lam_second[row].T) @ draw[row]

@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'gamma_poisson.cem'
 SOURCE_SHA256 = 'ad8f75390a1bd4ac48ff056424273622276a9b9f1671d6da42f166636f26db3e'
-DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'prior'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ('a', 'b')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the E-steps (fit_svi(..., local=...)) and whether each applies
 LOCAL_STEPS = {
@@ -221,6 +221,9 @@ def fit(
         init=None,
         start=None,
         warm_start=False,
+        checkpoint=None,
+        checkpoint_every=1,
+        resume=None,
         learn=(),
         local='mf',
 ):
@@ -233,14 +236,20 @@ def fit(
     warm_start: start each item's local step from its previous values instead of its prior
     (fewer sweeps; may settle in a different optimum).
     learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned values are in result.hypers.
+    checkpoint: a path written atomically every checkpoint_every iterations; resume: such a path,
+    to continue that fit (same data and options) where it stopped, up to max_iter iterations in all.
     """
     rt.check_local_step(local, LOCAL_STEPS)
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     learn = rt.check_learn(learn, LEARNABLE)
     trace = []
     converged = False
+    first = 0
+    if resume is not None:  # continue the same trajectory
+        progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit')
+        trace, first = progress['trace'], progress['iteration']
     clock = time.perf_counter()
-    for iteration in range(max_iter):
+    for iteration in range(first, max_iter):
         if learn and iteration > 0:  # empirical Bayes, before the local step
             _learn(s, learn)
         s.acc_x_0[...] = 0.0
@@ -253,6 +262,9 @@ def fit(
         rt.check_elbo_increase(trace, warn_decrease)
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
+        # atomic: a crash keeps the previous one
+        if checkpoint is not None and (iteration + 1) % checkpoint_every == 0:
+            rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit', iteration=iteration + 1, trace=trace)
         if rt.converged(trace, tol):
             converged = True
             break
@@ -283,6 +295,9 @@ def fit_svi(
         ramp=False,
         evaluate=True,
         on_epoch=None,
+        checkpoint=None,
+        checkpoint_every=1,
+        resume=None,
         learn=(),
         sample_globals=False,
         apply_v=False,
@@ -297,6 +312,7 @@ def fit_svi(
     local: the E-step, one of LOCAL_STEPS that applies ('mf', 'exact', 'gibbs', 'cvb0'); Gibbs runs
     gibbs_sweeps sweeps per item and averages those after gibbs_burn_in.
     ramp: grow N over the first epoch as items are seen (SSVI §2.6).
+    checkpoint / checkpoint_every / resume: as fit, per epoch.
     evaluate=False skips the full-data ELBO after each epoch (no trace, no stopping rule).
     on_epoch(epoch, result): called after each epoch's steps with the fit so far (its time not counted).
     learn: hyperparameters moved each step by rho towards their empirical Bayes value given the batch.
@@ -318,8 +334,15 @@ def fit_svi(
     shortened = 0  # SSVI: rows whose step was shortened to stay valid
     converged = False
     stop = None if tol is None or not evaluate else rt.NoisyStop(window, patience, tol)
+    first = 0
+    if resume is not None:  # continue the same trajectory: state, counters and random streams
+        progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi')
+        trace, step, first = progress['trace'], progress['step'], progress['epoch']
+        shortened = progress['shortened']
+        for g, state in zip((rng, noise, sampler), progress['streams']):
+            rt.restore_generator(g, state)
     clock = time.perf_counter()
-    for epoch in range(epochs):
+    for epoch in range(first, epochs):
         order = rng.permutation(n_N_total)
         for begin in range(0, len(order), batch_size):
             batch = order[begin:begin + batch_size]
@@ -371,19 +394,21 @@ def fit_svi(
             paused = time.perf_counter()
             on_epoch(epoch, _result(s, trace, False, paused - clock))
             clock += time.perf_counter() - paused  # not part of the fit's time
-        if not evaluate:
-            continue
-        # the full-data ELBO at optimal locals for the current globals
-        s.item_weight[...] = 1.0
-        s.acc_x_0[...] = 0.0
-        s.acc_x_1[...] = 0.0
-        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.lgamma1p_x)
-        elbo_global_part = elbo_global(s.a, s.log_b, s.lgamma_a, s.E_rate_log, s.b, s.E_rate_value, s.acc_x_0, s.acc_x_1, s.lam_rate_log, s.lam_rate_value)
-        elbo += elbo_global_part
-        trace.append(elbo)
-        if callback is not None:
-            callback(epoch, elbo, time.perf_counter() - clock)
-        if stop is not None and stop.update(elbo):
+        if evaluate:
+            # the full-data ELBO at optimal locals for the current globals
+            s.item_weight[...] = 1.0
+            s.acc_x_0[...] = 0.0
+            s.acc_x_1[...] = 0.0
+            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.lgamma1p_x)
+            elbo_global_part = elbo_global(s.a, s.log_b, s.lgamma_a, s.E_rate_log, s.b, s.E_rate_value, s.acc_x_0, s.acc_x_1, s.lam_rate_log, s.lam_rate_value)
+            elbo += elbo_global_part
+            trace.append(elbo)
+            if callback is not None:
+                callback(epoch, elbo, time.perf_counter() - clock)
+        # atomic: a crash keeps the previous one
+        if checkpoint is not None and (epoch + 1) % checkpoint_every == 0:
+            rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit_svi', epoch=epoch + 1, step=step, trace=trace, shortened=shortened, streams=[g.bit_generator.state for g in (rng, noise, sampler)])
+        if evaluate and stop is not None and stop.update(elbo):
             converged = True
             break
     result = _result(s, trace, converged, time.perf_counter() - clock)

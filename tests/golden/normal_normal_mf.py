@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'normal_normal.cem'
 SOURCE_SHA256 = 'ffa3e5f7316ed4680de0c03616741c28ec3bb09c1a7f8a503a06a49c2ea6d30b'
-DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the E-steps (fit_svi(..., local=...)) and whether each applies
 LOCAL_STEPS = {
@@ -180,6 +180,15 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_mu_value': lam_mu_value, 'lam_mu_square': lam_mu_square})
         refresh_globals(lam_mu_value, E_mu_value, lam_mu_square, E_mu_square)
+    if start is None:
+        start = DEFAULT_START
+    if init is None and start == 'random':
+        # each Normal/MVN global's mean drawn from its prior: breaks the symmetry of products of latent variables
+        rng = np.random.default_rng(seed)
+        rt.start_at_draw('normal', lam_mu_value, lam_mu_square, rng)
+        refresh_globals(lam_mu_value, E_mu_value, lam_mu_square, E_mu_square)
+    elif init is None and start != 'prior':
+        raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
     return rt.State(bound=bound, m0=m0, t0=t0, tau=tau, seed_category=seed_category, item_weight=item_weight, acc_x_2=acc_x_2, x=x, acc_x_3=acc_x_3, log_tau=log_tau, lam_mu_value=lam_mu_value, E_mu_value=E_mu_value, lam_mu_square=lam_mu_square, E_mu_square=E_mu_square, log_t0=log_t0, square_m0=square_m0, all_items=all_items)
 
 
@@ -209,6 +218,9 @@ def fit(
         init=None,
         start=None,
         warm_start=False,
+        checkpoint=None,
+        checkpoint_every=1,
+        resume=None,
         local='mf',
 ):
     """Fit normal_normal by batch mean-field variational Bayes (coordinate ascent).
@@ -220,13 +232,19 @@ def fit(
     warm_start: start each item's local step from its previous values instead of its prior
     (fewer sweeps; may settle in a different optimum).
     learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned values are in result.hypers.
+    checkpoint: a path written atomically every checkpoint_every iterations; resume: such a path,
+    to continue that fit (same data and options) where it stopped, up to max_iter iterations in all.
     """
     rt.check_local_step(local, LOCAL_STEPS)
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     trace = []
     converged = False
+    first = 0
+    if resume is not None:  # continue the same trajectory
+        progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit')
+        trace, first = progress['trace'], progress['iteration']
     clock = time.perf_counter()
-    for iteration in range(max_iter):
+    for iteration in range(first, max_iter):
         s.acc_x_2[...] = 0.0
         s.acc_x_3[...] = 0.0
         elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2, s.tau, s.x, s.acc_x_3, s.log_tau)
@@ -237,6 +255,9 @@ def fit(
         rt.check_elbo_increase(trace, warn_decrease)
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
+        # atomic: a crash keeps the previous one
+        if checkpoint is not None and (iteration + 1) % checkpoint_every == 0:
+            rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit', iteration=iteration + 1, trace=trace)
         if rt.converged(trace, tol):
             converged = True
             break
@@ -267,6 +288,9 @@ def fit_svi(
         ramp=False,
         evaluate=True,
         on_epoch=None,
+        checkpoint=None,
+        checkpoint_every=1,
+        resume=None,
         sample_globals=False,
         apply_v=False,
 ):
@@ -280,6 +304,7 @@ def fit_svi(
     local: the E-step, one of LOCAL_STEPS that applies ('mf', 'exact', 'gibbs', 'cvb0'); Gibbs runs
     gibbs_sweeps sweeps per item and averages those after gibbs_burn_in.
     ramp: grow N over the first epoch as items are seen (SSVI §2.6).
+    checkpoint / checkpoint_every / resume: as fit, per epoch.
     evaluate=False skips the full-data ELBO after each epoch (no trace, no stopping rule).
     on_epoch(epoch, result): called after each epoch's steps with the fit so far (its time not counted).
     learn: hyperparameters moved each step by rho towards their empirical Bayes value given the batch.
@@ -300,8 +325,15 @@ def fit_svi(
     shortened = 0  # SSVI: rows whose step was shortened to stay valid
     converged = False
     stop = None if tol is None or not evaluate else rt.NoisyStop(window, patience, tol)
+    first = 0
+    if resume is not None:  # continue the same trajectory: state, counters and random streams
+        progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi')
+        trace, step, first = progress['trace'], progress['step'], progress['epoch']
+        shortened = progress['shortened']
+        for g, state in zip((rng, noise, sampler), progress['streams']):
+            rt.restore_generator(g, state)
     clock = time.perf_counter()
-    for epoch in range(epochs):
+    for epoch in range(first, epochs):
         order = rng.permutation(n_N_total)
         for begin in range(0, len(order), batch_size):
             batch = order[begin:begin + batch_size]
@@ -351,19 +383,21 @@ def fit_svi(
             paused = time.perf_counter()
             on_epoch(epoch, _result(s, trace, False, paused - clock))
             clock += time.perf_counter() - paused  # not part of the fit's time
-        if not evaluate:
-            continue
-        # the full-data ELBO at optimal locals for the current globals
-        s.item_weight[...] = 1.0
-        s.acc_x_2[...] = 0.0
-        s.acc_x_3[...] = 0.0
-        elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2, s.tau, s.x, s.acc_x_3, s.log_tau)
-        elbo_global_part = elbo_global(s.log_t0, s.t0, s.E_mu_square, s.E_mu_value, s.m0, s.square_m0, s.acc_x_2, s.acc_x_3, s.lam_mu_value, s.lam_mu_square)
-        elbo += elbo_global_part
-        trace.append(elbo)
-        if callback is not None:
-            callback(epoch, elbo, time.perf_counter() - clock)
-        if stop is not None and stop.update(elbo):
+        if evaluate:
+            # the full-data ELBO at optimal locals for the current globals
+            s.item_weight[...] = 1.0
+            s.acc_x_2[...] = 0.0
+            s.acc_x_3[...] = 0.0
+            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2, s.tau, s.x, s.acc_x_3, s.log_tau)
+            elbo_global_part = elbo_global(s.log_t0, s.t0, s.E_mu_square, s.E_mu_value, s.m0, s.square_m0, s.acc_x_2, s.acc_x_3, s.lam_mu_value, s.lam_mu_square)
+            elbo += elbo_global_part
+            trace.append(elbo)
+            if callback is not None:
+                callback(epoch, elbo, time.perf_counter() - clock)
+        # atomic: a crash keeps the previous one
+        if checkpoint is not None and (epoch + 1) % checkpoint_every == 0:
+            rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit_svi', epoch=epoch + 1, step=step, trace=trace, shortened=shortened, streams=[g.bit_generator.state for g in (rng, noise, sampler)])
+        if evaluate and stop is not None and stop.update(elbo):
             converged = True
             break
     result = _result(s, trace, converged, time.perf_counter() - clock)

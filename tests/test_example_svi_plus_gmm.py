@@ -1,0 +1,21 @@
+"""examples/svi_plus_gmm.py runs (small sizes) and prints its table for the three methods."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_svi_plus_gmm_quick():
+    completed = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "svi_plus_gmm.py"),
+         "--quick", "--no-plot", "--seeds", "2"],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.splitlines()
+    assert "seed 1: MF" in completed.stdout
+    for method in ("MF ", "SVI |S|=40 ", "SVI+ |S|=40 M=16 "):
+        rows = [line for line in lines if line.startswith(method)]
+        assert len(rows) == 2, (method, completed.stdout)  # final and polished tables
+        assert all("/2 " in row for row in rows), rows
