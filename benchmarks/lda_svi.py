@@ -1,0 +1,417 @@
+"""Documents per second of cemodel's compiled LDA SVI next to scikit-learn online LDA and gensim.
+
+All three run stochastic variational inference for LDA (Hoffman et al. 2010/2013) single-threaded
+(BLAS, OpenMP and numba limited to one thread) on the same 80% of the documents
+(``cemodel.evaluation.split_documents(seed=0)``), with alpha = 0.1, eta = 0.01, the same number
+of topics, minibatch size, kappa (scikit-learn ``learning_decay``, gensim ``decay``), tau
+(``learning_offset``, ``offset``), number of passes over the training documents and per-document
+E-step (at most 100 updates, stopping at a mean absolute change of the document's Dirichlet
+parameters below 1e-3). Documents per second = training documents x epochs / seconds of the
+whole fit call. cemodel's ``fit_svi`` also evaluates the full-data ELBO after every epoch (one
+extra local step over all training documents, not part of SVI's updates): its time is measured
+separately, and cemodel's speed is given both without it (the training work, compared with the
+peers, which evaluate nothing) and with it. Held-out perplexity is
+``cemodel.evaluation.completion_perplexity`` on the other 20%, from each model's posterior-mean
+topics.
+
+    python benchmarks/lda_svi.py                        # NYT, K = 20 and 100, batch 256, 5 epochs
+    python benchmarks/lda_svi.py --corpus reuters --k 10 --epochs 2 --batch-size 64   # smoke run
+    python benchmarks/lda_svi.py --k 20 100 --markdown  # a markdown table for RESULTS.md
+    python benchmarks/lda_svi.py --only gensim          # one library (also: cemodel, sklearn)
+"""
+
+from __future__ import annotations
+
+import os
+
+# Single-threaded everywhere, set before numpy, scipy or numba load their thread pools.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
+             "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+
+from cemodel import evaluation  # noqa: E402
+from cemodel.datasets import load_corpus  # noqa: E402
+
+LDA_MODEL = REPO / "stdlib_models" / "lda.cem"
+ALPHA = 0.1
+ETA = 0.01
+MAX_LOCAL_ITER = 100  # per-document E-step: at most this many updates ...
+LOCAL_TOL = 1e-3  # ... stopping when the mean |change| of its Dirichlet parameters is below this
+# perplexities within 1% count as equal: different random starts move a fit by about that much
+PERPLEXITY_TIE = 0.01
+METHODS = ("cemodel", "sklearn", "gensim")
+NAMES = {"cemodel": "cemodel (compiled SVI)", "sklearn": "scikit-learn online",
+         "gensim": "gensim LdaModel"}
+
+
+@dataclass
+class Settings:
+    batch_size: int
+    epochs: int
+    kappa: float
+    tau: float
+
+
+@dataclass
+class Row:
+    method: str  # a key of METHODS
+    k: int
+    documents: int  # training documents
+    epochs: int
+    seconds: float  # the whole fit call
+    perplexity: float
+    elbo_seconds: float = 0.0  # cemodel: its per-epoch full-data ELBO evaluations, in `seconds`
+    note: str = ""
+    kernels: dict[str, float] = field(default_factory=dict)
+    repeat: int = 0  # which of --repeat runs
+
+    @property
+    def train_seconds(self) -> float:
+        return self.seconds - self.elbo_seconds
+
+    @property
+    def docs_per_second(self) -> float:
+        """Training throughput: training documents x epochs / seconds without the ELBO."""
+        work = self.documents * self.epochs
+        return work / self.train_seconds if self.train_seconds > 0 else float("nan")
+
+    @property
+    def docs_per_second_all(self) -> float:
+        """Throughput of the whole fit call, per-epoch ELBO evaluations included."""
+        work = self.documents * self.epochs
+        return work / self.seconds if self.seconds > 0 else float("nan")
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class KernelTimer:
+    """Times the generated module's kernels by wrapping them in its namespace (``fit_svi`` looks
+    them up there at each call), and restores them on exit. A call of ``local_step`` on every
+    training document in order is the per-epoch ELBO evaluation; one on a shuffled minibatch is
+    training work. Overhead: two clock reads per kernel call, a few hundred calls per epoch."""
+
+    KERNELS = ("local_step", "update_beta", "refresh_globals", "elbo_global")
+
+    def __init__(self, module, n_items: int) -> None:
+        self.module = module
+        self.n_items = n_items
+        self.seconds: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self.originals = {name: getattr(module, name) for name in self.KERNELS}
+
+    def _wrap(self, name: str, kernel):
+        def timed(*args):
+            start = time.perf_counter()
+            value = kernel(*args)
+            elapsed = time.perf_counter() - start
+            key = name
+            if name == "local_step":  # local_step(seeding, items, ...)
+                items = args[1]
+                full = len(items) == self.n_items and bool(np.all(items[1:] > items[:-1]))
+                key = "local_step (ELBO, all documents)" if full else "local_step (minibatches)"
+            self.seconds[key] = self.seconds.get(key, 0.0) + elapsed
+            self.calls[key] = self.calls.get(key, 0) + 1
+            return value
+
+        return timed
+
+    def __enter__(self) -> KernelTimer:
+        for name, kernel in self.originals.items():
+            setattr(self.module, name, self._wrap(name, kernel))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name, kernel in self.originals.items():
+            setattr(self.module, name, kernel)
+
+    @property
+    def elbo_seconds(self) -> float:
+        return (self.seconds.get("local_step (ELBO, all documents)", 0.0)
+                + self.seconds.get("elbo_global", 0.0))
+
+
+def run_cemodel(k: int, X_train, X_test, opts: Settings) -> Row:
+    from cemodel.compiler import compile_model
+
+    module = compile_model(LDA_MODEL, {"K": k})
+    hypers = {"alpha": ALPHA, "eta": ETA}
+    common = dict(kappa=opts.kappa, tau=opts.tau, max_local_iter=MAX_LOCAL_ITER,
+                  local_tol=LOCAL_TOL, seed=0, hypers=hypers)
+    start = time.perf_counter()
+    module.fit_svi({"w": X_train[:20]}, epochs=1, batch_size=8, **common)
+    log(f"  cemodel K={k}: warm-up (numba compilation) {time.perf_counter() - start:.1f} s, "
+        f"module {Path(module.__file__).name}")
+
+    def progress(epoch: int, elbo: float, seconds: float) -> None:
+        log(f"    epoch {epoch + 1}: ELBO {elbo:.6g}, {seconds:.1f} s (ELBO evaluations included)")
+
+    with KernelTimer(module, X_train.shape[0]) as timer:
+        start = time.perf_counter()
+        result = module.fit_svi({"w": X_train}, epochs=opts.epochs, batch_size=opts.batch_size,
+                                callback=progress, **common)
+        seconds = time.perf_counter() - start
+    kernels = dict(timer.seconds)
+    kernels["rest of fit_svi (Python: batches, blend, checks, set-up)"] = (
+        seconds - sum(timer.seconds.values()))
+    log(f"  cemodel K={k}: {seconds:.2f} s, of which ELBO evaluations {timer.elbo_seconds:.2f} s")
+    for name, value in kernels.items():
+        calls = timer.calls.get(name)
+        log(f"    {name}: {value:.3f} s ({100 * value / seconds:.1f}%)"
+            + (f", {calls} calls" if calls else ""))
+    topics = evaluation.topics_from_dirichlet(result["beta.alpha"])
+    perplexity = evaluation.completion_perplexity(topics, ALPHA, X_test, seed=0)
+    return Row("cemodel", k, X_train.shape[0], int(result.iterations), seconds, perplexity,
+               elbo_seconds=timer.elbo_seconds, kernels=kernels)
+
+
+def run_sklearn(k: int, X_train, X_test, opts: Settings) -> Row:
+    from sklearn.decomposition import LatentDirichletAllocation
+
+    model = LatentDirichletAllocation(
+        n_components=k, learning_method="online", batch_size=opts.batch_size,
+        learning_decay=opts.kappa, learning_offset=opts.tau, max_iter=opts.epochs,
+        evaluate_every=-1, doc_topic_prior=ALPHA, topic_word_prior=ETA, random_state=0,
+        n_jobs=1, max_doc_update_iter=MAX_LOCAL_ITER, mean_change_tol=LOCAL_TOL,
+    )
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)
+        model.fit(X_train)
+    seconds = time.perf_counter() - start
+    log(f"  scikit-learn K={k}: {model.n_iter_} passes, {model.n_batch_iter_ - 1} minibatch "
+        f"steps, {seconds:.1f} s")
+    topics = evaluation.topics_from_sklearn(model)
+    perplexity = evaluation.completion_perplexity(topics, ALPHA, X_test, seed=0)
+    return Row("sklearn", k, X_train.shape[0], int(model.n_iter_), seconds, perplexity)
+
+
+def gensim_corpus(X_train) -> list[list[tuple[int, float]]]:
+    """The training documents as gensim bag-of-words lists, word id = column of X_train, so
+    ``model.get_topics()`` columns are in the vocabulary order of the count matrix."""
+    from gensim.matutils import Sparse2Corpus
+
+    corpus = [[(int(word), float(count)) for word, count in doc]
+              for doc in Sparse2Corpus(X_train, documents_columns=False)]
+    if len(corpus) != X_train.shape[0]:
+        raise AssertionError("gensim corpus: one list per training document expected")
+    for row in (0, X_train.shape[0] // 2, X_train.shape[0] - 1):  # spot-check the id mapping
+        expected = list(zip(X_train[row].indices.tolist(), X_train[row].data.tolist(),
+                            strict=True))
+        if sorted(corpus[row]) != sorted(expected):
+            raise AssertionError(f"gensim corpus: document {row} does not match row {row}")
+    return corpus
+
+
+def run_gensim(k: int, X_train, X_test, opts: Settings, corpus, dtype) -> Row:
+    from gensim.models import LdaModel
+
+    n_words = X_train.shape[1]
+    start = time.perf_counter()
+    model = LdaModel(
+        corpus, num_topics=k, id2word={i: str(i) for i in range(n_words)},
+        chunksize=opts.batch_size, passes=opts.epochs, update_every=1, decay=opts.kappa,
+        offset=opts.tau, alpha=ALPHA, eta=ETA, eval_every=None, iterations=MAX_LOCAL_ITER,
+        gamma_threshold=LOCAL_TOL, random_state=0, dtype=dtype,
+    )
+    seconds = time.perf_counter() - start
+    log(f"  gensim K={k}: {opts.epochs} passes, {seconds:.1f} s")
+    topics = model.get_topics()  # lambda normalised row by row: the posterior mean
+    if topics.shape != (k, n_words):
+        raise AssertionError(f"gensim topics: shape {topics.shape}, expected {(k, n_words)}")
+    perplexity = evaluation.completion_perplexity(topics.astype(np.float64), ALPHA, X_test,
+                                                  seed=0)
+    note = "" if dtype == np.float64 else np.dtype(dtype).name
+    return Row("gensim", k, X_train.shape[0], opts.epochs, seconds, perplexity, note=note)
+
+
+def failed(method: str, k: int, opts: Settings, exc: BaseException) -> Row:
+    log(f"  {method} K={k} FAILED: {type(exc).__name__}: {exc}")
+    return Row(method, k, 0, opts.epochs, float("nan"), float("nan"),
+               note=f"failed: {type(exc).__name__}")
+
+
+def fmt(value: float, digits: str) -> str:
+    return "n/a" if not np.isfinite(value) else format(value, digits)
+
+
+def render(rows: list[Row], markdown: bool) -> str:
+    header = ["method", "K", "epochs", "docs/s", "training s", "+ ELBO s", "docs/s with ELBO",
+              "perplexity"]
+    body = []
+    for r in rows:
+        has_elbo = r.method == "cemodel"
+        body.append([
+            NAMES[r.method] + (f" ({r.note})" if r.note else ""), str(r.k), str(r.epochs),
+            fmt(r.docs_per_second, ".0f"), fmt(r.train_seconds, ".2f"),
+            fmt(r.elbo_seconds, ".2f") if has_elbo else "-",
+            fmt(r.docs_per_second_all, ".0f") if has_elbo else "-", fmt(r.perplexity, ".1f"),
+        ])
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |",
+                 "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+        return "\n".join(lines)
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                       for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
+             for row in [header, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def speed_ratio(rows: list[Row], k: int) -> float:
+    """cemodel's training docs/s over the faster peer's, among rows of one K."""
+    ours = next((r for r in rows if r.k == k and r.method == "cemodel"), None)
+    peers = [r.docs_per_second for r in rows if r.k == k and r.method != "cemodel"
+             and np.isfinite(r.docs_per_second)]
+    if ours is None or not peers:
+        return float("nan")
+    return ours.docs_per_second / max(peers)
+
+
+def ratios(rows: list[Row], all_rows: list[Row], markdown: bool) -> str:
+    lines = []
+    bullet = "- " if markdown else ""
+    for k in sorted({r.k for r in rows}):
+        ours = next((r for r in rows if r.k == k and r.method == "cemodel"), None)
+        peers = [r for r in rows if r.k == k and r.method != "cemodel"
+                 and np.isfinite(r.docs_per_second)]
+        if ours is None or not peers:
+            continue
+        best = max(peers, key=lambda r: r.docs_per_second)
+        speed = ours.docs_per_second / best.docs_per_second
+        repeats = sorted({r.repeat for r in all_rows if r.k == k})
+        per_run = [speed_ratio([r for r in all_rows if r.repeat == i], k) for i in repeats]
+        speed_all = ours.docs_per_second_all / best.docs_per_second
+        quality = best.perplexity / ours.perplexity if ours.perplexity > 0 else float("nan")
+        best_quality = min(r.perplexity for r in peers)
+        relative = ours.perplexity / best_quality - 1.0
+        verdict = ("better" if relative < -PERPLEXITY_TIE else
+                   "equal" if relative <= PERPLEXITY_TIE else "worse")
+        target = "met" if speed >= 2.0 and verdict != "worse" else "missed"
+        lines.append(
+            f"{bullet}K={k}: docs/s cemodel / {NAMES[best.method]} (the faster peer) = "
+            f"{fmt(speed, '.2f')}x training only, {fmt(speed_all, '.2f')}x with cemodel's "
+            f"per-epoch ELBO; perplexity {NAMES[best.method]} / cemodel = {fmt(quality, '.3f')}; "
+            f"cemodel {fmt(ours.perplexity, '.1f')} vs best peer {fmt(best_quality, '.1f')}: "
+            f"{verdict} ({fmt(100 * relative, '+.1f')}%); target (>= 2x training docs/s at "
+            f"equal or better perplexity): {target}")
+        if len(per_run) > 1:
+            lines.append(
+                f"  K={k}, the same training docs/s ratio within each "
+                f"run (the methods side by side): "
+                + ", ".join(fmt(value, ".2f") + "x" for value in per_run)
+                + f" (median {fmt(float(np.median(per_run)), '.2f')}x)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--k", type=int, nargs="+", default=[20, 100], help="numbers of topics")
+    parser.add_argument("--batch-size", type=int, default=256, help="documents per minibatch")
+    parser.add_argument("--epochs", type=int, default=5, help="passes over the training documents")
+    parser.add_argument("--kappa", type=float, default=0.7, help="step-size decay (0.5, 1]")
+    parser.add_argument("--tau", type=float, default=10.0, help="step-size delay")
+    parser.add_argument("--corpus", choices=["nyt", "reuters"], default="nyt")
+    parser.add_argument("--gensim-dtype", choices=["float64", "float32"], default="float64",
+                        help="gensim's floating-point type (its default is float32; the others "
+                             "compute in float64)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="fit each method this many times (interleaved), keep the fastest")
+    parser.add_argument("--markdown", action="store_true", help="print a markdown table")
+    parser.add_argument("--only", choices=METHODS, nargs="+", help="run these methods only")
+    args = parser.parse_args(argv)
+    methods = args.only or METHODS
+    opts = Settings(args.batch_size, args.epochs, args.kappa, args.tau)
+
+    from threadpoolctl import threadpool_limits
+
+    X, vocab = load_corpus(args.corpus)
+    X_train, X_test = evaluation.split_documents(X, test_fraction=0.2, seed=0)
+    log(f"{args.corpus}: {X.shape[0]} documents, {len(vocab)} words, {int(X.sum())} tokens; "
+        f"train {X_train.shape[0]}, test {X_test.shape[0]}")
+    corpus = gensim_corpus(X_train) if "gensim" in methods else None  # not timed
+    gensim_dtype = np.dtype(args.gensim_dtype).type
+    rows: list[Row] = []
+    all_rows: list[Row] = []
+    with threadpool_limits(limits=1):
+        for k in args.k:
+            runs: dict[str, list[Row]] = {method: [] for method in methods}
+            for repeat in range(args.repeat):  # interleaved, so load drifts hit every method
+                if args.repeat > 1:
+                    log(f"K={k}: run {repeat + 1} of {args.repeat}")
+                for method in methods:
+                    try:
+                        if method == "cemodel":
+                            row = run_cemodel(k, X_train, X_test, opts)
+                        elif method == "sklearn":
+                            row = run_sklearn(k, X_train, X_test, opts)
+                        else:
+                            row = run_gensim(k, X_train, X_test, opts, corpus, gensim_dtype)
+                    except Exception as exc:  # report the failure, still run the others
+                        row = failed(method, k, opts, exc)
+                    row.repeat = repeat
+                    runs[method].append(row)
+                    all_rows.append(row)
+            for method in methods:  # the fastest run of each (the fits themselves are seeded)
+                timed = [r for r in runs[method] if np.isfinite(r.train_seconds)]
+                rows.append(min(timed, key=lambda r: r.train_seconds) if timed
+                            else runs[method][0])
+
+    import numba
+    import sklearn
+
+    try:
+        import gensim
+
+        gensim_version = f", gensim {gensim.__version__}"
+    except ImportError:
+        gensim_version = ""
+    title = (f"LDA SVI, {args.corpus} ({X.shape[0]} docs, V={X.shape[1]}, {int(X.sum())} tokens; "
+             f"train {X_train.shape[0]} / test {X_test.shape[0]} docs), alpha={ALPHA}, eta={ETA}, "
+             f"batch {args.batch_size}, kappa={args.kappa}, tau={args.tau}, {args.epochs} epochs, "
+             f"E-step <= {MAX_LOCAL_ITER} updates / tol {LOCAL_TOL}, 1 thread"
+             + (f", fastest of {args.repeat} runs" if args.repeat > 1 else ""))
+    versions = (f"python {platform.python_version()}, numpy {np.__version__}, "
+                f"numba {numba.__version__}, scikit-learn {sklearn.__version__}{gensim_version}, "
+                f"{platform.machine()}")
+    notes = ("docs/s = training documents x epochs / seconds of the fit call without cemodel's "
+             "per-epoch full-data ELBO evaluations (the peers evaluate nothing); '+ ELBO s' is "
+             "their time, 'docs/s with ELBO' counts the whole fit_svi call. Perplexity: "
+             "cemodel.evaluation.completion_perplexity (document completion, held-out 20%, lower "
+             "is better)")
+    if args.markdown:
+        print(f"**{title}**  \n{versions}\n")
+        print(render(rows, markdown=True))
+        print()
+        print(ratios(rows, all_rows, markdown=True))
+        print(f"\n{notes}")
+    else:
+        print(title)
+        print(versions)
+        print()
+        print(render(rows, markdown=False))
+        print()
+        print(ratios(rows, all_rows, markdown=False))
+        print(notes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
