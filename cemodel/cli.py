@@ -1,4 +1,4 @@
-"""`cemodel compile | check | fit`: the command line.
+"""`cemodel compile | check | fit | graph | plot | summarize`: the command line.
 
 A user's mistake prints a located message and exits with status 2; no
 traceback, and no output file is left behind.
@@ -20,7 +20,42 @@ EPILOG = """examples:
   cemodel check stdlib_models/lda.cem
   cemodel compile stdlib_models/lda.cem -o lda_vi.py --set K=50
   cemodel fit stdlib_models/gmm.cem --data points.npz --set K=5 -o posterior.npz
+  cemodel graph stdlib_models/lda.cem -o lda.png
+  cemodel plot posterior.npz --model stdlib_models/gmm.cem --data points.npz -o fit.png
+  cemodel summarize posterior.npz --model stdlib_models/gmm.cem
 """
+
+GRAPH_EPILOG = """examples:
+  cemodel graph stdlib_models/lda.cem -o lda.png          # PNG, SVG or PDF (matplotlib)
+  cemodel graph stdlib_models/gmm.cem -o gmm.svg --no-hypers
+  cemodel graph stdlib_models/lda.cem -o lda.dot --set K=50   # Graphviz DOT text
+
+Latent variables are white circles, observed ones grey, covariates grey squares and
+hyperparameters small dots; a dashed edge is a categorical index selecting a component
+(beta[z[d, n]]). Plates are boxes labelled with their index and size (tokens n ∈ N[d]).
+"""
+
+PLOT_EPILOG = """examples:
+  cemodel fit stdlib_models/lda.cem --data corpus.npz --set K=20 -o post.npz
+  cemodel plot post.npz -o post.png --vocab vocab.txt
+  cemodel plot gmm_post.npz --model stdlib_models/gmm.cem --data points.npz -o gmm.png
+
+Panels: the ELBO trace; mixture weights (a global Dirichlet vector such as pi); top words
+of each topic (a global Dirichlet table over a vocabulary, e.g. LDA's beta); and, for 2-D
+Gaussian mixtures, component means with covariance ellipses (MVN means and Wishart
+precisions) over the points of --data. --model makes the recognition exact.
+"""
+
+SUMMARIZE_EPILOG = """examples:
+  cemodel summarize post.npz
+  cemodel summarize post.npz --model stdlib_models/lda.cem --vocab vocab.txt --top 15
+
+Prints the final ELBO and the number of iterations, each array's shape, minimum, mean and
+maximum, each variable's family (and posterior mean when small), then the top words of
+each topic, the mixture weights and the 2-D components, where the posterior has them.
+"""
+
+GRAPH_SUFFIXES = (".png", ".svg", ".pdf", ".dot")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,6 +97,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="gibbs: sweeps discarded before averaging")
     p.add_argument("--ramp", action="store_true",
                    help="svi: grow N over the first epoch as items are seen (SSVI §2.6)")
+    p.add_argument("--checkpoint", metavar="PATH", default=None,
+                   help="write the fit's state to PATH (atomically) as it goes")
+    p.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
+                   help="with --checkpoint: every N iterations (mf) or epochs")
+    p.add_argument("--resume", metavar="PATH", default=None,
+                   help="continue the fit saved in PATH (same model, data and options)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-iter", type=int, default=200, help="mf: iterations at most")
     p.add_argument("--tol", type=float, default=1e-6,
@@ -78,6 +119,32 @@ def _parser() -> argparse.ArgumentParser:
                    "stochastic methods take a step towards the batch's value each step")
     p.add_argument("-o", "--output", help="posterior .npz (default: MODEL_posterior.npz)")
     p.add_argument("--quiet", action="store_true", help="no per-iteration progress")
+
+    p = sub.add_parser("graph", help="draw the plate diagram (.png, .svg, .pdf or .dot)",
+                       epilog=GRAPH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common(p)
+    p.add_argument("-o", "--output", help="output file: .png, .svg, .pdf or .dot "
+                   "(default: MODEL_graph.png)")
+    p.add_argument("--no-hypers", dest="hypers", action="store_false",
+                   help="leave the hyperparameters out")
+
+    def posterior(p: argparse.ArgumentParser) -> None:
+        p.add_argument("posterior", help="a posterior .npz written by cemodel fit -o")
+        p.add_argument("--model", help="the .cem model that was fitted (exact families)")
+        p.add_argument("--vocab", help="a vocabulary file, one word per line, for topics")
+        p.add_argument("--top", type=int, default=10,
+                       help="words per topic and weights listed (default 10)")
+
+    p = sub.add_parser("plot", help="plot a posterior: ELBO trace, weights, topics, clusters",
+                       epilog=PLOT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    posterior(p)
+    p.add_argument("--data", help="N × 2 points (.npz, .npy or .csv) drawn under 2-D clusters")
+    p.add_argument("-o", "--output",
+                   help="output .png, .svg or .pdf (default: POSTERIOR with .png)")
+    p = sub.add_parser("summarize", help="a text report of a posterior",
+                       epilog=SUMMARIZE_EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    posterior(p)
     return parser
 
 
@@ -134,26 +201,37 @@ def cmd_fit(args) -> int:
             print(f"{unit} {iteration + 1:4d}  elbo {elbo: .6e}  {seconds:8.2f} s", flush=True)
 
     extra: dict = {"learn": args.learn} if args.learn else {}
+    if args.checkpoint:
+        extra.update(checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every)
+    if args.resume:
+        extra["resume"] = args.resume
     if args.learn and not getattr(module, "LEARNABLE", ()):
         raise CemError("--learn: this model has no hyperparameter empirical Bayes can set")
     if stages.model.data_plate is not None:
         extra["local"] = args.local
     if args.local == "gibbs":
         extra.update(gibbs_sweeps=args.gibbs_sweeps, gibbs_burn_in=args.gibbs_burn_in)
-    if args.method == "mf":
-        result = module.fit(data, dims=dims, max_iter=args.max_iter, tol=args.tol,
-                            seed=args.seed, callback=progress, **extra)
-        status = "converged" if result.converged else "stopped at --max-iter"
-        done = f"{status} after {result.iterations} iterations"
-    else:
-        fit = {"ssvi-a": module.fit_ssvi_a, "ssvi": getattr(module, "fit_ssvi", None)}.get(
-            args.method, module.fit_svi)
-        result = fit(
-            data, dims=dims, epochs=args.epochs, batch_size=args.batch_size, kappa=args.kappa,
-            tau=args.tau, step_scale=args.step_scale, seed=args.seed, callback=progress,
-            effective_batch_size=args.effective_batch_size if args.method == "svi+" else None,
-            ramp=args.ramp, **extra)
-        done = f"{args.method} ({args.local} local step): {result.iterations} epochs"
+    try:
+        if args.method == "mf":
+            result = module.fit(data, dims=dims, max_iter=args.max_iter, tol=args.tol,
+                                seed=args.seed, callback=progress, **extra)
+            status = "converged" if result.converged else "stopped at --max-iter"
+            done = f"{status} after {result.iterations} iterations"
+        else:
+            fit = {"ssvi-a": module.fit_ssvi_a, "ssvi": getattr(module, "fit_ssvi", None)}.get(
+                args.method, module.fit_svi)
+            result = fit(
+                data, dims=dims, epochs=args.epochs, batch_size=args.batch_size,
+                kappa=args.kappa, tau=args.tau, step_scale=args.step_scale, seed=args.seed,
+                callback=progress, ramp=args.ramp, **extra,
+                effective_batch_size=args.effective_batch_size if args.method == "svi+" else None)
+            done = f"{args.method} ({args.local} local step): {result.iterations} epochs"
+    except KeyboardInterrupt:
+        kept = (f"; {args.checkpoint} holds the last complete checkpoint: continue with "
+                f"--resume {args.checkpoint}" if args.checkpoint else
+                "; use --checkpoint PATH to keep a fit's progress")
+        print(f"interrupted: {out} not written{kept}", file=sys.stderr)
+        return 130
     print(f"{done}, {result.seconds:.2f} s; ELBO {result.elbo[-1]:.6e}")
     if args.learn:
         learned = ", ".join(f"{k} = {v:.6g}" for k, v in result.hypers.items()
@@ -168,9 +246,84 @@ def cmd_fit(args) -> int:
     return 0
 
 
+def _output(path: str, suffixes: tuple[str, ...], what: str) -> tuple[Path, str]:
+    """The output path and its format, refused before any work when the suffix is unknown."""
+    out = Path(path)
+    if out.suffix.lower() not in suffixes:
+        found = f"'{out.suffix}'" if out.suffix else "no extension"
+        raise CemError(f"cannot write {out}: {what} writes "
+                       f"{', '.join(suffixes[:-1])} or {suffixes[-1]}, found {found}")
+    return out, out.suffix.lower().lstrip(".")
+
+
+def cmd_graph(args) -> int:
+    from .compiler import apply_settings, parse_settings, read_source, write_atomic
+    from .graph import diagram, layout_diagram, to_dot
+    from .model import build_model
+    from .syntax import parse
+
+    if args.output:
+        out, fmt = _output(args.output, GRAPH_SUFFIXES, "cemodel graph")
+    text, filename = read_source(args.model)
+    # the diagram needs the model only (parse, build, --set), not conjugacy: a model that
+    # `check` refuses can still be drawn
+    model = apply_settings(build_model(parse(text, filename)), parse_settings(args.set))
+    if not args.output:
+        out, fmt = Path(f"{model.name}_graph.png"), "png"
+    shown = diagram(model, hypers=args.hypers)
+    if fmt == "dot":
+        write_atomic(out, to_dot(shown))
+    else:
+        from .compiler import write_atomic_bytes
+        from .plots import render_diagram
+
+        write_atomic_bytes(out, render_diagram(layout_diagram(shown), fmt))
+    print(f"wrote {out}")
+    return 0
+
+
+def _posterior(args):
+    from .plots import load_posterior, read_vocab
+
+    if args.top < 1:
+        raise CemError(f"--top takes a whole number >= 1, found {args.top}")
+    model = None
+    if args.model:
+        from .compiler import read_source
+        from .model import build_model
+        from .syntax import parse
+
+        text, filename = read_source(args.model)
+        model = build_model(parse(text, filename))
+    vocab = read_vocab(args.vocab) if args.vocab else None
+    return load_posterior(args.posterior, model), vocab
+
+
+def cmd_plot(args) -> int:
+    from .compiler import write_atomic_bytes
+    from .plots import FORMATS, load_points, plot_posterior
+
+    target = args.output or str(Path(args.posterior).with_suffix(".png"))
+    out, fmt = _output(target, tuple(f".{f}" for f in FORMATS), "cemodel plot")
+    post, vocab = _posterior(args)
+    points = load_points(args.data, post) if args.data else None
+    write_atomic_bytes(out, plot_posterior(post, fmt, vocab, args.top, points))
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_summarize(args) -> int:
+    from .plots import summarize
+
+    post, vocab = _posterior(args)
+    print(summarize(post, vocab, args.top), end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"check": cmd_check, "compile": cmd_compile, "fit": cmd_fit}[args.command]
+    handler = {"check": cmd_check, "compile": cmd_compile, "fit": cmd_fit, "graph": cmd_graph,
+               "plot": cmd_plot, "summarize": cmd_summarize}[args.command]
     try:
         return handler(args)
     except CemError as exc:

@@ -1,0 +1,631 @@
+"""Plate diagrams of a model: the ``Diagram``, its layout, and its DOT text.
+
+Pure functions of the Model IR (its dataclasses and ``model_graph``): nothing here
+draws or imports matplotlib; ``cemodel.plots.render_diagram`` draws a ``Layout``.
+
+    Model --diagram--> Diagram --layout_diagram--> Layout   (positions in inches)
+                               --to_dot----------> DOT text (one cluster per plate)
+
+The layout is layered left to right: a variable's column is its depth in the model
+graph (sources pulled next to their first child), and each plate is a block packed
+into horizontal lanes of its parent, so a plate's box holds exactly its members and
+nested plates sit inside their parents. Hyperparameters are small dots placed in free
+space beside the variable they feed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import networkx as nx
+
+from .model import (
+    GateIndex,
+    Model,
+    RBin,
+    RCall,
+    RData,
+    RExpr,
+    RHyper,
+    RNeg,
+    RRepeat,
+    RVar,
+    RVector,
+    model_graph,
+)
+
+# ---------------------------------------------------------------------------
+# The diagram: what is drawn
+# ---------------------------------------------------------------------------
+
+GREEK = (
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho "
+    "sigma tau upsilon phi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Upsilon Phi Psi "
+    "Omega"
+).split()
+
+
+@dataclass(frozen=True)
+class Node:
+    """A random variable (``latent`` or ``observed``), a covariate (``data``) or a ``hyper``."""
+
+    name: str
+    kind: str
+    family: str | None
+    plates: tuple[str, ...]  # outermost first
+    indices: tuple[str, ...]  # the enclosing plates' indices, for subscripts
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    roles: tuple[str, ...]  # the parameters of the target it appears in, or "gate"
+    selects: tuple[str, ...] = ()  # a gate: the variables it indexes (z in beta[z[d, n]])
+
+    @property
+    def gate(self) -> bool:
+        return "gate" in self.roles
+
+
+@dataclass(frozen=True)
+class Plate:
+    name: str
+    label: str  # "docs d ∈ D", "tokens n ∈ N[d]", "topics k ∈ K=20"
+    parent: str | None
+
+
+@dataclass(frozen=True)
+class Diagram:
+    name: str
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...]
+    plates: tuple[Plate, ...]  # parents before children
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)
+
+    def children(self, plate: str | None) -> tuple[Plate, ...]:
+        return tuple(p for p in self.plates if p.parent == plate)
+
+
+def _leaves(expr: RExpr) -> Iterator[tuple[str, str, bool]]:
+    """(name, "hyper" | "data", used as an index) for each hyperparameter and covariate."""
+    if isinstance(expr, RHyper):
+        yield expr.name, "hyper", False
+    elif isinstance(expr, RData):
+        yield expr.name, "data", False
+    elif isinstance(expr, RVar):
+        for index in expr.indices:
+            if isinstance(index, GateIndex) and isinstance(index.var, RData):
+                yield index.var.name, "data", True
+    for child in _subexpressions(expr):
+        yield from _leaves(child)
+
+
+def _gates(expr: RExpr) -> Iterator[tuple[str, str]]:
+    """(index, indexed) for each categorical or integer datum used as an index."""
+    if isinstance(expr, RVar):
+        for index in expr.indices:
+            if isinstance(index, GateIndex):
+                yield index.var.name, expr.name
+    for child in _subexpressions(expr):
+        yield from _gates(child)
+
+
+def _subexpressions(expr: RExpr) -> tuple[RExpr, ...]:
+    if isinstance(expr, RBin):
+        return expr.left, expr.right
+    if isinstance(expr, RNeg):
+        return (expr.operand,)
+    if isinstance(expr, RCall):
+        return expr.args
+    if isinstance(expr, RRepeat):
+        return (expr.value,)
+    if isinstance(expr, RVector):
+        return expr.items
+    return ()
+
+
+def plate_label(model: Model, name: str) -> str:
+    """``docs d ∈ D``; ragged ``tokens n ∈ N[d]``; a dimension with a size ``K=20``."""
+    plate = model.plate(name)
+    dim = model.dim(plate.dim)
+    size = plate.dim
+    if dim.ragged_over is not None:
+        outer = plate.parent
+        while outer is not None and model.plate(outer).dim != dim.ragged_over:
+            outer = model.plate(outer).parent
+        size += f"[{model.plate(outer).index if outer else dim.ragged_over}]"
+    elif dim.default is not None:
+        size += f"={dim.default}"
+    return f"{plate.name} {plate.index} ∈ {size}"
+
+
+def diagram(model: Model, hypers: bool = True) -> Diagram:
+    """The nodes, edges and plates of ``model``'s plate diagram (hyperparameters optional)."""
+    graph = model_graph(model)
+    index_of = {p.name: p.index for p in model.plates}
+    roles: dict[tuple[str, str], set[str]] = {}
+    order: list[tuple[str, str]] = []
+
+    def add(source: str, target: str, role: str) -> None:
+        if (source, target) not in roles:
+            roles[(source, target)] = set()
+            order.append((source, target))
+        roles[(source, target)].add(role)
+
+    used: dict[str, str] = {}  # hyperparameters and covariates, in order of first use
+    selects: dict[tuple[str, str], set[str]] = {}
+    for var in model.variables:
+        for param, arg in zip(model.family(var).params, var.args, strict=True):
+            for gate, indexed in _gates(arg):
+                selects.setdefault((gate, var.name), set()).add(indexed)
+            for name, kind, gate in _leaves(arg):
+                if kind == "hyper" and not hypers:
+                    continue
+                used.setdefault(name, kind)
+                add(name, var.name, "gate" if gate else param.name)
+    for source, target, attrs in graph.edges(data=True):
+        for role in attrs["roles"]:
+            add(source, target, role)
+
+    nodes: list[Node] = []
+    for name, kind in used.items():
+        if kind == "hyper":
+            nodes.append(Node(name, "hyper", None, (), ()))
+    for datum in model.data:
+        if datum.name in used:
+            nodes.append(Node(datum.name, "data", None, datum.plates,
+                              tuple(index_of[p] for p in datum.plates)))
+    for var in model.variables:
+        nodes.append(Node(var.name, "observed" if var.observed else "latent",
+                          model.family(var).name, var.plates,
+                          tuple(index_of[p] for p in var.plates)))
+    rank = {node.name: i for i, node in enumerate(nodes)}
+    edges = tuple(Edge(s, t, tuple(sorted(roles[(s, t)])),
+                       tuple(sorted(selects.get((s, t), ()))))
+                  for s, t in sorted(order, key=lambda e: (rank[e[1]], rank[e[0]])))
+    plates = tuple(Plate(p.name, plate_label(model, p.name), p.parent) for p in model.plates)
+    return Diagram(model.name, tuple(nodes), edges, plates)
+
+
+# ---------------------------------------------------------------------------
+# DOT
+# ---------------------------------------------------------------------------
+
+_DOT_KEYWORDS = {"node", "edge", "graph", "digraph", "subgraph", "strict"}
+
+
+def _dot_id(name: str) -> str:
+    if name.lower() in _DOT_KEYWORDS or not name.replace("_", "a").isalnum() or name[0].isdigit():
+        return _dot_str(name)
+    return name
+
+
+def _dot_str(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _dot_node(node: Node) -> str:
+    label = node.name + (f"[{', '.join(node.indices)}]" if node.indices else "")
+    if node.kind == "hyper":
+        attrs = f"shape=point, width=0.08, xlabel={_dot_str(node.name)}"
+    elif node.kind == "data":
+        attrs = f"shape=box, style=filled, fillcolor=gray85, label={_dot_str(label)}"
+    elif node.kind == "observed":
+        attrs = (f"shape=circle, style=filled, fillcolor=gray80, label={_dot_str(label)}, "
+                 f"tooltip={_dot_str(node.family or '')}")
+    else:
+        attrs = f"shape=circle, label={_dot_str(label)}, tooltip={_dot_str(node.family or '')}"
+    return f"{_dot_id(node.name)} [{attrs}];"
+
+
+def to_dot(d: Diagram) -> str:
+    """DOT text: one ``subgraph cluster_<plate>`` per plate, nested as the plates are."""
+    lines = [
+        f"// plate diagram of model {d.name}, written by cemodel graph",
+        f"digraph {_dot_id(d.name)} {{",
+        "  rankdir=LR;",
+        '  node [fontname="Helvetica"];',
+        '  edge [arrowsize=0.7];',
+    ]
+
+    def members(plate: str | None, indent: str) -> None:
+        for node in d.nodes:
+            if (node.plates[-1] if node.plates else None) == plate:
+                lines.append(indent + _dot_node(node))
+        for child in d.children(plate):
+            lines.append(f"{indent}subgraph {_dot_id('cluster_' + child.name)} {{")
+            lines.append(f"{indent}  label={_dot_str(child.label)};")
+            lines.append(f"{indent}  labeljust=r; labelloc=b; style=rounded;")
+            members(child.name, indent + "  ")
+            lines.append(f"{indent}}}")
+
+    members(None, "  ")
+    for edge in d.edges:
+        style = " [style=dashed]" if edge.gate else ""
+        lines.append(f"  {_dot_id(edge.source)} -> {_dot_id(edge.target)}{style};"
+                     f"  // {', '.join(edge.roles)}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# Layout (inches; x to the right, y downwards)
+# ---------------------------------------------------------------------------
+
+RANK_GAP = 1.45  # between the centres of consecutive columns
+RADIUS = 0.3  # of a variable's circle
+CAPTION = 0.2  # the family's name under a variable
+DOT = 0.045  # a hyperparameter's dot
+PAD = 0.14  # between a plate's box and what it holds, per nesting level
+LABEL_ROW = 0.24  # the plate's label, at the bottom of its box
+LANE_GAP = 0.22  # between lanes inside a plate
+ITEM_GAP = 0.16  # between neighbours in one lane
+PLATE_FONT = 8.0  # points
+HYPER_FONT = 8.0
+FAMILY_FONT = 6.5
+NODE_FONT = 11.0
+
+
+def text_width(text: str, points: float) -> float:
+    """A generous estimate of the width in inches of ``text`` at ``points``."""
+    return len(text) * 0.6 * points / 72
+
+
+@dataclass(frozen=True)
+class Box:
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+    def overlaps(self, other: Box, margin: float = 0.0) -> bool:
+        return (self.x0 < other.x1 + margin and other.x0 < self.x1 + margin
+                and self.y0 < other.y1 + margin and other.y0 < self.y1 + margin)
+
+    def union(self, other: Box) -> Box:
+        return Box(min(self.x0, other.x0), min(self.y0, other.y0),
+                   max(self.x1, other.x1), max(self.y1, other.y1))
+
+
+@dataclass(frozen=True)
+class PlacedNode:
+    """A node's position; a hyperparameter is placed once per variable it feeds (``target``),
+    beside it, so shared constants never need long edges."""
+
+    node: Node
+    x: float
+    y: float
+    radius: float
+    target: str | None = None
+
+    @property
+    def box(self) -> Box:
+        """What the node covers, with its caption (a family, or a hyperparameter's label)."""
+        if self.node.kind == "hyper":
+            width = text_width(hyper_text(self.node.name), HYPER_FONT)
+            return Box(self.x - DOT - 0.06 - width, self.y - 0.09, self.x + DOT, self.y + 0.09)
+        half = _half_width(self.node)
+        return Box(self.x - half, self.y - self.radius, self.x + half,
+                   self.y + self.radius + CAPTION)
+
+
+@dataclass(frozen=True)
+class PlacedPlate:
+    plate: Plate
+    box: Box
+    depth: int
+
+
+@dataclass(frozen=True)
+class Route:
+    """An edge drawn as an arc: ``bend`` is matplotlib's ``arc3`` rad (0: straight)."""
+
+    edge: Edge
+    bend: float
+
+
+@dataclass(frozen=True)
+class Layout:
+    diagram: Diagram
+    nodes: tuple[PlacedNode, ...]
+    plates: tuple[PlacedPlate, ...]  # outer plates first
+    routes: tuple[Route, ...]
+    bounds: Box
+
+    def at(self, name: str, target: str | None = None) -> PlacedNode:
+        """Where ``name`` is drawn (for a hyperparameter: its copy beside ``target``)."""
+        for placed in self.nodes:
+            if placed.node.name == name and placed.target in (None, target):
+                return placed
+        raise KeyError(name)
+
+    def ends(self, edge: Edge) -> tuple[PlacedNode, PlacedNode]:
+        return self.at(edge.source, edge.target), self.at(edge.target)
+
+
+def caption(node: Node) -> str:
+    """The text under a node: its family (MultivariateNormal as its alias MVN), or "data"."""
+    if node.kind == "data":
+        return "data"
+    return {"MultivariateNormal": "MVN"}.get(node.family or "", node.family or "")
+
+
+def _half_width(node: Node) -> float:
+    return max(RADIUS, text_width(caption(node), FAMILY_FONT) / 2)
+
+
+def label_points(node: Node) -> float:
+    """The font size that fits the node's name and indices inside its circle."""
+    base, _, suffix = node.name.partition("_")
+    if greek_letter(base):
+        chars = 1.0 + 0.7 * len(",".join(filter(None, (suffix, *node.indices))))
+    else:
+        chars = len(node.name) + 0.7 * len(",".join(node.indices))
+    width = chars * 0.62 * NODE_FONT / 72
+    return max(6.0, min(NODE_FONT, NODE_FONT * 1.55 * RADIUS / width))
+
+
+def hyper_text(name: str) -> str:
+    return greek_letter(name) or name
+
+
+def greek_letter(name: str) -> str | None:
+    """``alpha`` -> ``α``, ``Lambda`` -> ``Λ``; None for other names."""
+    if name not in GREEK:
+        return None
+    lower = "αβγδεζηθικλμνξοπρστυφχψω"
+    upper = {"Gamma": "Γ", "Delta": "Δ", "Theta": "Θ", "Lambda": "Λ", "Xi": "Ξ", "Pi": "Π",
+             "Sigma": "Σ", "Upsilon": "Υ", "Phi": "Φ", "Psi": "Ψ", "Omega": "Ω"}
+    return upper.get(name) or lower[GREEK.index(name)]
+
+
+def _ranks(d: Diagram) -> dict[str, int]:
+    """Column of each variable and covariate: its longest path from a source, with sources
+    moved next to their nearest child."""
+    graph = nx.DiGraph()
+    names = [n.name for n in d.nodes if n.kind != "hyper"]
+    graph.add_nodes_from(names)
+    graph.add_edges_from((e.source, e.target) for e in d.edges
+                         if e.source in graph and e.target in graph)
+    rank: dict[str, int] = {}
+    for name in nx.lexicographical_topological_sort(graph, key=names.index):
+        rank[name] = max((rank[p] + 1 for p in graph.predecessors(name)), default=0)
+    for name in names:
+        children = list(graph.successors(name))
+        if not list(graph.predecessors(name)) and children:
+            rank[name] = max(rank[name], min(rank[c] for c in children) - 1)
+    return rank
+
+
+@dataclass
+class _Item:
+    """A node or a plate block while packing; offsets are from the item's own top."""
+
+    key: str  # a node's or a plate's name ("" for the whole diagram)
+    is_plate: bool
+    x0: float
+    x1: float
+    height: float
+    anchor: float  # offset of the line its first lane's items are centred on
+    lines: dict[str, float]  # each member node (at any depth) -> offset of its centre
+    observed: bool
+    lanes: list[list[_Item]] | None = None
+    offsets: dict[str, float] | None = None  # child key -> offset of the child's top
+
+
+def _stack(lanes: list[list[_Item]], top: float) -> tuple[dict[str, float], float]:
+    """Lanes one under another; in a lane the items share the line their anchors sit on.
+    The offset of each item's top, and the bottom of the last lane."""
+    offsets: dict[str, float] = {}
+    for lane in lanes:
+        anchor = max(it.anchor for it in lane)
+        for it in lane:
+            offsets[it.key] = top + anchor - it.anchor
+        top += max(anchor - it.anchor + it.height for it in lane) + LANE_GAP
+    return offsets, top - LANE_GAP
+
+
+class _Packer:
+    def __init__(self, d: Diagram, rank: dict[str, int]) -> None:
+        self.d = d
+        self.rank = rank
+        self.order = {n.name: i for i, n in enumerate(d.nodes)}
+        self.neighbours: dict[str, set[str]] = {n.name: set() for n in d.nodes}
+
+        def link(a: str, b: str) -> None:
+            self.neighbours[a].add(b)
+            self.neighbours[b].add(a)
+
+        for e in d.edges:
+            link(e.source, e.target)
+            for selected in e.selects:  # u[user[n]]: keep u near user
+                link(e.source, selected)
+
+    def node_item(self, node: Node) -> _Item:
+        x, half = self.rank[node.name] * RANK_GAP, _half_width(node)
+        return _Item(node.name, False, x - half, x + half, 2 * RADIUS + CAPTION, RADIUS,
+                     {node.name: RADIUS}, node.kind in ("observed", "data"))
+
+    def block(self, plate: str | None) -> _Item:
+        items = [self.node_item(n) for n in self.d.nodes
+                 if n.kind != "hyper" and (n.plates[-1] if n.plates else None) == plate]
+        items += [self.block(p.name) for p in self.d.children(plate)]
+        items.sort(key=lambda it: (not it.observed, -len(it.lines), not it.is_plate,
+                                   min(self.order[m] for m in it.lines)))
+        lanes: list[list[_Item]] = []
+        above = 0  # lanes opened above the first
+        for item in items:
+            index = self.choose_lane(item, lanes, above)
+            if index < 0:
+                lanes.insert(0, [])
+                index, above = 0, above + 1
+            elif index == len(lanes):
+                lanes.append([])
+            lanes[index].append(item)
+        offsets, bottom = _stack(lanes, PAD if plate is not None else 0.0)
+        x0 = min(it.x0 for it in items)
+        x1 = max(it.x1 for it in items)
+        lines = {m: offsets[it.key] + y for it in items for m, y in it.lines.items()}
+        anchor = offsets[lanes[0][0].key] + lanes[0][0].anchor
+        observed = any(it.observed for it in items)
+        if plate is None:
+            return _Item("", True, x0, x1, bottom, anchor, lines, observed, lanes, offsets)
+        label = next(p.label for p in self.d.plates if p.name == plate)
+        x0, x1 = x0 - PAD, x1 + PAD
+        width = text_width(label, PLATE_FONT) + 0.16
+        if x1 - x0 < width:  # widen around the middle to fit the label
+            middle = (x0 + x1) / 2
+            x0, x1 = middle - width / 2, middle + width / 2
+        return _Item(plate, True, x0, x1, bottom + LABEL_ROW, anchor, lines, observed, lanes,
+                     offsets)
+
+    def choose_lane(self, item: _Item, lanes: list[list[_Item]], above: int) -> int:
+        """The lane that keeps the item's edges shortest: an existing lane it fits in, or a
+        new one at the bottom (len(lanes)) or the top (-1); on a tie, the side with fewer
+        lanes."""
+        def fits(lane: list[_Item]) -> bool:
+            return all(item.x1 + ITEM_GAP <= it.x0 or it.x1 + ITEM_GAP <= item.x0 for it in lane)
+
+        def cost(index: int) -> float:
+            trial = [list(lane) for lane in lanes]
+            if index < 0:
+                trial.insert(0, [item])
+            elif index == len(trial):
+                trial.append([item])
+            else:
+                trial[index].append(item)
+            offsets, _ = _stack(trial, 0.0)
+            y = {m: offsets[it.key] + dy for lane in trial for it in lane
+                 for m, dy in it.lines.items()}
+            total = 0.0
+            for m in item.lines:
+                for other in sorted(self.neighbours[m]):
+                    if other in y and other not in item.lines:
+                        distance = abs(y[m] - y[other])
+                        total += distance
+                        if distance < RADIUS and abs(self.rank[m] - self.rank[other]) > 1:
+                            total += 1.5  # a long edge along a line runs through its middle
+            return total
+
+        def side(index: int) -> int:  # 0: an existing lane; else how crowded that side is
+            if 0 <= index < len(lanes):
+                return 0
+            return 1 + (above if index < 0 else len(lanes) - 1 - above)
+
+        candidates = [i for i, lane in enumerate(lanes) if fits(lane)]
+        candidates += [len(lanes), -1] if lanes else [0]
+        costs = {i: round(cost(i), 6) for i in candidates}
+        return min(candidates, key=lambda i: (costs[i], side(i), i < 0, i))
+
+
+def layout_diagram(d: Diagram) -> Layout:
+    """Positions of every node and plate box, and a route for every edge."""
+    packer = _Packer(d, _ranks(d))
+    root = packer.block(None)
+    placed: dict[str, PlacedNode] = {}
+    plates: list[PlacedPlate] = []
+
+    def place(item: _Item, top: float, depth: int) -> None:
+        if not item.is_plate:
+            node = d.node(item.key)
+            placed[item.key] = PlacedNode(node, (item.x0 + item.x1) / 2, top + RADIUS, RADIUS)
+            return
+        if item.key:
+            plate = next(p for p in d.plates if p.name == item.key)
+            plates.append(PlacedPlate(plate, Box(item.x0, top, item.x1, top + item.height),
+                                      depth))
+        assert item.lanes is not None and item.offsets is not None
+        for lane in item.lanes:
+            for child in lane:
+                place(child, top + item.offsets[child.key], depth + (1 if item.key else 0))
+
+    place(root, 0.0, 0)
+    obstacles = list(placed.values())
+    routes = {e: _route(e, placed[e.source], placed[e.target], obstacles, plates)
+              for e in d.edges if e.source in placed}
+    curves = [point for r in routes.values()
+              for point in _curve(placed[r.edge.source], placed[r.edge.target], r.bend)]
+    hypers: list[PlacedNode] = []
+    for name in placed:  # each variable's hyperparameters, in the order it uses them
+        group = [d.node(e.source) for e in d.edges
+                 if e.target == name and d.node(e.source).kind == "hyper"]
+        if group:
+            taken = [p.box for p in [*placed.values(), *hypers]] + [pp.box for pp in plates]
+            hypers += _place_hypers(group, placed[name], taken, curves)
+    nodes = tuple(placed[n.name] for n in d.nodes if n.kind != "hyper") + tuple(hypers)
+    for e in d.edges:
+        if e not in routes:
+            routes[e] = _route(e, _end(nodes, e.source, e.target), placed[e.target],
+                               obstacles, plates)
+    bounds = nodes[0].box
+    for p in nodes:
+        bounds = bounds.union(p.box)
+    for pp in plates:
+        bounds = bounds.union(pp.box)
+    return Layout(d, nodes, tuple(plates), tuple(routes[e] for e in d.edges), bounds)
+
+
+def _end(nodes: tuple[PlacedNode, ...], name: str, target: str | None) -> PlacedNode:
+    return next(p for p in nodes if p.node.name == name and p.target in (None, target))
+
+
+def _curve(a: PlacedNode, b: PlacedNode, bend: float, samples: int = 40
+           ) -> list[tuple[float, float]]:
+    """Points along an edge drawn as matplotlib's ``arc3`` (a quadratic Bézier)."""
+    dx, dy = b.x - a.x, b.y - a.y
+    cx, cy = (a.x + b.x) / 2 + bend * dy, (a.y + b.y) / 2 - bend * dx
+    return [((1 - t) ** 2 * a.x + 2 * (1 - t) * t * cx + t * t * b.x,
+             (1 - t) ** 2 * a.y + 2 * (1 - t) * t * cy + t * t * b.y)
+            for t in (i / samples for i in range(1, samples))]
+
+
+def _place_hypers(group: list[Node], target: PlacedNode, taken: list[Box],
+                  curves: list[tuple[float, float]]) -> list[PlacedNode]:
+    """The hyperparameters of one variable as a column of dots, in the order of its
+    arguments, in the free spot left of it nearest its line, clear of other edges."""
+    def free(p: PlacedNode) -> bool:
+        box = p.box
+        return (not any(box.overlaps(other, 0.04) for other in taken)
+                and not any(box.x0 - 0.05 < x < box.x1 + 0.05 and box.y0 - 0.05 < y < box.y1
+                            + 0.05 for x, y in curves))
+
+    step = 0.26
+    for dx in (0.6, 0.8, 1.0, 1.3, 1.6, 2.0):
+        for shift in range(12):
+            dy = (shift + 1) // 2 * step * (1 if shift % 2 == 0 else -1)
+            column = [PlacedNode(node, target.x - dx * RANK_GAP,
+                                 target.y + dy + (i - (len(group) - 1) / 2) * step, DOT,
+                                 target.node.name)
+                      for i, node in enumerate(group)]
+            if all(free(p) for p in column):
+                return column
+    return [PlacedNode(node, target.x - 2.4 * RANK_GAP, target.y + i * step, DOT,
+                       target.node.name) for i, node in enumerate(group)]
+
+
+def _route(edge: Edge, a: PlacedNode, b: PlacedNode, obstacles: list[PlacedNode],
+           plates: list[PlacedPlate]) -> Route:
+    """Straight when that passes no other node and no plate holding neither end; otherwise
+    the least bent arc that passes fewest of them."""
+    others = [p for p in obstacles if p.node.name not in (edge.source, edge.target)]
+    foreign = [pp.box for pp in plates
+               if pp.plate.name not in a.node.plates + b.node.plates]
+
+    def hits(bend: float) -> tuple[int, int]:
+        curve = _curve(a, b, bend)
+        nodes = sum(any(math.hypot(x - p.x, y - p.y) < p.radius + 0.06 for x, y in curve)
+                    for p in others)
+        boxes = sum(any(box.x0 < x < box.x1 and box.y0 < y < box.y1 for x, y in curve)
+                    for box in foreign)
+        return nodes, boxes
+
+    bends = (0.0, 0.2, -0.2, 0.35, -0.35, 0.5, -0.5)
+    return Route(edge, min(bends, key=lambda bend: (hits(bend), bends.index(bend))))

@@ -1,0 +1,166 @@
+"""Checkpoints: a fit interrupted and resumed ends identical to an uninterrupted one, and a
+SIGKILL while a checkpoint is written leaves the previous one loadable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cemodel.errors import CemDataError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _corpus(seed=0, K=3, V=25, D=60, n=40):
+    rng = np.random.default_rng(seed)
+    beta = rng.dirichlet(np.full(V, 0.2), K)
+    X = np.zeros((D, V), dtype=np.int64)
+    for d in range(D):
+        z = rng.choice(K, n, p=rng.dirichlet(np.full(K, 0.3)))
+        for k in z:
+            X[d, rng.choice(V, p=beta[k])] += 1
+    return X
+
+
+def _same(a, b):
+    np.testing.assert_array_equal(a.elbo, b.elbo)
+    for key in a.posterior:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    assert a.hypers == b.hypers
+
+
+def test_mf_resumed_fit_is_identical(compiled, tmp_path):
+    lda = compiled("lda", K=3)
+    data = {"w": _corpus()}
+    whole = lda.fit(data, max_iter=12, tol=0.0, learn=("alpha",))
+    path = tmp_path / "fit.ckpt"
+    lda.fit(data, max_iter=5, tol=0.0, learn=("alpha",), checkpoint=path)  # stops at k = 5
+    resumed = lda.fit(data, max_iter=12, tol=0.0, learn=("alpha",), resume=path)
+    _same(whole, resumed)
+
+
+@pytest.mark.parametrize("method, options", [
+    ("fit_svi", {}),
+    ("fit_svi", {"effective_batch_size": 5}),
+    ("fit_ssvi", {"local": "gibbs"}),
+    ("fit_ssvi_a", {"local": "cvb0"}),
+])
+def test_stochastic_resumed_fit_is_identical(compiled, tmp_path, method, options):
+    lda = compiled("lda", K=3)
+    data = {"w": _corpus(1)}
+    run = getattr(lda, method)
+    common = {"batch_size": 16, "seed": 3, **options}
+    whole = run(data, epochs=5, **common)
+    path = tmp_path / "svi.ckpt"
+    run(data, epochs=2, checkpoint=path, **common)
+    resumed = run(data, epochs=5, resume=path, **common)
+    _same(whole, resumed)
+
+
+def test_a_checkpoint_of_other_data_or_another_method_is_refused(compiled, tmp_path):
+    lda = compiled("lda", K=3)
+    path = tmp_path / "fit.ckpt"
+    lda.fit({"w": _corpus()}, max_iter=2, checkpoint=path)
+    with pytest.raises(CemDataError, match="data differ"):
+        lda.fit({"w": _corpus(5)}, max_iter=3, resume=path)
+    with pytest.raises(CemDataError, match="checkpoint of fit, not fit_svi"):
+        lda.fit_svi({"w": _corpus()}, epochs=3, resume=path)
+    with pytest.raises(CemDataError, match="other sizes"):
+        compiled("lda", K=4).fit({"w": _corpus()}, max_iter=3, resume=path)
+    with pytest.raises(CemDataError, match="another model"):
+        compiled("mixture_of_multinomials", K=3).fit({"w": _corpus()}, max_iter=3,
+                                                     resume=path)
+    (tmp_path / "junk.ckpt").write_bytes(b"not a checkpoint")
+    with pytest.raises(CemDataError, match="cannot read"):
+        lda.fit({"w": _corpus()}, max_iter=3, resume=tmp_path / "junk.ckpt")
+
+
+WRITER = """
+import sys, numpy as np
+from cemodel import runtime as rt
+bound = rt.BoundData(arrays={"x": np.arange(3.0)}, dims={}, n_items={})
+s = rt.State(bound=bound, big=np.zeros(2_000_000))
+i = 0
+while True:
+    s.big[...] = i
+    rt.save_checkpoint(sys.argv[1], s, "sha", "fit", iteration=i)
+    i += 1
+    print(i, flush=True)
+"""
+
+
+def test_sigkill_while_writing_leaves_the_previous_checkpoint_loadable(tmp_path):
+    from cemodel import runtime as rt
+
+    path = tmp_path / "loop.ckpt"
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    for delay in (0.3, 0.55, 0.8):
+        proc = subprocess.Popen([sys.executable, str(script), str(path)],
+                                stdout=subprocess.PIPE, env={**os.environ})
+        assert proc.stdout is not None
+        proc.stdout.readline()  # at least one checkpoint is complete
+        time.sleep(delay)  # then kill it mid-write (16 MB files: most of the time is writing)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        s = rt.State(bound=rt.BoundData(arrays={"x": np.arange(3.0)}, dims={}, n_items={}),
+                     big=np.empty(2_000_000))
+        progress = rt.load_checkpoint(path, s, "sha", "fit")
+        assert np.all(s.big == progress["iteration"])  # one whole checkpoint, not a mix
+
+
+def test_cli_checkpoint_and_resume(tmp_path, capsys):
+    import scipy.sparse as sp
+
+    from cemodel.cli import main
+
+    data = tmp_path / "w.npz"
+    sp.save_npz(data, sp.csr_matrix(_corpus()))
+    ckpt = tmp_path / "lda.ckpt"
+    base = ["fit", "stdlib_models/lda.cem", "--data", str(data), "--set", "K=3", "--quiet",
+            "--tol", "0"]
+    assert main([*base, "--max-iter", "3", "--checkpoint", str(ckpt),
+                 "-o", str(tmp_path / "a.npz")]) == 0
+    assert main([*base, "--max-iter", "6", "--resume", str(ckpt),
+                 "-o", str(tmp_path / "b.npz")]) == 0
+    assert main([*base, "--max-iter", "6", "-o", str(tmp_path / "c.npz")]) == 0
+    resumed, whole = np.load(tmp_path / "b.npz"), np.load(tmp_path / "c.npz")
+    np.testing.assert_array_equal(resumed["elbo"], whole["elbo"])
+    np.testing.assert_array_equal(resumed["beta.alpha"], whole["beta.alpha"])
+    capsys.readouterr()
+    assert main([*base, "--max-iter", "6", "--resume", str(tmp_path / "missing.ckpt"),
+                 "-o", str(tmp_path / "d.npz")]) == 2
+    assert "cannot read the checkpoint" in capsys.readouterr().err
+    assert not (tmp_path / "d.npz").exists()
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_the_last_checkpoint(tmp_path):
+    import scipy.sparse as sp
+
+    data = tmp_path / "w.npz"
+    sp.save_npz(data, sp.csr_matrix(_corpus(2, D=200)))
+    ckpt, out = tmp_path / "lda.ckpt", tmp_path / "post.npz"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cemodel.cli", "fit", "stdlib_models/lda.cem", "--data",
+         str(data), "--set", "K=3", "--tol", "0", "--max-iter", "100000", "--checkpoint",
+         str(ckpt), "-o", str(out)], cwd=REPO, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not ckpt.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and f"--resume {ckpt}" in err and "Traceback" not in err
+    assert not out.exists()
+    with np.load(ckpt) as archive:  # a whole, loadable checkpoint
+        assert "meta" in archive.files and "state.lam_beta_log" in archive.files
