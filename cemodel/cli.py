@@ -97,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="gibbs: sweeps discarded before averaging")
     p.add_argument("--ramp", action="store_true",
                    help="svi: grow N over the first epoch as items are seen (SSVI §2.6)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="threads for the local step (default: all, NUMBA_NUM_THREADS)")
     p.add_argument("--checkpoint", metavar="PATH", default=None,
                    help="write the fit's state to PATH (atomically) as it goes")
     p.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
@@ -188,6 +190,14 @@ def cmd_fit(args) -> int:
                        f"{why.removeprefix('no: ')}")
     if args.method == "svi+" and args.effective_batch_size is None:
         raise CemError("--method svi+ needs --effective-batch-size M (M < --batch-size)")
+    if args.threads is not None:
+        import numba
+
+        most = numba.config.NUMBA_NUM_THREADS
+        if not 1 <= args.threads <= most:
+            raise CemError(f"--threads: expected 1 to {most} (NUMBA_NUM_THREADS), "
+                           f"found {args.threads}")
+        numba.set_num_threads(args.threads)
     module = compile_stages(stages, "mf")
     data = load_data(args.data, module.SPEC)
     # a dimension given with --set is the user's: a conflict with the data names --set

@@ -700,7 +700,7 @@ class MeanFieldEmitter:
         per_item.append(Block("if seeding", tuple(init_random),
                               comment="k-means++ seed items: seed c is all category c"))
         per_item.append(Block("else", tuple(init_sweeps)))
-        per_item += self._accumulate_nodes(args)
+        per_item += self._accumulate_nodes(args, suffix="_t")
         # ELBO terms that involve only locals and data
         per_item.append(Comment("ELBO: local terms and local entropies"))
         for fi, factor in enumerate(self.analysis.factors):
@@ -726,22 +726,67 @@ class MeanFieldEmitter:
             for a in getattr(self, "_guard_arrays", []):
                 buffers.append(Line(f"keep_{a} = np.empty_like({a}[0])",
                                     "the item's previous state, for the restart guard"))
+        # threads: each runs a contiguous share of the items with its own scratch arrays and
+        # accumulators; the shares' statistics are summed in thread order afterwards
+        private = self.thread_private()
+        accs = [a.name for a in self.plan.accumulators]
+        threaded = private + accs
+        count = f"{threaded[0]}_threads.shape[0]" if threaded else "1"
+        bind = [Line(f"{name} = {name}_threads[thread]") for name in private]
+        vector_accs = [a.name for a in self.plan.accumulators if a.key]
+        bind += [Line(f"{a}_t = {a}_threads[thread]") for a in vector_accs]
+        bind += [Line(f"{a}_t[...] = 0.0") for a in vector_accs]
+        bind += [Line(f"{a.name}_threads[thread] = 0.0") for a in self.plan.accumulators
+                 if not a.key]
         body: list[Node] = [
-            *buffers,
-            Line("elbo = 0.0"),
-            Block("for position in range(items.shape[0])",
-                  (Line(f"{item} = items[position]"), *per_item)),
-            Line("return elbo"),
+            Line(f"n_threads = {count}"),
+            Line("elbo_threads = np.zeros(n_threads)"),
+            Block("for thread in prange(n_threads)", (
+                *bind,
+                *buffers,
+                Line("elbo = 0.0"),
+                Block("for position in range(thread * items.shape[0] // n_threads, "
+                      "(thread + 1) * items.shape[0] // n_threads)",
+                      (Line(f"{item} = items[position]"), *per_item)),
+                Line("elbo_threads[thread] = elbo"),
+            )),
+            *[Block("for thread in range(n_threads)", (Line(f"{a} += {a}_threads[thread]"),))
+              for a in accs],
+            Line("return elbo_threads.sum()"),
         ]
+        local_names = set(private) | {f"{a}_t" for a in accs}
+        params = [a for a in args.names if a not in local_names]
+        params += [f"{name}_threads" for name in private + accs] + accs
         doc = ("Local step: each item's local factors to convergence, then the sufficient "
                "statistics.\n\n"
+               "The items are shared among the threads (numba prange), each with its own "
+               "scratch arrays\nand accumulators (<name>_threads[thread]); their statistics "
+               "are summed in thread order.\n"
                "Returns the ELBO terms that involve only local variables and data.")
-        fn = Function("local_step", tuple(args.names), tuple(body), doc, KERNEL)
-        self.kernel_args[fn.name] = tuple(args.names)
+        fn = Function("local_step", tuple(dict.fromkeys(params)), tuple(body), doc,
+                      KERNEL.replace("nogil=True", "nogil=True, parallel=True"))
+        self.kernel_args[fn.name] = fn.args
         return fn
 
-    def _accumulate_nodes(self, args: ArgRecorder) -> list[Node]:
-        """The item's sufficient statistics into the accumulators, weighted by item_weight."""
+    def thread_private(self) -> list[str]:
+        """Arrays the local step writes for the current item only (its scratch rows and
+        buffers): one copy per thread."""
+        names: list[str] = []
+        for name in self.plan.locals:
+            if name in self.layout.scratch:
+                names += [self.layout.lam(name, st) for st, _ in self.stats(name)]
+                names += [self.layout.E(name, st) for st, _ in self.stats(name)]
+                if name in self.product_form:
+                    names += [f"H_{name}", f"logZ_{name}"]
+        for name in self.implicit:
+            names += [f"A_{name}", f"S_{name}"]
+            if self.gathered_plan(name) is not None:
+                names += [f"B_{name}", f"s_{name}"]
+        return names
+
+    def _accumulate_nodes(self, args: ArgRecorder, suffix: str = "") -> list[Node]:
+        """The item's sufficient statistics into the accumulators (``<acc><suffix>``), weighted
+        by item_weight."""
         data_plate = self.model.data_plate
         item = plate_var(data_plate)
         nodes: list[Node] = []
@@ -754,9 +799,16 @@ class MeanFieldEmitter:
                 self.layout, args,
                 Contraction(1.0, acc.local, factor.plates, dict(factor.index_dims),
                             extra=(f"{args.use('item_weight')}[{item}]",)),
-                args.use(acc.name), acc.key, {data_plate: item}, {},
+                self._acc_target(acc, suffix, args), acc.key, {data_plate: item}, {},
             )
         return nodes
+
+    def _acc_target(self, acc, suffix: str, args: ArgRecorder) -> str:
+        """Where the local step adds an accumulator's terms: the thread's own copy (a scalar
+        one through its thread array, so the addition lands in the array)."""
+        if suffix and not acc.key:
+            return f"{args.use(acc.name + '_threads')}[thread]"
+        return args.use(acc.name + suffix)
 
     def _entropy_nodes(self, names, target: str, args: ArgRecorder) -> list[Node]:
         """``target += H[q(name)]`` for every row of the current item (ragged rows weighted)."""
@@ -1087,8 +1139,8 @@ class MeanFieldEmitter:
     def _state_names(self) -> list[str]:
         """Every name a driver passes to a kernel: held by the state ``_prepare`` returns."""
         names: list[str] = []
-        called = ["local_step", "refresh_globals", "elbo_global",
-                  *[f"update_{n}" for n in self.plan.globals]]
+        called = ["local_step", "local_step_gibbs", "local_step_cvb0", "refresh_globals",
+                  "elbo_global", *[f"update_{n}" for n in self.plan.globals]]
         for kernel in called:
             for a in self.kernel_args.get(kernel, ()):
                 if a not in names and a not in _DRIVER_ARGS:
@@ -1163,6 +1215,10 @@ class MeanFieldEmitter:
                     else dim_name(factor.dim_of(k)) for k in acc.key]
             body.append(Line(f"{acc.name} = np.zeros({_tuple(dims)})"))
         if self.model.data_plate is not None:
+            body.append(Line("n_threads = rt.thread_count()",
+                             "the local step's threads (NUMBA_NUM_THREADS, --threads)"))
+            for name in self.thread_private() + [a.name for a in self.plan.accumulators]:
+                body.append(Line(f"{name}_threads = np.zeros((n_threads,) + {name}.shape)"))
             item_dim = dim_name(self.model.plate(self.model.data_plate).dim)
             body.append(Line(f"all_items = np.arange({item_dim})",
                              "the local step runs over these"))
@@ -1478,7 +1534,7 @@ class MeanFieldEmitter:
                 *self._blend_lines(lams),
                 *([self._driver_call("refresh_globals", {})] if globals_ else []),
             )),
-            Block("except np.linalg.LinAlgError", (
+            Block("except (np.linalg.LinAlgError, rt.CemDataError)", (
                 Line("raise rt.invalid_step(step, effective_batch_size) from None"),)),
             *([Block("if learn", (Line("_learn(s, learn, rho, batch)"),),
                      comment="empirical Bayes: a step rho towards the batch's maximiser")]
@@ -1784,7 +1840,7 @@ class MeanFieldEmitter:
             *self.kernels,
             *drivers,
         ]
-        imports = ("import time", "", "import numpy as np", "from numba import njit", "",
+        imports = ("import time", "", "import numpy as np", "from numba import njit, prange", "",
                    "from cemodel import runtime as rt")
         return Module(doc, imports, tuple(body))
 
@@ -1818,7 +1874,7 @@ _SSVI_AUX = {"dirichlet": 1, "beta": 2, "gamma": 1, "normal": 1}
 
 # names a driver supplies itself rather than reading from the state
 _DRIVER_ARGS = ("scale", "seeding", "items", "warm", "guard", "max_local_iter", "local_tol",
-                "expect")
+                "expect", "sweeps", "burn_in")
 
 
 def _tuple(items) -> str:

@@ -24,6 +24,7 @@ from .driver import max_length as max_length
 from .driver import restore_generator as restore_generator
 from .driver import save_checkpoint as save_checkpoint
 from .driver import seed_kernels as seed_kernels
+from .driver import thread_count as thread_count
 from .families import bernoulli_expected_stats as bernoulli_expected_stats
 from .families import bernoulli_log_normalizer as bernoulli_log_normalizer
 from .families import bernoulli_natural as bernoulli_natural

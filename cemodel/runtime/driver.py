@@ -308,3 +308,9 @@ def load_checkpoint(path, s: State, source_sha: str, method: str) -> dict:
 def restore_generator(rng: np.random.Generator, state: dict) -> None:
     """Put a numpy Generator back in a saved ``bit_generator.state``."""
     rng.bit_generator.state = state
+
+
+def thread_count() -> int:
+    """Threads the generated local step shares its items among: numba's current setting
+    (NUMBA_NUM_THREADS, or numba.set_num_threads; `cemodel fit --threads N`)."""
+    return int(numba.get_num_threads())

@@ -10,7 +10,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from cemodel import runtime as rt
 
@@ -85,7 +85,7 @@ def update_z(
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         items,
@@ -101,6 +101,10 @@ def local_step(
         E_p_log,
         E_p_log1m,
         item_weight,
+        acc_z_0_threads,
+        acc_x_0_threads,
+        acc_x_1_threads,
+        acc_x_2_threads,
         acc_z_0,
         acc_x_0,
         acc_x_1,
@@ -108,35 +112,57 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
+    The items are shared among the threads (numba prange), each with its own scratch arrays
+    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
-    elbo = 0.0
-    for position in range(items.shape[0]):
-        i_points = items[position]
-        if seeding:  # k-means++ seed items: seed c is all category c
-            E_z_onehot[i_points] = 0.0
-            if 0 <= seed_category[i_points] < n_K:
-                E_z_onehot[i_points, seed_category[i_points]] = 1.0
-        else:
-            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, E_p_log1m, E_z_onehot)
-        # acc_z_0[k] += q(z[points]=k)  (bernoulli_mixture.cem:26:5)
-        for t_k in range(n_K):
-            acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
-        for i_dims in range(n_P):
-            for t_g0 in range(n_K):
-                acc_x_0[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, @dims] += q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
-        for i_dims in range(n_P):
-            for t_g0 in range(n_K):
-                acc_x_1[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_2[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
-        for i_dims in range(n_P):
-            for t_g0 in range(n_K):
-                acc_x_2[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
-        # ELBO: local terms and local entropies
-        elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
-    return elbo
+    n_threads = acc_z_0_threads.shape[0]
+    elbo_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        acc_z_0_t = acc_z_0_threads[thread]
+        acc_x_0_t = acc_x_0_threads[thread]
+        acc_x_1_t = acc_x_1_threads[thread]
+        acc_x_2_t = acc_x_2_threads[thread]
+        acc_z_0_t[...] = 0.0
+        acc_x_0_t[...] = 0.0
+        acc_x_1_t[...] = 0.0
+        acc_x_2_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_points = items[position]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                E_z_onehot[i_points] = 0.0
+                if 0 <= seed_category[i_points] < n_K:
+                    E_z_onehot[i_points, seed_category[i_points]] = 1.0
+            else:
+                update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, E_p_log1m, E_z_onehot)
+            # acc_z_0[k] += q(z[points]=k)  (bernoulli_mixture.cem:26:5)
+            for t_k in range(n_K):
+                acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+            # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+            for i_dims in range(n_P):
+                for t_g0 in range(n_K):
+                    acc_x_0_t[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
+            # acc_x_1[g0, @dims] += q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+            for i_dims in range(n_P):
+                for t_g0 in range(n_K):
+                    acc_x_1_t[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+            # acc_x_2[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+            for i_dims in range(n_P):
+                for t_g0 in range(n_K):
+                    acc_x_2_t[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
+            # ELBO: local terms and local entropies
+            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+        elbo_threads[thread] = elbo
+    for thread in range(n_threads):
+        acc_z_0 += acc_z_0_threads[thread]
+    for thread in range(n_threads):
+        acc_x_0 += acc_x_0_threads[thread]
+    for thread in range(n_threads):
+        acc_x_1 += acc_x_1_threads[thread]
+    for thread in range(n_threads):
+        acc_x_2 += acc_x_2_threads[thread]
+    return elbo_threads.sum()
 
 
 @njit(cache=True, nogil=True)
@@ -491,6 +517,11 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     acc_x_0 = np.zeros((n_K, n_P))
     acc_x_1 = np.zeros((n_K, n_P))
     acc_x_2 = np.zeros((n_K, n_P))
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_z_0_threads = np.zeros((n_threads,) + acc_z_0.shape)
+    acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape)
+    acc_x_1_threads = np.zeros((n_threads,) + acc_x_1.shape)
+    acc_x_2_threads = np.zeros((n_threads,) + acc_x_2.shape)
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
@@ -510,7 +541,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, E_p_log1m, item_weight, acc_z_0, acc_x_0, acc_x_1, acc_x_2)
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, E_p_log1m, item_weight, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads, acc_z_0, acc_x_0, acc_x_1, acc_x_2)
         update_p(1.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, True, E_p_log, E_p_log1m, n_K, n_P)
         update_pi(1.0, lam_pi_log, n_K, alpha_K, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':
@@ -522,7 +553,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m, n_K, n_P, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -594,7 +625,7 @@ def fit(
         s.acc_x_0[...] = 0.0
         s.acc_x_1[...] = 0.0
         s.acc_x_2[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
         update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, True, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
         update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, True, s.E_pi_log)
         elbo = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
@@ -718,7 +749,7 @@ def fit_svi(
             elif local == 'cvb0':
                 local_step_cvb0(batch, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             else:  # mean field; 'exact' when no local depends on another
-                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             if sample_globals:
                 refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m, s.n_K, s.n_P, s.lam_pi_log, s.E_pi_log)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
@@ -753,7 +784,7 @@ def fit_svi(
                     s.lam_p_log1m[...] = (1.0 - rho) * old_p_log1m + rho * s.lam_p_log1m
                     s.lam_pi_log[...] = (1.0 - rho) * old_pi_log + rho * s.lam_pi_log
                 refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m, s.n_K, s.n_P, s.lam_pi_log, s.E_pi_log)
-            except np.linalg.LinAlgError:
+            except (np.linalg.LinAlgError, rt.CemDataError):
                 raise rt.invalid_step(step, effective_batch_size) from None
             rt.check_step({'E_p_log': s.E_p_log, 'E_p_log1m': s.E_p_log1m, 'E_pi_log': s.E_pi_log}, step, effective_batch_size)
             step += 1
@@ -768,7 +799,7 @@ def fit_svi(
             s.acc_x_0[...] = 0.0
             s.acc_x_1[...] = 0.0
             s.acc_x_2[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             elbo_global_part = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
             elbo += elbo_global_part
             trace.append(elbo)

@@ -10,7 +10,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from cemodel import runtime as rt
 
@@ -42,7 +42,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         items,
@@ -50,30 +50,48 @@ def local_step(
         max_local_iter,
         local_tol,
         item_weight,
-        acc_x_0,
+        acc_x_0_threads,
         x,
+        acc_x_1_threads,
+        acc_x_2_threads,
+        acc_x_0,
         acc_x_1,
         acc_x_2,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
+    The items are shared among the threads (numba prange), each with its own scratch arrays
+    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
-    elbo = 0.0
-    for position in range(items.shape[0]):
-        i_trials = items[position]
-        if seeding:  # k-means++ seed items: seed c is all category c
-            pass
-        else:
-            pass
-        # acc_x_0[] += x[trials]  (beta_bernoulli.cem:13:5)
-        acc_x_0 += item_weight[i_trials] * x[i_trials]
-        # acc_x_1[] +=   (beta_bernoulli.cem:13:5)
-        acc_x_1 += item_weight[i_trials]
-        # acc_x_2[] += x[trials]  (beta_bernoulli.cem:13:5)
-        acc_x_2 += item_weight[i_trials] * x[i_trials]
-        # ELBO: local terms and local entropies
-    return elbo
+    n_threads = acc_x_0_threads.shape[0]
+    elbo_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        acc_x_0_threads[thread] = 0.0
+        acc_x_1_threads[thread] = 0.0
+        acc_x_2_threads[thread] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_trials = items[position]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                pass
+            else:
+                pass
+            # acc_x_0[] += x[trials]  (beta_bernoulli.cem:13:5)
+            acc_x_0_threads[thread] += item_weight[i_trials] * x[i_trials]
+            # acc_x_1[] +=   (beta_bernoulli.cem:13:5)
+            acc_x_1_threads[thread] += item_weight[i_trials]
+            # acc_x_2[] += x[trials]  (beta_bernoulli.cem:13:5)
+            acc_x_2_threads[thread] += item_weight[i_trials] * x[i_trials]
+            # ELBO: local terms and local entropies
+        elbo_threads[thread] = elbo
+    for thread in range(n_threads):
+        acc_x_0 += acc_x_0_threads[thread]
+    for thread in range(n_threads):
+        acc_x_1 += acc_x_1_threads[thread]
+    for thread in range(n_threads):
+        acc_x_2 += acc_x_2_threads[thread]
+    return elbo_threads.sum()
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -175,6 +193,10 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     acc_x_0 = np.zeros(())
     acc_x_1 = np.zeros(())
     acc_x_2 = np.zeros(())
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape)
+    acc_x_1_threads = np.zeros((n_threads,) + acc_x_1.shape)
+    acc_x_2_threads = np.zeros((n_threads,) + acc_x_2.shape)
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
@@ -184,7 +206,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_p_log': lam_p_log, 'lam_p_log1m': lam_p_log1m})
         refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m)
-    return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0=acc_x_0, x=x, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_p_log=lam_p_log, E_p_log=E_p_log, lam_p_log1m=lam_p_log1m, E_p_log1m=E_p_log1m, lbeta_a_b=lbeta_a_b, all_items=all_items)
+    return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_p_log=lam_p_log, E_p_log=E_p_log, lam_p_log1m=lam_p_log1m, E_p_log1m=E_p_log1m, lbeta_a_b=lbeta_a_b, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -243,7 +265,7 @@ def fit(
         s.acc_x_0[...] = 0.0
         s.acc_x_1[...] = 0.0
         s.acc_x_2[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.acc_x_2)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_0, s.acc_x_1, s.acc_x_2)
         update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, True, s.E_p_log, s.E_p_log1m)
         elbo = elbo_global(s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m)
         elbo += elbo_local
@@ -348,7 +370,7 @@ def fit_svi(
                     rt.sample_beta_aux(s.lam_p_log, s.lam_p_log1m, sampler, s.E_p_log, s.E_p_log1m, aux_p_0, aux_p_1)
                 else:
                     rt.sample_beta(s.lam_p_log, s.lam_p_log1m, sampler, s.E_p_log, s.E_p_log1m)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.acc_x_2)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             if sample_globals:
                 refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
@@ -373,7 +395,7 @@ def fit_svi(
                     s.lam_p_log[...] = (1.0 - rho) * old_p_log + rho * s.lam_p_log
                     s.lam_p_log1m[...] = (1.0 - rho) * old_p_log1m + rho * s.lam_p_log1m
                 refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m)
-            except np.linalg.LinAlgError:
+            except (np.linalg.LinAlgError, rt.CemDataError):
                 raise rt.invalid_step(step, effective_batch_size) from None
             rt.check_step({'E_p_log': s.E_p_log, 'E_p_log1m': s.E_p_log1m}, step, effective_batch_size)
             step += 1
@@ -387,7 +409,7 @@ def fit_svi(
             s.acc_x_0[...] = 0.0
             s.acc_x_1[...] = 0.0
             s.acc_x_2[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.acc_x_2)
+            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             elbo_global_part = elbo_global(s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m)
             elbo += elbo_global_part
             trace.append(elbo)

@@ -10,7 +10,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from cemodel import runtime as rt
 
@@ -43,24 +43,44 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def local_step(seeding, items, seed_category, max_local_iter, local_tol, item_weight, acc_x_0, x):
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+def local_step(
+        seeding,
+        items,
+        seed_category,
+        max_local_iter,
+        local_tol,
+        item_weight,
+        x,
+        acc_x_0_threads,
+        acc_x_0,
+):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
+    The items are shared among the threads (numba prange), each with its own scratch arrays
+    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
-    elbo = 0.0
-    for position in range(items.shape[0]):
-        i_rolls = items[position]
-        if seeding:  # k-means++ seed items: seed c is all category c
-            pass
-        else:
-            pass
-        # acc_x_0[k] += onehot(x[rolls])  (dirichlet_categorical.cem:13:5)
-        t_k = x[i_rolls]
-        acc_x_0[t_k] += item_weight[i_rolls]
-        # ELBO: local terms and local entropies
-    return elbo
+    n_threads = acc_x_0_threads.shape[0]
+    elbo_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        acc_x_0_t = acc_x_0_threads[thread]
+        acc_x_0_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_rolls = items[position]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                pass
+            else:
+                pass
+            # acc_x_0[k] += onehot(x[rolls])  (dirichlet_categorical.cem:13:5)
+            t_k = x[i_rolls]
+            acc_x_0_t[t_k] += item_weight[i_rolls]
+            # ELBO: local terms and local entropies
+        elbo_threads[thread] = elbo
+    for thread in range(n_threads):
+        acc_x_0 += acc_x_0_threads[thread]
+    return elbo_threads.sum()
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -130,6 +150,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     E_p_log = np.zeros((1, n_K))
     # sufficient statistics the local step hands to the global step
     acc_x_0 = np.zeros((n_K,))
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape)
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
@@ -139,7 +161,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_p_log': lam_p_log})
         refresh_globals(lam_p_log, E_p_log)
-    return rt.State(bound=bound, alpha=alpha, seed_category=seed_category, item_weight=item_weight, acc_x_0=acc_x_0, x=x, lam_p_log=lam_p_log, E_p_log=E_p_log, n_K=n_K, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, seed_category=seed_category, item_weight=item_weight, x=x, acc_x_0_threads=acc_x_0_threads, acc_x_0=acc_x_0, lam_p_log=lam_p_log, E_p_log=E_p_log, n_K=n_K, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -210,7 +232,7 @@ def fit(
         if learn and iteration > 0:  # empirical Bayes, before the local step
             _learn(s, learn)
         s.acc_x_0[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.x, s.acc_x_0_threads, s.acc_x_0)
         update_p(1.0, s.lam_p_log, s.n_K, s.alpha, s.acc_x_0, True, s.E_p_log)
         elbo = elbo_global(s.n_K, s.alpha, s.E_p_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.acc_x_0, s.lam_p_log)
         elbo += elbo_local
@@ -314,7 +336,7 @@ def fit_svi(
                     rt.sample_dirichlet_aux(s.lam_p_log, sampler, s.E_p_log, aux_p_0)
                 else:
                     rt.sample_dirichlet(s.lam_p_log, sampler, s.E_p_log)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.x, s.acc_x_0_threads, s.acc_x_0)
             if sample_globals:
                 refresh_globals(s.lam_p_log, s.E_p_log)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
@@ -334,7 +356,7 @@ def fit_svi(
                 if not apply_v:
                     s.lam_p_log[...] = (1.0 - rho) * old_p_log + rho * s.lam_p_log
                 refresh_globals(s.lam_p_log, s.E_p_log)
-            except np.linalg.LinAlgError:
+            except (np.linalg.LinAlgError, rt.CemDataError):
                 raise rt.invalid_step(step, effective_batch_size) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
@@ -348,7 +370,7 @@ def fit_svi(
             # the full-data ELBO at optimal locals for the current globals
             s.item_weight[...] = 1.0
             s.acc_x_0[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x)
+            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.x, s.acc_x_0_threads, s.acc_x_0)
             elbo_global_part = elbo_global(s.n_K, s.alpha, s.E_p_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.acc_x_0, s.lam_p_log)
             elbo += elbo_global_part
             trace.append(elbo)

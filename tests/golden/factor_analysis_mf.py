@@ -10,7 +10,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from cemodel import runtime as rt
 
@@ -92,7 +92,7 @@ def update_f(
     rt.mvn_expected_stats(lam_f_value[i_points], lam_f_outer[i_points], E_f_value[i_points], E_f_outer[i_points])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         items,
@@ -112,56 +112,82 @@ def local_step(
         E_f_value,
         E_f_outer,
         item_weight,
+        logdet_eye_K,
+        outer_zeros_K,
+        dim_f,
+        acc_y_0_threads,
+        acc_y_1_threads,
+        acc_y_2_threads,
+        acc_y_3_threads,
         acc_y_0,
         acc_y_1,
         acc_y_2,
         acc_y_3,
-        logdet_eye_K,
-        outer_zeros_K,
-        dim_f,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
+    The items are shared among the threads (numba prange), each with its own scratch arrays
+    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
-    elbo = 0.0
-    for position in range(items.shape[0]):
-        i_points = items[position]
-        if seeding:  # k-means++ seed items: seed c is all category c
-            update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, zeros_K, n_P, E_psi_value, y, E_W_value, E_W_outer, E_f_value, E_f_outer)
-        else:
-            update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, zeros_K, n_P, E_psi_value, y, E_W_value, E_W_outer, E_f_value, E_f_outer)
-        # acc_y_0[@dims] +=   (factor_analysis.cem:25:9)
-        for i_dims in range(n_P):
-            acc_y_0[i_dims] += item_weight[i_points]
-        # acc_y_1[@dims] += y[points, dims] · y[points, dims]  (factor_analysis.cem:25:9)
-        for i_dims in range(n_P):
-            acc_y_1[i_dims] += item_weight[i_points] * y[i_points, i_dims] * y[i_points, i_dims]
-        # acc_y_2[i0, @dims] += y[points, dims] · E[f[points]]  (factor_analysis.cem:25:9)
-        for i_dims in range(n_P):
-            for t_i0 in range(n_K):
-                acc_y_2[t_i0, i_dims] += item_weight[i_points] * y[i_points, i_dims] * E_f_value[i_points, t_i0]
-        # acc_y_3[i1, i2, @dims] += E[f[points]f[points]ᵀ]  (factor_analysis.cem:25:9)
-        for i_dims in range(n_P):
-            for t_i1 in range(n_K):
-                for t_i2 in range(n_K):
-                    acc_y_3[t_i1, t_i2, i_dims] += item_weight[i_points] * E_f_outer[i_points, t_i1, t_i2]
-        # ELBO: local terms and local entropies
-        elbo += 0.5 * logdet_eye_K
-        for t_i in range(n_K):
-            for t_j in range(n_K):
-                elbo += -0.5 * eye_K[t_i, t_j] * E_f_outer[i_points, t_i, t_j]
-        for t_i in range(n_K):
-            for t_j in range(n_K):
-                elbo += E_f_value[i_points, t_i] * eye_K[t_i, t_j] * zeros_K[t_j]
-        for t_i in range(n_K):
-            for t_j in range(n_K):
-                elbo += -0.5 * eye_K[t_i, t_j] * outer_zeros_K[t_i, t_j]
-        elbo += -0.9189385332046727 * dim_f
-        for i_dims in range(n_P):
-            elbo += -0.9189385332046727
-        elbo += (rt.mvn_log_normalizer(lam_f_value[i_points], lam_f_outer[i_points]) - rt.frobenius(lam_f_value[i_points], E_f_value[i_points]) - rt.frobenius(lam_f_outer[i_points], E_f_outer[i_points]))
-    return elbo
+    n_threads = acc_y_0_threads.shape[0]
+    elbo_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        acc_y_0_t = acc_y_0_threads[thread]
+        acc_y_1_t = acc_y_1_threads[thread]
+        acc_y_2_t = acc_y_2_threads[thread]
+        acc_y_3_t = acc_y_3_threads[thread]
+        acc_y_0_t[...] = 0.0
+        acc_y_1_t[...] = 0.0
+        acc_y_2_t[...] = 0.0
+        acc_y_3_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_points = items[position]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, zeros_K, n_P, E_psi_value, y, E_W_value, E_W_outer, E_f_value, E_f_outer)
+            else:
+                update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, zeros_K, n_P, E_psi_value, y, E_W_value, E_W_outer, E_f_value, E_f_outer)
+            # acc_y_0[@dims] +=   (factor_analysis.cem:25:9)
+            for i_dims in range(n_P):
+                acc_y_0_t[i_dims] += item_weight[i_points]
+            # acc_y_1[@dims] += y[points, dims] · y[points, dims]  (factor_analysis.cem:25:9)
+            for i_dims in range(n_P):
+                acc_y_1_t[i_dims] += item_weight[i_points] * y[i_points, i_dims] * y[i_points, i_dims]
+            # acc_y_2[i0, @dims] += y[points, dims] · E[f[points]]  (factor_analysis.cem:25:9)
+            for i_dims in range(n_P):
+                for t_i0 in range(n_K):
+                    acc_y_2_t[t_i0, i_dims] += item_weight[i_points] * y[i_points, i_dims] * E_f_value[i_points, t_i0]
+            # acc_y_3[i1, i2, @dims] += E[f[points]f[points]ᵀ]  (factor_analysis.cem:25:9)
+            for i_dims in range(n_P):
+                for t_i1 in range(n_K):
+                    for t_i2 in range(n_K):
+                        acc_y_3_t[t_i1, t_i2, i_dims] += item_weight[i_points] * E_f_outer[i_points, t_i1, t_i2]
+            # ELBO: local terms and local entropies
+            elbo += 0.5 * logdet_eye_K
+            for t_i in range(n_K):
+                for t_j in range(n_K):
+                    elbo += -0.5 * eye_K[t_i, t_j] * E_f_outer[i_points, t_i, t_j]
+            for t_i in range(n_K):
+                for t_j in range(n_K):
+                    elbo += E_f_value[i_points, t_i] * eye_K[t_i, t_j] * zeros_K[t_j]
+            for t_i in range(n_K):
+                for t_j in range(n_K):
+                    elbo += -0.5 * eye_K[t_i, t_j] * outer_zeros_K[t_i, t_j]
+            elbo += -0.9189385332046727 * dim_f
+            for i_dims in range(n_P):
+                elbo += -0.9189385332046727
+            elbo += (rt.mvn_log_normalizer(lam_f_value[i_points], lam_f_outer[i_points]) - rt.frobenius(lam_f_value[i_points], E_f_value[i_points]) - rt.frobenius(lam_f_outer[i_points], E_f_outer[i_points]))
+        elbo_threads[thread] = elbo
+    for thread in range(n_threads):
+        acc_y_0 += acc_y_0_threads[thread]
+    for thread in range(n_threads):
+        acc_y_1 += acc_y_1_threads[thread]
+    for thread in range(n_threads):
+        acc_y_2 += acc_y_2_threads[thread]
+    for thread in range(n_threads):
+        acc_y_3 += acc_y_3_threads[thread]
+    return elbo_threads.sum()
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -398,6 +424,11 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     acc_y_1 = np.zeros((n_P,))
     acc_y_2 = np.zeros((n_K, n_P))
     acc_y_3 = np.zeros((n_K, n_K, n_P))
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_y_0_threads = np.zeros((n_threads,) + acc_y_0.shape)
+    acc_y_1_threads = np.zeros((n_threads,) + acc_y_1.shape)
+    acc_y_2_threads = np.zeros((n_threads,) + acc_y_2.shape)
+    acc_y_3_threads = np.zeros((n_threads,) + acc_y_3.shape)
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
@@ -417,7 +448,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_W_value, E_W_value, lam_W_outer, E_W_outer, n_P, lam_psi_log, E_psi_log, lam_psi_value, E_psi_value)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, zeros_K=zeros_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, E_W_outer=E_W_outer, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, logdet_eye_K=logdet_eye_K, outer_zeros_K=outer_zeros_K, dim_f=dim_f, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, zeros_K=zeros_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, E_W_outer=E_W_outer, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, outer_zeros_K=outer_zeros_K, dim_f=dim_f, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -505,7 +536,7 @@ def fit(
         s.acc_y_1[...] = 0.0
         s.acc_y_2[...] = 0.0
         s.acc_y_3[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.logdet_eye_K, s.outer_zeros_K, s.dim_f)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
         update_W(1.0, s.lam_W_value, s.lam_W_outer, s.n_K, s.eye_K_c, s.zeros_K, s.acc_y_2, s.E_psi_value, s.acc_y_3, True, s.E_W_value, s.E_W_outer, s.n_P)
         update_psi(1.0, s.lam_psi_log, s.lam_psi_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_K, s.acc_y_2, s.E_W_value, s.acc_y_3, s.E_W_outer, True, s.E_psi_log, s.E_psi_value, s.n_P)
         elbo = elbo_global(s.n_P, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_W_outer, s.E_W_value, s.zeros_K, s.outer_zeros_K, s.dim_W, s.a0, s.log_b0, s.lgamma_a0, s.E_psi_log, s.b0, s.E_psi_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_W_value, s.lam_W_outer, s.lam_psi_log, s.lam_psi_value)
@@ -606,7 +637,7 @@ def fit_svi(
             if sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
                 rt.sample_mvn(s.lam_W_value, s.lam_W_outer, sampler, s.E_W_value, s.E_W_outer)
                 rt.sample_gamma(s.lam_psi_log, s.lam_psi_value, sampler, s.E_psi_log, s.E_psi_value)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.logdet_eye_K, s.outer_zeros_K, s.dim_f)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             if sample_globals:
                 refresh_globals(s.lam_W_value, s.E_W_value, s.lam_W_outer, s.E_W_outer, s.n_P, s.lam_psi_log, s.E_psi_log, s.lam_psi_value, s.E_psi_value)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
@@ -624,7 +655,7 @@ def fit_svi(
                 s.lam_psi_log[...] = (1.0 - rho) * old_psi_log + rho * s.lam_psi_log
                 s.lam_psi_value[...] = (1.0 - rho) * old_psi_value + rho * s.lam_psi_value
                 refresh_globals(s.lam_W_value, s.E_W_value, s.lam_W_outer, s.E_W_outer, s.n_P, s.lam_psi_log, s.E_psi_log, s.lam_psi_value, s.E_psi_value)
-            except np.linalg.LinAlgError:
+            except (np.linalg.LinAlgError, rt.CemDataError):
                 raise rt.invalid_step(step, effective_batch_size) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
@@ -641,7 +672,7 @@ def fit_svi(
             s.acc_y_1[...] = 0.0
             s.acc_y_2[...] = 0.0
             s.acc_y_3[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.logdet_eye_K, s.outer_zeros_K, s.dim_f)
+            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             elbo_global_part = elbo_global(s.n_P, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_W_outer, s.E_W_value, s.zeros_K, s.outer_zeros_K, s.dim_W, s.a0, s.log_b0, s.lgamma_a0, s.E_psi_log, s.b0, s.E_psi_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_W_value, s.lam_W_outer, s.lam_psi_log, s.lam_psi_value)
             elbo += elbo_global_part
             trace.append(elbo)

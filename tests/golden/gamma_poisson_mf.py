@@ -10,7 +10,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from cemodel import runtime as rt
 
@@ -42,7 +42,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         items,
@@ -50,29 +50,43 @@ def local_step(
         max_local_iter,
         local_tol,
         item_weight,
-        acc_x_0,
+        acc_x_0_threads,
         x,
-        acc_x_1,
+        acc_x_1_threads,
         lgamma1p_x,
+        acc_x_0,
+        acc_x_1,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
+    The items are shared among the threads (numba prange), each with its own scratch arrays
+    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
-    elbo = 0.0
-    for position in range(items.shape[0]):
-        i_observations = items[position]
-        if seeding:  # k-means++ seed items: seed c is all category c
-            pass
-        else:
-            pass
-        # acc_x_0[] += x[observations]  (gamma_poisson.cem:13:5)
-        acc_x_0 += item_weight[i_observations] * x[i_observations]
-        # acc_x_1[] +=   (gamma_poisson.cem:13:5)
-        acc_x_1 += item_weight[i_observations]
-        # ELBO: local terms and local entropies
-        elbo += -lgamma1p_x[i_observations]
-    return elbo
+    n_threads = acc_x_0_threads.shape[0]
+    elbo_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        acc_x_0_threads[thread] = 0.0
+        acc_x_1_threads[thread] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_observations = items[position]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                pass
+            else:
+                pass
+            # acc_x_0[] += x[observations]  (gamma_poisson.cem:13:5)
+            acc_x_0_threads[thread] += item_weight[i_observations] * x[i_observations]
+            # acc_x_1[] +=   (gamma_poisson.cem:13:5)
+            acc_x_1_threads[thread] += item_weight[i_observations]
+            # ELBO: local terms and local entropies
+            elbo += -lgamma1p_x[i_observations]
+        elbo_threads[thread] = elbo
+    for thread in range(n_threads):
+        acc_x_0 += acc_x_0_threads[thread]
+    for thread in range(n_threads):
+        acc_x_1 += acc_x_1_threads[thread]
+    return elbo_threads.sum()
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -169,6 +183,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     # sufficient statistics the local step hands to the global step
     acc_x_0 = np.zeros(())
     acc_x_1 = np.zeros(())
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape)
+    acc_x_1_threads = np.zeros((n_threads,) + acc_x_1.shape)
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
@@ -178,7 +195,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_rate_log': lam_rate_log, 'lam_rate_value': lam_rate_value})
         refresh_globals(lam_rate_log, E_rate_log, lam_rate_value, E_rate_value)
-    return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0=acc_x_0, x=x, acc_x_1=acc_x_1, lgamma1p_x=lgamma1p_x, lam_rate_log=lam_rate_log, E_rate_log=E_rate_log, lam_rate_value=lam_rate_value, E_rate_value=E_rate_value, log_b=log_b, lgamma_a=lgamma_a, all_items=all_items)
+    return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, acc_x_1_threads=acc_x_1_threads, lgamma1p_x=lgamma1p_x, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_rate_log=lam_rate_log, E_rate_log=E_rate_log, lam_rate_value=lam_rate_value, E_rate_value=E_rate_value, log_b=log_b, lgamma_a=lgamma_a, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -254,7 +271,7 @@ def fit(
             _learn(s, learn)
         s.acc_x_0[...] = 0.0
         s.acc_x_1[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.lgamma1p_x)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.lgamma1p_x, s.acc_x_0, s.acc_x_1)
         update_rate(1.0, s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, True, s.E_rate_log, s.E_rate_value)
         elbo = elbo_global(s.a, s.log_b, s.lgamma_a, s.E_rate_log, s.b, s.E_rate_value, s.acc_x_0, s.acc_x_1, s.lam_rate_log, s.lam_rate_value)
         elbo += elbo_local
@@ -359,7 +376,7 @@ def fit_svi(
                     rt.sample_gamma_aux(s.lam_rate_log, s.lam_rate_value, sampler, s.E_rate_log, s.E_rate_value, aux_rate_0)
                 else:
                     rt.sample_gamma(s.lam_rate_log, s.lam_rate_value, sampler, s.E_rate_log, s.E_rate_value)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.lgamma1p_x)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.lgamma1p_x, s.acc_x_0, s.acc_x_1)
             if sample_globals:
                 refresh_globals(s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
@@ -384,7 +401,7 @@ def fit_svi(
                     s.lam_rate_log[...] = (1.0 - rho) * old_rate_log + rho * s.lam_rate_log
                     s.lam_rate_value[...] = (1.0 - rho) * old_rate_value + rho * s.lam_rate_value
                 refresh_globals(s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value)
-            except np.linalg.LinAlgError:
+            except (np.linalg.LinAlgError, rt.CemDataError):
                 raise rt.invalid_step(step, effective_batch_size) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
@@ -399,7 +416,7 @@ def fit_svi(
             s.item_weight[...] = 1.0
             s.acc_x_0[...] = 0.0
             s.acc_x_1[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0, s.x, s.acc_x_1, s.lgamma1p_x)
+            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.lgamma1p_x, s.acc_x_0, s.acc_x_1)
             elbo_global_part = elbo_global(s.a, s.log_b, s.lgamma_a, s.E_rate_log, s.b, s.E_rate_value, s.acc_x_0, s.acc_x_1, s.lam_rate_log, s.lam_rate_value)
             elbo += elbo_global_part
             trace.append(elbo)

@@ -10,7 +10,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from cemodel import runtime as rt
 
@@ -91,7 +91,7 @@ def update_z(
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         items,
@@ -109,48 +109,79 @@ def local_step(
         E_mu_value,
         E_mu_outer,
         item_weight,
+        dim_x,
+        acc_z_0_threads,
+        acc_x_0_threads,
+        acc_x_1_threads,
+        acc_x_2_threads,
+        acc_x_3_threads,
         acc_z_0,
         acc_x_0,
         acc_x_1,
         acc_x_2,
         acc_x_3,
-        dim_x,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
+    The items are shared among the threads (numba prange), each with its own scratch arrays
+    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
-    elbo = 0.0
-    for position in range(items.shape[0]):
-        i_points = items[position]
-        if seeding:  # k-means++ seed items: seed c is all category c
-            E_z_onehot[i_points] = 0.0
-            if 0 <= seed_category[i_points] < n_K:
-                E_z_onehot[i_points, seed_category[i_points]] = 1.0
-        else:
-            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer, E_z_onehot)
-        # acc_z_0[k] += q(z[points]=k)  (gmm.cem:27:5)
-        for t_k in range(n_K):
-            acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0] += q(z[points]=g0)  (gmm.cem:28:5)
-        for t_g0 in range(n_K):
-            acc_x_0[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm.cem:28:5)
-        for t_g0 in range(n_K):
-            for t_i in range(n_D):
-                for t_j in range(n_D):
-                    acc_x_1[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
-        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm.cem:28:5)
-        for t_g0 in range(n_K):
-            for t_i in range(n_D):
-                acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
-        # acc_x_3[g0] += q(z[points]=g0)  (gmm.cem:28:5)
-        for t_g0 in range(n_K):
-            acc_x_3[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-        # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727 * dim_x
-        elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
-    return elbo
+    n_threads = acc_z_0_threads.shape[0]
+    elbo_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        acc_z_0_t = acc_z_0_threads[thread]
+        acc_x_0_t = acc_x_0_threads[thread]
+        acc_x_1_t = acc_x_1_threads[thread]
+        acc_x_2_t = acc_x_2_threads[thread]
+        acc_x_3_t = acc_x_3_threads[thread]
+        acc_z_0_t[...] = 0.0
+        acc_x_0_t[...] = 0.0
+        acc_x_1_t[...] = 0.0
+        acc_x_2_t[...] = 0.0
+        acc_x_3_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_points = items[position]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                E_z_onehot[i_points] = 0.0
+                if 0 <= seed_category[i_points] < n_K:
+                    E_z_onehot[i_points, seed_category[i_points]] = 1.0
+            else:
+                update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer, E_z_onehot)
+            # acc_z_0[k] += q(z[points]=k)  (gmm.cem:27:5)
+            for t_k in range(n_K):
+                acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+            # acc_x_0[g0] += q(z[points]=g0)  (gmm.cem:28:5)
+            for t_g0 in range(n_K):
+                acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+            # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm.cem:28:5)
+            for t_g0 in range(n_K):
+                for t_i in range(n_D):
+                    for t_j in range(n_D):
+                        acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
+            # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm.cem:28:5)
+            for t_g0 in range(n_K):
+                for t_i in range(n_D):
+                    acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+            # acc_x_3[g0] += q(z[points]=g0)  (gmm.cem:28:5)
+            for t_g0 in range(n_K):
+                acc_x_3_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+            # ELBO: local terms and local entropies
+            elbo += -0.9189385332046727 * dim_x
+            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+        elbo_threads[thread] = elbo
+    for thread in range(n_threads):
+        acc_z_0 += acc_z_0_threads[thread]
+    for thread in range(n_threads):
+        acc_x_0 += acc_x_0_threads[thread]
+    for thread in range(n_threads):
+        acc_x_1 += acc_x_1_threads[thread]
+    for thread in range(n_threads):
+        acc_x_2 += acc_x_2_threads[thread]
+    for thread in range(n_threads):
+        acc_x_3 += acc_x_3_threads[thread]
+    return elbo_threads.sum()
 
 
 @njit(cache=True, nogil=True)
@@ -649,6 +680,12 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     acc_x_1 = np.zeros((n_K, n_D, n_D))
     acc_x_2 = np.zeros((n_K, n_D))
     acc_x_3 = np.zeros((n_K,))
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_z_0_threads = np.zeros((n_threads,) + acc_z_0.shape)
+    acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape)
+    acc_x_1_threads = np.zeros((n_threads,) + acc_x_1.shape)
+    acc_x_2_threads = np.zeros((n_threads,) + acc_x_2.shape)
+    acc_x_3_threads = np.zeros((n_threads,) + acc_x_3.shape)
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
@@ -670,7 +707,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
         acc_x_3[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer, item_weight, acc_z_0, acc_x_0, acc_x_1, acc_x_2, acc_x_3, dim_x)
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer, item_weight, dim_x, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads, acc_x_3_threads, acc_z_0, acc_x_0, acc_x_1, acc_x_2, acc_x_3)
         update_Lambda(1.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, acc_x_3, E_mu_outer, True, E_Lambda_value, E_Lambda_logdet, n_K)
         update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_3, True, E_mu_value, E_mu_outer, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
@@ -682,7 +719,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_Lambda_value, E_Lambda_value, lam_Lambda_logdet, E_Lambda_logdet, n_K, lam_mu_value, E_mu_value, lam_mu_outer, E_mu_outer, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, n_D=n_D, E_Lambda_value=E_Lambda_value, x=x, E_mu_value=E_mu_value, E_mu_outer=E_mu_outer, item_weight=item_weight, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, acc_x_3=acc_x_3, dim_x=dim_x, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, n_D=n_D, E_Lambda_value=E_Lambda_value, x=x, E_mu_value=E_mu_value, E_mu_outer=E_mu_outer, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -776,7 +813,7 @@ def fit(
         s.acc_x_1[...] = 0.0
         s.acc_x_2[...] = 0.0
         s.acc_x_3[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.dim_x)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
         update_Lambda(1.0, s.lam_Lambda_value, s.lam_Lambda_logdet, s.nu0, s.dim_Lambda, s.n_D, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_mu_value, s.acc_x_3, s.E_mu_outer, True, s.E_Lambda_value, s.E_Lambda_logdet, s.n_K)
         update_mu(1.0, s.lam_mu_value, s.lam_mu_outer, s.n_D, s.P0, s.m0, s.acc_x_2, s.E_Lambda_value, s.acc_x_3, True, s.E_mu_value, s.E_mu_outer, s.n_K)
         update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, True, s.E_pi_log)
@@ -892,7 +929,7 @@ def fit_svi(
             elif local == 'cvb0':
                 local_step_cvb0(batch, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
             else:  # mean field; 'exact' when no local depends on another
-                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.dim_x)
+                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
             if sample_globals:
                 refresh_globals(s.lam_Lambda_value, s.E_Lambda_value, s.lam_Lambda_logdet, s.E_Lambda_logdet, s.n_K, s.lam_mu_value, s.E_mu_value, s.lam_mu_outer, s.E_mu_outer, s.lam_pi_log, s.E_pi_log)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
@@ -913,7 +950,7 @@ def fit_svi(
                 s.lam_mu_outer[...] = (1.0 - rho) * old_mu_outer + rho * s.lam_mu_outer
                 s.lam_pi_log[...] = (1.0 - rho) * old_pi_log + rho * s.lam_pi_log
                 refresh_globals(s.lam_Lambda_value, s.E_Lambda_value, s.lam_Lambda_logdet, s.E_Lambda_logdet, s.n_K, s.lam_mu_value, s.E_mu_value, s.lam_mu_outer, s.E_mu_outer, s.lam_pi_log, s.E_pi_log)
-            except np.linalg.LinAlgError:
+            except (np.linalg.LinAlgError, rt.CemDataError):
                 raise rt.invalid_step(step, effective_batch_size) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
@@ -931,7 +968,7 @@ def fit_svi(
             s.acc_x_1[...] = 0.0
             s.acc_x_2[...] = 0.0
             s.acc_x_3[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.dim_x)
+            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
             elbo_global_part = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.logdet_P0, s.n_D, s.P0, s.E_mu_outer, s.E_mu_value, s.m0, s.outer_m0, s.dim_mu, s.nu0, s.E_Lambda_logdet, s.dim_Lambda, s.inv_W0, s.E_Lambda_value, s.wishart_lognorm_nu0_W0, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.lam_Lambda_value, s.lam_Lambda_logdet, s.lam_mu_value, s.lam_mu_outer, s.lam_pi_log)
             elbo += elbo_global_part
             trace.append(elbo)

@@ -10,7 +10,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from cemodel import runtime as rt
 
@@ -45,7 +45,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         items,
@@ -53,37 +53,61 @@ def local_step(
         max_local_iter,
         local_tol,
         item_weight,
+        acc_y_0_threads,
+        acc_y_1_threads,
+        y,
+        group,
+        acc_y_2_threads,
+        acc_y_3_threads,
         acc_y_0,
         acc_y_1,
-        y,
         acc_y_2,
-        group,
         acc_y_3,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
+    The items are shared among the threads (numba prange), each with its own scratch arrays
+    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
-    elbo = 0.0
-    for position in range(items.shape[0]):
-        i_observations = items[position]
-        if seeding:  # k-means++ seed items: seed c is all category c
-            pass
-        else:
-            pass
-        # acc_y_0[] +=   (hierarchical_normal.cem:27:5)
-        acc_y_0 += item_weight[i_observations]
-        # acc_y_1[] += y[observations] · y[observations]  (hierarchical_normal.cem:27:5)
-        acc_y_1 += item_weight[i_observations] * y[i_observations] * y[i_observations]
-        # acc_y_2[g0] += y[observations] · onehot(group[observations])  (hierarchical_normal.cem:27:5)
-        t_g0 = group[i_observations]
-        acc_y_2[t_g0] += item_weight[i_observations] * y[i_observations]
-        # acc_y_3[g0] += onehot(group[observations])  (hierarchical_normal.cem:27:5)
-        t_g0 = group[i_observations]
-        acc_y_3[t_g0] += item_weight[i_observations]
-        # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727
-    return elbo
+    n_threads = acc_y_0_threads.shape[0]
+    elbo_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        acc_y_2_t = acc_y_2_threads[thread]
+        acc_y_3_t = acc_y_3_threads[thread]
+        acc_y_2_t[...] = 0.0
+        acc_y_3_t[...] = 0.0
+        acc_y_0_threads[thread] = 0.0
+        acc_y_1_threads[thread] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_observations = items[position]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                pass
+            else:
+                pass
+            # acc_y_0[] +=   (hierarchical_normal.cem:27:5)
+            acc_y_0_threads[thread] += item_weight[i_observations]
+            # acc_y_1[] += y[observations] · y[observations]  (hierarchical_normal.cem:27:5)
+            acc_y_1_threads[thread] += item_weight[i_observations] * y[i_observations] * y[i_observations]
+            # acc_y_2[g0] += y[observations] · onehot(group[observations])  (hierarchical_normal.cem:27:5)
+            t_g0 = group[i_observations]
+            acc_y_2_t[t_g0] += item_weight[i_observations] * y[i_observations]
+            # acc_y_3[g0] += onehot(group[observations])  (hierarchical_normal.cem:27:5)
+            t_g0 = group[i_observations]
+            acc_y_3_t[t_g0] += item_weight[i_observations]
+            # ELBO: local terms and local entropies
+            elbo += -0.9189385332046727
+        elbo_threads[thread] = elbo
+    for thread in range(n_threads):
+        acc_y_0 += acc_y_0_threads[thread]
+    for thread in range(n_threads):
+        acc_y_1 += acc_y_1_threads[thread]
+    for thread in range(n_threads):
+        acc_y_2 += acc_y_2_threads[thread]
+    for thread in range(n_threads):
+        acc_y_3 += acc_y_3_threads[thread]
+    return elbo_threads.sum()
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -403,6 +427,11 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     acc_y_1 = np.zeros(())
     acc_y_2 = np.zeros((n_G,))
     acc_y_3 = np.zeros((n_G,))
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_y_0_threads = np.zeros((n_threads,) + acc_y_0.shape)
+    acc_y_1_threads = np.zeros((n_threads,) + acc_y_1.shape)
+    acc_y_2_threads = np.zeros((n_threads,) + acc_y_2.shape)
+    acc_y_3_threads = np.zeros((n_threads,) + acc_y_3.shape)
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
@@ -425,7 +454,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_mu_value, E_mu_value, lam_mu_square, E_mu_square, lam_tau_b_log, E_tau_b_log, lam_tau_b_value, E_tau_b_value, lam_tau_w_log, E_tau_w_log, lam_tau_w_value, E_tau_w_value, lam_theta_value, E_theta_value, lam_theta_square, E_theta_square, n_G)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, m0=m0, t0=t0, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0=acc_y_0, acc_y_1=acc_y_1, y=y, acc_y_2=acc_y_2, group=group, acc_y_3=acc_y_3, lam_mu_value=lam_mu_value, E_mu_value=E_mu_value, lam_mu_square=lam_mu_square, E_mu_square=E_mu_square, lam_tau_b_log=lam_tau_b_log, E_tau_b_log=E_tau_b_log, lam_tau_b_value=lam_tau_b_value, E_tau_b_value=E_tau_b_value, lam_tau_w_log=lam_tau_w_log, E_tau_w_log=E_tau_w_log, lam_tau_w_value=lam_tau_w_value, E_tau_w_value=E_tau_w_value, lam_theta_value=lam_theta_value, E_theta_value=E_theta_value, lam_theta_square=lam_theta_square, E_theta_square=E_theta_square, n_G=n_G, log_t0=log_t0, square_m0=square_m0, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+    return rt.State(bound=bound, m0=m0, t0=t0, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, group=group, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_mu_value=lam_mu_value, E_mu_value=E_mu_value, lam_mu_square=lam_mu_square, E_mu_square=E_mu_square, lam_tau_b_log=lam_tau_b_log, E_tau_b_log=E_tau_b_log, lam_tau_b_value=lam_tau_b_value, E_tau_b_value=E_tau_b_value, lam_tau_w_log=lam_tau_w_log, E_tau_w_log=E_tau_w_log, lam_tau_w_value=lam_tau_w_value, E_tau_w_value=E_tau_w_value, lam_theta_value=lam_theta_value, E_theta_value=E_theta_value, lam_theta_square=lam_theta_square, E_theta_square=E_theta_square, n_G=n_G, log_t0=log_t0, square_m0=square_m0, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -500,7 +529,7 @@ def fit(
         s.acc_y_1[...] = 0.0
         s.acc_y_2[...] = 0.0
         s.acc_y_3[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0, s.acc_y_1, s.y, s.acc_y_2, s.group, s.acc_y_3)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.group, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
         update_mu(1.0, s.lam_mu_value, s.lam_mu_square, s.t0, s.m0, s.n_G, s.E_tau_b_value, s.E_theta_value, True, s.E_mu_value, s.E_mu_square)
         update_tau_b(1.0, s.lam_tau_b_log, s.lam_tau_b_value, s.a0, s.b0, s.n_G, s.E_theta_square, s.E_theta_value, s.E_mu_value, s.E_mu_square, True, s.E_tau_b_log, s.E_tau_b_value)
         update_tau_w(1.0, s.lam_tau_w_log, s.lam_tau_w_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_G, s.acc_y_2, s.E_theta_value, s.acc_y_3, s.E_theta_square, True, s.E_tau_w_log, s.E_tau_w_value)
@@ -623,7 +652,7 @@ def fit_svi(
                     rt.sample_normal_aux(s.lam_theta_value, s.lam_theta_square, sampler, s.E_theta_value, s.E_theta_square, aux_theta_0)
                 else:
                     rt.sample_normal(s.lam_theta_value, s.lam_theta_square, sampler, s.E_theta_value, s.E_theta_square)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0, s.acc_y_1, s.y, s.acc_y_2, s.group, s.acc_y_3)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.group, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             if sample_globals:
                 refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_square, s.E_mu_square, s.lam_tau_b_log, s.E_tau_b_log, s.lam_tau_b_value, s.E_tau_b_value, s.lam_tau_w_log, s.E_tau_w_log, s.lam_tau_w_value, s.E_tau_w_value, s.lam_theta_value, s.E_theta_value, s.lam_theta_square, s.E_theta_square, s.n_G)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
@@ -693,7 +722,7 @@ def fit_svi(
                     s.lam_theta_value[...] = (1.0 - rho) * old_theta_value + rho * s.lam_theta_value
                     s.lam_theta_square[...] = (1.0 - rho) * old_theta_square + rho * s.lam_theta_square
                 refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_square, s.E_mu_square, s.lam_tau_b_log, s.E_tau_b_log, s.lam_tau_b_value, s.E_tau_b_value, s.lam_tau_w_log, s.E_tau_w_log, s.lam_tau_w_value, s.E_tau_w_value, s.lam_theta_value, s.E_theta_value, s.lam_theta_square, s.E_theta_square, s.n_G)
-            except np.linalg.LinAlgError:
+            except (np.linalg.LinAlgError, rt.CemDataError):
                 raise rt.invalid_step(step, effective_batch_size) from None
             rt.check_step({'E_mu_value': s.E_mu_value, 'E_mu_square': s.E_mu_square, 'E_tau_b_log': s.E_tau_b_log, 'E_tau_b_value': s.E_tau_b_value, 'E_tau_w_log': s.E_tau_w_log, 'E_tau_w_value': s.E_tau_w_value, 'E_theta_value': s.E_theta_value, 'E_theta_square': s.E_theta_square}, step, effective_batch_size)
             step += 1
@@ -708,7 +737,7 @@ def fit_svi(
             s.acc_y_1[...] = 0.0
             s.acc_y_2[...] = 0.0
             s.acc_y_3[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0, s.acc_y_1, s.y, s.acc_y_2, s.group, s.acc_y_3)
+            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.group, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             elbo_global_part = elbo_global(s.log_t0, s.t0, s.E_mu_square, s.E_mu_value, s.m0, s.square_m0, s.a0, s.log_b0, s.lgamma_a0, s.E_tau_b_log, s.b0, s.E_tau_b_value, s.E_tau_w_log, s.E_tau_w_value, s.n_G, s.E_theta_square, s.E_theta_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_mu_value, s.lam_mu_square, s.lam_tau_b_log, s.lam_tau_b_value, s.lam_tau_w_log, s.lam_tau_w_value, s.lam_theta_value, s.lam_theta_square)
             elbo += elbo_global_part
             trace.append(elbo)

@@ -10,7 +10,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from cemodel import runtime as rt
 
@@ -46,7 +46,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         items,
@@ -54,35 +54,51 @@ def local_step(
         max_local_iter,
         local_tol,
         item_weight,
-        acc_x_1,
         group,
         x,
-        acc_x_2,
         e,
         log_e,
         lgamma1p_x,
+        acc_x_1_threads,
+        acc_x_2_threads,
+        acc_x_1,
+        acc_x_2,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
+    The items are shared among the threads (numba prange), each with its own scratch arrays
+    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
-    elbo = 0.0
-    for position in range(items.shape[0]):
-        i_counts = items[position]
-        if seeding:  # k-means++ seed items: seed c is all category c
-            pass
-        else:
-            pass
-        # acc_x_1[g0] += x[counts] · onehot(group[counts])  (hierarchical_poisson.cem:22:5)
-        t_g0 = group[i_counts]
-        acc_x_1[t_g0] += item_weight[i_counts] * x[i_counts]
-        # acc_x_2[g0] += e[counts] · onehot(group[counts])  (hierarchical_poisson.cem:22:5)
-        t_g0 = group[i_counts]
-        acc_x_2[t_g0] += item_weight[i_counts] * e[i_counts]
-        # ELBO: local terms and local entropies
-        elbo += x[i_counts] * log_e[i_counts]
-        elbo += -lgamma1p_x[i_counts]
-    return elbo
+    n_threads = acc_x_1_threads.shape[0]
+    elbo_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        acc_x_1_t = acc_x_1_threads[thread]
+        acc_x_2_t = acc_x_2_threads[thread]
+        acc_x_1_t[...] = 0.0
+        acc_x_2_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_counts = items[position]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                pass
+            else:
+                pass
+            # acc_x_1[g0] += x[counts] · onehot(group[counts])  (hierarchical_poisson.cem:22:5)
+            t_g0 = group[i_counts]
+            acc_x_1_t[t_g0] += item_weight[i_counts] * x[i_counts]
+            # acc_x_2[g0] += e[counts] · onehot(group[counts])  (hierarchical_poisson.cem:22:5)
+            t_g0 = group[i_counts]
+            acc_x_2_t[t_g0] += item_weight[i_counts] * e[i_counts]
+            # ELBO: local terms and local entropies
+            elbo += x[i_counts] * log_e[i_counts]
+            elbo += -lgamma1p_x[i_counts]
+        elbo_threads[thread] = elbo
+    for thread in range(n_threads):
+        acc_x_1 += acc_x_1_threads[thread]
+    for thread in range(n_threads):
+        acc_x_2 += acc_x_2_threads[thread]
+    return elbo_threads.sum()
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -264,6 +280,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     # sufficient statistics the local step hands to the global step
     acc_x_1 = np.zeros((n_G,))
     acc_x_2 = np.zeros((n_G,))
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_x_1_threads = np.zeros((n_threads,) + acc_x_1.shape)
+    acc_x_2_threads = np.zeros((n_threads,) + acc_x_2.shape)
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
@@ -274,7 +293,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_beta_log': lam_beta_log, 'lam_beta_value': lam_beta_value, 'lam_lam_log': lam_lam_log, 'lam_lam_value': lam_lam_value})
         refresh_globals(lam_beta_log, E_beta_log, lam_beta_value, E_beta_value, lam_lam_log, E_lam_log, lam_lam_value, E_lam_value, n_G)
-    return rt.State(bound=bound, a=a, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_x_1=acc_x_1, group=group, x=x, acc_x_2=acc_x_2, e=e, log_e=log_e, lgamma1p_x=lgamma1p_x, lam_beta_log=lam_beta_log, E_beta_log=E_beta_log, lam_beta_value=lam_beta_value, E_beta_value=E_beta_value, lam_lam_log=lam_lam_log, E_lam_log=E_lam_log, lam_lam_value=lam_lam_value, E_lam_value=E_lam_value, n_G=n_G, log_b0=log_b0, lgamma_a0=lgamma_a0, lgamma_a=lgamma_a, all_items=all_items)
+    return rt.State(bound=bound, a=a, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, group=group, x=x, e=e, log_e=log_e, lgamma1p_x=lgamma1p_x, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_beta_log=lam_beta_log, E_beta_log=E_beta_log, lam_beta_value=lam_beta_value, E_beta_value=E_beta_value, lam_lam_log=lam_lam_log, E_lam_log=E_lam_log, lam_lam_value=lam_lam_value, E_lam_value=E_lam_value, n_G=n_G, log_b0=log_b0, lgamma_a0=lgamma_a0, lgamma_a=lgamma_a, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -355,7 +374,7 @@ def fit(
             _learn(s, learn)
         s.acc_x_1[...] = 0.0
         s.acc_x_2[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_1, s.group, s.x, s.acc_x_2, s.e, s.log_e, s.lgamma1p_x)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.group, s.x, s.e, s.log_e, s.lgamma1p_x, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_1, s.acc_x_2)
         update_beta(1.0, s.lam_beta_log, s.lam_beta_value, s.a0, s.b0, s.n_G, s.a, s.E_lam_value, True, s.E_beta_log, s.E_beta_value)
         update_lam(1.0, s.lam_lam_log, s.lam_lam_value, s.a, s.E_beta_value, s.acc_x_1, s.acc_x_2, True, s.E_lam_log, s.E_lam_value, s.n_G)
         elbo = elbo_global(s.a0, s.log_b0, s.lgamma_a0, s.E_beta_log, s.b0, s.E_beta_value, s.n_G, s.a, s.lgamma_a, s.E_lam_log, s.E_lam_value, s.acc_x_1, s.acc_x_2, s.lam_beta_log, s.lam_beta_value, s.lam_lam_log, s.lam_lam_value)
@@ -466,7 +485,7 @@ def fit_svi(
                     rt.sample_gamma_aux(s.lam_lam_log, s.lam_lam_value, sampler, s.E_lam_log, s.E_lam_value, aux_lam_0)
                 else:
                     rt.sample_gamma(s.lam_lam_log, s.lam_lam_value, sampler, s.E_lam_log, s.E_lam_value)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_1, s.group, s.x, s.acc_x_2, s.e, s.log_e, s.lgamma1p_x)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.group, s.x, s.e, s.log_e, s.lgamma1p_x, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_1, s.acc_x_2)
             if sample_globals:
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.lam_beta_value, s.E_beta_value, s.lam_lam_log, s.E_lam_log, s.lam_lam_value, s.E_lam_value, s.n_G)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
@@ -506,7 +525,7 @@ def fit_svi(
                     s.lam_lam_log[...] = (1.0 - rho) * old_lam_log + rho * s.lam_lam_log
                     s.lam_lam_value[...] = (1.0 - rho) * old_lam_value + rho * s.lam_lam_value
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.lam_beta_value, s.E_beta_value, s.lam_lam_log, s.E_lam_log, s.lam_lam_value, s.E_lam_value, s.n_G)
-            except np.linalg.LinAlgError:
+            except (np.linalg.LinAlgError, rt.CemDataError):
                 raise rt.invalid_step(step, effective_batch_size) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
@@ -521,7 +540,7 @@ def fit_svi(
             s.item_weight[...] = 1.0
             s.acc_x_1[...] = 0.0
             s.acc_x_2[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_1, s.group, s.x, s.acc_x_2, s.e, s.log_e, s.lgamma1p_x)
+            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.group, s.x, s.e, s.log_e, s.lgamma1p_x, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_1, s.acc_x_2)
             elbo_global_part = elbo_global(s.a0, s.log_b0, s.lgamma_a0, s.E_beta_log, s.b0, s.E_beta_value, s.n_G, s.a, s.lgamma_a, s.E_lam_log, s.E_lam_value, s.acc_x_1, s.acc_x_2, s.lam_beta_log, s.lam_beta_value, s.lam_lam_log, s.lam_lam_value)
             elbo += elbo_global_part
             trace.append(elbo)

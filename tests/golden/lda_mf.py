@@ -10,7 +10,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from cemodel import runtime as rt
 
@@ -214,114 +214,133 @@ def item_elbo_without_z(
     return value
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         items,
         seed_category,
         max_local_iter,
         local_tol,
-        E_z_onehot,
         n_K,
         tokens_ptr,
         lam_theta_log,
         alpha,
         tokens_weight,
-        S_z,
         X_theta_log,
         E_theta_log,
         warm,
-        A_z,
-        B_z,
-        s_z,
-        lam_z_onehot,
         w,
         E_beta_log,
-        logZ_z,
-        H_z,
         XT_beta_log,
         ET_beta_log,
         lgamma_sum_alpha,
         lgamma_alpha,
         guard,
         item_weight,
+        lam_z_onehot_threads,
+        E_z_onehot_threads,
+        H_z_threads,
+        logZ_z_threads,
+        A_z_threads,
+        S_z_threads,
+        B_z_threads,
+        s_z_threads,
+        acc_w_0_threads,
         acc_w_0,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
+    The items are shared among the threads (numba prange), each with its own scratch arrays
+    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
-    old_theta = np.empty_like(lam_theta_log[0])  # the previous sweep, for the convergence test
-    # the item's previous state, for the restart guard
-    keep_lam_theta_log = np.empty_like(lam_theta_log[0])
-    # the item's previous state, for the restart guard
-    keep_E_theta_log = np.empty_like(E_theta_log[0])
-    # the item's previous state, for the restart guard
-    keep_X_theta_log = np.empty_like(X_theta_log[0])
-    elbo = 0.0
-    for position in range(items.shape[0]):
-        i_docs = items[position]
-        base_tokens = tokens_ptr[i_docs]
-        if seeding:  # k-means++ seed items: seed c is all category c
+    n_threads = lam_z_onehot_threads.shape[0]
+    elbo_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        lam_z_onehot = lam_z_onehot_threads[thread]
+        E_z_onehot = E_z_onehot_threads[thread]
+        H_z = H_z_threads[thread]
+        logZ_z = logZ_z_threads[thread]
+        A_z = A_z_threads[thread]
+        S_z = S_z_threads[thread]
+        B_z = B_z_threads[thread]
+        s_z = s_z_threads[thread]
+        acc_w_0_t = acc_w_0_threads[thread]
+        acc_w_0_t[...] = 0.0
+        old_theta = np.empty_like(lam_theta_log[0])  # the previous sweep, for the convergence test
+        # the item's previous state, for the restart guard
+        keep_lam_theta_log = np.empty_like(lam_theta_log[0])
+        # the item's previous state, for the restart guard
+        keep_E_theta_log = np.empty_like(E_theta_log[0])
+        # the item's previous state, for the restart guard
+        keep_X_theta_log = np.empty_like(X_theta_log[0])
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_docs = items[position]
+            base_tokens = tokens_ptr[i_docs]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                    E_z_onehot[i_tokens - base_tokens] = 0.0
+                    if 0 <= seed_category[i_docs] < n_K:
+                        E_z_onehot[i_tokens - base_tokens, seed_category[i_docs]] = 1.0
+                update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
+            else:
+                if guard:
+                    keep_lam_theta_log[...] = lam_theta_log[i_docs]
+                    keep_E_theta_log[...] = E_theta_log[i_docs]
+                    keep_X_theta_log[...] = X_theta_log[i_docs]
+                    gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
+                    # the previous state with q(z) at its optimum
+                    previous = collapsed_z(i_docs, n_K, A_z, B_z, s_z, X_theta_log, tokens_ptr, tokens_weight) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log)
+                if not warm:
+                    update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
+                if not guard:  # the guard gathered them already
+                    gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
+                for sweep in range(max_local_iter):
+                    change = 0.0
+                    old_theta[...] = lam_theta_log[i_docs]
+                    use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z)
+                    if not use_sums_z:
+                        rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
+                        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+                    update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, use_sums_z, S_z, X_theta_log, True, E_theta_log)
+                    change += rt.mean_abs_change(lam_theta_log[i_docs], old_theta)
+                    if change < local_tol:
+                        break
+                # E[log ·] of the item, once its sweeps converged
+                rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
+                # q(z) itself, from the converged sweeps
+                update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+                if guard:
+                    if rt.weighted_sum(tokens_weight[tokens_ptr[i_docs]:tokens_ptr[i_docs + 1]], logZ_z[:tokens_ptr[i_docs + 1] - tokens_ptr[i_docs]]) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log) < previous:
+                        # the restart settled lower: keep the previous state
+                        lam_theta_log[i_docs] = keep_lam_theta_log
+                        E_theta_log[i_docs] = keep_E_theta_log
+                        X_theta_log[i_docs] = keep_X_theta_log
+                        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+            # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
             for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-                E_z_onehot[i_tokens - base_tokens] = 0.0
-                if 0 <= seed_category[i_docs] < n_K:
-                    E_z_onehot[i_tokens - base_tokens, seed_category[i_docs]] = 1.0
-            update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
-        else:
-            if guard:
-                keep_lam_theta_log[...] = lam_theta_log[i_docs]
-                keep_E_theta_log[...] = E_theta_log[i_docs]
-                keep_X_theta_log[...] = X_theta_log[i_docs]
-                gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
-                # the previous state with q(z) at its optimum
-                previous = collapsed_z(i_docs, n_K, A_z, B_z, s_z, X_theta_log, tokens_ptr, tokens_weight) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log)
-            if not warm:
-                update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
-            if not guard:  # the guard gathered them already
-                gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
-            for sweep in range(max_local_iter):
-                change = 0.0
-                old_theta[...] = lam_theta_log[i_docs]
-                use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z)
-                if not use_sums_z:
-                    rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
-                    update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
-                update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, use_sums_z, S_z, X_theta_log, True, E_theta_log)
-                change += rt.mean_abs_change(lam_theta_log[i_docs], old_theta)
-                if change < local_tol:
-                    break
-            # E[log ·] of the item, once its sweeps converged
-            rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
-            # q(z) itself, from the converged sweeps
-            update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
-            if guard:
-                if rt.weighted_sum(tokens_weight[tokens_ptr[i_docs]:tokens_ptr[i_docs + 1]], logZ_z[:tokens_ptr[i_docs + 1] - tokens_ptr[i_docs]]) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log) < previous:
-                    # the restart settled lower: keep the previous state
-                    lam_theta_log[i_docs] = keep_lam_theta_log
-                    E_theta_log[i_docs] = keep_E_theta_log
-                    X_theta_log[i_docs] = keep_X_theta_log
-                    update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
-        # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-            t_k = w[i_tokens]
-            for t_g0 in range(n_K):
-                acc_w_0[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
-        # ELBO: local terms and local entropies
-        for t_k in range(n_K):
-            elbo += alpha * E_theta_log[i_docs, t_k]
-        for t_k in range(n_K):
-            elbo += -E_theta_log[i_docs, t_k]
-        elbo += lgamma_sum_alpha
-        for t_k in range(n_K):
-            elbo += -lgamma_alpha
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                t_k = w[i_tokens]
+                for t_g0 in range(n_K):
+                    acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
+            # ELBO: local terms and local entropies
             for t_k in range(n_K):
-                elbo += E_z_onehot[i_tokens - base_tokens, t_k] * E_theta_log[i_docs, t_k] * tokens_weight[i_tokens]
-        elbo += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - rt.frobenius(lam_theta_log[i_docs], E_theta_log[i_docs]))
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-            elbo += tokens_weight[i_tokens] * (H_z[i_tokens - base_tokens])
-    return elbo
+                elbo += alpha * E_theta_log[i_docs, t_k]
+            for t_k in range(n_K):
+                elbo += -E_theta_log[i_docs, t_k]
+            elbo += lgamma_sum_alpha
+            for t_k in range(n_K):
+                elbo += -lgamma_alpha
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                for t_k in range(n_K):
+                    elbo += E_z_onehot[i_tokens - base_tokens, t_k] * E_theta_log[i_docs, t_k] * tokens_weight[i_tokens]
+            elbo += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - rt.frobenius(lam_theta_log[i_docs], E_theta_log[i_docs]))
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                elbo += tokens_weight[i_tokens] * (H_z[i_tokens - base_tokens])
+        elbo_threads[thread] = elbo
+    for thread in range(n_threads):
+        acc_w_0 += acc_w_0_threads[thread]
+    return elbo_threads.sum()
 
 
 @njit(cache=True, nogil=True)
@@ -623,6 +642,16 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     s_z = np.zeros(rt.max_length(tokens_ptr))  # per-row normalisers
     # sufficient statistics the local step hands to the global step
     acc_w_0 = np.zeros((n_V, n_K))
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    lam_z_onehot_threads = np.zeros((n_threads,) + lam_z_onehot.shape)
+    E_z_onehot_threads = np.zeros((n_threads,) + E_z_onehot.shape)
+    H_z_threads = np.zeros((n_threads,) + H_z.shape)
+    logZ_z_threads = np.zeros((n_threads,) + logZ_z.shape)
+    A_z_threads = np.zeros((n_threads,) + A_z.shape)
+    S_z_threads = np.zeros((n_threads,) + S_z.shape)
+    B_z_threads = np.zeros((n_threads,) + B_z.shape)
+    s_z_threads = np.zeros((n_threads,) + s_z.shape)
+    acc_w_0_threads = np.zeros((n_threads,) + acc_w_0.shape)
     all_items = np.arange(n_D)  # the local step runs over these
     item_weight = np.ones(n_D)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_D, -1)
@@ -638,7 +667,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
         acc_w_0[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, S_z, X_theta_log, E_theta_log, False, A_z, B_z, s_z, lam_z_onehot, w, E_beta_log, logZ_z, H_z, XT_beta_log, ET_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, acc_w_0)
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, X_theta_log, E_theta_log, False, w, E_beta_log, XT_beta_log, ET_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads, acc_w_0_threads, acc_w_0)
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, XT_beta_log, ET_beta_log, n_K)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -647,7 +676,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, S_z=S_z, X_theta_log=X_theta_log, E_theta_log=E_theta_log, A_z=A_z, B_z=B_z, s_z=s_z, lam_z_onehot=lam_z_onehot, w=w, E_beta_log=E_beta_log, logZ_z=logZ_z, H_z=H_z, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, acc_w_0=acc_w_0, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, X_theta_log=X_theta_log, E_theta_log=E_theta_log, w=w, E_beta_log=E_beta_log, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, lam_z_onehot_threads=lam_z_onehot_threads, E_z_onehot_threads=E_z_onehot_threads, H_z_threads=H_z_threads, logZ_z_threads=logZ_z_threads, A_z_threads=A_z_threads, S_z_threads=S_z_threads, B_z_threads=B_z_threads, s_z_threads=s_z_threads, acc_w_0_threads=acc_w_0_threads, acc_w_0=acc_w_0, E_z_onehot=E_z_onehot, S_z=S_z, lam_z_onehot=lam_z_onehot, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -731,7 +760,7 @@ def fit(
         if learn and iteration > 0:  # empirical Bayes, before the local step
             _learn(s, learn)
         s.acc_w_0[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, warm_start and iteration > 0, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.logZ_z, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, not warm_start and iteration > 0, s.item_weight, s.acc_w_0)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, warm_start and iteration > 0, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, not warm_start and iteration > 0, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads, s.acc_w_0)
         update_beta(1.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, True, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
         elbo = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
         elbo += elbo_local
@@ -849,7 +878,7 @@ def fit_svi(
             elif local == 'cvb0':
                 local_step_cvb0(batch, max_local_iter, local_tol, s.lam_theta_log, s.n_K, s.alpha, s.tokens_ptr, s.E_z_onehot, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, s.lam_z_onehot, s.w, s.E_beta_log, s.item_weight, s.acc_w_0)
             else:  # mean field; 'exact' when no local depends on another
-                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.logZ_z, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.acc_w_0)
+                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, False, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads, s.acc_w_0)
             if sample_globals:
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_V, s.n_K)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
@@ -869,7 +898,7 @@ def fit_svi(
                 if not apply_v:
                     s.lam_beta_log[...] = (1.0 - rho) * old_beta_log + rho * s.lam_beta_log
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_V, s.n_K)
-            except np.linalg.LinAlgError:
+            except (np.linalg.LinAlgError, rt.CemDataError):
                 raise rt.invalid_step(step, effective_batch_size) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
@@ -883,7 +912,7 @@ def fit_svi(
             # the full-data ELBO at optimal locals for the current globals
             s.item_weight[...] = 1.0
             s.acc_w_0[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, False, s.A_z, s.B_z, s.s_z, s.lam_z_onehot, s.w, s.E_beta_log, s.logZ_z, s.H_z, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.acc_w_0)
+            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, False, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads, s.acc_w_0)
             elbo_global_part = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
             elbo += elbo_global_part
             trace.append(elbo)

@@ -10,7 +10,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from cemodel import runtime as rt
 
@@ -44,7 +44,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         items,
@@ -52,39 +52,63 @@ def local_step(
         max_local_iter,
         local_tol,
         item_weight,
-        acc_y_0,
-        acc_y_1,
+        acc_y_0_threads,
+        acc_y_1_threads,
         y,
-        acc_y_2,
         n_P,
         x,
+        acc_y_2_threads,
+        acc_y_3_threads,
+        acc_y_0,
+        acc_y_1,
+        acc_y_2,
         acc_y_3,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
+    The items are shared among the threads (numba prange), each with its own scratch arrays
+    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
-    elbo = 0.0
-    for position in range(items.shape[0]):
-        i_points = items[position]
-        if seeding:  # k-means++ seed items: seed c is all category c
-            pass
-        else:
-            pass
-        # acc_y_0[] +=   (linear_regression.cem:19:5)
-        acc_y_0 += item_weight[i_points]
-        # acc_y_1[] += y[points] · y[points]  (linear_regression.cem:19:5)
-        acc_y_1 += item_weight[i_points] * y[i_points] * y[i_points]
-        # acc_y_2[i0] += y[points] · x[points]  (linear_regression.cem:19:5)
-        for t_i0 in range(n_P):
-            acc_y_2[t_i0] += item_weight[i_points] * y[i_points] * x[i_points, t_i0]
-        # acc_y_3[i1, i2] += x[points] · x[points]  (linear_regression.cem:19:5)
-        for t_i1 in range(n_P):
-            for t_i2 in range(n_P):
-                acc_y_3[t_i1, t_i2] += item_weight[i_points] * x[i_points, t_i1] * x[i_points, t_i2]
-        # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727
-    return elbo
+    n_threads = acc_y_0_threads.shape[0]
+    elbo_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        acc_y_2_t = acc_y_2_threads[thread]
+        acc_y_3_t = acc_y_3_threads[thread]
+        acc_y_2_t[...] = 0.0
+        acc_y_3_t[...] = 0.0
+        acc_y_0_threads[thread] = 0.0
+        acc_y_1_threads[thread] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_points = items[position]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                pass
+            else:
+                pass
+            # acc_y_0[] +=   (linear_regression.cem:19:5)
+            acc_y_0_threads[thread] += item_weight[i_points]
+            # acc_y_1[] += y[points] · y[points]  (linear_regression.cem:19:5)
+            acc_y_1_threads[thread] += item_weight[i_points] * y[i_points] * y[i_points]
+            # acc_y_2[i0] += y[points] · x[points]  (linear_regression.cem:19:5)
+            for t_i0 in range(n_P):
+                acc_y_2_t[t_i0] += item_weight[i_points] * y[i_points] * x[i_points, t_i0]
+            # acc_y_3[i1, i2] += x[points] · x[points]  (linear_regression.cem:19:5)
+            for t_i1 in range(n_P):
+                for t_i2 in range(n_P):
+                    acc_y_3_t[t_i1, t_i2] += item_weight[i_points] * x[i_points, t_i1] * x[i_points, t_i2]
+            # ELBO: local terms and local entropies
+            elbo += -0.9189385332046727
+        elbo_threads[thread] = elbo
+    for thread in range(n_threads):
+        acc_y_0 += acc_y_0_threads[thread]
+    for thread in range(n_threads):
+        acc_y_1 += acc_y_1_threads[thread]
+    for thread in range(n_threads):
+        acc_y_2 += acc_y_2_threads[thread]
+    for thread in range(n_threads):
+        acc_y_3 += acc_y_3_threads[thread]
+    return elbo_threads.sum()
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -289,6 +313,11 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     acc_y_1 = np.zeros(())
     acc_y_2 = np.zeros((n_P,))
     acc_y_3 = np.zeros((n_P, n_P))
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_y_0_threads = np.zeros((n_threads,) + acc_y_0.shape)
+    acc_y_1_threads = np.zeros((n_threads,) + acc_y_1.shape)
+    acc_y_2_threads = np.zeros((n_threads,) + acc_y_2.shape)
+    acc_y_3_threads = np.zeros((n_threads,) + acc_y_3.shape)
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
@@ -308,7 +337,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_tau_log, E_tau_log, lam_tau_value, E_tau_value, lam_w_value, E_w_value, lam_w_outer, E_w_outer)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0=acc_y_0, acc_y_1=acc_y_1, y=y, acc_y_2=acc_y_2, n_P=n_P, x=x, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_w_value=lam_w_value, E_w_value=E_w_value, lam_w_outer=lam_w_outer, E_w_outer=E_w_outer, logdet_eye_P_c=logdet_eye_P_c, eye_P_c=eye_P_c, zeros_P=zeros_P, outer_zeros_P=outer_zeros_P, dim_w=dim_w, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, n_P=n_P, x=x, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_w_value=lam_w_value, E_w_value=E_w_value, lam_w_outer=lam_w_outer, E_w_outer=E_w_outer, logdet_eye_P_c=logdet_eye_P_c, eye_P_c=eye_P_c, zeros_P=zeros_P, outer_zeros_P=outer_zeros_P, dim_w=dim_w, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -391,7 +420,7 @@ def fit(
         s.acc_y_1[...] = 0.0
         s.acc_y_2[...] = 0.0
         s.acc_y_3[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0, s.acc_y_1, s.y, s.acc_y_2, s.n_P, s.x, s.acc_y_3)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.n_P, s.x, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
         update_tau(1.0, s.lam_tau_log, s.lam_tau_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_P, s.acc_y_2, s.E_w_value, s.acc_y_3, s.E_w_outer, True, s.E_tau_log, s.E_tau_value)
         update_w(1.0, s.lam_w_value, s.lam_w_outer, s.n_P, s.eye_P_c, s.zeros_P, s.acc_y_2, s.E_tau_value, s.acc_y_3, True, s.E_w_value, s.E_w_outer)
         elbo = elbo_global(s.logdet_eye_P_c, s.n_P, s.eye_P_c, s.E_w_outer, s.E_w_value, s.zeros_P, s.outer_zeros_P, s.dim_w, s.a0, s.log_b0, s.lgamma_a0, s.E_tau_log, s.b0, s.E_tau_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_tau_log, s.lam_tau_value, s.lam_w_value, s.lam_w_outer)
@@ -492,7 +521,7 @@ def fit_svi(
             if sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
                 rt.sample_gamma(s.lam_tau_log, s.lam_tau_value, sampler, s.E_tau_log, s.E_tau_value)
                 rt.sample_mvn(s.lam_w_value, s.lam_w_outer, sampler, s.E_w_value, s.E_w_outer)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0, s.acc_y_1, s.y, s.acc_y_2, s.n_P, s.x, s.acc_y_3)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.n_P, s.x, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             if sample_globals:
                 refresh_globals(s.lam_tau_log, s.E_tau_log, s.lam_tau_value, s.E_tau_value, s.lam_w_value, s.E_w_value, s.lam_w_outer, s.E_w_outer)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
@@ -510,7 +539,7 @@ def fit_svi(
                 s.lam_w_value[...] = (1.0 - rho) * old_w_value + rho * s.lam_w_value
                 s.lam_w_outer[...] = (1.0 - rho) * old_w_outer + rho * s.lam_w_outer
                 refresh_globals(s.lam_tau_log, s.E_tau_log, s.lam_tau_value, s.E_tau_value, s.lam_w_value, s.E_w_value, s.lam_w_outer, s.E_w_outer)
-            except np.linalg.LinAlgError:
+            except (np.linalg.LinAlgError, rt.CemDataError):
                 raise rt.invalid_step(step, effective_batch_size) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
@@ -527,7 +556,7 @@ def fit_svi(
             s.acc_y_1[...] = 0.0
             s.acc_y_2[...] = 0.0
             s.acc_y_3[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0, s.acc_y_1, s.y, s.acc_y_2, s.n_P, s.x, s.acc_y_3)
+            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.n_P, s.x, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             elbo_global_part = elbo_global(s.logdet_eye_P_c, s.n_P, s.eye_P_c, s.E_w_outer, s.E_w_value, s.zeros_P, s.outer_zeros_P, s.dim_w, s.a0, s.log_b0, s.lgamma_a0, s.E_tau_log, s.b0, s.E_tau_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_tau_log, s.lam_tau_value, s.lam_w_value, s.lam_w_outer)
             elbo += elbo_global_part
             trace.append(elbo)

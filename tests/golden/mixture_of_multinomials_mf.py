@@ -10,7 +10,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from cemodel import runtime as rt
 
@@ -78,7 +78,7 @@ def update_c(
     rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         items,
@@ -94,33 +94,49 @@ def local_step(
         E_phi_log,
         tokens_weight,
         item_weight,
+        acc_c_0_threads,
+        acc_w_0_threads,
         acc_c_0,
         acc_w_0,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
+    The items are shared among the threads (numba prange), each with its own scratch arrays
+    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
-    elbo = 0.0
-    for position in range(items.shape[0]):
-        i_docs = items[position]
-        if seeding:  # k-means++ seed items: seed c is all category c
-            E_c_onehot[i_docs] = 0.0
-            if 0 <= seed_category[i_docs] < n_K:
-                E_c_onehot[i_docs, seed_category[i_docs]] = 1.0
-        else:
-            update_c(i_docs, True, lam_c_onehot, n_K, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, E_c_onehot)
-        # acc_c_0[k] += q(c[docs]=k)  (mixture_of_multinomials.cem:22:5)
-        for t_k in range(n_K):
-            acc_c_0[t_k] += item_weight[i_docs] * E_c_onehot[i_docs, t_k]
-        # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(c[docs]=g0)  (mixture_of_multinomials.cem:24:9)
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-            t_k = w[i_tokens]
-            for t_g0 in range(n_K):
-                acc_w_0[t_k, t_g0] += item_weight[i_docs] * E_c_onehot[i_docs, t_g0] * tokens_weight[i_tokens]
-        # ELBO: local terms and local entropies
-        elbo += (rt.categorical_entropy(E_c_onehot[i_docs]))
-    return elbo
+    n_threads = acc_c_0_threads.shape[0]
+    elbo_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        acc_c_0_t = acc_c_0_threads[thread]
+        acc_w_0_t = acc_w_0_threads[thread]
+        acc_c_0_t[...] = 0.0
+        acc_w_0_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_docs = items[position]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                E_c_onehot[i_docs] = 0.0
+                if 0 <= seed_category[i_docs] < n_K:
+                    E_c_onehot[i_docs, seed_category[i_docs]] = 1.0
+            else:
+                update_c(i_docs, True, lam_c_onehot, n_K, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, E_c_onehot)
+            # acc_c_0[k] += q(c[docs]=k)  (mixture_of_multinomials.cem:22:5)
+            for t_k in range(n_K):
+                acc_c_0_t[t_k] += item_weight[i_docs] * E_c_onehot[i_docs, t_k]
+            # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(c[docs]=g0)  (mixture_of_multinomials.cem:24:9)
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                t_k = w[i_tokens]
+                for t_g0 in range(n_K):
+                    acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_c_onehot[i_docs, t_g0] * tokens_weight[i_tokens]
+            # ELBO: local terms and local entropies
+            elbo += (rt.categorical_entropy(E_c_onehot[i_docs]))
+        elbo_threads[thread] = elbo
+    for thread in range(n_threads):
+        acc_c_0 += acc_c_0_threads[thread]
+    for thread in range(n_threads):
+        acc_w_0 += acc_w_0_threads[thread]
+    return elbo_threads.sum()
 
 
 @njit(cache=True, nogil=True)
@@ -409,6 +425,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     # sufficient statistics the local step hands to the global step
     acc_c_0 = np.zeros((n_K,))
     acc_w_0 = np.zeros((n_V, n_K))
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_c_0_threads = np.zeros((n_threads,) + acc_c_0.shape)
+    acc_w_0_threads = np.zeros((n_threads,) + acc_w_0.shape)
     all_items = np.arange(n_D)  # the local step runs over these
     item_weight = np.ones(n_D)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_D, -1)
@@ -426,7 +445,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
         acc_c_0[...] = 0.0
         acc_w_0[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_c_onehot, n_K, lam_c_onehot, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, item_weight, acc_c_0, acc_w_0)
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_c_onehot, n_K, lam_c_onehot, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, item_weight, acc_c_0_threads, acc_w_0_threads, acc_c_0, acc_w_0)
         update_phi(1.0, lam_phi_log, n_V, eta, acc_w_0, True, E_phi_log, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_c_0, True, E_pi_log)
     elif init is None and start == 'random':
@@ -437,7 +456,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_phi_log, E_phi_log, n_K, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_c_onehot=E_c_onehot, n_K=n_K, lam_c_onehot=lam_c_onehot, E_pi_log=E_pi_log, tokens_ptr=tokens_ptr, w=w, E_phi_log=E_phi_log, tokens_weight=tokens_weight, item_weight=item_weight, acc_c_0=acc_c_0, acc_w_0=acc_w_0, lam_phi_log=lam_phi_log, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_c_onehot=E_c_onehot, n_K=n_K, lam_c_onehot=lam_c_onehot, E_pi_log=E_pi_log, tokens_ptr=tokens_ptr, w=w, E_phi_log=E_phi_log, tokens_weight=tokens_weight, item_weight=item_weight, acc_c_0_threads=acc_c_0_threads, acc_w_0_threads=acc_w_0_threads, acc_c_0=acc_c_0, acc_w_0=acc_w_0, lam_phi_log=lam_phi_log, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -525,7 +544,7 @@ def fit(
             _learn(s, learn)
         s.acc_c_0[...] = 0.0
         s.acc_w_0[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, s.acc_c_0, s.acc_w_0)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, s.acc_c_0_threads, s.acc_w_0_threads, s.acc_c_0, s.acc_w_0)
         update_phi(1.0, s.lam_phi_log, s.n_V, s.eta, s.acc_w_0, True, s.E_phi_log, s.n_K)
         update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_c_0, True, s.E_pi_log)
         elbo = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.n_V, s.eta, s.E_phi_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_c_0, s.acc_w_0, s.lam_phi_log, s.lam_pi_log)
@@ -648,7 +667,7 @@ def fit_svi(
             elif local == 'cvb0':
                 local_step_cvb0(batch, max_local_iter, local_tol, s.lam_c_onehot, s.n_K, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.E_c_onehot, s.item_weight, s.acc_c_0, s.acc_w_0)
             else:  # mean field; 'exact' when no local depends on another
-                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, s.acc_c_0, s.acc_w_0)
+                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, s.acc_c_0_threads, s.acc_w_0_threads, s.acc_c_0, s.acc_w_0)
             if sample_globals:
                 refresh_globals(s.lam_phi_log, s.E_phi_log, s.n_K, s.lam_pi_log, s.E_pi_log)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
@@ -678,7 +697,7 @@ def fit_svi(
                     s.lam_phi_log[...] = (1.0 - rho) * old_phi_log + rho * s.lam_phi_log
                     s.lam_pi_log[...] = (1.0 - rho) * old_pi_log + rho * s.lam_pi_log
                 refresh_globals(s.lam_phi_log, s.E_phi_log, s.n_K, s.lam_pi_log, s.E_pi_log)
-            except np.linalg.LinAlgError:
+            except (np.linalg.LinAlgError, rt.CemDataError):
                 raise rt.invalid_step(step, effective_batch_size) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
@@ -693,7 +712,7 @@ def fit_svi(
             s.item_weight[...] = 1.0
             s.acc_c_0[...] = 0.0
             s.acc_w_0[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, s.acc_c_0, s.acc_w_0)
+            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, s.acc_c_0_threads, s.acc_w_0_threads, s.acc_c_0, s.acc_w_0)
             elbo_global_part = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.n_V, s.eta, s.E_phi_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_c_0, s.acc_w_0, s.lam_phi_log, s.lam_pi_log)
             elbo += elbo_global_part
             trace.append(elbo)

@@ -10,7 +10,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from cemodel import runtime as rt
 
@@ -42,7 +42,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         items,
@@ -50,32 +50,46 @@ def local_step(
         max_local_iter,
         local_tol,
         item_weight,
-        acc_x_2,
+        acc_x_2_threads,
         tau,
         x,
-        acc_x_3,
+        acc_x_3_threads,
         log_tau,
+        acc_x_2,
+        acc_x_3,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
+    The items are shared among the threads (numba prange), each with its own scratch arrays
+    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
-    elbo = 0.0
-    for position in range(items.shape[0]):
-        i_observations = items[position]
-        if seeding:  # k-means++ seed items: seed c is all category c
-            pass
-        else:
-            pass
-        # acc_x_2[] += tau · x[observations]  (normal_normal.cem:14:5)
-        acc_x_2 += item_weight[i_observations] * tau * x[i_observations]
-        # acc_x_3[] += tau  (normal_normal.cem:14:5)
-        acc_x_3 += item_weight[i_observations] * tau
-        # ELBO: local terms and local entropies
-        elbo += 0.5 * log_tau
-        elbo += -0.5 * tau * x[i_observations] * x[i_observations]
-        elbo += -0.9189385332046727
-    return elbo
+    n_threads = acc_x_2_threads.shape[0]
+    elbo_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        acc_x_2_threads[thread] = 0.0
+        acc_x_3_threads[thread] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_observations = items[position]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                pass
+            else:
+                pass
+            # acc_x_2[] += tau · x[observations]  (normal_normal.cem:14:5)
+            acc_x_2_threads[thread] += item_weight[i_observations] * tau * x[i_observations]
+            # acc_x_3[] += tau  (normal_normal.cem:14:5)
+            acc_x_3_threads[thread] += item_weight[i_observations] * tau
+            # ELBO: local terms and local entropies
+            elbo += 0.5 * log_tau
+            elbo += -0.5 * tau * x[i_observations] * x[i_observations]
+            elbo += -0.9189385332046727
+        elbo_threads[thread] = elbo
+    for thread in range(n_threads):
+        acc_x_2 += acc_x_2_threads[thread]
+    for thread in range(n_threads):
+        acc_x_3 += acc_x_3_threads[thread]
+    return elbo_threads.sum()
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -171,6 +185,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     # sufficient statistics the local step hands to the global step
     acc_x_2 = np.zeros(())
     acc_x_3 = np.zeros(())
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_x_2_threads = np.zeros((n_threads,) + acc_x_2.shape)
+    acc_x_3_threads = np.zeros((n_threads,) + acc_x_3.shape)
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
@@ -189,7 +206,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_mu_value, E_mu_value, lam_mu_square, E_mu_square)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, m0=m0, t0=t0, tau=tau, seed_category=seed_category, item_weight=item_weight, acc_x_2=acc_x_2, x=x, acc_x_3=acc_x_3, log_tau=log_tau, lam_mu_value=lam_mu_value, E_mu_value=E_mu_value, lam_mu_square=lam_mu_square, E_mu_square=E_mu_square, log_t0=log_t0, square_m0=square_m0, all_items=all_items)
+    return rt.State(bound=bound, m0=m0, t0=t0, tau=tau, seed_category=seed_category, item_weight=item_weight, acc_x_2_threads=acc_x_2_threads, x=x, acc_x_3_threads=acc_x_3_threads, log_tau=log_tau, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, E_mu_value=E_mu_value, lam_mu_square=lam_mu_square, E_mu_square=E_mu_square, log_t0=log_t0, square_m0=square_m0, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -247,7 +264,7 @@ def fit(
     for iteration in range(first, max_iter):
         s.acc_x_2[...] = 0.0
         s.acc_x_3[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2, s.tau, s.x, s.acc_x_3, s.log_tau)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2_threads, s.tau, s.x, s.acc_x_3_threads, s.log_tau, s.acc_x_2, s.acc_x_3)
         update_mu(1.0, s.lam_mu_value, s.lam_mu_square, s.t0, s.m0, s.acc_x_2, s.acc_x_3, True, s.E_mu_value, s.E_mu_square)
         elbo = elbo_global(s.log_t0, s.t0, s.E_mu_square, s.E_mu_value, s.m0, s.square_m0, s.acc_x_2, s.acc_x_3, s.lam_mu_value, s.lam_mu_square)
         elbo += elbo_local
@@ -350,7 +367,7 @@ def fit_svi(
                     rt.sample_normal_aux(s.lam_mu_value, s.lam_mu_square, sampler, s.E_mu_value, s.E_mu_square, aux_mu_0)
                 else:
                     rt.sample_normal(s.lam_mu_value, s.lam_mu_square, sampler, s.E_mu_value, s.E_mu_square)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2, s.tau, s.x, s.acc_x_3, s.log_tau)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2_threads, s.tau, s.x, s.acc_x_3_threads, s.log_tau, s.acc_x_2, s.acc_x_3)
             if sample_globals:
                 refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_square, s.E_mu_square)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
@@ -375,7 +392,7 @@ def fit_svi(
                     s.lam_mu_value[...] = (1.0 - rho) * old_mu_value + rho * s.lam_mu_value
                     s.lam_mu_square[...] = (1.0 - rho) * old_mu_square + rho * s.lam_mu_square
                 refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_square, s.E_mu_square)
-            except np.linalg.LinAlgError:
+            except (np.linalg.LinAlgError, rt.CemDataError):
                 raise rt.invalid_step(step, effective_batch_size) from None
             rt.check_step({'E_mu_value': s.E_mu_value, 'E_mu_square': s.E_mu_square}, step, effective_batch_size)
             step += 1
@@ -388,7 +405,7 @@ def fit_svi(
             s.item_weight[...] = 1.0
             s.acc_x_2[...] = 0.0
             s.acc_x_3[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2, s.tau, s.x, s.acc_x_3, s.log_tau)
+            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2_threads, s.tau, s.x, s.acc_x_3_threads, s.log_tau, s.acc_x_2, s.acc_x_3)
             elbo_global_part = elbo_global(s.log_t0, s.t0, s.E_mu_square, s.E_mu_value, s.m0, s.square_m0, s.acc_x_2, s.acc_x_3, s.lam_mu_value, s.lam_mu_square)
             elbo += elbo_global_part
             trace.append(elbo)

@@ -10,7 +10,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from cemodel import runtime as rt
 
@@ -49,7 +49,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         seeding,
         items,
@@ -57,40 +57,64 @@ def local_step(
         max_local_iter,
         local_tol,
         item_weight,
-        acc_y_0,
-        acc_y_1,
+        acc_y_0_threads,
+        acc_y_1_threads,
         y,
-        acc_y_2,
         user,
         item,
+        acc_y_2_threads,
+        acc_y_3_threads,
+        acc_y_0,
+        acc_y_1,
+        acc_y_2,
         acc_y_3,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
+    The items are shared among the threads (numba prange), each with its own scratch arrays
+    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
-    elbo = 0.0
-    for position in range(items.shape[0]):
-        i_ratings = items[position]
-        if seeding:  # k-means++ seed items: seed c is all category c
-            pass
-        else:
-            pass
-        # acc_y_0[] +=   (pmf.cem:31:5)
-        acc_y_0 += item_weight[i_ratings]
-        # acc_y_1[] += y[ratings] · y[ratings]  (pmf.cem:31:5)
-        acc_y_1 += item_weight[i_ratings] * y[i_ratings] * y[i_ratings]
-        # acc_y_2[g0, g1] += y[ratings] · onehot(user[ratings]) · onehot(item[ratings])  (pmf.cem:31:5)
-        t_g0 = user[i_ratings]
-        t_g1 = item[i_ratings]
-        acc_y_2[t_g0, t_g1] += item_weight[i_ratings] * y[i_ratings]
-        # acc_y_3[g0, g1] += onehot(user[ratings]) · onehot(item[ratings])  (pmf.cem:31:5)
-        t_g0 = user[i_ratings]
-        t_g1 = item[i_ratings]
-        acc_y_3[t_g0, t_g1] += item_weight[i_ratings]
-        # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727
-    return elbo
+    n_threads = acc_y_0_threads.shape[0]
+    elbo_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        acc_y_2_t = acc_y_2_threads[thread]
+        acc_y_3_t = acc_y_3_threads[thread]
+        acc_y_2_t[...] = 0.0
+        acc_y_3_t[...] = 0.0
+        acc_y_0_threads[thread] = 0.0
+        acc_y_1_threads[thread] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_ratings = items[position]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                pass
+            else:
+                pass
+            # acc_y_0[] +=   (pmf.cem:31:5)
+            acc_y_0_threads[thread] += item_weight[i_ratings]
+            # acc_y_1[] += y[ratings] · y[ratings]  (pmf.cem:31:5)
+            acc_y_1_threads[thread] += item_weight[i_ratings] * y[i_ratings] * y[i_ratings]
+            # acc_y_2[g0, g1] += y[ratings] · onehot(user[ratings]) · onehot(item[ratings])  (pmf.cem:31:5)
+            t_g0 = user[i_ratings]
+            t_g1 = item[i_ratings]
+            acc_y_2_t[t_g0, t_g1] += item_weight[i_ratings] * y[i_ratings]
+            # acc_y_3[g0, g1] += onehot(user[ratings]) · onehot(item[ratings])  (pmf.cem:31:5)
+            t_g0 = user[i_ratings]
+            t_g1 = item[i_ratings]
+            acc_y_3_t[t_g0, t_g1] += item_weight[i_ratings]
+            # ELBO: local terms and local entropies
+            elbo += -0.9189385332046727
+        elbo_threads[thread] = elbo
+    for thread in range(n_threads):
+        acc_y_0 += acc_y_0_threads[thread]
+    for thread in range(n_threads):
+        acc_y_1 += acc_y_1_threads[thread]
+    for thread in range(n_threads):
+        acc_y_2 += acc_y_2_threads[thread]
+    for thread in range(n_threads):
+        acc_y_3 += acc_y_3_threads[thread]
+    return elbo_threads.sum()
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -413,6 +437,11 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     acc_y_1 = np.zeros(())
     acc_y_2 = np.zeros((n_U, n_I))
     acc_y_3 = np.zeros((n_U, n_I))
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_y_0_threads = np.zeros((n_threads,) + acc_y_0.shape)
+    acc_y_1_threads = np.zeros((n_threads,) + acc_y_1.shape)
+    acc_y_2_threads = np.zeros((n_threads,) + acc_y_2.shape)
+    acc_y_3_threads = np.zeros((n_threads,) + acc_y_3.shape)
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
@@ -434,7 +463,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_tau_log, E_tau_log, lam_tau_value, E_tau_value, lam_u_value, E_u_value, lam_u_outer, E_u_outer, n_U, lam_v_value, E_v_value, lam_v_outer, E_v_outer, n_I)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0=acc_y_0, acc_y_1=acc_y_1, y=y, acc_y_2=acc_y_2, user=user, item=item, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_u_value=lam_u_value, E_u_value=E_u_value, lam_u_outer=lam_u_outer, E_u_outer=E_u_outer, n_U=n_U, lam_v_value=lam_v_value, E_v_value=E_v_value, lam_v_outer=lam_v_outer, E_v_outer=E_v_outer, n_I=n_I, log_b0=log_b0, lgamma_a0=lgamma_a0, logdet_eye_K_c=logdet_eye_K_c, n_K=n_K, eye_K_c=eye_K_c, zeros_K=zeros_K, outer_zeros_K=outer_zeros_K, dim_u=dim_u, dim_v=dim_v, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, user=user, item=item, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_u_value=lam_u_value, E_u_value=E_u_value, lam_u_outer=lam_u_outer, E_u_outer=E_u_outer, n_U=n_U, lam_v_value=lam_v_value, E_v_value=E_v_value, lam_v_outer=lam_v_outer, E_v_outer=E_v_outer, n_I=n_I, log_b0=log_b0, lgamma_a0=lgamma_a0, logdet_eye_K_c=logdet_eye_K_c, n_K=n_K, eye_K_c=eye_K_c, zeros_K=zeros_K, outer_zeros_K=outer_zeros_K, dim_u=dim_u, dim_v=dim_v, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds):
@@ -522,7 +551,7 @@ def fit(
         s.acc_y_1[...] = 0.0
         s.acc_y_2[...] = 0.0
         s.acc_y_3[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0, s.acc_y_1, s.y, s.acc_y_2, s.user, s.item, s.acc_y_3)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.user, s.item, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
         update_tau(1.0, s.lam_tau_log, s.lam_tau_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_U, s.n_I, s.n_K, s.acc_y_2, s.E_u_value, s.E_v_value, s.acc_y_3, s.E_u_outer, s.E_v_outer, True, s.E_tau_log, s.E_tau_value)
         update_u(1.0, s.lam_u_value, s.lam_u_outer, s.n_K, s.eye_K_c, s.zeros_K, s.n_I, s.acc_y_2, s.E_tau_value, s.E_v_value, s.acc_y_3, s.E_v_outer, True, s.E_u_value, s.E_u_outer, s.n_U)
         update_v(1.0, s.lam_v_value, s.lam_v_outer, s.n_K, s.eye_K_c, s.zeros_K, s.n_U, s.acc_y_2, s.E_tau_value, s.E_u_value, s.acc_y_3, s.E_u_outer, True, s.E_v_value, s.E_v_outer, s.n_I)
@@ -625,7 +654,7 @@ def fit_svi(
                 rt.sample_gamma(s.lam_tau_log, s.lam_tau_value, sampler, s.E_tau_log, s.E_tau_value)
                 rt.sample_mvn(s.lam_u_value, s.lam_u_outer, sampler, s.E_u_value, s.E_u_outer)
                 rt.sample_mvn(s.lam_v_value, s.lam_v_outer, sampler, s.E_v_value, s.E_v_outer)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0, s.acc_y_1, s.y, s.acc_y_2, s.user, s.item, s.acc_y_3)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.user, s.item, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             if sample_globals:
                 refresh_globals(s.lam_tau_log, s.E_tau_log, s.lam_tau_value, s.E_tau_value, s.lam_u_value, s.E_u_value, s.lam_u_outer, s.E_u_outer, s.n_U, s.lam_v_value, s.E_v_value, s.lam_v_outer, s.E_v_outer, s.n_I)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
@@ -648,7 +677,7 @@ def fit_svi(
                 s.lam_v_value[...] = (1.0 - rho) * old_v_value + rho * s.lam_v_value
                 s.lam_v_outer[...] = (1.0 - rho) * old_v_outer + rho * s.lam_v_outer
                 refresh_globals(s.lam_tau_log, s.E_tau_log, s.lam_tau_value, s.E_tau_value, s.lam_u_value, s.E_u_value, s.lam_u_outer, s.E_u_outer, s.n_U, s.lam_v_value, s.E_v_value, s.lam_v_outer, s.E_v_outer, s.n_I)
-            except np.linalg.LinAlgError:
+            except (np.linalg.LinAlgError, rt.CemDataError):
                 raise rt.invalid_step(step, effective_batch_size) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
@@ -665,7 +694,7 @@ def fit_svi(
             s.acc_y_1[...] = 0.0
             s.acc_y_2[...] = 0.0
             s.acc_y_3[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0, s.acc_y_1, s.y, s.acc_y_2, s.user, s.item, s.acc_y_3)
+            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.user, s.item, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             elbo_global_part = elbo_global(s.a0, s.log_b0, s.lgamma_a0, s.E_tau_log, s.b0, s.E_tau_value, s.n_U, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_u_outer, s.E_u_value, s.zeros_K, s.outer_zeros_K, s.dim_u, s.n_I, s.E_v_outer, s.E_v_value, s.dim_v, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_tau_log, s.lam_tau_value, s.lam_u_value, s.lam_u_outer, s.lam_v_value, s.lam_v_outer)
             elbo += elbo_global_part
             trace.append(elbo)
