@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import sys
 from pathlib import Path
 
@@ -345,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `cemodel check m.cem | head`: the reader has gone
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - flushed at exit, quietly
+        return 0
 
 
 if __name__ == "__main__":
