@@ -6,3 +6,17 @@ variational inference.
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["CemEstimator", "Fit", "Model"]  # and cemodel.compile(path, **settings)
+
+
+def __getattr__(name: str):  # the Python API, imported on first use: `import cemodel` stays light
+    if name == "compile":
+        from .compiler import compile
+
+        return compile
+    if name in ("CemEstimator", "Fit", "Inference", "Model"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'cemodel' has no attribute {name!r}")

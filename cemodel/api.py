@@ -1,0 +1,551 @@
+"""The Python API: a compiled model, its fits, and a scikit-learn estimator.
+
+    model = cemodel.Model("stdlib_models/lda.cem", K=50)    # or Model("lda", K=50)
+    fit = model.fit({"w": X}, method="svi", local="mf", batch_size=256, epochs=5)
+    fit["beta.alpha"], fit.expectation("E[log beta]"), fit.mean("beta")
+    fit.elbo, fit.seconds, fit.hypers, fit.state             # a FitResult, plus method/local
+    new = model.infer({"w": X_new}, fit)   # locals of new data with the globals held fixed
+    new.mean("theta"), new.elbo             # their posterior and the data's ELBO term
+
+    est = CemEstimator(model="lda", K=20).fit(X)            # scikit-learn conventions
+    est.transform(X_new)   # document-topic proportions (mixtures: responsibilities q(z))
+    est.score(X_new)       # topic models: -log perplexity (document completion); else ELBO/item
+
+Everything runs the generated module (``Model.module``, ``cemodel.compile``); nothing here
+changes how a model is fitted. A model is compiled once per (file contents, settings) in a
+process, and its kernels once per machine (the compiler's disk cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from .compiler import Stages, compile_stages, read_source, run_stages
+from .errors import CemError, CemInternalError, did_you_mean
+from .model import GateIndex, PlateIndex, RConst, RHyper, RRepeat, RVar
+from .runtime.driver import FitResult
+
+__all__ = ["CemEstimator", "Fit", "Inference", "Model", "TopicStructure", "topic_structure"]
+
+STDLIB = Path(__file__).resolve().parents[1] / "stdlib_models"
+METHODS = {"mf": "fit", "svi": "fit_svi", "svi+": "fit_svi", "ssvi-a": "fit_ssvi_a",
+           "ssvi": "fit_ssvi"}  # method -> the generated function that runs it
+
+_COMPILED: dict[tuple, tuple[Stages, ModuleType]] = {}
+_COMPILING = threading.Lock()
+
+
+# ---------------------------------------------------------------------------------------------
+# Posteriors: fits and inferences share their lookups
+# ---------------------------------------------------------------------------------------------
+
+
+class _Posterior:
+    """Lookups over ``self.posterior`` ({"beta.alpha": ..., "E[log beta]": ...})."""
+
+    posterior: dict[str, np.ndarray]
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.posterior[key]
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The variables with a posterior here, in order."""
+        return tuple(dict.fromkeys(k.split(".")[0] for k in self.posterior if "." in k))
+
+    def expectation(self, name: str) -> np.ndarray:
+        """``expectation("E[log beta]")`` (or ``"log beta"``): an expected sufficient statistic."""
+        key = name if name.startswith("E[") else f"E[{name}]"
+        if key not in self.posterior:
+            known = ", ".join(k for k in self.posterior if k.startswith("E[")) or "none"
+            raise KeyError(f"no expectation {key!r}; available: {known}")
+        return self.posterior[key]
+
+    def mean(self, var: str) -> np.ndarray:
+        """The posterior mean of ``var`` (Dirichlet topics: each row normalised)."""
+        p = {k.split(".", 1)[1]: v for k, v in self.posterior.items()
+             if k.startswith(var + ".")}
+        if "alpha" in p:  # Dirichlet
+            return p["alpha"] / p["alpha"].sum(axis=-1, keepdims=True)
+        if "probs" in p:  # Categorical
+            return p["probs"]
+        if "mean" in p:  # Normal, MultivariateNormal
+            return p["mean"]
+        if "a" in p and "b" in p:  # Beta
+            return p["a"] / (p["a"] + p["b"])
+        if "shape" in p and "rate" in p:  # Gamma
+            return p["shape"] / p["rate"]
+        if "dof" in p and "scale" in p:  # Wishart
+            return np.asarray(p["dof"])[..., None, None] * p["scale"]
+        if "p" in p:  # Bernoulli
+            return p["p"]
+        raise KeyError(f"no posterior for {var!r}; variables: {', '.join(self.variables)}")
+
+
+@dataclass(repr=False, eq=False)
+class Fit(FitResult, _Posterior):
+    """A fit's ``FitResult`` (posterior, ``elbo`` trace, ``seconds``, ``hypers``, ``state``,
+    ``notes``) and how it was made. Pass it as ``init=`` to continue from its globals."""
+
+    method: str = "mf"
+    local: str = "mf"
+
+    @classmethod
+    def of(cls, result: FitResult, method: str, local: str) -> Fit:
+        return cls(**{f.name: getattr(result, f.name) for f in fields(result)},
+                   method=method, local=local)
+
+    def __repr__(self) -> str:
+        last = f"{self.elbo[-1]:.6g}" if len(self.elbo) else "not evaluated"
+        return (f"Fit(method={self.method!r}, local={self.local!r}, "
+                f"iterations={self.iterations}, converged={self.converged}, elbo={last}, "
+                f"seconds={self.seconds:.3g}, variables={list(self.variables)})")
+
+
+@dataclass(repr=False, eq=False)
+class Inference(_Posterior):
+    """The locals of new data under a fit's globals, held fixed (``Model.infer``).
+
+    ``elbo``: the data's part of the ELBO, Σ_items E_q[log p(x_n, locals_n | globals)] +
+    H[q(locals_n)] with q(globals) the fit's (the ELBO of the fit's data plus these items
+    minus that of the fit's data alone, at fixed globals)."""
+
+    posterior: dict[str, np.ndarray]
+    elbo: float
+    items: int
+    seconds: float
+    notes: dict[str, object] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return (f"Inference(items={self.items}, elbo={self.elbo:.6g}, "
+                f"variables={list(self.variables)})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Model
+# ---------------------------------------------------------------------------------------------
+
+
+def resolve_model_path(model: str | Path) -> Path:
+    """A model file; a bare name (``"lda"``) or ``stdlib_models/NAME.cem`` that is not a file
+    here is looked up in cemodel's model library."""
+    path = Path(model)
+    if not path.exists() and path.parent in (Path("."), Path("stdlib_models")):
+        candidate = STDLIB / (path.name if path.suffix == ".cem" else f"{path.name}.cem")
+        if candidate.is_file():
+            return candidate
+    return path
+
+
+def _compiled(path: Path, settings: dict[str, float]) -> tuple[Stages, ModuleType]:
+    text, filename = read_source(path)
+    key = (str(path.resolve()), hashlib.sha256(text.encode()).hexdigest(),
+           tuple(sorted(settings.items())))
+    with _COMPILING:
+        if key not in _COMPILED:
+            stages = run_stages(text, filename, settings)
+            _COMPILED[key] = (stages, compile_stages(stages, "mf"))
+        return _COMPILED[key]
+
+
+def _applies(kind: str, choice: str, table: Mapping[str, str]) -> str:
+    """``choice`` if ``table`` (method or local step -> "yes..." / "no: why") allows it."""
+    if choice not in table:
+        raise CemError(f"{kind}: expected one of {', '.join(table)}, found {choice!r}",
+                       hint=did_you_mean(str(choice), tuple(table)))
+    why = table[choice]
+    if not why.startswith("yes"):
+        raise CemError(f"{kind} {choice!r} does not apply to this model: "
+                       f"{why.removeprefix('no: ')}")
+    return choice
+
+
+def _call(kernel: Any, state: Any, fixed: Mapping[str, Any]) -> Any:
+    """Run a generated kernel with each argument from ``fixed`` or else the fit state."""
+    names = inspect.signature(getattr(kernel, "py_func", kernel)).parameters
+    missing = [n for n in names if n not in fixed and not hasattr(state, n)]
+    if missing:
+        raise CemInternalError(f"{kernel.__name__}: no value for {', '.join(missing)}")
+    return kernel(*[fixed[n] if n in fixed else getattr(state, n) for n in names])
+
+
+class Model:
+    """A compiled model: ``Model("lda.cem", K=50)``, the settings as ``--set`` takes them.
+
+    ``module`` is the generated module (``fit``, ``fit_svi``, ...); ``methods`` and
+    ``local_steps`` say which inference methods apply and why the others do not (as
+    ``cemodel check``)."""
+
+    def __init__(self, path: str | Path, **settings: float) -> None:
+        self.path = resolve_model_path(path)
+        self.settings = {name: float(value) for name, value in settings.items()}
+        self.stages, self.module = _compiled(self.path, self.settings)
+
+    # the compiled model is immutable: copies share it, pickles recompile (from the disk cache)
+    def __deepcopy__(self, memo: dict) -> Model:
+        return self
+
+    def __reduce__(self) -> tuple:
+        return _model, (str(self.path), self.settings)
+
+    def __repr__(self) -> str:
+        settings = "".join(f", {k}={v:g}" for k, v in self.settings.items())
+        return f"Model({str(self.path)!r}{settings})"
+
+    @property
+    def name(self) -> str:
+        return self.stages.model.name
+
+    @property
+    def methods(self) -> dict[str, str]:
+        """Global steps: method -> "yes" or "no: the reason"."""
+        return dict(self.stages.plan.methods)
+
+    @property
+    def local_steps(self) -> dict[str, str]:
+        """Local steps (E-steps): name -> "yes: ..." or "no: the reason"."""
+        return dict(getattr(self.module, "LOCAL_STEPS", None) or self.stages.plan.local_steps)
+
+    @property
+    def learnable(self) -> tuple[str, ...]:
+        return tuple(getattr(self.module, "LEARNABLE", ()))
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The names ``fit`` takes data for: observed variables, then covariates."""
+        spec = self.module.SPEC
+        return tuple(spec["observed"]) + tuple(spec.get("covariates", {}))
+
+    @property
+    def data_plate(self) -> str | None:
+        return self.stages.model.data_plate
+
+    @property
+    def item_locals(self) -> tuple[str, ...]:
+        """Locals with one posterior per item of the data plate (LDA: theta; GMM: z)."""
+        return tuple(self.stages.plan.kept_locals)
+
+    def check(self) -> str:
+        """The ``cemodel check`` report."""
+        from .check import check_report
+
+        return check_report(self.stages.plan)
+
+    def fit(self, data: Mapping[str, Any], method: str = "mf", *, local: str = "mf",
+            **options: Any) -> Fit:
+        """Fit by ``method`` (mf, svi, svi+, ssvi-a, ssvi) with the E-step ``local`` (mf, exact,
+        gibbs, cvb0); ``options`` go to the generated function (``max_iter``, ``epochs``,
+        ``batch_size``, ``hypers``, ``dims``, ``learn``, ``seed``, ``init``, ...). A method or
+        local step that does not apply is refused with the reason."""
+        method = _applies("method", method, self.methods)
+        if self.data_plate is not None:
+            options["local"] = _applies("local step", local, self.local_steps)
+        elif local != "mf":
+            raise CemError(f"local step {local!r} does not apply to this model: it has no data "
+                           "plate, so no local variables")
+        annealed = options.get("effective_batch_size") is not None
+        if method == "svi+" and not annealed:
+            raise CemError("method 'svi+' needs effective_batch_size=M (M < batch_size), a "
+                           "number or a function of the step")
+        if method == "svi" and annealed:
+            raise CemError("effective_batch_size turns SVI into SVI+", hint="method='svi+'")
+        result = getattr(self.module, METHODS[method])(data, **options)
+        return Fit.of(result, method, local)
+
+    def infer(self, data: Mapping[str, Any], fit: FitResult, *, max_local_iter: int = 100,
+              local_tol: float = 1e-3) -> Inference:
+        """The local step (mean field) on new data with ``fit``'s globals held fixed: the
+        items' local posteriors and their part of the ELBO. Nothing of ``fit`` changes."""
+        if self.data_plate is None:
+            raise CemError("infer: the model has no data plate, so new data has no local "
+                           "variables (every latent variable is global)")
+        module = self.module
+        spec = module.SPEC
+        item_dim = spec["plates"][self.data_plate]["dim"]
+        # sizes that do not count items (K, V, features) are the fit's
+        dims = {name: size for name, size in fit.dims.items()
+                if name != item_dim and name in spec["dims"]
+                and spec["dims"][name].get("ragged_over") is None}
+        clock = time.perf_counter()
+        s = module._prepare(data=data, hypers=fit.hypers, dims=dims, seed=0, init=fit.state,
+                            start=None, max_local_iter=max_local_iter, local_tol=local_tol)
+        stats = [getattr(s, n) for n in inspect.signature(module.elbo_global.py_func).parameters
+                 if n.startswith("acc_")]
+        for array in stats:
+            array[...] = 0.0
+        fixed = {"seeding": False, "items": s.all_items, "max_local_iter": max_local_iter,
+                 "local_tol": local_tol, "warm": False, "guard": False}
+        local_part = _call(module.local_step, s, fixed)
+        # the global factors' terms are linear in the statistics: with and without them
+        with_data = _call(module.elbo_global, s, {})
+        for array in stats:
+            array[...] = 0.0
+        without_data = _call(module.elbo_global, s, {})
+        seconds = time.perf_counter() - clock
+        result = module._result(s, [], False, seconds)
+        globals_ = {f"lam_{name}" for name in self.stages.plan.globals}
+        for name, value in result.state.items():  # the local step must not move a global
+            if name.rsplit("_", 1)[0] in globals_ and not np.array_equal(value, fit.state[name]):
+                raise CemInternalError(f"infer: the local step changed the global {name}")
+        keep = self.item_locals
+        posterior = {k: v for k, v in result.posterior.items()
+                     if k.split(".")[0] in keep or any(k.endswith(f" {n}]") for n in keep)}
+        return Inference(posterior, float(local_part + with_data - without_data),
+                         len(s.all_items), seconds)
+
+
+def _model(path: str, settings: dict[str, float]) -> Model:
+    return Model(path, **settings)
+
+
+# ---------------------------------------------------------------------------------------------
+# Topic models: held-out perplexity by document completion
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicStructure:
+    """An LDA-shaped model: bag of words ``words[d, n] ~ Categorical(topics[z[d, n]])``,
+    ``z[d, n] ~ Categorical(proportions[d])``, ``proportions[d] ~ Dirichlet(alpha)``."""
+
+    words: str
+    topics: str
+    proportions: str
+    alpha: str | float  # the hyperparameter's name, or the constant
+
+    def alpha_value(self, hypers: Mapping[str, Any]) -> Any:
+        return hypers[self.alpha] if isinstance(self.alpha, str) else self.alpha
+
+
+def topic_structure(model: Any) -> TopicStructure | None:
+    """The topic-model roles of a built model (``Model.stages.model``), or None."""
+    plate = model.data_plate
+    observed = [v for v in model.variables if v.observed]
+    if plate is None or len(observed) != 1:
+        return None
+    words = observed[0]
+    arg = words.args[0] if words.args else None
+    if (words.family != "Categorical" or len(words.plates) != 2 or words.plates[0] != plate
+            or not isinstance(arg, RVar) or len(arg.indices) != 1
+            or not isinstance(arg.indices[0], GateIndex)
+            or not isinstance(arg.indices[0].var, RVar)):
+        return None
+    topics, assignment = model.var(arg.name), model.var(arg.indices[0].var.name)
+    if topics.family != "Dirichlet" or model.is_local(topics) \
+            or assignment.family != "Categorical" or not model.is_local(assignment):
+        return None
+    probs = assignment.args[0]
+    if not (isinstance(probs, RVar) and len(probs.indices) == 1
+            and isinstance(probs.indices[0], PlateIndex) and probs.indices[0].plate == plate):
+        return None
+    proportions = model.var(probs.name)
+    if proportions.family != "Dirichlet" or proportions.plates != (plate,):
+        return None
+    concentration = proportions.args[0]
+    if isinstance(concentration, RRepeat):
+        concentration = concentration.value
+    if isinstance(concentration, RHyper):
+        alpha: str | float = concentration.name
+    elif isinstance(concentration, RConst):
+        alpha = concentration.value
+    else:
+        return None
+    return TopicStructure(words.name, topics.name, proportions.name, alpha)
+
+
+# ---------------------------------------------------------------------------------------------
+# scikit-learn
+# ---------------------------------------------------------------------------------------------
+
+try:
+    from sklearn.base import BaseEstimator, TransformerMixin
+except ImportError:  # scikit-learn is optional: CemEstimator then says what to install
+
+    class BaseEstimator:  # type: ignore[no-redef]
+        def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+            raise ImportError("CemEstimator needs scikit-learn: pip install scikit-learn")
+
+    class TransformerMixin:  # type: ignore[no-redef]
+        pass
+
+
+class CemEstimator(TransformerMixin, BaseEstimator):
+    """A cemodel model as a scikit-learn estimator (``Pipeline``, ``GridSearchCV``, ``clone``).
+
+    Parameters (stored unchanged, as scikit-learn requires):
+
+    model : a model file, a library name (``"lda"``, ``"gmm"``) or a ``Model``.
+    K : the size of dimension ``K`` (components, topics), given to ``fit`` as ``dims``, so
+        every K shares one compiled module; None keeps the model file's default.
+    method, local : the global and local step (``Model.fit``).
+    max_iter : iterations (``mf``) or epochs (the stochastic methods); None: the default.
+    seed : the fit's seed (starts, minibatches); also seeds the perplexity split.
+    hypers : hyperparameter values, e.g. ``{"alpha": 0.1}``.
+    learn : hyperparameters to set by empirical Bayes, e.g. ``("alpha",)``.
+    settings : compile-time settings of the model file (``--set``), e.g. ``{"eta": 0.05}``.
+    fit_options : further options of the generated function (``tol``, ``batch_size``,
+        ``kappa``, ``max_local_iter``, ``local_tol``, ...).
+    score_by : ``"auto"`` (topic models: ``"perplexity"``, else ``"elbo"``), ``"perplexity"``
+        (the mean held-out log likelihood per word by document completion,
+        ``cemodel.evaluation``; i.e. −log perplexity) or ``"elbo"`` (the held-out ELBO of X
+        under the fitted globals, per item). Greater is better.
+
+    X is the data of the model's single observed variable (LDA: a document-term count matrix;
+    GMM: an N × D array); a model with several observed variables or covariates takes a dict.
+
+    Fitted attributes: ``result_`` (a ``Fit``), ``model_`` (the ``Model``), ``module_`` (the
+    generated module), ``n_features_in_`` (for array X).
+    """
+
+    def __init__(self, model: Any = "lda", K: int | None = None, method: str = "mf",
+                 local: str = "mf", max_iter: int | None = None, seed: int | None = 0,
+                 hypers: dict | None = None, learn: tuple | str = (),
+                 settings: dict | None = None, fit_options: dict | None = None,
+                 score_by: str = "auto") -> None:
+        self.model = model
+        self.K = K
+        self.method = method
+        self.local = local
+        self.max_iter = max_iter
+        self.seed = seed
+        self.hypers = hypers
+        self.learn = learn
+        self.settings = settings
+        self.fit_options = fit_options
+        self.score_by = score_by
+
+    def __sklearn_tags__(self):  # noqa: ANN204 - sklearn's Tags
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = []
+        return tags
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _model(self) -> Model:
+        if isinstance(self.model, Model):
+            return self.model
+        return Model(self.model, **(self.settings or {}))
+
+    def _data(self, model: Model, X: Any) -> dict[str, Any]:
+        if isinstance(X, Mapping):
+            return dict(X)
+        if len(model.inputs) != 1:
+            raise CemError(f"X: model {model.name} takes {', '.join(model.inputs)}; pass X "
+                           "as a dict from each name to its data")
+        return {model.inputs[0]: X}
+
+    def _check_features(self, X: Any) -> None:
+        shape = getattr(X, "shape", None)
+        expected = getattr(self, "n_features_in_", None)
+        if expected is not None and shape is not None and len(shape) == 2 \
+                and shape[1] != expected:
+            raise ValueError(f"X has {shape[1]} features, but {type(self).__name__} is "
+                             f"expecting {expected} features as input.")
+
+    def _local_options(self) -> dict[str, Any]:
+        options = self.fit_options or {}
+        return {k: options[k] for k in ("max_local_iter", "local_tol") if k in options}
+
+    def _infer(self, X: Any) -> Inference:
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self)
+        self._check_features(X)
+        return self.model_.infer(self._data(self.model_, X), self.result_,
+                                 **self._local_options())
+
+    # -- the estimator -----------------------------------------------------------------------
+
+    def fit(self, X: Any, y: Any = None) -> CemEstimator:
+        """Fit the model to X (y is ignored: the models are unsupervised)."""
+        model = self._model()
+        options = dict(self.fit_options or {})
+        if self.K is not None:
+            options["dims"] = {**options.get("dims", {}), "K": int(self.K)}
+        if self.max_iter is not None:
+            options["max_iter" if self.method == "mf" else "epochs"] = int(self.max_iter)
+        if self.seed is not None:
+            options["seed"] = self.seed
+        if self.hypers is not None:
+            options["hypers"] = self.hypers
+        if self.learn:
+            options["learn"] = self.learn
+        result = model.fit(self._data(model, X), self.method, local=self.local, **options)
+        self.model_, self.module_, self.result_ = model, model.module, result
+        shape = getattr(X, "shape", None)
+        if not isinstance(X, Mapping) and shape is not None and len(shape) == 2:
+            self.n_features_in_ = int(shape[1])
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        """The posterior mean of each item's locals with the fitted globals held fixed (LDA:
+        the document-topic proportions θ, rows summing to 1; mixtures: q(z)); items × k."""
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self)
+        if not self.model_.item_locals:
+            raise CemError(f"transform: model {self.model_.name} has no local variable per "
+                           "item to transform into")
+        inference = self._infer(X)
+        return np.hstack([inference.mean(v).reshape(inference.items, -1)
+                          for v in self.model_.item_locals])
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Held-out objective of X, greater is better (see ``score_by``)."""
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self)
+        if self.score_by not in ("auto", "perplexity", "elbo"):
+            raise ValueError(f"score_by: expected 'auto', 'perplexity' or 'elbo', found "
+                             f"{self.score_by!r}")
+        topic = topic_structure(self.model_.stages.model)
+        by = ("perplexity" if topic else "elbo") if self.score_by == "auto" else self.score_by
+        if by == "elbo":
+            inference = self._infer(X)
+            return inference.elbo / max(inference.items, 1)
+        if topic is None:
+            raise CemError(f"score_by='perplexity' needs a topic model; {self.model_.name} "
+                           "is not LDA-shaped", hint="score_by='elbo'")
+        from .evaluation import completion_log_likelihood_per_word, topics_from_dirichlet
+
+        self._check_features(X)
+        counts = self._data(self.model_, X)[topic.words]
+        options = self._local_options()
+        return completion_log_likelihood_per_word(
+            topics_from_dirichlet(self.result_[f"{topic.topics}.alpha"]),
+            topic.alpha_value(self.result_.hypers), counts, seed=self.seed or 0,
+            max_iter=options.get("max_local_iter", 100), tol=options.get("local_tol", 1e-3))
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        """``theta0, theta1, ...``: the columns of ``transform``."""
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self)
+        names = []
+        for var in self.model_.item_locals:
+            mean = self.result_.mean(var)
+            width = int(np.prod(mean.shape[1:])) if mean.ndim > 1 else 1
+            names += [f"{var}{i}" for i in range(width)]
+        return np.asarray(names, dtype=object)
+
+    # a fitted estimator pickles without its module (recompiled from the disk cache on load)
+    def __getstate__(self) -> dict:
+        state = dict(super().__getstate__())  # a copy: object's is the live __dict__
+        state.pop("module_", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if "model_" in state:
+            self.module_ = self.model_.module

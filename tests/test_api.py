@@ -1,0 +1,201 @@
+"""The Python API (cemodel.Model, Fit) and the scikit-learn estimator (CemEstimator)."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import sparse
+from scipy.special import digamma, logsumexp, softmax
+
+pytest.importorskip("sklearn")
+from sklearn.base import clone  # noqa: E402
+from sklearn.exceptions import NotFittedError  # noqa: E402
+from sklearn.model_selection import GridSearchCV  # noqa: E402
+from sklearn.pipeline import Pipeline  # noqa: E402
+from sklearn.preprocessing import FunctionTransformer  # noqa: E402
+from sklearn.utils.validation import check_is_fitted  # noqa: E402
+
+import cemodel  # noqa: E402
+from cemodel.api import CemEstimator, Fit, Model, topic_structure  # noqa: E402
+from cemodel.errors import CemError  # noqa: E402
+from cemodel.evaluation import (  # noqa: E402
+    completion_log_likelihood_per_word,
+    topics_from_dirichlet,
+)
+
+
+def _corpus(seed: int = 0, D: int = 90) -> sparse.csr_matrix:
+    """Three topics over disjoint blocks of 10 words (plus a little noise), 40 tokens a doc."""
+    rng = np.random.default_rng(seed)
+    topics = np.full((3, 30), 0.002)
+    for k in range(3):
+        topics[k, 10 * k:10 * (k + 1)] = 1.0
+    topics /= topics.sum(axis=1, keepdims=True)
+    theta = rng.dirichlet(np.full(3, 0.2), D)
+    return sparse.csr_matrix(np.stack([rng.multinomial(40, t @ topics) for t in theta]))
+
+
+def _points(seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.concatenate([rng.normal(c, 0.5, (40, 2)) for c in ([0, 0], [5, 0], [0, 5])])
+
+
+@pytest.fixture(scope="module")
+def X():
+    return _corpus()
+
+
+@pytest.fixture(scope="module")
+def lda(X):
+    return CemEstimator(model="lda", K=3, max_iter=50).fit(X)
+
+
+@pytest.fixture(scope="module")
+def gmm():
+    return CemEstimator(model="stdlib_models/gmm.cem", K=3).fit(_points())
+
+
+def test_the_package_exports_the_api():
+    assert cemodel.Model is Model and cemodel.CemEstimator is CemEstimator
+    path = Path(__file__).resolve().parents[1] / "stdlib_models" / "lda.cem"
+    assert cemodel.compile(path).fit is Model("lda").module.fit  # one module per source
+    with pytest.raises(AttributeError):
+        cemodel.no_such_name  # noqa: B018
+
+
+def test_get_params_set_params_clone_round_trip(lda):
+    params = dict(model="lda", K=4, method="svi", local="cvb0", max_iter=3, seed=7,
+                  hypers={"alpha": 0.5}, learn=("alpha",), settings=None,
+                  fit_options={"batch_size": 30}, score_by="elbo")
+    est = CemEstimator(**params)
+    assert est.get_params() == params
+    assert est.set_params(K=6, hypers={"eta": 0.1}) is est
+    assert est.K == 6 and est.hypers == {"eta": 0.1}
+    twin = clone(est)
+    assert twin is not est and twin.get_params() == est.get_params()
+    assert twin.hypers is not est.hypers  # deep-copied, as clone does
+    with pytest.raises(NotFittedError):
+        check_is_fitted(twin)
+    with pytest.raises(NotFittedError):
+        twin.transform(np.ones((2, 30)))
+    fitted_twin = clone(lda)  # a clone of a fitted estimator is unfitted
+    assert not hasattr(fitted_twin, "result_") and fitted_twin.get_params() == lda.get_params()
+    # a Model as the model parameter is shared, not recompiled
+    model = Model("lda")
+    assert clone(CemEstimator(model=model)).model is model
+
+
+def test_lda_fit_transform_score(lda, X):
+    check_is_fitted(lda)
+    assert isinstance(lda.result_, Fit) and lda.result_.converged
+    assert lda.module_ is lda.model_.module and lda.n_features_in_ == 30
+    theta = lda.transform(X)
+    assert theta.shape == (90, 3)
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0)
+    assert list(lda.get_feature_names_out()) == ["theta0", "theta1", "theta2"]
+    # every topic is one block of words; documents go to the topic of their dominant block
+    topics = topics_from_dirichlet(lda.result_["beta.alpha"])
+    block = topics.reshape(3, 3, 10).sum(axis=2).argmax(axis=1)
+    assert sorted(block) == [0, 1, 2]
+    dense = X.toarray().reshape(90, 3, 10).sum(axis=2)
+    assert np.mean(block[theta.argmax(axis=1)] == dense.argmax(axis=1)) > 0.95
+    # score: -log perplexity by document completion, the cemodel.evaluation convention
+    held_out = _corpus(seed=1, D=30)
+    expected = completion_log_likelihood_per_word(topics, 0.1, held_out, seed=0)
+    assert lda.score(held_out) == pytest.approx(expected)
+    assert -np.log(30) < lda.score(held_out) < 0  # better than uniform over the words
+    assert np.isfinite(lda.set_params(score_by="elbo").score(held_out))
+    lda.set_params(score_by="auto")
+    with pytest.raises(ValueError, match="features"):
+        lda.transform(np.ones((2, 31)))
+
+
+def test_lda_transform_is_the_e_step_at_fixed_topics(lda, X):
+    # the proportions satisfy the LDA E-step's fixed point for the fitted E[log beta]
+    inference = lda.model_.infer({"w": X}, lda.result_, local_tol=1e-12, max_local_iter=10000)
+    gamma = inference["theta.alpha"]
+    counts = X.toarray()
+    phi = np.exp(digamma(gamma) - digamma(gamma.sum(1, keepdims=True)))[:, :, None] \
+        * np.exp(lda.result_["E[log beta]"])[None]
+    phi /= phi.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(gamma, 0.1 + np.einsum("dw,dkw->dk", counts, phi), rtol=1e-6)
+
+
+def test_transform_keeps_the_globals_fixed(lda, X):
+    state = copy.deepcopy(lda.result_.state)
+    posterior = copy.deepcopy(lda.result_.posterior)
+    theta = lda.transform(X)
+    lda.score(X[:20])
+    for name, value in state.items():
+        np.testing.assert_array_equal(lda.result_.state[name], value)
+    for name, value in posterior.items():
+        np.testing.assert_array_equal(lda.result_.posterior[name], value)
+    # items are independent given the globals: a subset gets the same proportions
+    np.testing.assert_allclose(lda.transform(X[10:25]), theta[10:25], rtol=1e-12)
+
+
+def test_gmm_transform_and_score_are_the_exact_e_step(gmm):
+    fit = gmm.result_
+    x = np.random.default_rng(5).normal(2.0, 3.0, (25, 2))
+    # log q(z_n = k) ∝ E[log pi_k] + E[log N(x_n | mu_k, Lambda_k)], by hand
+    Lam, mu, mumu = fit["E[value Lambda]"], fit["E[value mu]"], fit["E[outer mu]"]
+    second = (np.einsum("ni,nj->nij", x, x)[:, None] - np.einsum("ni,kj->nkij", x, mu)
+              - np.einsum("ki,nj->nkij", mu, x) + mumu[None])
+    log_r = (fit["E[log pi]"] + 0.5 * fit["E[logdet Lambda]"] - np.log(2 * np.pi)
+             - 0.5 * np.einsum("kij,nkij->nk", Lam, second))
+    np.testing.assert_allclose(gmm.transform(x), softmax(log_r, axis=1), atol=1e-12)
+    # the held-out ELBO per point at the optimal q(z): mean log Σ_k exp(log_r)
+    assert gmm.score(x) == pytest.approx(logsumexp(log_r, axis=1).mean(), rel=1e-10)
+    assert list(gmm.get_feature_names_out()) == ["z0", "z1", "z2"]
+    assert topic_structure(gmm.model_.stages.model) is None
+    with pytest.raises(CemError, match="needs a topic model"):
+        clone(gmm).set_params(score_by="perplexity").fit(x).score(x)
+
+
+def test_pipeline_and_grid_search_over_k_pick_the_true_k(X):
+    pipe = Pipeline([("counts", FunctionTransformer(accept_sparse=True)),
+                     ("lda", CemEstimator(model="lda", max_iter=50))])
+    search = GridSearchCV(pipe, {"lda__K": [1, 3, 8]}, cv=3).fit(X)
+    assert search.best_params_ == {"lda__K": 3}
+    scores = search.cv_results_["mean_test_score"]
+    assert scores[0] < scores[1] - 0.3  # one topic is far worse
+    assert search.best_estimator_.transform(X[:5]).shape == (5, 3)
+
+
+def test_methods_local_steps_and_refusals(X):
+    model = Model("stdlib_models/lda.cem")
+    data = {"w": X}
+    fit = model.fit(data, "svi", local="cvb0", dims={"K": 3}, epochs=2, batch_size=30,
+                    learn=("alpha",))
+    assert (fit.method, fit.local) == ("svi", "cvb0") and len(fit.elbo) == 2
+    assert fit.expectation("log beta") is fit["E[log beta]"] is fit.expectation("E[log beta]")
+    np.testing.assert_allclose(fit.mean("beta").sum(axis=1), 1.0)
+    assert fit.hypers["alpha"] != 0.1  # learned
+    assert "method='svi'" in repr(fit) and fit.seconds > 0
+    with pytest.raises(KeyError, match="available: E.log beta., E.log theta."):
+        fit.expectation("E[value beta]")
+    with pytest.raises(CemError, match="local step 'exact' does not apply to this model: "
+                                       "local 'z' depends on local 'theta'"):
+        model.fit(data, local="exact")
+    with pytest.raises(CemError, match="expected one of mf, svi, svi\\+, ssvi-a, ssvi"):
+        model.fit(data, "svii")
+    with pytest.raises(CemError, match="needs effective_batch_size"):
+        model.fit(data, "svi+")
+    gmm = Model("gmm")
+    assert gmm.methods["ssvi"].startswith("no")
+    with pytest.raises(CemError, match="method 'ssvi' does not apply to this model: V"):
+        gmm.fit({"x": _points()}, "ssvi")
+    with pytest.raises(CemError, match="local 'z' depends on local 'theta'"):
+        CemEstimator(model="lda", local="exact").fit(X)
+    with pytest.raises(CemError, match="pass X as a dict"):
+        CemEstimator(model="linear_regression").fit(np.ones((5, 2)))
+
+
+def test_a_fitted_estimator_pickles(lda, X):
+    again = pickle.loads(pickle.dumps(lda))
+    assert again.module_ is lda.module_ and hasattr(lda, "module_")
+    np.testing.assert_array_equal(again.transform(X[:5]), lda.transform(X[:5]))
