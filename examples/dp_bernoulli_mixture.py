@@ -10,6 +10,13 @@ Printed per seed: the components the data used, the components each fit uses (ex
 number of points ≥ 1), and KL(p_true(y) || p_fit(y)) estimated by Monte Carlo with the
 posterior means of π and φ. The paper reports MF 17 of 56 components, KL 5.23; SSVI-A 54,
 KL 1.94. A plot of the component weights is saved to examples/out/.
+
+Results (`python examples/dp_bernoulli_mixture.py --seeds 3`, about 8 minutes on a busy
+2-core machine): the data used 56, 54 and 53 components; MF used 28, 19 and 22 (mean 23.0),
+KL 3.53, 3.71, 4.39 (mean 3.88); SSVI-A used 48, 44 and 42 (mean 44.7), KL 2.42, 2.42, 2.68
+(mean 2.51), and a higher ELBO on every seed. The shape of the paper's result holds: SSVI-A
+keeps about twice as many of the true components as mean field and fits the data
+distribution better, though neither gets as far as the paper's numbers.
 """
 
 from __future__ import annotations
