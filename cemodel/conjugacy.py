@@ -434,9 +434,10 @@ class _Expander:
         elif isinstance(expr, RBin) and expr.op in "+-":
             sign = 1.0 if expr.op == "+" else -1.0
             left, right = expr.left, expr.right
+            part = self.broadcast_part
             if fn == "value":
-                return self.expand_expr("value", left, letters) + [
-                    (sign * c, s) for c, s in self.expand_expr("value", right, letters)]
+                return part("value", left, letters) + [
+                    (sign * c, s) for c, s in part("value", right, letters)]
             if fn == "square":
                 cross = _multiply(self.expand_expr("value", left, ()),
                                   self.expand_expr("value", right, ()))
@@ -445,13 +446,11 @@ class _Expander:
                         + self.expand_expr("square", right, ()))
             if fn == "outer":
                 i, j = letters
-                cross1 = _multiply(self.expand_expr("value", left, (i,)),
-                                   self.expand_expr("value", right, (j,)))
-                cross2 = _multiply(self.expand_expr("value", right, (i,)),
-                                   self.expand_expr("value", left, (j,)))
-                return (self.expand_expr("outer", left, letters)
+                cross1 = _multiply(part("value", left, (i,)), part("value", right, (j,)))
+                cross2 = _multiply(part("value", right, (i,)), part("value", left, (j,)))
+                return (part("outer", left, letters)
                         + [(sign * c, s) for c, s in cross1 + cross2]
-                        + self.expand_expr("outer", right, letters))
+                        + part("outer", right, letters))
         latent = self.latent_in(expr)
         raise self.error(
             f"not conjugate: the {self.role} of {self.family.name} '{self.var.name}' needs "
@@ -459,6 +458,13 @@ class _Expander:
             f"statistics of latent '{latent}'",
             getattr(expr, "span", self.var.span),
         )
+
+    def broadcast_part(self, fn: str, expr: RExpr, letters: tuple[str, ...]) -> Poly:
+        """One side of a sum: a scalar added to a vector (``mu + m0``) is the same value in
+        every entry, so it carries no tensor letters and its outer product is its square."""
+        if letters and not self.event_shape(expr):
+            return self.expand_expr("square" if fn == "outer" else fn, expr, ())
+        return self.expand_expr(fn, expr, letters)
 
     def vector_view(self, fn: str, expr: RExpr, letters: tuple[str, ...]) -> Poly:
         if self.latent_in(expr) is None and fn == "outer":

@@ -36,8 +36,10 @@ class Source:
     text: str
 
     def line_text(self, line: int) -> str:
-        lines = self.text.splitlines()
-        return lines[line - 1] if 0 < line <= len(lines) else ""
+        # lines end at "\n" only, as the parser counts them (str.splitlines would also split
+        # at form feeds, lone carriage returns and U+2028, and show the wrong line)
+        lines = self.text.split("\n")
+        return lines[line - 1].removesuffix("\r") if 0 < line <= len(lines) else ""
 
 
 class CemError(Exception):

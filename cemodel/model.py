@@ -454,6 +454,7 @@ class _Builder:
             left = self.resolve_hyper_expr(expr.left)
             right = self.resolve_hyper_expr(expr.right)
             self._broadcast(self.hyper_shape(left), self.hyper_shape(right), expr.span)
+            self._check_divisor(expr.op, right)
             return RBin(expr.op, left, right, expr.span)
         if isinstance(expr, ast.Call):
             func = expr.func.id
@@ -495,6 +496,61 @@ class _Builder:
             size = _size_of(expr.args[0])
             return (size, size) if expr.func == "eye" else (size,)
         raise AssertionError(expr)
+
+    def constant(self, expr: RExpr) -> float | None:
+        """The value of a scalar expression the model file fixes (numbers and scalar
+        hyperparameters); None when it depends on dimensions, data or random variables."""
+        if isinstance(expr, RConst):
+            return expr.value
+        if isinstance(expr, RHyper):
+            hyper = self.hypers[expr.name]
+            return self.constant(hyper.value) if hyper.shape == () else None
+        if isinstance(expr, RNeg):
+            value = self.constant(expr.operand)
+            return None if value is None else -value
+        if isinstance(expr, RBin):
+            a, b = self.constant(expr.left), self.constant(expr.right)
+            if a is None or b is None:
+                return None
+            if expr.op == "/":
+                return a / b if b != 0 else None
+            return {"+": a + b, "-": a - b, "*": a * b}[expr.op]
+        return None
+
+    def _check_divisor(self, op: str, right: RExpr) -> None:
+        if op == "/" and self.constant(right) == 0:
+            raise self.error("division by zero", right.span,
+                             hint="the divisor of this expression is always 0")
+
+    def _check_domain(self, family: FamilySpec, param_name: str, domain: str, value: RExpr,
+                      span: Span) -> None:
+        """A parameter the model file fixes to a value outside its domain (``Beta(0, 1)``,
+        ``Gamma(a, b)`` with ``hyper b = -1``, ``Dirichlet(zeros(K))``) is refused here."""
+        if domain != "positive":
+            return
+        hint = None
+        if isinstance(value, RRepeat):
+            value = value.value
+        if isinstance(value, RHyper):
+            line = self.hypers[value.name].span.line
+            hint = f"'{value.name}' is set on line {line}; give it a positive value"
+            if self.hypers[value.name].shape:
+                value = self.hypers[value.name].value
+        if isinstance(value, RVector):
+            items = list(value.items)
+        elif isinstance(value, RCall) and value.func == "zeros":
+            items = [RConst(0.0, value.span)]
+        elif isinstance(value, RCall) and value.func == "full":
+            items = [value.args[1]]
+        else:
+            items = [value]
+        for item in items:
+            number = self.constant(item)
+            if number is not None and not number > 0:
+                raise self.error(
+                    f"the {param_name} of {family.name} must be positive, found {number:g}",
+                    span, hint=hint,
+                )
 
     def _broadcast(self, a: Shape, b: Shape, span: Span) -> Shape:
         if a == ():
@@ -550,6 +606,7 @@ class _Builder:
             value = self.resolve_expr(args[0], scope)
             if self.shape_of(value) != ():
                 raise self.error("Dirichlet(a, K) takes a scalar a", args[0].span)
+            self._check_domain(family, "a", "positive", value, args[0].span)
             return (RRepeat(value, size.id, stmt.span),)
         if len(args) != nparams:
             extra = " or Dirichlet(a, K)" if family.name == "Dirichlet" else ""
@@ -568,6 +625,7 @@ class _Builder:
                     f"found {kinds.get(rank, 'an array')} of shape {_show(self.shape_of(value))}",
                     arg.span,
                 )
+            self._check_domain(family, param.name, param.domain, value, arg.span)
             resolved.append(value)
         return tuple(resolved)
 
@@ -603,6 +661,7 @@ class _Builder:
         if isinstance(expr, ast.BinOp):
             left = self.resolve_expr(expr.left, scope)
             right = self.resolve_expr(expr.right, scope)
+            self._check_divisor(expr.op, right)
             if expr.op in "*/" and self.shape_of(left) and self.shape_of(right):
                 raise self.error(
                     f"'{expr.op}' multiplies a scalar with a scalar or an array; "

@@ -7,6 +7,7 @@ Syntax errors become ``CemSyntaxError`` with a location, the line and a caret.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -255,7 +256,13 @@ class _ToAst(lark.Transformer):
     def number(self, meta, children):
         text = str(children[0])
         is_int = text.isdigit()
-        return Number(float(text), is_int, _span(meta))
+        value = float(text)
+        if not math.isfinite(value):
+            raise CemSyntaxError(
+                f"the number {text} is too large", _span(meta),
+                hint="numbers must be below about 1.8e308 (the largest float)",
+            )
+        return Number(value, is_int, _span(meta))
 
     def name(self, meta, children):
         return _name(children[0])
@@ -358,7 +365,12 @@ def parse(text: str, filename: str = "<model>") -> Program:
             "this line's indentation matches no enclosing block", Span(line, 1, line, 2), source,
             hint="indent it exactly as far as the statements of the block it belongs to",
         ) from None
-    statements = _ToAst().transform(tree)
+    try:
+        statements = _ToAst().transform(tree)
+    except lark.exceptions.VisitError as exc:
+        if isinstance(exc.orig_exc, CemSyntaxError):
+            raise exc.orig_exc.with_source(source) from None
+        raise
     return Program(source, statements)
 
 
@@ -382,10 +394,19 @@ def _hint_for_token(tok: lark.Token, expected: set[str]) -> str | None:
     return None
 
 
+def _lines(text: str) -> list[str]:
+    """The lines of ``text`` as the parser counts them: ended by "\n" only (not by the form
+    feeds, lone carriage returns or U+2028 at which ``str.splitlines`` also splits)."""
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
 def _find_bad_dedent(text: str) -> int:
     """The first line whose indentation returns to a depth no open block has."""
     stack = [0]
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(_lines(text), start=1):
         stripped = line.lstrip(" \t")
         if not stripped or stripped.startswith("#"):
             continue
@@ -438,7 +459,7 @@ def _raise_if_unclosed(source: Source, tok: lark.Token | None) -> None:
 
 def _end_span(source: Source) -> Span:
     """Just after the last statement: where an unexpected end of file is reported."""
-    lines = source.text.splitlines()
+    lines = _lines(source.text)
     line = len(lines) or 1
     for number in range(len(lines), 0, -1):
         stripped = lines[number - 1].strip()
@@ -450,7 +471,7 @@ def _end_span(source: Source) -> Span:
 
 
 def _next_code_line(source: Source, after: int) -> int:
-    lines = source.text.splitlines()
+    lines = _lines(source.text)
     for number in range(after + 1, len(lines) + 1):
         stripped = lines[number - 1].strip()
         if stripped and not stripped.startswith("#"):

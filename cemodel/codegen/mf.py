@@ -768,6 +768,17 @@ class MeanFieldEmitter:
         self.kernel_args[fn.name] = fn.args
         return fn
 
+    def _hyper_domains(self) -> dict[str, str]:
+        """Hyperparameters used directly as a positive or SPD family parameter: checked to be
+        in that domain when a fit binds them (a Dirichlet concentration of 0, a negative rate)."""
+        found: dict[str, str] = {}
+        for var in self.model.variables:
+            for param, arg in zip(FAMILIES[var.family].params, var.args, strict=True):
+                inner = arg.value if isinstance(arg, RRepeat) else arg
+                if isinstance(inner, RHyper) and param.domain in ("positive", "spd"):
+                    found.setdefault(inner.name, param.domain)
+        return found
+
     def thread_private(self) -> list[str]:
         """Arrays the local step writes for the current item only (its scratch rows and
         buffers): one copy per thread."""
@@ -1165,10 +1176,12 @@ class MeanFieldEmitter:
         for c in m.data:
             body.append(Line(f"{c.name} = bound.arrays[{c.name!r}]"))
         body.append(Comment("hyperparameters (defaults from the model file)"))
+        domains = self._hyper_domains()
         for h in m.hypers:
             shape = _tuple([dim_name(s) for s in h.shape])
+            domain = f", domain={domains[h.name]!r}" if h.name in domains else ""
             body.append(Line(f"{h.name} = rt.hyper_value(hypers, {h.name!r}, "
-                             f"{_np(h.value)}, {shape})"))
+                             f"{_np(h.value)}, {shape}{domain})"))
         body.append(Comment("known quantities: functions of hyperparameters and data"))
         for key, (name, expr) in self.known_exprs.items():
             if name == expr:

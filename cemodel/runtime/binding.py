@@ -57,6 +57,9 @@ _COVARIATE_SUPPORT = {"real": "real", "int": "integer", "count": "count", "vecto
 _INTEGER_SUPPORTS = {"binary", "count", "integer", "category"}
 _SIMPLEX_TOL = 1e-6
 _SYMMETRY_TOL = 1e-8
+# The statistics of the data (Σx for counts and positive values, Σx² for reals and vectors)
+# must stay finite with room to spare: beyond this the ELBO overflows to inf
+_MAX_STATISTIC = 1e300
 
 
 # ---------------------------------------------------------------------------------------------
@@ -289,7 +292,10 @@ class _Binder:
             if key in expected:
                 continue
             if not isinstance(key, str):
-                raise CemDataError(f"data keys must be variable names (strings), found {key!r}")
+                raise CemDataError(
+                    f"data keys must be variable names (strings), found {key!r}; the model "
+                    f"expects: {', '.join(expected) or 'no data'}"
+                )
             if key in self.dim_specs:
                 hint = f"'{key}' is a dimension: pass it as dims={{'{key}': ...}} (--set {key}=...)"
             else:
@@ -450,6 +456,16 @@ class _Binder:
                 raise CemDataError(
                     f"{var.label}: expected {what}, found {_fmt(found)} at {where(bad)}"
                 )
+        with np.errstate(over="ignore"):
+            total = float(np.sum(counts))
+        if counts.size and not total < _MAX_STATISTIC:
+            bad = counts == counts.max()
+            raise CemDataError(
+                f"{var.label}: expected {what} with a finite total, found {_fmt(counts.max())} "
+                f"at {where(bad)}: the total count overflows (above {_MAX_STATISTIC:.0e})",
+                hint="counts this large carry no more information than smaller ones; scale "
+                "them down",
+            )
 
     def _found_lengths(self, var: _Var, lengths: np.ndarray) -> None:
         parent = self.plates[var.ragged]["parent"]
@@ -558,6 +574,7 @@ class _Binder:
         finite = np.isfinite(values)
         if not finite.all():
             fail(~finite)
+        self._check_magnitude(var, values, where)
         if arr.dtype.kind == "f" and support in _INTEGER_SUPPORTS:
             whole = values == np.floor(values)
             if not whole.all():
@@ -597,6 +614,30 @@ class _Binder:
         elif support == "spd":
             values = self._check_spd(var, values, fail)
         return np.ascontiguousarray(values)
+
+    @staticmethod
+    def _check_magnitude(var: _Var, values: np.ndarray,
+                         where: Callable[[tuple[int, ...]], str]) -> None:
+        """Refuse values whose statistics overflow: Σx² of reals, Σx of counts and positives."""
+        if var.support in ("real", "vector"):
+            statistic, power = "sum of squares", 2
+        elif var.support in ("count", "positive"):
+            statistic, power = "sum", 1
+        else:
+            return
+        if not values.size:
+            return
+        with np.errstate(over="ignore"):
+            total = float(np.sum(np.abs(values) ** power))
+        if total < _MAX_STATISTIC:
+            return
+        idx = tuple(int(i) for i in np.unravel_index(np.argmax(np.abs(values)), values.shape))
+        raise CemDataError(
+            f"{var.label}: expected {_EXPECTED[var.support]} whose {statistic} is finite, "
+            f"found {_fmt(values[idx])}{where(idx)}: the {statistic} of the data overflows "
+            f"(above {_MAX_STATISTIC:.0e})",
+            hint="rescale the data (divide by its scale) and the hyperparameters with it",
+        )
 
     @staticmethod
     def _check_spd(var: _Var, values: np.ndarray, fail: Callable[..., None]) -> np.ndarray:
@@ -777,9 +818,12 @@ def _shape_words(shape: tuple[int, ...]) -> str:
 
 
 def hyper_value(
-    hypers: Mapping[str, object], name: str, default: object, shape: tuple[int, ...]
+    hypers: Mapping[str, object], name: str, default: object, shape: tuple[int, ...],
+    domain: str | None = None,
 ) -> float | np.ndarray:
-    """``hypers[name]`` if given, else ``default``, checked finite and of ``shape``.
+    """``hypers[name]`` if given, else ``default``, checked finite, of ``shape`` and, when
+    ``domain`` is given, in it: ``positive`` (every entry > 0) or ``spd`` (a symmetric
+    positive-definite matrix), the domains of the family parameters it is used as.
 
     A scalar shape ``()`` returns a Python float; anything else a float64 array. A scalar
     default is broadcast to ``shape`` (a user's value must have the shape exactly).
@@ -802,6 +846,18 @@ def hyper_value(
         idx = _first(~finite) if out.ndim else ()
         at = f" at [{', '.join(map(str, idx))}]" if idx else ""
         raise CemDataError(f"{label}: expected finite numbers, found {_fmt(out[idx])}{at}")
+    if domain == "positive" and not np.all(out > 0):
+        idx = _first(out <= 0) if out.ndim else ()
+        at = f" at [{', '.join(map(str, idx))}]" if idx else ""
+        raise CemDataError(f"{label}: expected positive numbers, found {_fmt(out[idx])}{at}")
+    if domain == "spd" and out.ndim == 2 and out.shape[0] == out.shape[1]:
+        symmetric = np.allclose(out, out.T, rtol=_SYMMETRY_TOL, atol=0.0)
+        if not symmetric or np.linalg.eigvalsh(0.5 * (out + out.T))[0] <= 0:
+            found = "a matrix that is not symmetric" if not symmetric else (
+                f"a matrix with smallest eigenvalue "
+                f"{_fmt(float(np.linalg.eigvalsh(out)[0]))}")
+            raise CemDataError(f"{label}: expected a symmetric positive-definite matrix, "
+                               f"found {found}")
     if not shape:
         return float(out)
     return out

@@ -22,6 +22,7 @@ import numba
 import numpy as np
 
 from .special import (
+    cholesky_spd,
     digamma,
     digamma_shifted,
     exp_digamma,
@@ -179,7 +180,7 @@ def mvn_expected_stats(
 def mvn_log_normalizer(lam_value: np.ndarray, lam_outer: np.ndarray) -> float:
     """A = m^T P m / 2 - log|P| / 2 + (D/2) log(2 pi), P = -(lam_outer + lam_outer^T)."""
     n = lam_value.shape[0]
-    chol = np.linalg.cholesky(_neg_sym2(lam_outer))
+    chol = cholesky_spd(_neg_sym2(lam_outer))
     # m^T P m = lam^T P^{-1} lam = |y|^2 with chol @ y = lam_value.
     y = np.empty(n)
     quad = 0.0
@@ -203,7 +204,7 @@ def wishart_expected_stats(
 ) -> float:
     """out = nu W; returns E[log|Lambda|] = sum_i psi((nu+1-i)/2) + D log 2 + log|W|."""
     n = lam_value.shape[0]
-    chol = np.linalg.cholesky(_neg_sym2(lam_value))  # W^{-1} = L L^T
+    chol = cholesky_spd(_neg_sym2(lam_value))  # W^{-1} = L L^T
     scale = inv_from_cholesky(chol)
     nu = 2.0 * lam_logdet + n + 1.0
     for i in range(n):
@@ -219,7 +220,7 @@ def wishart_expected_stats(
 def wishart_log_normalizer(lam_value: np.ndarray, lam_logdet: float) -> float:
     """A = (nu D / 2) log 2 + (nu / 2) log|W| + ln Gamma_D(nu / 2), W = (-2 sym(lam_value))^{-1}."""
     n = lam_value.shape[0]
-    chol = np.linalg.cholesky(_neg_sym2(lam_value))
+    chol = cholesky_spd(_neg_sym2(lam_value))
     logdet_w = 0.0
     for i in range(n):
         logdet_w -= 2.0 * math.log(chol[i, i])

@@ -37,9 +37,21 @@ def lbeta(a, b):
 
 
 def log_binom(n, k):
-    """log C(n, k) = log n! - log k! - log (n-k)!, elementwise (n, k may be real)."""
+    """log C(n, k) = log n! - log k! - log (n-k)!, elementwise (n, k may be real).
+
+    The successes k of a Binomial must lie in [0, n]: anything else has probability 0, and is
+    refused with ``CemDataError`` rather than turned into NaN."""
     n = np.asarray(n, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
+    bad = ~((0.0 <= k) & (k <= n))  # also catches NaN
+    if np.any(bad):
+        n_b, k_b = np.broadcast_arrays(n, k)
+        at = tuple(int(i) for i in np.argwhere(np.broadcast_to(bad, n_b.shape))[0])
+        where = f" at [{', '.join(map(str, at))}]" if at else ""
+        raise CemDataError(
+            f"Binomial data: expected successes k between 0 and the number of trials n, "
+            f"found k = {k_b[at]:g} with n = {n_b[at]:g}{where}"
+        )
     out = -np.log1p(n) - _sps.betaln(n - k + 1.0, k + 1.0)
     return out[()] if out.ndim == 0 else out
 

@@ -62,6 +62,12 @@ def kmeanspp(features: np.ndarray | sp.csr_matrix, n_seeds: int, seed: int) -> n
     n_items = features.shape[0]
     n_seeds = min(n_seeds, n_items)
     sparse = sp.issparse(features)
+    # D² sampling is invariant to a common scale: data of extreme scale is brought to a
+    # largest |value| of 1 so that squared distances neither overflow (values near 1e200)
+    # nor underflow (near 1e-200)
+    largest = float(abs(features).max()) if features.shape[0] * features.shape[1] else 0.0
+    if np.isfinite(largest) and largest > 0 and not 1e-75 < largest < 1e75:
+        features = features * (1.0 / largest)
     sq_norms = (np.asarray(features.multiply(features).sum(axis=1)).ravel() if sparse
                 else np.einsum("ij,ij->i", features, features))
     chosen = [int(rng.integers(n_items))]

@@ -9,6 +9,8 @@ import math
 import numba
 import numpy as np
 
+from ..errors import CemDataError
+
 # Not disk-cached: numba would keep a stale copy of a helper from another file that this
 # one calls. Generated kernels are cached (keyed by the runtime's fingerprint) together with
 # the machine code of every helper they call, so nothing here recompiles on a cached run.
@@ -183,6 +185,30 @@ def softmax_inplace(v: np.ndarray) -> float:
     return m + math.log(s)
 
 
+_NOT_POSITIVE_DEFINITE = (
+    "a posterior precision or scale matrix is not positive definite in floating point: the "
+    "data are on a scale too far from the prior's (rescale the data, or the prior's precision "
+    "and scale hyperparameters with it)"
+)
+
+
+@jit
+def cholesky_spd(M: np.ndarray) -> np.ndarray:
+    """L with M = L L^T; a matrix that is not positive definite raises ``CemDataError``.
+
+    Posterior matrices are sums of prior and data terms; when the data's scale dwarfs the
+    prior's (x near 1e20 against a unit prior) cancellation leaves them indefinite."""
+    ok = True
+    try:
+        L = np.linalg.cholesky(M)
+    except Exception:  # numba cannot bind or re-raise the LinAlgError itself
+        ok = False
+        L = np.zeros_like(M)
+    if not ok:
+        raise CemDataError(_NOT_POSITIVE_DEFINITE)
+    return L
+
+
 @jit
 def logdet_spd(M: np.ndarray) -> float:
     """log|M| = 2 sum_i log L_ii with M = L L^T (Cholesky), M symmetric positive definite."""
@@ -220,7 +246,7 @@ def inv_from_cholesky(L: np.ndarray) -> np.ndarray:
 @jit
 def inv_spd(M: np.ndarray) -> np.ndarray:
     """M^{-1} = L^{-T} L^{-1} with M = L L^T (Cholesky), M symmetric positive definite."""
-    return inv_from_cholesky(np.linalg.cholesky(M))
+    return inv_from_cholesky(cholesky_spd(M))
 
 
 @jit

@@ -169,8 +169,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     n_N = bound.dims['N']
     x = bound.arrays['x']
     # hyperparameters (defaults from the model file)
-    a = rt.hyper_value(hypers, 'a', 2.0, ())
-    b = rt.hyper_value(hypers, 'b', 1.0, ())
+    a = rt.hyper_value(hypers, 'a', 2.0, (), domain='positive')
+    b = rt.hyper_value(hypers, 'b', 1.0, (), domain='positive')
     # known quantities: functions of hyperparameters and data
     log_b = np.log(b)  # log(b)
     lgamma_a = rt.gammaln(a)  # lgamma(a)

@@ -646,11 +646,11 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     n_N = bound.dims['N']
     x = bound.arrays['x']
     # hyperparameters (defaults from the model file)
-    alpha = rt.hyper_value(hypers, 'alpha', 1.0, ())
+    alpha = rt.hyper_value(hypers, 'alpha', 1.0, (), domain='positive')
     m0 = rt.hyper_value(hypers, 'm0', np.zeros(n_D), (n_D,))
-    P0 = rt.hyper_value(hypers, 'P0', (np.eye(n_D) * 0.01), (n_D, n_D))
-    nu0 = rt.hyper_value(hypers, 'nu0', (n_D + 2.0), ())
-    W0 = rt.hyper_value(hypers, 'W0', np.eye(n_D), (n_D, n_D))
+    P0 = rt.hyper_value(hypers, 'P0', (np.eye(n_D) * 0.01), (n_D, n_D), domain='spd')
+    nu0 = rt.hyper_value(hypers, 'nu0', (n_D + 2.0), (), domain='positive')
+    W0 = rt.hyper_value(hypers, 'W0', np.eye(n_D), (n_D, n_D), domain='spd')
     # known quantities: functions of hyperparameters and data
     lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
     lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))

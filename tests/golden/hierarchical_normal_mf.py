@@ -397,9 +397,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     group = bound.arrays['group']
     # hyperparameters (defaults from the model file)
     m0 = rt.hyper_value(hypers, 'm0', 0.0, ())
-    t0 = rt.hyper_value(hypers, 't0', 0.001, ())
-    a0 = rt.hyper_value(hypers, 'a0', 1.0, ())
-    b0 = rt.hyper_value(hypers, 'b0', 1.0, ())
+    t0 = rt.hyper_value(hypers, 't0', 0.001, (), domain='positive')
+    a0 = rt.hyper_value(hypers, 'a0', 1.0, (), domain='positive')
+    b0 = rt.hyper_value(hypers, 'b0', 1.0, (), domain='positive')
     # known quantities: functions of hyperparameters and data
     log_t0 = np.log(t0)  # log(t0)
     square_m0 = np.square(m0)  # square(m0)

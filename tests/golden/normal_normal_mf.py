@@ -171,8 +171,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     x = bound.arrays['x']
     # hyperparameters (defaults from the model file)
     m0 = rt.hyper_value(hypers, 'm0', 0.0, ())
-    t0 = rt.hyper_value(hypers, 't0', 0.01, ())
-    tau = rt.hyper_value(hypers, 'tau', 1.0, ())
+    t0 = rt.hyper_value(hypers, 't0', 0.01, (), domain='positive')
+    tau = rt.hyper_value(hypers, 'tau', 1.0, (), domain='positive')
     # known quantities: functions of hyperparameters and data
     log_t0 = np.log(t0)  # log(t0)
     square_m0 = np.square(m0)  # square(m0)

@@ -439,9 +439,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     n_N = bound.dims['N']
     x = bound.arrays['x']
     # hyperparameters (defaults from the model file)
-    alpha = rt.hyper_value(hypers, 'alpha', 1.0, ())
-    a = rt.hyper_value(hypers, 'a', 1.0, ())
-    b = rt.hyper_value(hypers, 'b', 0.1, ())
+    alpha = rt.hyper_value(hypers, 'alpha', 1.0, (), domain='positive')
+    a = rt.hyper_value(hypers, 'a', 1.0, (), domain='positive')
+    b = rt.hyper_value(hypers, 'b', 0.1, (), domain='positive')
     # known quantities: functions of hyperparameters and data
     lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
     lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))
