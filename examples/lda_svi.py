@@ -33,36 +33,37 @@ cemodel's document completion.
 
 After every epoch the held-out per-word log likelihood (−log perplexity,
 cemodel.evaluation.completion_perplexity with the posterior-mean topics and α) is recorded
-against the fit's wall time and CPU time, evaluation excluded (`on_epoch`, with
-`evaluate=False` so no full-data ELBO is computed). Each method first runs once on 20
-documents, so numba compile time is not in the curves. Printed: the final held-out log
-likelihood, wall and CPU seconds of each of the 12 combinations and, for SSVI, how many of its
-row updates (one per topic per step) were shortened to stay inside the Dirichlet's domain.
-The figure, examples/out/lda_svi.png, has one panel per local step and one line per global
-step, like Figure 6, against wall time (top) and CPU time (bottom). The full run takes about
-20 minutes on two cores shared with other jobs; `--quick` (Reuters, K = 10, 2 epochs,
-|S| = 64) is what the tests run.
+against the fit's wall time and CPU time, evaluation excluded (`on_epoch`, with `evaluate=False`
+so no full-data ELBO is computed). Each method first runs once on 20 documents, so numba compile
+time is not in the curves. Printed: the final held-out log likelihood, wall and CPU seconds of
+each of the 12 combinations and, for SSVI, how many of its row updates (one per topic per step)
+were shortened to stay inside the Dirichlet's domain. CPU seconds are those of the whole process
+(the local step uses numba's threads). The figure, examples/out/lda_svi.png, has one panel per
+local step and one line per global step, like Figure 6, against wall time (top) and CPU time
+(bottom). The full run takes about 20 minutes on two cores shared with other jobs; `--quick`
+(Reuters, K = 10, 2 epochs, |S| = 64) is what the tests run.
 
 Results (full run; the held-out values are the same on every run for a seed, the times are not:
-the two cores were shared, wall ≈ 1-2× CPU). Final held-out per-word log likelihood after 10
-epochs, local mf / gibbs / cvb0: SVI −7.257 / −7.269 / −7.253; SVI+ −7.258 / −7.282 / −7.254;
-SSVI-A −7.241 / −7.275 / −7.274; SSVI −7.257 / −7.269 / −7.321. CPU seconds per run: mf 25-31,
-gibbs 29-33, cvb0 48-50. The best final value is SSVI-A with mf; the best value on any curve is
-SSVI with mf at epoch 3 (−7.220), which then declines; SSVI with Gibbs (peak −7.258, epoch 6)
-and with CVB0 (peak −7.249, epoch 3, then down to −7.321) also peak and decline; SVI and SVI+
-with CVB0 peak at −7.239 (epoch 4). Apart from SSVI-cvb0 the other 11 end within 0.041 nats of
-each other, and with one seed differences of ~0.01 are within noise. This does not reproduce the
-paper: SSVI and SSVI-A with Gibbs or CVB0 do not beat mean-field SVI (−7.257) here, they end
-0.01-0.06 below it; the mean-field local step is not the worst (it gives the best final value
-for SSVI-A and for SSVI), and Gibbs is the worst local step for SVI and SVI+. CVB0 ≈ Gibbs holds
-for SSVI-A (−7.274 vs −7.275) but not for SSVI (−7.321 vs −7.269). SVI+ with M = 0.9 |S| ends
-within 0.013 of SVI. About SSVI: from the random start, V(β, λ) g gives a negative Dirichlet
-parameter in 30-70% of a topic's entries in the first two epochs, so cemodel shortens most row
-steps there (1,000-1,500 of the 7,000 over a run, see the table), and after 10 epochs the total
-concentration of SSVI's q(β) is about a fifth of SVI's and SSVI-A's (189k against 984k with
-CVB0, where the data have 981k tokens); the declining SSVI curves may come from that. The corpus
-is 560 times smaller than the paper's and we make 70 steps, not 7,600, so these are findings
-about this setting, not a test of the paper's claims at its scale.
+the local step ran on numba's 2 threads, so CPU seconds count both, and the cores were shared
+with other jobs). Final held-out per-word log likelihood after 10 epochs, local mf / gibbs /
+cvb0: SVI −7.257 / −7.269 / −7.253; SVI+ −7.258 / −7.282 / −7.254; SSVI-A −7.241 / −7.275 /
+−7.274; SSVI −7.257 / −7.269 / −7.321. CPU seconds per run: mf 25-31, gibbs 29-33, cvb0 48-50.
+The best final value is SSVI-A with mf; the best value on any curve is SSVI with mf at epoch 3
+(−7.220), which then declines; SSVI with Gibbs (peak −7.258, epoch 6) and with CVB0 (peak
+−7.249, epoch 3, then down to −7.321) also peak and decline; SVI and SVI+ with CVB0 peak at
+−7.239 (epoch 4). Apart from SSVI-cvb0 the other 11 end within 0.041 nats of each other, and
+with one seed differences of ~0.01 are within noise. This does not reproduce the paper: SSVI and
+SSVI-A with Gibbs or CVB0 do not beat mean-field SVI (−7.257) here, they end 0.01-0.06 below it;
+the mean-field local step is not the worst (it gives the best final value for SSVI-A and for
+SSVI), and Gibbs is the worst local step for SVI and SVI+. CVB0 ≈ Gibbs holds for SSVI-A (−7.274
+vs −7.275) but not for SSVI (−7.321 vs −7.269). SVI+ with M = 0.9 |S| ends within 0.013 of SVI.
+About SSVI: from the random start, V(β, λ) g gives a negative Dirichlet parameter in 30-70% of a
+topic's entries in the first two epochs, so cemodel shortens most row steps there (1,000-1,500
+of the 7,000 over a run, see the table), and after 10 epochs the total concentration of SSVI's
+q(β) is about a fifth of SVI's and SSVI-A's (189k against 984k with CVB0, where the data have
+981k tokens); the declining SSVI curves may come from that. The corpus is 560 times smaller than
+the paper's and we make 70 steps, not 7,600, so these are findings about this setting, not a
+test of the paper's claims at its scale.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ import argparse
 import time
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from cemodel.compiler import compile_model
@@ -149,7 +151,8 @@ def main() -> None:
     print(f"{corpus}: {X.shape[0]} documents, {X.shape[1]} words, {int(X.sum())} tokens; "
           f"fitting on {train.shape[0]}, holding out {test.shape[0]}")
     print(f"K = {k}, alpha = {alpha}, eta = {eta}, |S| = {batch_size}, rho_t = (t + {tau})^-"
-          f"{kappa}, SVI+ M = {effective}, {epochs} epochs", flush=True)
+          f"{kappa}, SVI+ M = {effective}, {epochs} epochs, {numba.get_num_threads()} numba "
+          "threads", flush=True)
     lda = compile_model(MODEL, {"K": k})
     options = dict(hypers={"alpha": alpha, "eta": eta}, batch_size=batch_size, kappa=kappa,
                    tau=tau, seed=args.seed, gibbs_sweeps=10, gibbs_burn_in=5)

@@ -148,3 +148,18 @@ def test_ssvi_a_lda_improves_and_is_reproducible(compiled):
     assert np.all(np.isfinite(runs[0].elbo)) and runs[0].elbo[-1] > runs[0].elbo[0]
     assert not np.array_equal(runs[0].elbo, lda.fit_svi({"w": X}, epochs=6, batch_size=20,
                                                         seed=2).elbo)
+
+
+def test_an_annealed_step_never_returns_an_invalid_dirichlet(compiled):
+    """digamma of a negative parameter is finite: the step check tests the domain itself."""
+    from cemodel.datasets import load_reuters
+
+    X, _ = load_reuters()
+    lda = compiled("lda", K=10)
+    try:
+        result = lda.fit_svi({"w": X}, epochs=3, batch_size=100, kappa=0.75, tau=0.0,
+                             effective_batch_size=80, evaluate=False, seed=0)
+    except CemError as exc:
+        assert "SVI+ step" in str(exc) and "outside its domain" in str(exc)
+    else:
+        assert result["beta.alpha"].min() > 0.0

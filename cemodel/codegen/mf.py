@@ -1547,14 +1547,17 @@ class MeanFieldEmitter:
                 *self._blend_lines(lams),
                 *([self._driver_call("refresh_globals", {})] if globals_ else []),
             )),
-            Block("except (np.linalg.LinAlgError, rt.CemDataError)", (
-                Line("raise rt.invalid_step(step, effective_batch_size) from None"),)),
+            Block("except (np.linalg.LinAlgError, rt.CemDataError) as exc", (
+                Line("raise rt.invalid_step(step, effective_batch_size, exc) from None"),)),
             *([Block("if learn", (Line("_learn(s, learn, rho, batch)"),),
                      comment="empirical Bayes: a step rho towards the batch's maximiser")]
               if self.plan.learnable else []),
             Line("rt.check_step({" + ", ".join(
                 f"{self.layout.E(n, st)!r}: s.{self.layout.E(n, st)}"
-                for n in globals_ for st, _ in self.stats(n)) + "}, step, effective_batch_size)"),
+                for n in globals_ for st, _ in self.stats(n)) + "}, step, effective_batch_size, "
+                + _tuple(f"({self.family(n)!r}, " + _tuple(
+                    f"s.{self.layout.lam(n, st)}" for st, _ in self.stats(n)) + ")"
+                    for n in globals_) + ")"),
             Line("step += 1"),
         ]
         epoch: list[Node] = [

@@ -36,7 +36,9 @@ def check_elbo_increase(trace: list[float], warn: bool, rtol: float = 1e-9) -> N
     if not warn or len(trace) < 2:
         return
     before, after = trace[-2], trace[-1]
-    if after < before - rtol * max(1.0, abs(before)):
+    # a floor of 1e-5 nats: an ELBO that is a difference of huge terms (a hyperparameter of
+    # 1e8) carries that much round-off, far below anything a fit could mean by a decrease
+    if after < before - max(rtol * abs(before), 1e-5):
         warnings.warn(
             f"the ELBO decreased at iteration {len(trace) - 1}: {before:.10g} -> {after:.10g}. "
             "Mean-field updates never lower it; this is a bug in cemodel. Please report it "
@@ -110,10 +112,14 @@ def annealing_weights(rng: np.random.Generator, batch: int, size_m: float) -> np
     return 1.0 + eps - eps.mean()
 
 
-def invalid_step(step: int, effective_batch_size) -> Exception:
-    """A stochastic step left a posterior's domain (e.g. a scale matrix not positive-definite)."""
-    from ..errors import CemError
+def invalid_step(step: int, effective_batch_size, cause: Exception | None = None) -> Exception:
+    """A stochastic step left a posterior's domain (e.g. a scale matrix not positive-definite).
+    Without annealing noise a data error of the runtime (data on a scale too far from the
+    prior's, found by its positive-definiteness check) is the cause and is reported as such."""
+    from ..errors import CemDataError, CemError
 
+    if effective_batch_size is None and isinstance(cause, CemDataError):
+        return cause
     if effective_batch_size is not None:
         return CemError(
             f"SVI+ step {step}: the annealing noise moved a global posterior outside its domain "
@@ -125,11 +131,22 @@ def invalid_step(step: int, effective_batch_size) -> Exception:
         hint="use a smaller step (larger tau, smaller step_scale) or a larger batch_size")
 
 
-def check_step(expectations: dict[str, np.ndarray], step: int, effective_batch_size) -> None:
-    """Every global expectation is finite after a stochastic step, or a clear error."""
+def check_step(expectations: dict[str, np.ndarray], step: int, effective_batch_size,
+               naturals: tuple = ()) -> None:
+    """Every global expectation is finite after a stochastic step, and every natural
+    parameter in its family's domain (``naturals``: (family, λ arrays) pairs; digamma of a
+    negative Dirichlet parameter is finite, so finiteness alone does not show it), or a clear
+    error."""
+    from .ssvi import _DOMAIN
+
     for array in expectations.values():
         if not np.all(np.isfinite(array)):
             raise invalid_step(step, effective_batch_size)
+    for family, lams in naturals:
+        for lam, (low, high) in zip(lams, _DOMAIN.get(family, ()), strict=False):
+            if (low is not None and not np.all(lam > low)) or (
+                    high is not None and not np.all(lam < high)):
+                raise invalid_step(step, effective_batch_size)
 
 
 class NoisyStop:

@@ -395,9 +395,9 @@ def fit_svi(
                     s.lam_p_log[...] = (1.0 - rho) * old_p_log + rho * s.lam_p_log
                     s.lam_p_log1m[...] = (1.0 - rho) * old_p_log1m + rho * s.lam_p_log1m
                 refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m)
-            except (np.linalg.LinAlgError, rt.CemDataError):
-                raise rt.invalid_step(step, effective_batch_size) from None
-            rt.check_step({'E_p_log': s.E_p_log, 'E_p_log1m': s.E_p_log1m}, step, effective_batch_size)
+            except (np.linalg.LinAlgError, rt.CemDataError) as exc:
+                raise rt.invalid_step(step, effective_batch_size, exc) from None
+            rt.check_step({'E_p_log': s.E_p_log, 'E_p_log1m': s.E_p_log1m}, step, effective_batch_size, (('beta', (s.lam_p_log, s.lam_p_log1m)),))
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()

@@ -356,11 +356,11 @@ def fit_svi(
                 if not apply_v:
                     s.lam_p_log[...] = (1.0 - rho) * old_p_log + rho * s.lam_p_log
                 refresh_globals(s.lam_p_log, s.E_p_log)
-            except (np.linalg.LinAlgError, rt.CemDataError):
-                raise rt.invalid_step(step, effective_batch_size) from None
+            except (np.linalg.LinAlgError, rt.CemDataError) as exc:
+                raise rt.invalid_step(step, effective_batch_size, exc) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
-            rt.check_step({'E_p_log': s.E_p_log}, step, effective_batch_size)
+            rt.check_step({'E_p_log': s.E_p_log}, step, effective_batch_size, (('dirichlet', (s.lam_p_log,)),))
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()

@@ -655,11 +655,11 @@ def fit_svi(
                 s.lam_psi_log[...] = (1.0 - rho) * old_psi_log + rho * s.lam_psi_log
                 s.lam_psi_value[...] = (1.0 - rho) * old_psi_value + rho * s.lam_psi_value
                 refresh_globals(s.lam_W_value, s.E_W_value, s.lam_W_outer, s.E_W_outer, s.n_P, s.lam_psi_log, s.E_psi_log, s.lam_psi_value, s.E_psi_value)
-            except (np.linalg.LinAlgError, rt.CemDataError):
-                raise rt.invalid_step(step, effective_batch_size) from None
+            except (np.linalg.LinAlgError, rt.CemDataError) as exc:
+                raise rt.invalid_step(step, effective_batch_size, exc) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
-            rt.check_step({'E_W_value': s.E_W_value, 'E_W_outer': s.E_W_outer, 'E_psi_log': s.E_psi_log, 'E_psi_value': s.E_psi_value}, step, effective_batch_size)
+            rt.check_step({'E_W_value': s.E_W_value, 'E_W_outer': s.E_W_outer, 'E_psi_log': s.E_psi_log, 'E_psi_value': s.E_psi_value}, step, effective_batch_size, (('mvn', (s.lam_W_value, s.lam_W_outer)), ('gamma', (s.lam_psi_log, s.lam_psi_value))))
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()

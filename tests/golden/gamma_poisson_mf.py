@@ -401,11 +401,11 @@ def fit_svi(
                     s.lam_rate_log[...] = (1.0 - rho) * old_rate_log + rho * s.lam_rate_log
                     s.lam_rate_value[...] = (1.0 - rho) * old_rate_value + rho * s.lam_rate_value
                 refresh_globals(s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value)
-            except (np.linalg.LinAlgError, rt.CemDataError):
-                raise rt.invalid_step(step, effective_batch_size) from None
+            except (np.linalg.LinAlgError, rt.CemDataError) as exc:
+                raise rt.invalid_step(step, effective_batch_size, exc) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
-            rt.check_step({'E_rate_log': s.E_rate_log, 'E_rate_value': s.E_rate_value}, step, effective_batch_size)
+            rt.check_step({'E_rate_log': s.E_rate_log, 'E_rate_value': s.E_rate_value}, step, effective_batch_size, (('gamma', (s.lam_rate_log, s.lam_rate_value)),))
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()

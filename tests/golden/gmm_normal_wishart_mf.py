@@ -969,11 +969,11 @@ def fit_svi(
                 s.lam_mu_outer[...] = (1.0 - rho) * old_mu_outer + rho * s.lam_mu_outer
                 s.lam_pi_log[...] = (1.0 - rho) * old_pi_log + rho * s.lam_pi_log
                 refresh_globals(s.lam_Lambda_value, s.E_Lambda_value, s.lam_Lambda_logdet, s.E_Lambda_logdet, s.n_K, s.lam_mu_value, s.E_mu_value, s.lam_mu_outer, s.E_mu_outer, s.lam_pi_log, s.E_pi_log)
-            except (np.linalg.LinAlgError, rt.CemDataError):
-                raise rt.invalid_step(step, effective_batch_size) from None
+            except (np.linalg.LinAlgError, rt.CemDataError) as exc:
+                raise rt.invalid_step(step, effective_batch_size, exc) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
-            rt.check_step({'E_Lambda_value': s.E_Lambda_value, 'E_Lambda_logdet': s.E_Lambda_logdet, 'E_mu_value': s.E_mu_value, 'E_mu_outer': s.E_mu_outer, 'E_pi_log': s.E_pi_log}, step, effective_batch_size)
+            rt.check_step({'E_Lambda_value': s.E_Lambda_value, 'E_Lambda_logdet': s.E_Lambda_logdet, 'E_mu_value': s.E_mu_value, 'E_mu_outer': s.E_mu_outer, 'E_pi_log': s.E_pi_log}, step, effective_batch_size, (('wishart', (s.lam_Lambda_value, s.lam_Lambda_logdet)), ('mvn', (s.lam_mu_value, s.lam_mu_outer)), ('dirichlet', (s.lam_pi_log,))))
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()

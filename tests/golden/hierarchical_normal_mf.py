@@ -722,9 +722,9 @@ def fit_svi(
                     s.lam_theta_value[...] = (1.0 - rho) * old_theta_value + rho * s.lam_theta_value
                     s.lam_theta_square[...] = (1.0 - rho) * old_theta_square + rho * s.lam_theta_square
                 refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_square, s.E_mu_square, s.lam_tau_b_log, s.E_tau_b_log, s.lam_tau_b_value, s.E_tau_b_value, s.lam_tau_w_log, s.E_tau_w_log, s.lam_tau_w_value, s.E_tau_w_value, s.lam_theta_value, s.E_theta_value, s.lam_theta_square, s.E_theta_square, s.n_G)
-            except (np.linalg.LinAlgError, rt.CemDataError):
-                raise rt.invalid_step(step, effective_batch_size) from None
-            rt.check_step({'E_mu_value': s.E_mu_value, 'E_mu_square': s.E_mu_square, 'E_tau_b_log': s.E_tau_b_log, 'E_tau_b_value': s.E_tau_b_value, 'E_tau_w_log': s.E_tau_w_log, 'E_tau_w_value': s.E_tau_w_value, 'E_theta_value': s.E_theta_value, 'E_theta_square': s.E_theta_square}, step, effective_batch_size)
+            except (np.linalg.LinAlgError, rt.CemDataError) as exc:
+                raise rt.invalid_step(step, effective_batch_size, exc) from None
+            rt.check_step({'E_mu_value': s.E_mu_value, 'E_mu_square': s.E_mu_square, 'E_tau_b_log': s.E_tau_b_log, 'E_tau_b_value': s.E_tau_b_value, 'E_tau_w_log': s.E_tau_w_log, 'E_tau_w_value': s.E_tau_w_value, 'E_theta_value': s.E_theta_value, 'E_theta_square': s.E_theta_square}, step, effective_batch_size, (('normal', (s.lam_mu_value, s.lam_mu_square)), ('gamma', (s.lam_tau_b_log, s.lam_tau_b_value)), ('gamma', (s.lam_tau_w_log, s.lam_tau_w_value)), ('normal', (s.lam_theta_value, s.lam_theta_square))))
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()

@@ -525,11 +525,11 @@ def fit_svi(
                     s.lam_lam_log[...] = (1.0 - rho) * old_lam_log + rho * s.lam_lam_log
                     s.lam_lam_value[...] = (1.0 - rho) * old_lam_value + rho * s.lam_lam_value
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.lam_beta_value, s.E_beta_value, s.lam_lam_log, s.E_lam_log, s.lam_lam_value, s.E_lam_value, s.n_G)
-            except (np.linalg.LinAlgError, rt.CemDataError):
-                raise rt.invalid_step(step, effective_batch_size) from None
+            except (np.linalg.LinAlgError, rt.CemDataError) as exc:
+                raise rt.invalid_step(step, effective_batch_size, exc) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
-            rt.check_step({'E_beta_log': s.E_beta_log, 'E_beta_value': s.E_beta_value, 'E_lam_log': s.E_lam_log, 'E_lam_value': s.E_lam_value}, step, effective_batch_size)
+            rt.check_step({'E_beta_log': s.E_beta_log, 'E_beta_value': s.E_beta_value, 'E_lam_log': s.E_lam_log, 'E_lam_value': s.E_lam_value}, step, effective_batch_size, (('gamma', (s.lam_beta_log, s.lam_beta_value)), ('gamma', (s.lam_lam_log, s.lam_lam_value))))
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()

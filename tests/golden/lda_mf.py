@@ -898,11 +898,11 @@ def fit_svi(
                 if not apply_v:
                     s.lam_beta_log[...] = (1.0 - rho) * old_beta_log + rho * s.lam_beta_log
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_V, s.n_K)
-            except (np.linalg.LinAlgError, rt.CemDataError):
-                raise rt.invalid_step(step, effective_batch_size) from None
+            except (np.linalg.LinAlgError, rt.CemDataError) as exc:
+                raise rt.invalid_step(step, effective_batch_size, exc) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
-            rt.check_step({'E_beta_log': s.E_beta_log}, step, effective_batch_size)
+            rt.check_step({'E_beta_log': s.E_beta_log}, step, effective_batch_size, (('dirichlet', (s.lam_beta_log,)),))
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()

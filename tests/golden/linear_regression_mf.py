@@ -539,11 +539,11 @@ def fit_svi(
                 s.lam_w_value[...] = (1.0 - rho) * old_w_value + rho * s.lam_w_value
                 s.lam_w_outer[...] = (1.0 - rho) * old_w_outer + rho * s.lam_w_outer
                 refresh_globals(s.lam_tau_log, s.E_tau_log, s.lam_tau_value, s.E_tau_value, s.lam_w_value, s.E_w_value, s.lam_w_outer, s.E_w_outer)
-            except (np.linalg.LinAlgError, rt.CemDataError):
-                raise rt.invalid_step(step, effective_batch_size) from None
+            except (np.linalg.LinAlgError, rt.CemDataError) as exc:
+                raise rt.invalid_step(step, effective_batch_size, exc) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
-            rt.check_step({'E_tau_log': s.E_tau_log, 'E_tau_value': s.E_tau_value, 'E_w_value': s.E_w_value, 'E_w_outer': s.E_w_outer}, step, effective_batch_size)
+            rt.check_step({'E_tau_log': s.E_tau_log, 'E_tau_value': s.E_tau_value, 'E_w_value': s.E_w_value, 'E_w_outer': s.E_w_outer}, step, effective_batch_size, (('gamma', (s.lam_tau_log, s.lam_tau_value)), ('mvn', (s.lam_w_value, s.lam_w_outer))))
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()

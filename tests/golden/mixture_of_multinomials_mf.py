@@ -697,11 +697,11 @@ def fit_svi(
                     s.lam_phi_log[...] = (1.0 - rho) * old_phi_log + rho * s.lam_phi_log
                     s.lam_pi_log[...] = (1.0 - rho) * old_pi_log + rho * s.lam_pi_log
                 refresh_globals(s.lam_phi_log, s.E_phi_log, s.n_K, s.lam_pi_log, s.E_pi_log)
-            except (np.linalg.LinAlgError, rt.CemDataError):
-                raise rt.invalid_step(step, effective_batch_size) from None
+            except (np.linalg.LinAlgError, rt.CemDataError) as exc:
+                raise rt.invalid_step(step, effective_batch_size, exc) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
-            rt.check_step({'E_phi_log': s.E_phi_log, 'E_pi_log': s.E_pi_log}, step, effective_batch_size)
+            rt.check_step({'E_phi_log': s.E_phi_log, 'E_pi_log': s.E_pi_log}, step, effective_batch_size, (('dirichlet', (s.lam_phi_log,)), ('dirichlet', (s.lam_pi_log,))))
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()

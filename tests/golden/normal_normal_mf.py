@@ -392,9 +392,9 @@ def fit_svi(
                     s.lam_mu_value[...] = (1.0 - rho) * old_mu_value + rho * s.lam_mu_value
                     s.lam_mu_square[...] = (1.0 - rho) * old_mu_square + rho * s.lam_mu_square
                 refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_square, s.E_mu_square)
-            except (np.linalg.LinAlgError, rt.CemDataError):
-                raise rt.invalid_step(step, effective_batch_size) from None
-            rt.check_step({'E_mu_value': s.E_mu_value, 'E_mu_square': s.E_mu_square}, step, effective_batch_size)
+            except (np.linalg.LinAlgError, rt.CemDataError) as exc:
+                raise rt.invalid_step(step, effective_batch_size, exc) from None
+            rt.check_step({'E_mu_value': s.E_mu_value, 'E_mu_square': s.E_mu_square}, step, effective_batch_size, (('normal', (s.lam_mu_value, s.lam_mu_square)),))
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()

@@ -677,11 +677,11 @@ def fit_svi(
                 s.lam_v_value[...] = (1.0 - rho) * old_v_value + rho * s.lam_v_value
                 s.lam_v_outer[...] = (1.0 - rho) * old_v_outer + rho * s.lam_v_outer
                 refresh_globals(s.lam_tau_log, s.E_tau_log, s.lam_tau_value, s.E_tau_value, s.lam_u_value, s.E_u_value, s.lam_u_outer, s.E_u_outer, s.n_U, s.lam_v_value, s.E_v_value, s.lam_v_outer, s.E_v_outer, s.n_I)
-            except (np.linalg.LinAlgError, rt.CemDataError):
-                raise rt.invalid_step(step, effective_batch_size) from None
+            except (np.linalg.LinAlgError, rt.CemDataError) as exc:
+                raise rt.invalid_step(step, effective_batch_size, exc) from None
             if learn:  # empirical Bayes: a step rho towards the batch's maximiser
                 _learn(s, learn, rho, batch)
-            rt.check_step({'E_tau_log': s.E_tau_log, 'E_tau_value': s.E_tau_value, 'E_u_value': s.E_u_value, 'E_u_outer': s.E_u_outer, 'E_v_value': s.E_v_value, 'E_v_outer': s.E_v_outer}, step, effective_batch_size)
+            rt.check_step({'E_tau_log': s.E_tau_log, 'E_tau_value': s.E_tau_value, 'E_u_value': s.E_u_value, 'E_u_outer': s.E_u_outer, 'E_v_value': s.E_v_value, 'E_v_outer': s.E_v_outer}, step, effective_batch_size, (('gamma', (s.lam_tau_log, s.lam_tau_value)), ('mvn', (s.lam_u_value, s.lam_u_outer)), ('mvn', (s.lam_v_value, s.lam_v_outer))))
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()
