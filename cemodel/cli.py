@@ -206,9 +206,19 @@ def cmd_fit(args) -> int:
     dims = {d.name: d.default for d in stages.model.dims if d.name in settings}
     out = Path(args.output or f"{stages.model.name}_posterior.npz")
 
+    unit = "iter" if args.method == "mf" else "epoch"
+    bar = None
+    if not args.quiet and sys.stderr.isatty():  # a terminal: a progress bar with ELBO and ETA
+        from tqdm import tqdm
+
+        total = args.max_iter if args.method == "mf" else args.epochs
+        bar = tqdm(total=total, unit=unit, file=sys.stderr, dynamic_ncols=True)
+
     def progress(iteration: int, elbo: float, seconds: float) -> None:
-        if not args.quiet:
-            unit = "iter" if args.method == "mf" else "epoch"
+        if bar is not None:
+            bar.update(iteration + 1 - bar.n)
+            bar.set_postfix_str(f"elbo {elbo:.6e}")
+        elif not args.quiet:  # a log: one line per iteration
             print(f"{unit} {iteration + 1:4d}  elbo {elbo: .6e}  {seconds:8.2f} s", flush=True)
 
     extra: dict = {"learn": args.learn} if args.learn else {}
@@ -238,11 +248,15 @@ def cmd_fit(args) -> int:
                 effective_batch_size=args.effective_batch_size if args.method == "svi+" else None)
             done = f"{args.method} ({args.local} local step): {result.iterations} epochs"
     except KeyboardInterrupt:
+        if bar is not None:
+            bar.close()
         kept = (f"; {args.checkpoint} holds the last complete checkpoint: continue with "
                 f"--resume {args.checkpoint}" if args.checkpoint else
                 "; use --checkpoint PATH to keep a fit's progress")
         print(f"interrupted: {out} not written{kept}", file=sys.stderr)
         return 130
+    if bar is not None:
+        bar.close()
     print(f"{done}, {result.seconds:.2f} s; ELBO {result.elbo[-1]:.6e}")
     if args.learn:
         learned = ", ".join(f"{k} = {v:.6g}" for k, v in result.hypers.items()

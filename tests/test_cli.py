@@ -221,3 +221,25 @@ def test_console_script_is_declared_and_installed():
     proc = subprocess.run([command, "--version"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"cemodel {__version__}"
+
+
+def test_fit_on_a_terminal_shows_a_progress_bar(tmp_path, monkeypatch, capsys):
+    """On a terminal the fit shows a tqdm bar (iterations, ETA, ELBO) instead of log lines."""
+    import io
+    import sys
+
+    from cemodel.cli import main
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    data = tmp_path / "x.npz"
+    np.savez(data, x=np.random.default_rng(0).integers(0, 2, 50))
+    assert main(["fit", "stdlib_models/beta_bernoulli.cem", "--data", str(data),
+                 "--max-iter", "5", "--tol", "0", "-o", str(tmp_path / "p.npz")]) == 0
+    bar = terminal.getvalue()
+    assert "1/5" in bar and "elbo" in bar and "iter" in bar  # a binary model converges at 1
+    assert "iter    1" not in capsys.readouterr().out
