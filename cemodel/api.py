@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from .compiler import Stages, compile_stages, read_source, run_stages
-from .errors import CemError, CemInternalError, did_you_mean
+from .errors import CemError, CemInternalError
 from .model import GateIndex, PlateIndex, RConst, RHyper, RRepeat, RVar
-from .runtime.driver import FitResult
+from .runtime.driver import FitResult, check_applies
 
 __all__ = ["CemEstimator", "Fit", "Inference", "Model", "TopicStructure", "topic_structure"]
 
@@ -158,18 +158,6 @@ def _compiled(path: Path, settings: dict[str, float]) -> tuple[Stages, ModuleTyp
         return _COMPILED[key]
 
 
-def _applies(kind: str, choice: str, table: Mapping[str, str]) -> str:
-    """``choice`` if ``table`` (method or local step -> "yes..." / "no: why") allows it."""
-    if choice not in table:
-        raise CemError(f"{kind}: expected one of {', '.join(table)}, found {choice!r}",
-                       hint=did_you_mean(str(choice), tuple(table)))
-    why = table[choice]
-    if not why.startswith("yes"):
-        raise CemError(f"{kind} {choice!r} does not apply to this model: "
-                       f"{why.removeprefix('no: ')}")
-    return choice
-
-
 def _call(kernel: Any, state: Any, fixed: Mapping[str, Any]) -> Any:
     """Run a generated kernel with each argument from ``fixed`` or else the fit state."""
     names = inspect.signature(getattr(kernel, "py_func", kernel)).parameters
@@ -247,9 +235,9 @@ class Model:
         gibbs, cvb0); ``options`` go to the generated function (``max_iter``, ``epochs``,
         ``batch_size``, ``hypers``, ``dims``, ``learn``, ``seed``, ``init``, ...). A method or
         local step that does not apply is refused with the reason."""
-        method = _applies("method", method, self.methods)
+        method = check_applies("method", method, self.methods)
         if self.data_plate is not None:
-            options["local"] = _applies("local step", local, self.local_steps)
+            options["local"] = check_applies("local step", local, self.local_steps)
         elif local != "mf":
             raise CemError(f"local step {local!r} does not apply to this model: it has no data "
                            "plate, so no local variables")

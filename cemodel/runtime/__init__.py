@@ -10,6 +10,7 @@ from .driver import FitResult as FitResult
 from .driver import NoisyStop as NoisyStop
 from .driver import State as State
 from .driver import annealing_weights as annealing_weights
+from .driver import check_applies as check_applies
 from .driver import check_elbo_increase as check_elbo_increase
 from .driver import check_learn as check_learn
 from .driver import check_local_step as check_local_step

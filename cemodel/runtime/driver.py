@@ -199,19 +199,25 @@ def check_learn(learn, learnable: tuple[str, ...]) -> tuple[str, ...]:
     return learn
 
 
-def check_local_step(local_step: str, local_steps: dict[str, str]) -> str:
-    """The local step to run, one that applies to the model, or a clear error with the reason."""
+def check_applies(kind: str, choice: str, table: dict[str, str]) -> str:
+    """``choice`` if ``table`` (a method or local step -> "yes: why" / "no: why", as
+    LOCAL_STEPS and the plan's methods hold them) allows it, else a clear error with the
+    reason."""
     from ..errors import CemDataError, did_you_mean
 
-    if local_step not in local_steps:
-        raise CemDataError(
-            f"local: expected one of {', '.join(local_steps)}, found {local_step!r}",
-            hint=did_you_mean(str(local_step), tuple(local_steps)))
-    why = local_steps[local_step]
+    if choice not in table:
+        raise CemDataError(f"{kind}: expected one of {', '.join(table)}, found {choice!r}",
+                           hint=did_you_mean(str(choice), tuple(table)))
+    why = table[choice]
     if not why.startswith("yes"):
-        raise CemDataError(f"local step {local_step!r} does not apply to this model: "
+        raise CemDataError(f"{kind} {choice!r} does not apply to this model: "
                            f"{why.removeprefix('no: ')}")
-    return local_step
+    return choice
+
+
+def check_local_step(local_step: str, local_steps: dict[str, str]) -> str:
+    """The local step to run, one that applies to the model, or a clear error with the reason."""
+    return check_applies("local step", local_step, local_steps)
 
 
 def check_sweeps(sweeps: int, burn_in: int) -> None:
