@@ -16,6 +16,7 @@ import networkx as nx
 from . import syntax as ast
 from .errors import CemModelError, Source, Span, did_you_mean
 from .families import FAMILIES, FamilySpec
+from .families.base import Param
 
 # ---------------------------------------------------------------------------
 # Resolved expressions
@@ -522,12 +523,13 @@ class _Builder:
             raise self.error("division by zero", right.span,
                              hint="the divisor of this expression is always 0")
 
-    def _check_domain(self, family: FamilySpec, param_name: str, domain: str, value: RExpr,
-                      span: Span) -> None:
+    def _check_domain(self, family: FamilySpec, param: Param, value: RExpr, span: Span) -> None:
         """A parameter the model file fixes to a value outside its domain (``Beta(0, 1)``,
-        ``Gamma(a, b)`` with ``hyper b = -1``, ``Dirichlet(zeros(K))``) is refused here."""
-        if domain != "positive":
+        ``Gamma(a, b)`` with ``hyper b = -1``, ``Dirichlet(zeros(K))``, a shape of 1e-20) is
+        refused here."""
+        if param.domain != "positive":
             return
+        param_name = param.name
         hint = None
         if isinstance(value, RRepeat):
             value = value.value
@@ -550,6 +552,13 @@ class _Builder:
                 raise self.error(
                     f"the {param_name} of {family.name} must be positive, found {number:g}",
                     span, hint=hint,
+                )
+            if number is not None and number < param.smallest:
+                raise self.error(
+                    f"the {param_name} of {family.name} must be at least {param.smallest:.3g} "
+                    f"(it is held as {param_name} − 1 in double precision), found {number:g}",
+                    span, hint=hint and hint.replace("a positive value",
+                                                     f"a value of at least {param.smallest:.3g}"),
                 )
 
     def _broadcast(self, a: Shape, b: Shape, span: Span) -> Shape:
@@ -606,7 +615,9 @@ class _Builder:
             value = self.resolve_expr(args[0], scope)
             if self.shape_of(value) != ():
                 raise self.error("Dirichlet(a, K) takes a scalar a", args[0].span)
-            self._check_domain(family, "a", "positive", value, args[0].span)
+            param = family.params[0]
+            self._check_domain(family, Param("a", 0, param.domain, param.smallest), value,
+                               args[0].span)
             return (RRepeat(value, size.id, stmt.span),)
         if len(args) != nparams:
             extra = " or Dirichlet(a, K)" if family.name == "Dirichlet" else ""
@@ -625,7 +636,7 @@ class _Builder:
                     f"found {kinds.get(rank, 'an array')} of shape {_show(self.shape_of(value))}",
                     arg.span,
                 )
-            self._check_domain(family, param.name, param.domain, value, arg.span)
+            self._check_domain(family, param, value, arg.span)
             resolved.append(value)
         return tuple(resolved)
 

@@ -123,6 +123,11 @@ CASES = [
      {"hypers": {"b": -1.0}}, ["hyperparameter 'b'", "expected positive numbers"]),
     ("gmm-indefinite-hyper", "gmm", {"x": _points(20)}, {"hypers": {"W0": -np.eye(2)}},
      ["hyperparameter 'W0'", "symmetric positive-definite", "smallest eigenvalue -1"]),
+    # a concentration below 2^-52 is 0 once held as α − 1: refused, not a division by zero
+    ("categorical-vanishing-concentration", "dirichlet_categorical", {"x": np.arange(6)},
+     {"hypers": {"alpha": 1e-17}}, ["hyperparameter 'alpha'", "at least 2.22e-16"]),
+    ("categorical-tiny-concentration", "dirichlet_categorical", {"x": np.arange(6)},
+     {"hypers": {"alpha": 1e-15}}, None),
 ]
 
 
@@ -198,8 +203,10 @@ def test_hyper_value_checks_the_domain():
         ({"a": np.array([1.0, -1.0])}, (2,), "positive", "found -1 at [1]"),
         ({"a": -np.eye(2)}, (2, 2), "spd", "found a matrix with smallest eigenvalue -1"),
         ({"a": np.array([[1.0, 2.0], [0.0, 1.0]])}, (2, 2), "spd", "not symmetric"),
+        ({"a": 1e-20}, (), "shape", "expected shapes of at least 2.22e-16"),
+        ({}, (), "positive", "its default from the model file divides by zero"),
     ]
     for hypers, shape, domain, text in refused:
         with pytest.raises(CemDataError) as info:
-            hyper_value(hypers, "a", 1.0, shape, domain)
+            hyper_value(hypers, "a", lambda: 1.0 / 0.0, shape, domain)
         assert text in str(info.value)

@@ -43,6 +43,8 @@ class ArgRecorder:
     names: list[str] = field(default_factory=list)
 
     def use(self, name: str) -> str:
+        if not name.isidentifier():  # a literal size (``dim K = 3``) is not a parameter
+            return name
         if name not in self.names:
             self.names.append(name)
         return name
@@ -168,7 +170,10 @@ def emit_contraction(
             size = args.use(dim_name(pdef.dim))
             loops.append(f"for {plate_var(plate)} in range({size})")
     # one-hot data binds its letter to the observed category
+    # (a letter bound already, e.g. the target's row theta[g] read as theta[group[n]], keeps
+    # only the items whose category is that row)
     assigns: list[Node] = []
+    guards: list[str] = []
     for slot in c.slots:
         if isinstance(slot, Known) and layout.onehot_binding(slot):
             letter = slot.tensor[0]
@@ -176,7 +181,8 @@ def emit_contraction(
             index = layout._plate_index(slot.plates, slot.plates, letters, args, scratch=False)
             value = f"{args.use(ref.name)}[{', '.join(index)}]"
             if letter in letters:
-                raise NotImplementedError("two one-hot data bindings of one letter")
+                guards.append(f"{value} == {letters[letter]}")
+                continue
             letters[letter] = letter_var(letter)
             assigns.append(Line(f"{letter_var(letter)} = {value}"))
     free = [
@@ -219,6 +225,8 @@ def emit_contraction(
     body: list[Node] = [Line(f"{lhs} *= {product}" if multiply is not None else f"{lhs} += {rhs}")]
     for header in reversed(letter_loops):
         body = [Block(header, tuple(body))]
+    if guards:
+        body = [Block("if " + " and ".join(guards), tuple(body))]
     body = assigns + body
     for header in reversed(loops):
         body = [Block(header, tuple(body))]

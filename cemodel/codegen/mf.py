@@ -776,7 +776,9 @@ class MeanFieldEmitter:
             for param, arg in zip(FAMILIES[var.family].params, var.args, strict=True):
                 inner = arg.value if isinstance(arg, RRepeat) else arg
                 if isinstance(inner, RHyper) and param.domain in ("positive", "spd"):
-                    found.setdefault(inner.name, param.domain)
+                    domain = "shape" if param.smallest > 0 else param.domain
+                    if found.get(inner.name) != "shape":
+                        found[inner.name] = domain
         return found
 
     def thread_private(self) -> list[str]:
@@ -1171,17 +1173,21 @@ class MeanFieldEmitter:
             if p.ragged:
                 body.append(Line(f"{p.name}_ptr = bound.arrays[{p.name + '_ptr'!r}]"))
                 body.append(Line(f"{p.name}_weight = bound.arrays[{p.name + '_weight'!r}]"))
-        for v in m.observed:
-            body.append(Line(f"{v.name} = bound.arrays[{v.name!r}]"))
-        for c in m.data:
-            body.append(Line(f"{c.name} = bound.arrays[{c.name!r}]"))
+        for v in (*m.observed, *m.data):
+            if v.plates or v.shape:
+                body.append(Line(f"{v.name} = bound.arrays[{v.name!r}]"))
+            else:  # a single number: the kernels read it as a scalar
+                body.append(Line(f"{v.name} = bound.arrays[{v.name!r}].item()"))
         body.append(Comment("hyperparameters (defaults from the model file)"))
         domains = self._hyper_domains()
         for h in m.hypers:
             shape = _tuple([dim_name(s) for s in h.shape])
             domain = f", domain={domains[h.name]!r}" if h.name in domains else ""
+            default = _np(h.value)
+            if " / " in default:  # evaluated only when not given: a size may make it 1/0
+                default = f"lambda: {default}"
             body.append(Line(f"{h.name} = rt.hyper_value(hypers, {h.name!r}, "
-                             f"{_np(h.value)}, {shape}{domain})"))
+                             f"{default}, {shape}{domain})"))
         body.append(Comment("known quantities: functions of hyperparameters and data"))
         for key, (name, expr) in self.known_exprs.items():
             if name == expr:
@@ -1296,7 +1302,11 @@ class MeanFieldEmitter:
                         lam = self.layout.lam(name, stat)
                         random_start.append(Line(f"{lam} += rng.gamma(100.0, 0.01, {lam}.shape)"))
             random_start += draws
-            random_start.append(self._driver_call("refresh_globals", {}, prefix=""))
+            if self.plan.globals:
+                random_start.append(self._driver_call("refresh_globals", {}, prefix=""))
+            else:
+                random_start = [Comment("no global latent to start: the locals' first step "
+                                        "starts from the prior"), Line("pass")]
             body.append(Block("if start is None", (Line("start = DEFAULT_START"),)))
             body.append(Block("if init is None and start == 'seeds'", tuple(seeding)))
             body.append(Block("elif init is None and start == 'random'", tuple(random_start)))
@@ -1944,6 +1954,8 @@ def _np(expr: RExpr, prefix: str = "") -> str:
         return "np.array([" + ", ".join(_np(i, prefix) for i in expr.items) + "])"
     if isinstance(expr, RCall):
         a = [_np(x, prefix) for x in expr.args]
+        if expr.func in ("eye", "zeros", "ones", "full") and isinstance(expr.args[0], RConst):
+            a[0] = str(int(expr.args[0].value))  # a literal size (eye(2))
         if expr.func == "eye":
             return f"np.eye({a[0]})"
         if expr.func == "zeros":

@@ -43,6 +43,12 @@ class Param:
     name: str
     rank: int  # 0 scalar, 1 vector, 2 matrix
     domain: str  # real, positive, unit, spd, count, simplex
+    # the smallest value the variational parameters represent: a shape held as α − 1 is
+    # 0 once α < 2^-53 (ε/2), so such a parameter must be at least ε
+    smallest: float = 0.0
+
+
+SHAPE_SMALLEST = float(2.0**-52)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,12 @@
 """Beta(a, b) on (0, 1). Statistics: log x, log(1 − x)."""
 
-from .base import CHILD, FamilySpec, Param, View, t, v
+from .base import CHILD, SHAPE_SMALLEST, FamilySpec, Param, View, t, v
 
 x = CHILD
 SPEC = FamilySpec(
     name="Beta",
-    params=(Param("a", 0, "positive"), Param("b", 0, "positive")),
+    params=(Param("a", 0, "positive", SHAPE_SMALLEST),
+            Param("b", 0, "positive", SHAPE_SMALLEST)),
     support="unit",
     event_rank=0,
     variational="beta",

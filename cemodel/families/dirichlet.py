@@ -1,11 +1,11 @@
 """Dirichlet(alpha) on the K-simplex. Statistic: log x (K,)."""
 
-from .base import CHILD, FamilySpec, Param, t, v
+from .base import CHILD, SHAPE_SMALLEST, FamilySpec, Param, t, v
 
 x = CHILD
 SPEC = FamilySpec(
     name="Dirichlet",
-    params=(Param("alpha", 1, "positive"),),
+    params=(Param("alpha", 1, "positive", SHAPE_SMALLEST),),
     support="simplex",
     event_rank=1,
     variational="dirichlet",

@@ -1,11 +1,11 @@
 """Gamma(shape a, rate b) on (0, ∞). Statistics: log x, x."""
 
-from .base import CHILD, FamilySpec, Param, t, v
+from .base import CHILD, SHAPE_SMALLEST, FamilySpec, Param, t, v
 
 x = CHILD
 SPEC = FamilySpec(
     name="Gamma",
-    params=(Param("shape", 0, "positive"), Param("rate", 0, "positive")),
+    params=(Param("shape", 0, "positive", SHAPE_SMALLEST), Param("rate", 0, "positive")),
     support="positive",
     event_rank=0,
     variational="gamma",

@@ -28,6 +28,7 @@ import numpy as np
 from scipy import sparse
 
 from ..errors import CemDataError, did_you_mean
+from ..families.base import SHAPE_SMALLEST
 
 __all__ = ["BoundData", "bind_data", "check_hyper_names", "hyper_value"]
 
@@ -821,17 +822,28 @@ def hyper_value(
     hypers: Mapping[str, object], name: str, default: object, shape: tuple[int, ...],
     domain: str | None = None,
 ) -> float | np.ndarray:
-    """``hypers[name]`` if given, else ``default``, checked finite, of ``shape`` and, when
-    ``domain`` is given, in it: ``positive`` (every entry > 0) or ``spd`` (a symmetric
-    positive-definite matrix), the domains of the family parameters it is used as.
+    """``hypers[name]`` if given, else ``default`` (a value, or a function that computes it),
+    checked finite, of ``shape`` and, when
+    ``domain`` is given, in it: ``positive`` (every entry > 0), ``shape`` (positive and at
+    least SHAPE_SMALLEST: a shape held as α − 1) or ``spd`` (a symmetric positive-definite
+    matrix), the domains of the family parameters it is used as.
 
     A scalar shape ``()`` returns a Python float; anything else a float64 array. A scalar
     default is broadcast to ``shape`` (a user's value must have the shape exactly).
     """
     shape = tuple(int(s) for s in shape)
     given = name in hypers
-    value = hypers[name] if given else default
     label = f"hyperparameter '{name}'"
+    value = hypers[name] if given else default
+    if not given and callable(default):  # a default that depends on the sizes
+        try:
+            value = default()
+        except ZeroDivisionError:
+            raise CemDataError(
+                f"{label}: its default from the model file divides by zero for these sizes",
+                hint=f"give it: hypers={{'{name}': ...}} (--set {name}=...), or change the "
+                "sizes",
+            ) from None
     arr = _to_numeric(label, value)
     if not given and arr.ndim == 0 and shape:
         arr = np.broadcast_to(arr, shape)
@@ -846,10 +858,16 @@ def hyper_value(
         idx = _first(~finite) if out.ndim else ()
         at = f" at [{', '.join(map(str, idx))}]" if idx else ""
         raise CemDataError(f"{label}: expected finite numbers, found {_fmt(out[idx])}{at}")
-    if domain == "positive" and not np.all(out > 0):
+    if domain in ("positive", "shape") and not np.all(out > 0):
         idx = _first(out <= 0) if out.ndim else ()
         at = f" at [{', '.join(map(str, idx))}]" if idx else ""
         raise CemDataError(f"{label}: expected positive numbers, found {_fmt(out[idx])}{at}")
+    if domain == "shape" and not np.all(out >= SHAPE_SMALLEST):
+        idx = _first(out < SHAPE_SMALLEST) if out.ndim else ()
+        at = f" at [{', '.join(map(str, idx))}]" if idx else ""
+        raise CemDataError(
+            f"{label}: expected shapes of at least {SHAPE_SMALLEST:.3g} (they are held as "
+            f"shape − 1 in double precision), found {_fmt(out[idx])}{at}")
     if domain == "spd" and out.ndim == 2 and out.shape[0] == out.shape[1]:
         symmetric = np.allclose(out, out.T, rtol=_SYMMETRY_TOL, atol=0.0)
         if not symmetric or np.linalg.eigvalsh(0.5 * (out + out.T))[0] <= 0:

@@ -496,8 +496,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     x = bound.arrays['x']
     # hyperparameters (defaults from the model file)
     alpha = rt.hyper_value(hypers, 'alpha', 20.0, ())
-    a = rt.hyper_value(hypers, 'a', 1.0, (), domain='positive')
-    b = rt.hyper_value(hypers, 'b', 1.0, (), domain='positive')
+    a = rt.hyper_value(hypers, 'a', 1.0, (), domain='shape')
+    b = rt.hyper_value(hypers, 'b', 1.0, (), domain='shape')
     # known quantities: functions of hyperparameters and data
     alpha_K = (alpha / n_K)  # value(repeat((alpha / K), K))
     lgamma_sum_alpha_K = rt.gammaln(n_K * (alpha / n_K))  # lgamma_sum(repeat((alpha / K), K))

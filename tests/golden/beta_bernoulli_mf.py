@@ -180,8 +180,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     n_N = bound.dims['N']
     x = bound.arrays['x']
     # hyperparameters (defaults from the model file)
-    a = rt.hyper_value(hypers, 'a', 2.0, (), domain='positive')
-    b = rt.hyper_value(hypers, 'b', 3.0, (), domain='positive')
+    a = rt.hyper_value(hypers, 'a', 2.0, (), domain='shape')
+    b = rt.hyper_value(hypers, 'b', 3.0, (), domain='shape')
     # known quantities: functions of hyperparameters and data
     lbeta_a_b = rt.lbeta(a, b)  # lbeta(a, b)
     # variational parameters (natural, coefficient form) and E[t]

@@ -141,7 +141,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     n_N = bound.dims['N']
     x = bound.arrays['x']
     # hyperparameters (defaults from the model file)
-    alpha = rt.hyper_value(hypers, 'alpha', 1.0, (), domain='positive')
+    alpha = rt.hyper_value(hypers, 'alpha', 1.0, (), domain='shape')
     # known quantities: functions of hyperparameters and data
     lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
     lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))

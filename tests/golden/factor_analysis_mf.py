@@ -393,7 +393,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     y = bound.arrays['y']
     # hyperparameters (defaults from the model file)
     c = rt.hyper_value(hypers, 'c', 1.0, ())
-    a0 = rt.hyper_value(hypers, 'a0', 1.0, (), domain='positive')
+    a0 = rt.hyper_value(hypers, 'a0', 1.0, (), domain='shape')
     b0 = rt.hyper_value(hypers, 'b0', 1.0, (), domain='positive')
     # known quantities: functions of hyperparameters and data
     logdet_eye_K_c = rt.logdet((np.eye(n_K) * c))  # logdet((eye(K) * c))

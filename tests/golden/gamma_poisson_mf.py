@@ -169,7 +169,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     n_N = bound.dims['N']
     x = bound.arrays['x']
     # hyperparameters (defaults from the model file)
-    a = rt.hyper_value(hypers, 'a', 2.0, (), domain='positive')
+    a = rt.hyper_value(hypers, 'a', 2.0, (), domain='shape')
     b = rt.hyper_value(hypers, 'b', 1.0, (), domain='positive')
     # known quantities: functions of hyperparameters and data
     log_b = np.log(b)  # log(b)

@@ -665,7 +665,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     n_N = bound.dims['N']
     x = bound.arrays['x']
     # hyperparameters (defaults from the model file)
-    alpha = rt.hyper_value(hypers, 'alpha', 1.0, (), domain='positive')
+    alpha = rt.hyper_value(hypers, 'alpha', 1.0, (), domain='shape')
     m0 = rt.hyper_value(hypers, 'm0', np.zeros(n_D), (n_D,))
     kappa0 = rt.hyper_value(hypers, 'kappa0', 0.01, ())
     nu0 = rt.hyper_value(hypers, 'nu0', (n_D + 2.0), (), domain='positive')

@@ -398,7 +398,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     # hyperparameters (defaults from the model file)
     m0 = rt.hyper_value(hypers, 'm0', 0.0, ())
     t0 = rt.hyper_value(hypers, 't0', 0.001, (), domain='positive')
-    a0 = rt.hyper_value(hypers, 'a0', 1.0, (), domain='positive')
+    a0 = rt.hyper_value(hypers, 'a0', 1.0, (), domain='shape')
     b0 = rt.hyper_value(hypers, 'b0', 1.0, (), domain='positive')
     # known quantities: functions of hyperparameters and data
     log_t0 = np.log(t0)  # log(t0)

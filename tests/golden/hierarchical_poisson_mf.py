@@ -259,8 +259,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     group = bound.arrays['group']
     e = bound.arrays['e']
     # hyperparameters (defaults from the model file)
-    a = rt.hyper_value(hypers, 'a', 2.0, (), domain='positive')
-    a0 = rt.hyper_value(hypers, 'a0', 1.0, (), domain='positive')
+    a = rt.hyper_value(hypers, 'a', 2.0, (), domain='shape')
+    a0 = rt.hyper_value(hypers, 'a0', 1.0, (), domain='shape')
     b0 = rt.hyper_value(hypers, 'b0', 1.0, (), domain='positive')
     # known quantities: functions of hyperparameters and data
     log_b0 = np.log(b0)  # log(b0)

@@ -616,8 +616,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     tokens_weight = bound.arrays['tokens_weight']
     w = bound.arrays['w']
     # hyperparameters (defaults from the model file)
-    alpha = rt.hyper_value(hypers, 'alpha', 0.1, (), domain='positive')
-    eta = rt.hyper_value(hypers, 'eta', 0.01, (), domain='positive')
+    alpha = rt.hyper_value(hypers, 'alpha', 0.1, (), domain='shape')
+    eta = rt.hyper_value(hypers, 'eta', 0.01, (), domain='shape')
     # known quantities: functions of hyperparameters and data
     lgamma_sum_eta = rt.gammaln(n_V * eta)  # lgamma_sum(repeat(eta, V))
     lgamma_eta = rt.gammaln(eta)  # lgamma(repeat(eta, V))

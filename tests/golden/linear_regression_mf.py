@@ -289,7 +289,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     x = bound.arrays['x']
     # hyperparameters (defaults from the model file)
     c = rt.hyper_value(hypers, 'c', 0.01, ())
-    a0 = rt.hyper_value(hypers, 'a0', 1.0, (), domain='positive')
+    a0 = rt.hyper_value(hypers, 'a0', 1.0, (), domain='shape')
     b0 = rt.hyper_value(hypers, 'b0', 1.0, (), domain='positive')
     # known quantities: functions of hyperparameters and data
     logdet_eye_P_c = rt.logdet((np.eye(n_P) * c))  # logdet((eye(P) * c))

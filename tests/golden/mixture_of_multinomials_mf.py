@@ -408,8 +408,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     tokens_weight = bound.arrays['tokens_weight']
     w = bound.arrays['w']
     # hyperparameters (defaults from the model file)
-    alpha = rt.hyper_value(hypers, 'alpha', 1.0, (), domain='positive')
-    eta = rt.hyper_value(hypers, 'eta', 0.1, (), domain='positive')
+    alpha = rt.hyper_value(hypers, 'alpha', 1.0, (), domain='shape')
+    eta = rt.hyper_value(hypers, 'eta', 0.1, (), domain='shape')
     # known quantities: functions of hyperparameters and data
     lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
     lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))

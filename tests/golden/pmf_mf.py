@@ -408,7 +408,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     item = bound.arrays['item']
     # hyperparameters (defaults from the model file)
     c = rt.hyper_value(hypers, 'c', 1.0, ())
-    a0 = rt.hyper_value(hypers, 'a0', 1.0, (), domain='positive')
+    a0 = rt.hyper_value(hypers, 'a0', 1.0, (), domain='shape')
     b0 = rt.hyper_value(hypers, 'b0', 1.0, (), domain='positive')
     # known quantities: functions of hyperparameters and data
     log_b0 = np.log(b0)  # log(b0)

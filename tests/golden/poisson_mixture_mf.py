@@ -439,8 +439,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     n_N = bound.dims['N']
     x = bound.arrays['x']
     # hyperparameters (defaults from the model file)
-    alpha = rt.hyper_value(hypers, 'alpha', 1.0, (), domain='positive')
-    a = rt.hyper_value(hypers, 'a', 1.0, (), domain='positive')
+    alpha = rt.hyper_value(hypers, 'alpha', 1.0, (), domain='shape')
+    a = rt.hyper_value(hypers, 'a', 1.0, (), domain='shape')
     b = rt.hyper_value(hypers, 'b', 0.1, (), domain='positive')
     # known quantities: functions of hyperparameters and data
     lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
