@@ -22,7 +22,7 @@ import hashlib
 import inspect
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import ModuleType
@@ -39,7 +39,7 @@ __all__ = ["CemEstimator", "Fit", "Inference", "Model", "TopicStructure", "topic
 
 STDLIB = Path(__file__).resolve().parents[1] / "stdlib_models"
 METHODS = {"mf": "fit", "svi": "fit_svi", "svi+": "fit_svi", "ssvi-a": "fit_ssvi_a",
-           "ssvi": "fit_ssvi"}  # method -> the generated function that runs it
+           "ssvi": "fit_ssvi", "klc": "fit_klc"}  # method -> the generated function
 
 _COMPILED: dict[tuple, tuple[Stages, ModuleType]] = {}
 _COMPILING = threading.Lock()
@@ -147,13 +147,14 @@ def resolve_model_path(model: str | Path) -> Path:
     return path
 
 
-def _compiled(path: Path, settings: dict[str, float]) -> tuple[Stages, ModuleType]:
+def _compiled(path: Path, settings: dict[str, float],
+              collapse: tuple[str, ...] | None = None) -> tuple[Stages, ModuleType]:
     text, filename = read_source(path)
     key = (str(path.resolve()), hashlib.sha256(text.encode()).hexdigest(),
-           tuple(sorted(settings.items())))
+           tuple(sorted(settings.items())), collapse)
     with _COMPILING:
         if key not in _COMPILED:
-            stages = run_stages(text, filename, settings)
+            stages = run_stages(text, filename, settings, collapse)
             _COMPILED[key] = (stages, compile_stages(stages, "mf"))
         return _COMPILED[key]
 
@@ -174,17 +175,19 @@ class Model:
     ``local_steps`` say which inference methods apply and why the others do not (as
     ``cemodel check``)."""
 
-    def __init__(self, path: str | Path, **settings: float) -> None:
+    def __init__(self, path: str | Path, *, collapse: Sequence[str] | None = None,
+                 **settings: float) -> None:
         self.path = resolve_model_path(path)
         self.settings = {name: float(value) for name, value in settings.items()}
-        self.stages, self.module = _compiled(self.path, self.settings)
+        self.collapse = None if collapse is None else tuple(collapse)
+        self.stages, self.module = _compiled(self.path, self.settings, self.collapse)
 
     # the compiled model is immutable: copies share it, pickles recompile (from the disk cache)
     def __deepcopy__(self, memo: dict) -> Model:
         return self
 
     def __reduce__(self) -> tuple:
-        return _model, (str(self.path), self.settings)
+        return _model, (str(self.path), self.settings, self.collapse)
 
     def __repr__(self) -> str:
         settings = "".join(f", {k}={v:g}" for k, v in self.settings.items())
@@ -231,12 +234,16 @@ class Model:
 
     def fit(self, data: Mapping[str, Any], method: str = "mf", *, local: str = "mf",
             **options: Any) -> Fit:
-        """Fit by ``method`` (mf, svi, svi+, ssvi-a, ssvi) with the E-step ``local`` (mf, exact,
-        gibbs, cvb0); ``options`` go to the generated function (``max_iter``, ``epochs``,
-        ``batch_size``, ``hypers``, ``dims``, ``learn``, ``seed``, ``init``, ...). A method or
-        local step that does not apply is refused with the reason."""
+        """Fit by ``method`` (mf, svi, svi+, ssvi-a, ssvi, klc) with the E-step ``local`` (mf,
+        exact, gibbs, cvb0; klc has none); ``options`` go to the generated function
+        (``max_iter``, ``epochs``, ``batch_size``, ``hypers``, ``dims``, ``learn``, ``seed``,
+        ``init``, ``cg``, ...). A method or local step that does not apply is refused with the
+        reason."""
         method = check_applies("method", method, self.methods)
-        if self.data_plate is not None:
+        if method == "klc" and local != "mf":
+            raise CemError(f"local step {local!r}: KLC-CG has no local step (it optimises "
+                           "q(Z) directly)")
+        if self.data_plate is not None and method != "klc":
             options["local"] = check_applies("local step", local, self.local_steps)
         elif local != "mf":
             raise CemError(f"local step {local!r} does not apply to this model: it has no data "
@@ -292,8 +299,9 @@ class Model:
                          len(s.all_items), seconds)
 
 
-def _model(path: str, settings: dict[str, float]) -> Model:
-    return Model(path, **settings)
+def _model(path: str, settings: dict[str, float],
+           collapse: tuple[str, ...] | None = None) -> Model:
+    return Model(path, collapse=collapse, **settings)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -260,4 +260,12 @@ def check_report(plan: InferencePlan) -> str:
     out.append("local steps (--local), each combines with every global step that applies:")
     for step, why in plan.local_steps:
         out.append(f"  {step:8s} {why}")
+    if plan.collapse is not None:
+        c = plan.collapse
+        out.append(f"KLC collapse set (--method klc; chosen by {c.chosen_by}, "
+                   "Hensman et al. 2012 §3.4):")
+        out.append(f"  X (integrated out): {', '.join(c.collapsed)}")
+        out.append(f"  Z (parameterised):  {', '.join(c.parameterised)}")
+        for reason in c.reasons:
+            out.append(f"  - {reason}")
     return "\n".join(out)

@@ -73,9 +73,15 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                        help="override a dimension or scalar hyperparameter (repeatable)")
 
+    def collapse(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--collapse", default=None, metavar="NAME,...",
+                       help="klc: the variables to integrate out (default: the model file's "
+                       "'collapse', else every latent but the categorical assignments)")
+
     p = sub.add_parser("check", help="print each variable's complete conditional and the "
                        "methods that apply", epilog="example: cemodel check lda.cem")
     common(p)
+    collapse(p)
     p = sub.add_parser("compile", help="write the generated Python module",
                        epilog="example: cemodel compile lda.cem -o lda_vi.py --set K=50")
     common(p)
@@ -85,11 +91,19 @@ def _parser() -> argparse.ArgumentParser:
                        epilog="example: cemodel fit lda.cem --data corpus.npz -o post.npz")
     common(p)
     p.add_argument("--data", required=True, help=".npz, .npy, .csv, .mtx or UCI docword file")
-    p.add_argument("--method", default="mf", choices=["mf", "svi", "svi+", "ssvi-a", "ssvi"],
+    p.add_argument("--method", default="mf",
+                   choices=["mf", "svi", "svi+", "ssvi-a", "ssvi", "klc"],
                    help="mf: batch coordinate ascent; svi: stochastic VI over the data plate; "
                    "svi+: SVI with tuneable annealing (needs --effective-batch-size); ssvi-a, "
                    "ssvi: structured SVI (Hoffman & Blei 2015), globals sampled in the local "
-                   "step, ssvi with the V(β, λ) correction")
+                   "step, ssvi with the V(β, λ) correction; klc: the KL-corrected collapsed "
+                   "bound by Riemannian conjugate gradients (Hensman et al. 2012)")
+    p.add_argument("--cg", default="fr", choices=["fr", "pr", "hs", "none"],
+                   help="klc: conjugate directions by Fletcher–Reeves, Polak–Ribière, "
+                   "Hestenes–Stiefel, or none (steepest ascent, which is VBEM)")
+    p.add_argument("--line-search", action="store_true",
+                   help="klc: halve a step that lowers the bound before restarting")
+    collapse(p)
     p.add_argument("--local", default="mf", choices=["mf", "exact", "gibbs", "cvb0"],
                    help="the local step (E-step): mean field, the exact conditional, Gibbs "
                    "sampling or CVB0 with local proportions integrated out (see cemodel check)")
@@ -107,9 +121,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="PATH", default=None,
                    help="continue the fit saved in PATH (same model, data and options)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-iter", type=int, default=200, help="mf: iterations at most")
+    p.add_argument("--max-iter", type=int, default=200, help="mf, klc: iterations at most")
     p.add_argument("--tol", type=float, default=1e-6,
-                   help="mf: stop when the relative change of the ELBO is below this")
+                   help="mf: stop when the relative change of the ELBO is below this; klc: "
+                   "the change of the bound (nats) or the squared gradient norm")
     p.add_argument("--epochs", type=int, default=10, help="svi: passes over the data")
     p.add_argument("--batch-size", type=int, default=256, help="svi: minibatch size |S|")
     p.add_argument("--kappa", type=float, default=0.7, help="svi: step size (t + tau)^-kappa")
@@ -155,7 +170,12 @@ def _stages(args):
     from .compiler import parse_settings, read_source, run_stages
 
     text, filename = read_source(args.model)
-    return run_stages(text, filename, parse_settings(args.set))
+    collapse = getattr(args, "collapse", None)
+    if collapse is not None:
+        collapse = tuple(name.strip() for name in collapse.split(",") if name.strip())
+        if getattr(args, "method", "klc") != "klc":
+            raise CemError("--collapse is for --method klc")
+    return run_stages(text, filename, parse_settings(args.set), collapse)
 
 
 def cmd_check(args) -> int:
@@ -186,6 +206,11 @@ def cmd_fit(args) -> int:
         raise CemError(f"--method {args.method} does not apply to this model: "
                        f"{why.removeprefix('no: ')}")
     why = dict(stages.plan.local_steps)[args.local]
+    if args.method == "klc" and args.local != "mf":
+        raise CemError(f"--local {args.local}: KLC-CG has no local step (it optimises q(Z) "
+                       "directly)")
+    if args.method == "klc" and (args.checkpoint or args.resume):
+        raise CemError("--checkpoint and --resume are not available for --method klc")
     if not why.startswith("yes"):
         raise CemError(f"--local {args.local} does not apply to this model: "
                        f"{why.removeprefix('no: ')}")
@@ -206,12 +231,12 @@ def cmd_fit(args) -> int:
     dims = {d.name: d.default for d in stages.model.dims if d.name in settings}
     out = Path(args.output or f"{stages.model.name}_posterior.npz")
 
-    unit = "iter" if args.method == "mf" else "epoch"
+    unit = "iter" if args.method in ("mf", "klc") else "epoch"
     bar = None
     if not args.quiet and sys.stderr.isatty():  # a terminal: a progress bar with ELBO and ETA
         from tqdm import tqdm
 
-        total = args.max_iter if args.method == "mf" else args.epochs
+        total = args.max_iter if args.method in ("mf", "klc") else args.epochs
         bar = tqdm(total=total, unit=unit, file=sys.stderr, dynamic_ncols=True)
 
     def progress(iteration: int, elbo: float, seconds: float) -> None:
@@ -221,6 +246,14 @@ def cmd_fit(args) -> int:
         elif not args.quiet:  # a log: one line per iteration
             print(f"{unit} {iteration + 1:4d}  elbo {elbo: .6e}  {seconds:8.2f} s", flush=True)
 
+    def klc_progress(iteration: int, bound: float, norm: float, seconds: float) -> None:
+        if bar is not None:
+            bar.update(iteration - bar.n)
+            bar.set_postfix_str(f"bound {bound:.6e} |g|² {norm:.2e}")
+        elif not args.quiet:
+            print(f"{unit} {iteration:4d}  bound {bound: .6e}  |g|² {norm:9.3e}  "
+                  f"{seconds:8.2f} s", flush=True)
+
     extra: dict = {"learn": args.learn} if args.learn else {}
     if args.checkpoint:
         extra.update(checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every)
@@ -228,7 +261,7 @@ def cmd_fit(args) -> int:
         extra["resume"] = args.resume
     if args.learn and not getattr(module, "LEARNABLE", ()):
         raise CemError("--learn: this model has no hyperparameter empirical Bayes can set")
-    if stages.model.data_plate is not None:
+    if stages.model.data_plate is not None and args.method != "klc":
         extra["local"] = args.local
     if args.local == "gibbs":
         extra.update(gibbs_sweeps=args.gibbs_sweeps, gibbs_burn_in=args.gibbs_burn_in)
@@ -238,6 +271,16 @@ def cmd_fit(args) -> int:
                                 seed=args.seed, callback=progress, **extra)
             status = "converged" if result.converged else "stopped at --max-iter"
             done = f"{status} after {result.iterations} iterations"
+        elif args.method == "klc":
+            if args.learn:
+                raise CemError("--learn is not available for --method klc")
+            result = module.fit_klc(data, dims=dims, cg=args.cg, max_iter=args.max_iter,
+                                    tol=args.tol, gtol=args.tol, seed=args.seed,
+                                    line_search=args.line_search, callback=klc_progress)
+            status = "converged" if result.converged else "stopped at --max-iter"
+            done = (f"klc ({args.cg}, collapsed {', '.join(stages.plan.collapse.collapsed)}): "
+                    f"{status} after {result.notes['iterations']} iterations, "
+                    f"{result.notes['restarts']} restarts")
         else:
             fit = {"ssvi-a": module.fit_ssvi_a, "ssvi": getattr(module, "fit_ssvi", None)}.get(
                 args.method, module.fit_svi)

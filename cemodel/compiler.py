@@ -88,12 +88,14 @@ def apply_settings(model: Model, settings: dict[str, float]) -> Model:
     return replace(model, dims=tuple(dims.values()), hypers=tuple(hypers.values()))
 
 
-def run_stages(text: str, filename: str, settings: dict[str, float] | None = None) -> Stages:
-    """Parse, build, analyse and plan; raises a ``CemError`` for any user mistake."""
+def run_stages(text: str, filename: str, settings: dict[str, float] | None = None,
+               collapse: tuple[str, ...] | None = None) -> Stages:
+    """Parse, build, analyse and plan; raises a ``CemError`` for any user mistake.
+    ``collapse`` names the KLC set X (overrides the model file's ``collapse``)."""
     program = parse(text, filename)
     model = apply_settings(build_model(program), settings or {})
     analysis = analyse(model)
-    plan = make_plan(analysis)
+    plan = make_plan(analysis, collapse)
     return Stages(model, analysis, plan)
 
 
@@ -142,10 +144,11 @@ def import_generated(path: Path) -> ModuleType:
 
 
 def compile_model(path: str | Path, settings: dict[str, float] | None = None,
-                  method: str = "mf") -> ModuleType:
-    """Compile a .cem file and import the generated module (cached by content hash)."""
+                  method: str = "mf", collapse: tuple[str, ...] | None = None) -> ModuleType:
+    """Compile a .cem file and import the generated module (cached by content hash);
+    ``collapse`` names the KLC set X (default: the model file's, else cemodel's choice)."""
     text, filename = read_source(path)
-    stages = run_stages(text, filename, settings)
+    stages = run_stages(text, filename, settings, collapse)
     return compile_stages(stages, method)
 
 
@@ -172,6 +175,9 @@ def compile_stages(stages: Stages, method: str = "mf") -> ModuleType:
     return import_generated(target)
 
 
-def compile(path: str | Path, **settings: float) -> ModuleType:  # noqa: A001 - public API name
-    """``cemodel.compile("lda.cem", K=50)``: the generated module, ready to ``fit``."""
-    return compile_model(path, {k: float(v) for k, v in settings.items()})
+def compile(path: str | Path, *, collapse: tuple[str, ...] | list[str] | None = None,  # noqa: A001
+            **settings: float) -> ModuleType:
+    """``cemodel.compile("lda.cem", K=50)``: the generated module, ready to ``fit``;
+    ``collapse=("pi", "mu")`` names the set KLC-CG integrates out (``fit_klc``)."""
+    return compile_model(path, {k: float(v) for k, v in settings.items()},
+                         collapse=None if collapse is None else tuple(collapse))

@@ -186,6 +186,9 @@ class Model:
     plates: tuple[PlateDef, ...]
     variables: tuple[VarDef, ...]
     data_plate: str | None
+    # ``collapse a, b``: the set KLC-CG integrates out, and where the file says so
+    collapse: tuple[str, ...] | None = None
+    collapse_span: Span | None = None
 
     def var(self, name: str) -> VarDef:
         for var in self.variables:
@@ -259,6 +262,7 @@ class _Builder:
         self.program = program
         self.source = program.source
         self.model_name: str | None = None
+        self.collapse: ast.CollapseDecl | None = None
         self.dims: dict[str, DimDef] = {}
         self.hypers: dict[str, HyperDef] = {}
         self.data: dict[str, DataDef] = {}
@@ -318,6 +322,12 @@ class _Builder:
                 if stmt.default is not None and stmt.default < 1:
                     raise self.error("a dimension must be at least 1", stmt.span)
                 self.dims[stmt.name] = DimDef(stmt.name, stmt.default, ragged, stmt.span)
+            elif isinstance(stmt, ast.CollapseDecl):
+                self._top_level_only(stmt, scope, "collapse")
+                if self.collapse is not None:
+                    raise self.error("the collapse set is given twice", stmt.span,
+                                     hint=f"the first is on line {self.collapse.span.line}")
+                self.collapse = stmt
             elif isinstance(stmt, ast.HyperDecl):
                 self._top_level_only(stmt, scope, "hyper")
                 self._declare(stmt.name, stmt.span)
@@ -842,10 +852,25 @@ class _Builder:
         data_plate = self._data_plate(variables)
         data = tuple(replace(d, index_range=self.index_data.get(d.name)) for d in
                      self.data.values())
+        collapse = None
+        if self.collapse is not None:
+            collapse = tuple(self._collapsed_name(n) for n in self.collapse.names)
         return Model(
             self.model_name, self.source, tuple(self.dims.values()), tuple(self.hypers.values()),
-            data, tuple(self.plates.values()), variables, data_plate,
+            data, tuple(self.plates.values()), variables, data_plate, collapse,
+            None if self.collapse is None else self.collapse.span,
         )
+
+    def _collapsed_name(self, name: ast.Name) -> str:
+        """A name of ``collapse``: a latent variable of the model."""
+        if name.id not in self.vars:
+            latent = [n for n, v in self.vars.items() if not v.observed]
+            raise self.error(f"'{name.id}' in collapse is not a variable of the model",
+                             name.span, hint=did_you_mean(name.id, latent))
+        if self.vars[name.id].observed:
+            raise self.error(f"'{name.id}' is observed; only latent variables are collapsed",
+                             name.span)
+        return name.id
 
     def _data_plate(self, variables: tuple[VarDef, ...]) -> str | None:
         """The one top-level plate that holds observations (SVI subsamples over it)."""

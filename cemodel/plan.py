@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from .collapse import Collapse, CollapseError, choose_collapse
 from .conjugacy import Analysis, Known, Monomial, Slot, Stat
+from .errors import CemError, CemModelError
 from .families import FAMILIES
 from .model import Model, model_graph
 
@@ -62,6 +64,8 @@ class InferencePlan:
     # Gibbs / CVB0: local Dirichlet proportions integrated out, and the categoricals updated
     collapsed_locals: tuple[str, ...] = ()
     assignment_locals: tuple[str, ...] = ()
+    # KLC-CG: the collapsed set X and the softmax-parameterised Z (None: KLC does not apply)
+    collapse: Collapse | None = None
 
     def accumulator_for(self, factor: int, monomial: int) -> Accumulator | None:
         for acc in self.accumulators:
@@ -95,7 +99,9 @@ def _split(model: Model, monomial: Monomial, local_vars: set[str]):
     return tuple(local), tuple(glob)
 
 
-def make_plan(analysis: Analysis) -> InferencePlan:
+def make_plan(analysis: Analysis, collapse: tuple[str, ...] | None = None) -> InferencePlan:
+    """``collapse``: the KLC set X asked for on the command line or through the API (it
+    overrides the model file's ``collapse``); an invalid one is refused with the reason."""
     model = analysis.model
     graph = model_graph(model)
     order = [n for n in nx.lexicographical_topological_sort(graph)]
@@ -127,12 +133,38 @@ def make_plan(analysis: Analysis) -> InferencePlan:
                    + tuple(sorted(inner)))
             accumulators.append(Accumulator(f"acc_{factor.child}_{mi}", fi, mi, local, glob, key))
 
-    methods = _methods(model)
+    klc, chosen = _klc(analysis, graph, collapse)
+    methods = _methods(model) + (("klc", klc),)
     learnable = tuple(item for item in _learnable(model, globals_ + kept)
                       if _uses_of(model, item.hyper) == 1)
     steps, collapsed, assignments = _local_steps(model, graph, locals_)
     return InferencePlan(model, analysis, globals_, locals_, kept, iterate, tuple(accumulators),
-                         methods, learnable, steps, collapsed, assignments)
+                         methods, learnable, steps, collapsed, assignments, chosen)
+
+
+def _klc(analysis: Analysis, graph: nx.DiGraph,
+         requested: tuple[str, ...] | None) -> tuple[str, Collapse | None]:
+    """Whether KLC-CG applies and with which split. A set the user or the model file names
+    must be valid (refused with the reason); the default may simply not apply."""
+    model = analysis.model
+    if requested is not None:
+        try:
+            chosen = choose_collapse(analysis, graph, requested, "user")
+        except CollapseError as exc:
+            raise CemError(f"--collapse {','.join(requested)}: {exc}") from None
+    elif model.collapse is not None:
+        try:
+            chosen = choose_collapse(analysis, graph, model.collapse, "model file")
+        except CollapseError as exc:
+            assert model.collapse_span is not None
+            raise CemModelError(str(exc), model.collapse_span, model.source) from None
+    else:
+        try:
+            chosen = choose_collapse(analysis, graph)
+        except CollapseError as exc:
+            return f"no: {exc}", None
+    return (f"yes: collapses {', '.join(chosen.collapsed)}, parameterises "
+            f"{', '.join(chosen.parameterised)}"), chosen
 
 
 def _local_steps(model: Model, graph: nx.DiGraph, locals_: tuple[str, ...]):

@@ -117,6 +117,14 @@ class DataDecl:
 
 
 @dataclass(frozen=True)
+class CollapseDecl:
+    """``collapse beta, theta``: the variables KLC-CG integrates out (the set X)."""
+
+    names: tuple[Name, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
 class Target:
     name: str
     indices: tuple[Name, ...]
@@ -152,7 +160,7 @@ class Plate:
     span: Span
 
 
-Stmt = ModelDecl | DimDecl | HyperDecl | DataDecl | Sample | Plate
+Stmt = ModelDecl | DimDecl | HyperDecl | DataDecl | CollapseDecl | Sample | Plate
 
 
 @dataclass(frozen=True)
@@ -225,6 +233,9 @@ class _ToAst(lark.Transformer):
         name = str(children[0])
         indices = tuple(_name(t) for t in children[1:-1])
         return DataDecl(name, indices, children[-1], _span(meta))
+
+    def collapse_decl(self, meta, children):
+        return CollapseDecl(tuple(_name(t) for t in children), _span(meta))
 
     def type_spec(self, meta, children):
         arg = children[1] if len(children) > 1 else None

@@ -92,7 +92,7 @@ def record(kind: str, outcome: str) -> None:
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|\S")
 DISTRIBUTIONS = ["Dirichlet", "Categorical", "Beta", "Bernoulli", "Binomial", "Gamma",
                  "Poisson", "Exponential", "Normal", "MultivariateNormal", "MVN", "Wishart"]
-KEYWORDS = ["model", "dim", "hyper", "data", "plate", "in", "observe"]
+KEYWORDS = ["model", "dim", "hyper", "data", "plate", "in", "observe", "collapse"]
 NAMES = ["K", "N", "D", "V", "P", "n", "k", "d", "z", "pi", "x", "w", "mu", "eye", "zeros",
          "ones", "full", "dot", "exp", "log", "real", "int", "vector", "count", "_", "Q"]
 NUMBERS = ["0", "1", "-1", "2.5", ".5", "1e-8", "1e8", "1e308", "1e400", "1e-400",

@@ -18,6 +18,15 @@ SOURCE = 'bernoulli_mixture.cem'
 SOURCE_SHA256 = 'fd5efa9b016ca8ebfbd88bf3b415f81e2bb093de0ae7d1ed118df0ad1588b4be'
 DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+# the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
+METHODS = {
+    'mf': 'yes',
+    'svi': 'yes',
+    'svi+': 'yes',
+    'ssvi-a': 'yes',
+    'ssvi': 'yes',
+    'klc': 'yes: collapses pi, p, parameterises z',
+}
 # the E-steps (fit_svi(..., local=...)) and whether each applies
 LOCAL_STEPS = {
     'mf': 'yes: local mean field',
@@ -483,6 +492,121 @@ def elbo_global(
     return elbo
 
 
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+def klc_stats(
+        items,
+        lam_z_onehot,
+        E_z_onehot,
+        theta_z,
+        item_weight,
+        n_K,
+        n_P,
+        x,
+        acc_z_0_threads,
+        acc_x_0_threads,
+        acc_x_1_threads,
+        acc_x_2_threads,
+        acc_z_0,
+        acc_x_0,
+        acc_x_1,
+        acc_x_2,
+):
+    """KLC statistics: q(Z) = softmax(θ), each collapsed local's mean-field update given q(Z),
+    and the collapsed globals' sufficient statistics (accumulators).
+    Returns the ELBO terms that involve only local variables and data.
+    """
+    n_threads = acc_z_0_threads.shape[0]
+    elbo_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        acc_z_0_t = acc_z_0_threads[thread]
+        acc_x_0_t = acc_x_0_threads[thread]
+        acc_x_1_t = acc_x_1_threads[thread]
+        acc_x_2_t = acc_x_2_threads[thread]
+        acc_z_0_t[...] = 0.0
+        acc_x_0_t[...] = 0.0
+        acc_x_1_t[...] = 0.0
+        acc_x_2_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_points = items[position]
+            # q(z) = softmax(θ) per row
+            lam_z_onehot[i_points] = theta_z[i_points]
+            rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
+            # acc_z_0[k] += q(z[points]=k)  (bernoulli_mixture.cem:26:5)
+            for t_k in range(n_K):
+                acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+            # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+            for i_dims in range(n_P):
+                for t_g0 in range(n_K):
+                    acc_x_0_t[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
+            # acc_x_1[g0, @dims] += q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+            for i_dims in range(n_P):
+                for t_g0 in range(n_K):
+                    acc_x_1_t[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+            # acc_x_2[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+            for i_dims in range(n_P):
+                for t_g0 in range(n_K):
+                    acc_x_2_t[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
+            # ELBO: local terms and local entropies
+            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+        elbo_threads[thread] = elbo
+    for thread in range(n_threads):
+        acc_z_0 += acc_z_0_threads[thread]
+    for thread in range(n_threads):
+        acc_x_0 += acc_x_0_threads[thread]
+    for thread in range(n_threads):
+        acc_x_1 += acc_x_1_threads[thread]
+    for thread in range(n_threads):
+        acc_x_2 += acc_x_2_threads[thread]
+    return elbo_threads.sum()
+
+
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+def klc_gradient(
+        items,
+        lam_z_onehot,
+        E_z_onehot,
+        theta_z,
+        natgrad_z,
+        grad_z,
+        n_K,
+        E_pi_log,
+        n_P,
+        x,
+        E_p_log,
+        E_p_log1m,
+        threads,
+):
+    """KLC gradients at θ, with the collapsed variables at q*(X) (klc_stats and the global updates
+    first): natgrad = θ̂ − θ (eq. 15), grad = w (diag(q) − q qᵀ) natgrad.
+    Returns ⟨natgrad, grad⟩, the squared Riemannian norm (eq. 16).
+    """
+    n_threads = threads
+    norm_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        norm = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_points = items[position]
+            # q(Z) = softmax(θ) per row
+            lam_z_onehot[i_points] = theta_z[i_points]
+            rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
+            # θ̂ = the mean-field target of q(z) given q*(X)
+            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, E_p_log1m, E_z_onehot)
+            natgrad_z[i_points] = lam_z_onehot[i_points] - theta_z[i_points]  # g̃ = θ̂ − θ
+            # q(z) back to softmax(θ) for the other rows' targets
+            lam_z_onehot[i_points] = theta_z[i_points]
+            rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
+            mean = 0.0
+            for t_c in range(n_K):
+                mean += E_z_onehot[i_points, t_c] * natgrad_z[i_points, t_c]
+            for t_c in range(n_K):
+                # g = w (diag(q) − q qᵀ) g̃
+                grad_z[i_points, t_c] = E_z_onehot[i_points, t_c] * (natgrad_z[i_points, t_c] - mean)
+                norm += grad_z[i_points, t_c] * natgrad_z[i_points, t_c]
+        norm_threads[thread] = norm
+    return norm_threads.sum()
+
+
 def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     """Bind and check the data, evaluate hyperparameters and known quantities, allocate
     the variational parameters and start the globals (see fit).
@@ -831,3 +955,67 @@ def fit_ssvi(data, **options):
     of the structured bound (see cemodel.runtime.ssvi). Options as fit_svi.
     """
     return fit_svi(data, sample_globals=True, apply_v=True, **options)
+
+
+def _klc_bound(s, theta):
+    """L_KL(θ) (eq. 4): the mean-field ELBO with X at q*(X) given q(Z) = softmax(θ) (eq. 9)."""
+    s.acc_z_0[...] = 0.0
+    s.acc_x_0[...] = 0.0
+    s.acc_x_1[...] = 0.0
+    s.acc_x_2[...] = 0.0
+    value = klc_stats(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_P, s.x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+    # the collapsed globals at their optimum given q(Z)
+    update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, True, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
+    update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, True, s.E_pi_log)
+    value_global = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
+    return value + value_global
+
+
+def _klc_gradient(s, theta, natgrad, grad):
+    """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
+    norm = klc_gradient(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, rt.thread_count())
+    return norm
+
+
+def fit_klc(
+        data,
+        *,
+        hypers=None,
+        dims=None,
+        cg='fr',
+        max_iter=1000,
+        tol=1e-6,
+        gtol=1e-6,
+        line_search=False,
+        seed=0,
+        init=None,
+        callback=None,
+):
+    """Fit bernoulli_mixture by KLC-CG: the KL-corrected bound with pi, p integrated out,
+    optimised over the softmax parameters of q(z) by Riemannian conjugate gradients (Hensman, Rattray
+    & Lawrence 2012).
+
+    cg: 'fr' (Fletcher–Reeves), 'pr' (Polak–Ribière), 'hs' (Hestenes–Stiefel) or 'none'
+    (steepest ascent with unit steps, which is VBEM). Step length 1; the direction restarts at
+    the natural gradient when it is not an ascent direction or the bound drops (line_search:
+    halve the step first).
+    Stops when the change of the bound falls below tol or ⟨g̃, g⟩ below gtol.
+    init: {name: θ} for z (the same start for every method); default N(0, 1) draws from seed.
+    callback(iteration, bound, norm, seconds) after each iteration.
+    The collapse set is chosen by default; result.notes holds restarts and the gradient norms.
+    """
+    rt.check_applies('method', 'klc', METHODS)
+    # (the globals' start is overwritten by q*(X))
+    s = _prepare(data, hypers, dims, seed, None, 'random', 1, 0.0)
+    rng = np.random.default_rng(seed)
+    shapes = [(s.bound.dims['N'], s.bound.dims['K'],)]
+    # softmax parameters of q(Z): given, or N(0, 1) draws
+    theta = rt.klc_start(init, ('z',), shapes, rng)
+    clock = time.perf_counter()
+    run = rt.riemannian_cg(lambda t: _klc_bound(s, t), lambda t, n, g: _klc_gradient(s, t, n, g), theta, cg=cg, max_iter=max_iter, tol=tol, gtol=gtol, line_search=line_search, callback=callback)
+    # the state at the final θ (the optimiser's last evaluation may be a rejected step)
+    _klc_bound(s, run.theta)
+    result = _result(s, run.trace, run.converged, time.perf_counter() - clock)
+    result.notes.update(run.notes)
+    result.posterior['z.logits'] = run.theta[0]
+    return result

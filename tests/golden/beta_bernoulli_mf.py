@@ -18,6 +18,15 @@ SOURCE = 'beta_bernoulli.cem'
 SOURCE_SHA256 = '9d1fd898b0c9100e2526f39860a346cf1cbed2633c45f9378ab242ce88a7276e'
 DEFAULT_START = 'prior'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+# the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
+METHODS = {
+    'mf': 'yes',
+    'svi': 'yes',
+    'svi+': 'yes',
+    'ssvi-a': 'yes',
+    'ssvi': 'yes',
+    'klc': 'no: KLC-CG keeps the categorical assignments of the data plate in Z (softmax-parameterised), and this model has none',
+}
 # the E-steps (fit_svi(..., local=...)) and whether each applies
 LOCAL_STEPS = {
     'mf': 'yes: local mean field',

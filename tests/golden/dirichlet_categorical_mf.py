@@ -18,6 +18,15 @@ SOURCE = 'dirichlet_categorical.cem'
 SOURCE_SHA256 = '9969c96eb90d0fa3eb3da5ca38f7e6d7467afcef440aa946bd58be8f18abdd07'
 DEFAULT_START = 'prior'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ('alpha',)  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+# the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
+METHODS = {
+    'mf': 'yes',
+    'svi': 'yes',
+    'svi+': 'yes',
+    'ssvi-a': 'yes',
+    'ssvi': 'yes',
+    'klc': 'no: KLC-CG keeps the categorical assignments of the data plate in Z (softmax-parameterised), and this model has none',
+}
 # the E-steps (fit_svi(..., local=...)) and whether each applies
 LOCAL_STEPS = {
     'mf': 'yes: local mean field',

@@ -18,6 +18,15 @@ SOURCE = 'gmm.cem'
 SOURCE_SHA256 = 'f2898c2111cbf597b5ec0e6583ee39e8550844680832db5cf9971bbfc759b9b0'
 DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ('alpha',)  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+# the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
+METHODS = {
+    'mf': 'yes',
+    'svi': 'yes',
+    'svi+': 'yes',
+    'ssvi-a': 'yes',
+    'ssvi': 'no: V(β, λ) needs the quantile derivative of q(β), which cemodel has for Dirichlet, Beta, Gamma and Normal globals, not mvn, wishart',
+    'klc': "no: 'mu' and 'Lambda' are not d-separated given z and the data: the path mu → x ← Lambda is active",
+}
 # the E-steps (fit_svi(..., local=...)) and whether each applies
 LOCAL_STEPS = {
     'mf': 'yes: local mean field',

@@ -18,6 +18,15 @@ SOURCE = 'gmm_normal_wishart.cem'
 SOURCE_SHA256 = '92434406ee01adc0f4bdce19f4fbd9b09d9fa571862a08de760022c926439333'
 DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ('alpha',)  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+# the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
+METHODS = {
+    'mf': 'yes',
+    'svi': 'yes',
+    'svi+': 'yes',
+    'ssvi-a': 'yes',
+    'ssvi': 'no: V(β, λ) needs the quantile derivative of q(β), which cemodel has for Dirichlet, Beta, Gamma and Normal globals, not mvn, wishart',
+    'klc': "no: 'Lambda' and 'mu' are not d-separated given z and the data: the path Lambda → mu is active",
+}
 # the E-steps (fit_svi(..., local=...)) and whether each applies
 LOCAL_STEPS = {
     'mf': 'yes: local mean field',

@@ -18,6 +18,15 @@ SOURCE = 'hierarchical_poisson.cem'
 SOURCE_SHA256 = 'a68bb58be09fe90c405d821c6856573062957a64f8f1c08166b8fbeffe76ed83'
 DEFAULT_START = 'prior'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ('a0', 'b0')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+# the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
+METHODS = {
+    'mf': 'yes',
+    'svi': 'yes',
+    'svi+': 'yes',
+    'ssvi-a': 'yes',
+    'ssvi': 'yes',
+    'klc': 'no: KLC-CG keeps the categorical assignments of the data plate in Z (softmax-parameterised), and this model has none',
+}
 # the E-steps (fit_svi(..., local=...)) and whether each applies
 LOCAL_STEPS = {
     'mf': 'yes: local mean field',

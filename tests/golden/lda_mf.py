@@ -18,6 +18,15 @@ SOURCE = 'lda.cem'
 SOURCE_SHA256 = '62ac1137aac8c2c458ee0a8b9a285f7d1f30b7d1d96aeea2639a874fa1328625'
 DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ('eta', 'alpha')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+# the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
+METHODS = {
+    'mf': 'yes',
+    'svi': 'yes',
+    'svi+': 'yes',
+    'ssvi-a': 'yes',
+    'ssvi': 'yes',
+    'klc': 'yes: collapses beta, theta, parameterises z',
+}
 # the E-steps (fit_svi(..., local=...)) and whether each applies
 LOCAL_STEPS = {
     'mf': 'yes: local mean field',
@@ -602,6 +611,154 @@ def elbo_global(n_K, n_V, eta, E_beta_log, lgamma_sum_eta, lgamma_eta, acc_w_0, 
     return elbo
 
 
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+def klc_stats(
+        items,
+        theta_z,
+        tokens_ptr,
+        lam_theta_log,
+        n_K,
+        alpha,
+        tokens_weight,
+        X_theta_log,
+        E_theta_log,
+        item_weight,
+        w,
+        lgamma_sum_alpha,
+        lgamma_alpha,
+        lam_z_onehot_threads,
+        E_z_onehot_threads,
+        H_z_threads,
+        logZ_z_threads,
+        A_z_threads,
+        S_z_threads,
+        B_z_threads,
+        s_z_threads,
+        acc_w_0_threads,
+        acc_w_0,
+):
+    """KLC statistics: q(Z) = softmax(θ), each collapsed local's mean-field update given q(Z),
+    and the collapsed globals' sufficient statistics (accumulators).
+    Returns the ELBO terms that involve only local variables and data.
+    """
+    n_threads = lam_z_onehot_threads.shape[0]
+    elbo_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        lam_z_onehot = lam_z_onehot_threads[thread]
+        E_z_onehot = E_z_onehot_threads[thread]
+        H_z = H_z_threads[thread]
+        logZ_z = logZ_z_threads[thread]
+        A_z = A_z_threads[thread]
+        S_z = S_z_threads[thread]
+        B_z = B_z_threads[thread]
+        s_z = s_z_threads[thread]
+        acc_w_0_t = acc_w_0_threads[thread]
+        acc_w_0_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_docs = items[position]
+            base_tokens = tokens_ptr[i_docs]
+            # q(z) = softmax(θ) per row
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                lam_z_onehot[i_tokens - base_tokens] = theta_z[i_tokens]
+                logZ_z[i_tokens - base_tokens] = rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+                # H = log Σ_c exp θ_c − Σ_c θ_c q_c
+                H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+            # the collapsed locals at their optimum given q(Z): q*(X) (eq. 5)
+            update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
+            # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                t_k = w[i_tokens]
+                for t_g0 in range(n_K):
+                    acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
+            # ELBO: local terms and local entropies
+            for t_k in range(n_K):
+                elbo += alpha * E_theta_log[i_docs, t_k]
+            for t_k in range(n_K):
+                elbo += -E_theta_log[i_docs, t_k]
+            elbo += lgamma_sum_alpha
+            for t_k in range(n_K):
+                elbo += -lgamma_alpha
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                for t_k in range(n_K):
+                    elbo += E_z_onehot[i_tokens - base_tokens, t_k] * E_theta_log[i_docs, t_k] * tokens_weight[i_tokens]
+            elbo += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - rt.frobenius(lam_theta_log[i_docs], E_theta_log[i_docs]))
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                elbo += tokens_weight[i_tokens] * (H_z[i_tokens - base_tokens])
+        elbo_threads[thread] = elbo
+    for thread in range(n_threads):
+        acc_w_0 += acc_w_0_threads[thread]
+    return elbo_threads.sum()
+
+
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+def klc_gradient(
+        items,
+        theta_z,
+        tokens_ptr,
+        natgrad_z,
+        grad_z,
+        n_K,
+        E_theta_log,
+        w,
+        E_beta_log,
+        X_theta_log,
+        XT_beta_log,
+        ET_beta_log,
+        tokens_weight,
+        lam_z_onehot_threads,
+        E_z_onehot_threads,
+        H_z_threads,
+        logZ_z_threads,
+        A_z_threads,
+        S_z_threads,
+        B_z_threads,
+        s_z_threads,
+):
+    """KLC gradients at θ, with the collapsed variables at q*(X) (klc_stats and the global updates
+    first): natgrad = θ̂ − θ (eq. 15), grad = w (diag(q) − q qᵀ) natgrad.
+    Returns ⟨natgrad, grad⟩, the squared Riemannian norm (eq. 16).
+    """
+    n_threads = lam_z_onehot_threads.shape[0]
+    norm_threads = np.zeros(n_threads)
+    for thread in prange(n_threads):
+        lam_z_onehot = lam_z_onehot_threads[thread]
+        E_z_onehot = E_z_onehot_threads[thread]
+        H_z = H_z_threads[thread]
+        logZ_z = logZ_z_threads[thread]
+        A_z = A_z_threads[thread]
+        S_z = S_z_threads[thread]
+        B_z = B_z_threads[thread]
+        s_z = s_z_threads[thread]
+        norm = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_docs = items[position]
+            base_tokens = tokens_ptr[i_docs]
+            # q(Z) = softmax(θ) per row
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                lam_z_onehot[i_tokens - base_tokens] = theta_z[i_tokens]
+                logZ_z[i_tokens - base_tokens] = rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+                # H = log Σ_c exp θ_c − Σ_c θ_c q_c
+                H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+            # θ̂ = the mean-field target of q(z) given q*(X)
+            update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                # g̃ = θ̂ − θ
+                natgrad_z[i_tokens] = lam_z_onehot[i_tokens - base_tokens] - theta_z[i_tokens]
+                # q(z) back to softmax(θ) for the other rows' targets
+                lam_z_onehot[i_tokens - base_tokens] = theta_z[i_tokens]
+                rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+                mean = 0.0
+                for t_c in range(n_K):
+                    mean += E_z_onehot[i_tokens - base_tokens, t_c] * natgrad_z[i_tokens, t_c]
+                for t_c in range(n_K):
+                    # g = w (diag(q) − q qᵀ) g̃
+                    grad_z[i_tokens, t_c] = tokens_weight[i_tokens] * E_z_onehot[i_tokens - base_tokens, t_c] * (natgrad_z[i_tokens, t_c] - mean)
+                    norm += grad_z[i_tokens, t_c] * natgrad_z[i_tokens, t_c]
+        norm_threads[thread] = norm
+    return norm_threads.sum()
+
+
 def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     """Bind and check the data, evaluate hyperparameters and known quantities, allocate
     the variational parameters and start the globals (see fit).
@@ -944,3 +1101,63 @@ def fit_ssvi(data, **options):
     of the structured bound (see cemodel.runtime.ssvi). Options as fit_svi.
     """
     return fit_svi(data, sample_globals=True, apply_v=True, **options)
+
+
+def _klc_bound(s, theta):
+    """L_KL(θ) (eq. 4): the mean-field ELBO with X at q*(X) given q(Z) = softmax(θ) (eq. 9)."""
+    s.acc_w_0[...] = 0.0
+    value = klc_stats(s.all_items, theta[0], s.tokens_ptr, s.lam_theta_log, s.n_K, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, s.item_weight, s.w, s.lgamma_sum_alpha, s.lgamma_alpha, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads, s.acc_w_0)
+    # the collapsed globals at their optimum given q(Z)
+    update_beta(1.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, True, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
+    value_global = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
+    return value + value_global
+
+
+def _klc_gradient(s, theta, natgrad, grad):
+    """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
+    norm = klc_gradient(s.all_items, theta[0], s.tokens_ptr, natgrad[0], grad[0], s.n_K, s.E_theta_log, s.w, s.E_beta_log, s.X_theta_log, s.XT_beta_log, s.ET_beta_log, s.tokens_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads)
+    return norm
+
+
+def fit_klc(
+        data,
+        *,
+        hypers=None,
+        dims=None,
+        cg='fr',
+        max_iter=1000,
+        tol=1e-6,
+        gtol=1e-6,
+        line_search=False,
+        seed=0,
+        init=None,
+        callback=None,
+):
+    """Fit lda by KLC-CG: the KL-corrected bound with beta, theta integrated out,
+    optimised over the softmax parameters of q(z) by Riemannian conjugate gradients (Hensman, Rattray
+    & Lawrence 2012).
+
+    cg: 'fr' (Fletcher–Reeves), 'pr' (Polak–Ribière), 'hs' (Hestenes–Stiefel) or 'none'
+    (steepest ascent with unit steps, which is VBEM). Step length 1; the direction restarts at
+    the natural gradient when it is not an ascent direction or the bound drops (line_search:
+    halve the step first).
+    Stops when the change of the bound falls below tol or ⟨g̃, g⟩ below gtol.
+    init: {name: θ} for z (the same start for every method); default N(0, 1) draws from seed.
+    callback(iteration, bound, norm, seconds) after each iteration.
+    The collapse set is chosen by default; result.notes holds restarts and the gradient norms.
+    """
+    rt.check_applies('method', 'klc', METHODS)
+    # (the globals' start is overwritten by q*(X))
+    s = _prepare(data, hypers, dims, seed, None, 'random', 1, 0.0)
+    rng = np.random.default_rng(seed)
+    shapes = [(len(s.bound.arrays['tokens_weight']), s.bound.dims['K'],)]
+    # softmax parameters of q(Z): given, or N(0, 1) draws
+    theta = rt.klc_start(init, ('z',), shapes, rng)
+    clock = time.perf_counter()
+    run = rt.riemannian_cg(lambda t: _klc_bound(s, t), lambda t, n, g: _klc_gradient(s, t, n, g), theta, cg=cg, max_iter=max_iter, tol=tol, gtol=gtol, line_search=line_search, callback=callback)
+    # the state at the final θ (the optimiser's last evaluation may be a rejected step)
+    _klc_bound(s, run.theta)
+    result = _result(s, run.trace, run.converged, time.perf_counter() - clock)
+    result.notes.update(run.notes)
+    result.posterior['z.logits'] = run.theta[0]
+    return result

@@ -18,6 +18,15 @@ SOURCE = 'normal_normal.cem'
 SOURCE_SHA256 = 'ffa3e5f7316ed4680de0c03616741c28ec3bb09c1a7f8a503a06a49c2ea6d30b'
 DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
 LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+# the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
+METHODS = {
+    'mf': 'yes',
+    'svi': 'yes',
+    'svi+': 'yes',
+    'ssvi-a': 'yes',
+    'ssvi': 'yes',
+    'klc': 'no: KLC-CG keeps the categorical assignments of the data plate in Z (softmax-parameterised), and this model has none',
+}
 # the E-steps (fit_svi(..., local=...)) and whether each applies
 LOCAL_STEPS = {
     'mf': 'yes: local mean field',
