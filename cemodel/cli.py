@@ -34,6 +34,8 @@ GRAPH_EPILOG = """examples:
 Latent variables are white circles, observed ones grey, covariates grey squares and
 hyperparameters small dots; a dashed edge is a categorical index selecting a component
 (beta[z[d, n]]). Plates are boxes labelled with their index and size (tokens n ∈ N[d]).
+A dashed circle is a variable KLC-CG integrates out (the collapse set, as cemodel check
+prints it; --collapse NAME,... to draw another).
 """
 
 PLOT_EPILOG = """examples:
@@ -141,6 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("graph", help="draw the plate diagram (.png, .svg, .pdf or .dot)",
                        epilog=GRAPH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     common(p)
+    collapse(p)
     p.add_argument("-o", "--output", help="output file: .png, .svg, .pdf or .dot "
                    "(default: MODEL_graph.png)")
     p.add_argument("--no-hypers", dest="hypers", action="store_false",
@@ -338,7 +341,14 @@ def cmd_graph(args) -> int:
     model = apply_settings(build_model(parse(text, filename)), parse_settings(args.set))
     if not args.output:
         out, fmt = Path(f"{model.name}_graph.png"), "png"
-    shown = diagram(model, hypers=args.hypers)
+    collapsed: tuple[str, ...] = ()
+    try:  # the KLC collapse set, drawn dashed, where the model's plan has one
+        plan = _stages(args).plan
+        collapsed = plan.collapse.collapsed if plan.collapse is not None else ()
+    except CemError:
+        if args.collapse is not None:
+            raise
+    shown = diagram(model, hypers=args.hypers, collapsed=collapsed)
     if fmt == "dot":
         write_atomic(out, to_dot(shown))
     else:

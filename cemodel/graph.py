@@ -56,6 +56,7 @@ class Node:
     family: str | None
     plates: tuple[str, ...]  # outermost first
     indices: tuple[str, ...]  # the enclosing plates' indices, for subscripts
+    collapsed: bool = False  # integrated out by KLC-CG (the plan's collapse set X)
 
 
 @dataclass(frozen=True)
@@ -147,8 +148,9 @@ def plate_label(model: Model, name: str) -> str:
     return f"{plate.name} {plate.index} ∈ {size}"
 
 
-def diagram(model: Model, hypers: bool = True) -> Diagram:
-    """The nodes, edges and plates of ``model``'s plate diagram (hyperparameters optional)."""
+def diagram(model: Model, hypers: bool = True, collapsed: tuple[str, ...] = ()) -> Diagram:
+    """The nodes, edges and plates of ``model``'s plate diagram (hyperparameters optional);
+    ``collapsed``: the variables KLC-CG integrates out, marked."""
     graph = model_graph(model)
     index_of = {p.name: p.index for p in model.plates}
     roles: dict[tuple[str, str], set[str]] = {}
@@ -186,7 +188,7 @@ def diagram(model: Model, hypers: bool = True) -> Diagram:
     for var in model.variables:
         nodes.append(Node(var.name, "observed" if var.observed else "latent",
                           model.family(var).name, var.plates,
-                          tuple(index_of[p] for p in var.plates)))
+                          tuple(index_of[p] for p in var.plates), var.name in collapsed))
     rank = {node.name: i for i, node in enumerate(nodes)}
     edges = tuple(Edge(s, t, tuple(sorted(roles[(s, t)])),
                        tuple(sorted(selects.get((s, t), ()))))
@@ -221,6 +223,9 @@ def _dot_node(node: Node) -> str:
     elif node.kind == "observed":
         attrs = (f"shape=circle, style=filled, fillcolor=gray80, label={_dot_str(label)}, "
                  f"tooltip={_dot_str(node.family or '')}")
+    elif node.collapsed:
+        attrs = (f"shape=circle, style=dashed, label={_dot_str(label)}, "
+                 f"tooltip={_dot_str((node.family or '') + ', collapsed (KLC)')}")
     else:
         attrs = f"shape=circle, label={_dot_str(label)}, tooltip={_dot_str(node.family or '')}"
     return f"{_dot_id(node.name)} [{attrs}];"

@@ -135,9 +135,10 @@ def render_diagram(layout: Layout, fmt: str) -> bytes:
                 (placed.x - r * 0.9, placed.y - r * 0.9), 1.8 * r, 1.8 * r,
                 boxstyle="round,pad=0,rounding_size=0.05", facecolor=face,
                 edgecolor="black", linewidth=1.2, zorder=4))
-        else:
+        else:  # dashed: integrated out by KLC-CG
             ax.add_patch(Circle((placed.x, placed.y), r, facecolor=face, edgecolor="black",
-                                linewidth=1.2, zorder=4))
+                                linewidth=1.2, zorder=4,
+                                linestyle=(0, (3, 2)) if node.collapsed else "-"))
         ax.text(placed.x, placed.y, math_label(node.name, node.indices),
                 fontsize=label_points(node), ha="center", va="center", zorder=5)
         ax.text(placed.x, placed.y + r + CAPTION * 0.2, caption(node), fontsize=FAMILY_FONT,

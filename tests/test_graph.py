@@ -135,6 +135,23 @@ def test_lda_png_and_dot(tmp_path, capsys):
     assert re.search(r"w \[[^\]]*fillcolor=gray80", dot)  # observed: shaded
 
 
+def test_klc_collapse_set_is_drawn_dashed(tmp_path, capsys):
+    """LDA: topics and proportions are integrated out by KLC-CG (dashed), z is not; a
+    --collapse that is not valid is refused with the reason."""
+    dot_path = tmp_path / "lda.dot"
+    assert main(["graph", str(LDA), "-o", str(dot_path)]) == 0
+    dot = dot_path.read_text(encoding="utf-8")
+    for name in ("beta", "theta"):
+        assert re.search(rf"^\s*{name} \[shape=circle, style=dashed", dot, re.M)
+    assert not re.search(r"^\s*z \[[^\]]*style=dashed", dot, re.M)
+    gmm = LDA.parent / "gmm.cem"  # no valid collapse set: nothing dashed
+    assert main(["graph", str(gmm), "-o", str(dot_path)]) == 0
+    assert "shape=circle, style=dashed" not in dot_path.read_text(encoding="utf-8")
+    capsys.readouterr()
+    assert main(["graph", str(LDA), "-o", str(dot_path), "--collapse", "beta"]) == 2
+    assert "'theta' (a local Dirichlet) would be parameterised" in capsys.readouterr().err
+
+
 def test_dot_is_deterministic_and_follows_set(tmp_path, capsys):
     a, b = tmp_path / "a.dot", tmp_path / "b.dot"
     assert main(["graph", str(LDA), "-o", str(a), "--set", "K=50"]) == 0
