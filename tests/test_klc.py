@@ -359,3 +359,13 @@ def test_every_stdlib_model_klc_applies_to_fits(compiled, name):
     assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
     again = module.fit(data, init=result.state, max_iter=2, tol=0.0)
     assert again.elbo[0] == pytest.approx(trace[-1], rel=1e-6)
+
+
+def test_fixed_iteration_runs_survive_a_zero_gradient(mixture, counts):
+    """tol = gtol = 0 runs max_iter iterations; a saturated q(z) has a gradient of exactly
+    0, where β's ratio is undefined (restart, not a ZeroDivisionError)."""
+    for cg in ("fr", "pr", "hs"):
+        result = mixture.fit_klc({"w": counts * 50}, cg=cg, max_iter=300, tol=0.0, gtol=0.0,
+                                 seed=0)
+        assert result.iterations == result.notes["iterations"] == len(result.elbo) - 1
+        assert np.all(np.isfinite(result.elbo))

@@ -239,6 +239,8 @@ class KlcEmitter:
             Line("_klc_bound(s, run.theta)"),
             Line("result = _result(s, run.trace, run.converged, time.perf_counter() - clock)"),
             Line("result.notes.update(run.notes)"),
+            Line("result.iterations = run.notes['iterations']",
+                 "the trace starts with the initial bound"),
             *[Line(f"result.posterior[{z + '.logits'!r}] = run.theta[{i}]")
               for i, z in enumerate(self.Z)],
             Line("return result"),

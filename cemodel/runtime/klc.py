@@ -87,9 +87,13 @@ def riemannian_cg(
         raise CemDataError(f"cg: expected one of {', '.join(CG_METHODS)}, found {cg!r}")
     if int(max_iter) < 1:
         raise CemDataError(f"max_iter: expected at least 1, found {max_iter!r}")
+    # every array is allocated once: a topic model's θ is tokens × topics
     theta = [t.copy() for t in theta]
+    trial = [np.empty_like(t) for t in theta]
     natgrad = [np.zeros_like(t) for t in theta]
     grad = [np.zeros_like(t) for t in theta]
+    old_natgrad = [np.zeros_like(t) for t in theta]
+    old_grad = [np.zeros_like(t) for t in theta]
     value = bound(theta)
     norm = gradient(theta, natgrad, grad)
     trace = [value]
@@ -100,32 +104,38 @@ def riemannian_cg(
     converged = norm < gtol
     clock = time.perf_counter()
     iteration = 0
+
+    def try_step(scale: float) -> float:
+        for t, d, out in zip(theta, direction, trial, strict=True):
+            np.multiply(d, scale, out=out)
+            out += t
+        return bound(trial)
+
+    def lower(new: float) -> bool:
+        return not new >= value - 1e-10 * max(1.0, abs(value))
+
     while not converged and iteration < max_iter:
         iteration += 1
-        step = [t + d for t, d in zip(theta, direction, strict=True)]
-        new_value = bound(step)
-        drop = not new_value >= value - 1e-10 * max(1.0, abs(value))
+        new_value = try_step(1.0)
         scale = 1.0
-        while drop and line_search and scale > 2.0 ** -10:
+        while lower(new_value) and line_search and scale > 2.0 ** -10:
             scale *= 0.5
             halvings += 1
-            step = [t + scale * d for t, d in zip(theta, direction, strict=True)]
-            new_value = bound(step)
-            drop = not new_value >= value - 1e-10 * max(1.0, abs(value))
-        if drop and cg != "none":
+            new_value = try_step(scale)
+        if lower(new_value) and cg != "none":
             # restart: the natural gradient's unit step is a mean-field update of q(Z) given
             # q*(X), which never lowers the bound
             restarts += 1
-            direction = [g.copy() for g in natgrad]
-            step = [t + d for t, d in zip(theta, direction, strict=True)]
-            new_value = bound(step)
+            for d, g in zip(direction, natgrad, strict=True):
+                d[...] = g
+            new_value = try_step(1.0)
         if not np.isfinite(new_value):
             raise CemDataError(f"KLC-CG: the bound is not finite at iteration {iteration} "
                                f"({new_value}); the data or hyperparameters are out of range")
-        old_natgrad, old_grad, old_norm = natgrad, grad, norm
-        natgrad = [np.zeros_like(t) for t in theta]
-        grad = [np.zeros_like(t) for t in theta]
-        theta = step
+        theta, trial = trial, theta
+        natgrad, old_natgrad = old_natgrad, natgrad
+        grad, old_grad = old_grad, grad
+        old_norm = norm
         norm = gradient(theta, natgrad, grad)
         change = new_value - value
         value = new_value
@@ -137,9 +147,9 @@ def riemannian_cg(
             converged = True
             break
         beta = 0.0
-        if cg == "fr":
+        if cg == "fr" and old_norm > 0.0:
             beta = norm / old_norm
-        elif cg == "pr":
+        elif cg == "pr" and old_norm > 0.0:
             beta = (_dot(grad, natgrad) - _dot(grad, old_natgrad)) / old_norm
         elif cg == "hs":
             denominator = _dot(direction, old_grad) - _dot(direction, grad)
@@ -147,10 +157,13 @@ def riemannian_cg(
                 if denominator != 0.0 else 0.0
         if not np.isfinite(beta) or beta < 0.0:
             beta = 0.0
-        direction = [g + beta * d for g, d in zip(natgrad, direction, strict=True)]
+        for d, g in zip(direction, natgrad, strict=True):
+            d *= beta
+            d += g
         if beta > 0.0 and _dot(direction, grad) <= 0.0:  # not an ascent direction
             restarts += 1
-            direction = [g.copy() for g in natgrad]
+            for d, g in zip(direction, natgrad, strict=True):
+                d[...] = g
     return KlcRun(theta, trace, converged, {
         "cg": cg, "restarts": restarts, "halvings": halvings,
         "gradient_norms": np.array(norms), "iterations": iteration,
