@@ -180,6 +180,31 @@ def test_fit_progress_lines(tmp_path, capsys):
     assert "iter    1" in capsys.readouterr().out
 
 
+def test_fit_klc_from_the_command_line(tmp_path, capsys):
+    """--method klc --cg hs: progress lines with the bound and the gradient norm, the
+    posterior written; --collapse that leaves a non-categorical in Z is refused."""
+    rng = np.random.default_rng(0)
+    data = tmp_path / "points.npz"
+    np.savez(data, x=np.concatenate([rng.normal(size=(15, 2)), rng.normal(size=(15, 2)) + 5]))
+    out = tmp_path / "posterior.npz"
+    model = MODELS / "gmm_means.cem"
+    assert main(["fit", str(model), "--data", str(data), "--method", "klc", "--cg", "hs",
+                 "-o", str(out), "--max-iter", "50"]) == 0
+    printed = capsys.readouterr().out
+    assert "iter    1  bound" in printed and "|g|²" in printed
+    assert "klc (hs, collapsed pi, mu)" in printed
+    with np.load(out) as saved:
+        assert saved["z.logits"].shape == (30, 8)
+        assert np.all(np.diff(saved["elbo"]) >= -1e-9 * np.abs(saved["elbo"][1:]))
+    assert main(["fit", str(model), "--data", str(data), "--method", "klc",
+                 "--collapse", "pi", "-o", str(out)]) == 2
+    assert "'mu' (a global MultivariateNormal) would be parameterised" in \
+        capsys.readouterr().err
+    assert main(["fit", str(model), "--data", str(data), "--collapse", "pi,mu",
+                 "-o", str(out)]) == 2
+    assert "--collapse is for --method klc" in capsys.readouterr().err
+
+
 # -- help and version -------------------------------------------------------------------------
 
 
