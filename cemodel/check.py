@@ -35,6 +35,9 @@ _USUAL = {
                 [("dof", "logdet", 2.0, [(1.0, "D"), (1.0, "")]),
                  ("scale⁻¹", "value", -2.0, [])]),
     "bernoulli": ("Bernoulli", [("logit p", "value", 1.0, [])]),
+    "markov": ("MarkovChain, exact by forward–backward over each sequence, with log-potentials",
+               [("emission", "onehot", 1.0, []), ("initial", "first", 1.0, []),
+                ("transition", "pair", 1.0, [])]),
 }
 
 _LETTER_POOL = ("v", "i", "j", "l", "m", "u", "r", "s", "p", "q")
@@ -131,6 +134,13 @@ class _Renderer:
         sub = self.subscript(slot.tensor)
         if slot.stat == "onehot":
             return f"q({ref} = {self.letter(slot.tensor[0])})"
+        if slot.stat == "first":  # a chain's initial state
+            return f"[first step]·q({ref} = {self.letter(slot.tensor[0])})"
+        if slot.stat == "pair":  # a chain's transition into this step
+            step = self.plate_entry(slot.index[-1])
+            before = ref[:-1] + " − 1]" if ref.endswith(f"{step}]") else f"{ref} before"
+            return (f"q({before} = {self.letter(slot.tensor[0])}, "
+                    f"{ref} = {self.letter(slot.tensor[1])})")
         return {
             "log": f"E[log {ref}]{sub}",
             "log1m": f"E[log(1 − {ref})]",

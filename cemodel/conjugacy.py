@@ -210,9 +210,13 @@ class _Expander:
     def view_shape(self, fn: str, expr: RExpr) -> Shape:
         if fn in _REDUCING_VIEWS:
             return ()
-        if fn == "onehot":
+        if fn in ("onehot", "first"):
             assert isinstance(expr, RVar)
             return (self.model.var(expr.name).categories,)
+        if fn == "pair":  # a chain's transition into a step (MarkovChain)
+            assert isinstance(expr, RVar)
+            categories = self.model.var(expr.name).categories
+            return (categories, categories)
         shape = self.event_shape(expr)
         if fn in ("outer",):
             return (shape[0], shape[0])
@@ -327,6 +331,12 @@ class _Expander:
                 index.append(position.plate)
             else:
                 index.append(self.gate_letter(position))
+        if var.plates and not expr.indices:
+            # the whole variable as a matrix (MarkovChain's transition A for A[k]): its plate
+            # is the first letter, summed like a gate's
+            rows = letters[:len(var.plates)]
+            self.bind(rows, tuple(self.model.plate(p).dim for p in var.plates))
+            index, letters = list(rows), letters[len(var.plates):]
         self.bind(letters, self.view_shape(fn, expr))
         if var.observed:
             if any(i in self.gates for i in index):

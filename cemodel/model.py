@@ -637,21 +637,55 @@ class _Builder:
             )
         resolved = []
         for param, arg in zip(family.params, args, strict=True):
-            value = self.resolve_expr(arg, scope)
-            rank = len(self.shape_of(value))
+            value = self._whole_matrix(family, param, arg) or self.resolve_expr(arg, scope)
+            rank = len(self.matrix_shape(value))
             if rank != param.rank:
                 kinds = {0: "a scalar", 1: "a vector", 2: "a matrix"}
                 raise self.error(
                     f"the {param.name} of {family.name} must be {kinds[param.rank]}, "
-                    f"found {kinds.get(rank, 'an array')} of shape {_show(self.shape_of(value))}",
-                    arg.span,
+                    f"found {kinds.get(rank, 'an array')} of shape "
+                    f"{_show(self.matrix_shape(value))}", arg.span,
                 )
             self._check_domain(family, param, value, arg.span)
             resolved.append(value)
         return tuple(resolved)
 
+    def _whole_matrix(self, family: FamilySpec, param: Param, arg: ast.Expr) -> RVar | None:
+        """``MarkovChain(pi0, A)``: a variable with one plate and a vector event, named
+        without indices where a matrix is expected, is that matrix (row = its plate)."""
+        if family.name != "MarkovChain" or param.rank != 2 or not isinstance(arg, ast.Name):
+            return None
+        if arg.id not in self.decls:
+            return None
+        var = self.build_var(arg.id)
+        if not var.plates:
+            return None
+        if len(var.plates) != 1 or len(var.shape) != 1:
+            raise self.error(
+                f"the {param.name} of MarkovChain is a K × K matrix: '{arg.id}' would need one "
+                f"plate and a vector value, but it has {len(var.plates)} plate(s) and shape "
+                f"{_show(var.shape)}", arg.span,
+            )
+        return RVar(arg.id, (), arg.span)
+
+    def matrix_shape(self, expr: RExpr) -> Shape:
+        """``shape_of``, where a whole plated variable (``A`` for A[k]) has its plate first."""
+        if isinstance(expr, RVar) and not expr.indices:
+            var = self.build_var(expr.name)
+            if var.plates:
+                return (self.plates[var.plates[0]].dim, *var.shape)
+        return self.shape_of(expr)
+
     def _event(self, family: FamilySpec, args: tuple, stmt: ast.Sample):
         by_name = dict(zip((p.name for p in family.params), args, strict=True))
+        if family.name == "MarkovChain":
+            init, transition = self.shape_of(by_name["init"]), self.matrix_shape(
+                by_name["transition"])
+            if transition != (init[0], init[0]):
+                raise self.error(
+                    f"shape mismatch: init has length {_show(init)} but the transition matrix "
+                    f"is {_show(transition)}; it must be K × K", stmt.span,
+                )
         if family.name == "MultivariateNormal":
             m, p = self.shape_of(by_name["mean"]), self.shape_of(by_name["precision"])
             if p != (m[0], m[0]):
@@ -850,6 +884,9 @@ class _Builder:
             raise self.error("the model observes nothing", Span(1, 1, 1, 2),
                              hint="mark the data with 'observe x ~ ...'")
         data_plate = self._data_plate(variables)
+        for var in variables:
+            if var.family == "MarkovChain":
+                self._check_chain(var, data_plate)
         data = tuple(replace(d, index_range=self.index_data.get(d.name)) for d in
                      self.data.values())
         collapse = None
@@ -860,6 +897,22 @@ class _Builder:
             data, tuple(self.plates.values()), variables, data_plate, collapse,
             None if self.collapse is None else self.collapse.span,
         )
+
+    def _check_chain(self, var: VarDef, data_plate: str | None) -> None:
+        """A chain runs along a plate directly inside the data plate (its sequences), so that
+        each item of the local step holds whole chains."""
+        if var.observed:
+            raise self.error("an observed MarkovChain is not supported; observe the emissions "
+                             "of a latent chain instead", var.span)
+        inner = self.plates[var.plates[-1]] if var.plates else None
+        if (data_plate is None or len(var.plates) != 2 or var.plates[0] != data_plate
+                or inner is None or inner.parent != data_plate):
+            raise self.error(
+                f"MarkovChain '{var.name}' must sit in a plate of time steps directly inside "
+                f"the data plate of sequences: plate seqs s in S: plate steps t in T[s]: "
+                f"{var.name}[s, t] ~ MarkovChain(...)", var.span,
+                hint="the sequences are the items of the local step; each holds whole chains",
+            )
 
     def _collapsed_name(self, name: ast.Name) -> str:
         """A name of ``collapse``: a latent variable of the model."""

@@ -318,9 +318,14 @@ def describe_slot(slot: Slot) -> str:
     word = {
         "log": f"log {ref}", "log1m": f"log(1-{ref})", "value": ref, "square": f"{ref}²",
         "onehot": f"{ref}", "outer": f"{ref}{ref}ᵀ", "logdet": f"log|{ref}|",
+        "first": f"first {ref}", "pair": f"pair {ref}",
     }[slot.stat]
     if slot.stat == "onehot":
         return f"q({ref}={slot.tensor[0]})"
+    if slot.stat == "first":  # a chain's initial state
+        return f"q(first {ref}={slot.tensor[0]})"
+    if slot.stat == "pair":  # a chain's transition into a step
+        return f"q(previous {ref}={slot.tensor[0]}, {ref}={slot.tensor[1]})"
     return f"E[{word}]"
 
 

@@ -574,6 +574,8 @@ class MeanFieldEmitter:
         inner += prior_nodes
         if child_nodes:
             inner.append(Block("if with_children", tuple(child_nodes)))
+        if self.family(name) == "markov":
+            return self._chain_update_kernel(var, inner, args)
         product = self.product_messages(name)
         if product:
             lam = self.layout.lam(name, "onehot")
@@ -610,6 +612,34 @@ class MeanFieldEmitter:
         body += nodes
         doc = self._conditional_doc(var)
         fn = Function(f"update_{name}", tuple(args.names), tuple(body), doc, KERNEL)
+        self.kernel_args[fn.name] = tuple(args.names)
+        return fn
+
+    def _chain_update_kernel(self, var: VarDef, rows: list[Node],
+                             args: ArgRecorder) -> Function:
+        """A MarkovChain local: its log-potentials per step (the messages), then the exact
+        posterior of each sequence by forward–backward (cemodel.runtime.chain)."""
+        data_plate = self.model.data_plate
+        item = plate_var(data_plate)
+        nodes: list[Node] = list(rows)
+        for header in reversed(self._row_loops(var, {data_plate}, args)):
+            nodes = [Block(header, tuple(nodes))]
+        steps = self.model.plate(var.plates[1])
+        if steps.ragged:
+            ptr = args.use(f"{steps.name}_ptr")
+            length = f"{ptr}[{item} + 1] - {ptr}[{item}]"
+        else:
+            length = args.use(dim_name(steps.dim))
+        arrays = [args.use(self.layout.lam(var.name, st)) for st, _ in self.stats(var.name)]
+        arrays += [args.use(self.layout.E(var.name, st)) for st, _ in self.stats(var.name)]
+        H = args.use(f"H_{var.name}")
+        body = self._bases(nodes, args) + nodes + [
+            Comment("q(chain) ∝ exp(Σ_t emission_t[z_t] + initial[z_0] + Σ_t transition_t"
+                    "[z_t−1, z_t]): marginals, pairwise marginals and its entropy"),
+            Line(f"{H}[0] = rt.chain_posterior({', '.join(arrays)}, {length})"),
+        ]
+        fn = Function(f"update_{var.name}", tuple(args.names), tuple(body),
+                      self._conditional_doc(var), KERNEL)
         self.kernel_args[fn.name] = tuple(args.names)
         return fn
 
@@ -799,6 +829,8 @@ class MeanFieldEmitter:
                 names += [self.layout.E(name, st) for st, _ in self.stats(name)]
                 if name in self.product_form:
                     names += [f"H_{name}", f"logZ_{name}"]
+                if self.family(name) == "markov":
+                    names.append(f"H_{name}")
         for name in self.implicit:
             names += [f"A_{name}", f"S_{name}"]
             if self.gathered_plan(name) is not None:
@@ -837,6 +869,9 @@ class MeanFieldEmitter:
         out: list[Node] = []
         for name in names:
             var = self.var(name)
+            if self.family(name) == "markov":  # the whole chain's, from forward–backward
+                out.append(Line(f"{target} += {args.use('H_' + name)}[0]"))
+                continue
             row = self._row_index(var, args)
             weight = ""
             for plate in var.plates[1:]:
@@ -1137,9 +1172,12 @@ class MeanFieldEmitter:
                          f"\"ragged_over\": {d.ragged_over!r}}},")
         lines.append("    },")
         lines.append("    \"plates\": {")
+        # the time plates of chains keep their order (no bag of words)
+        ordered = {v.plates[-1] for v in m.variables if v.family == "MarkovChain"}
         for p in m.plates:
+            mark = ", \"ordered\": True" if p.name in ordered else ""
             lines.append(f"        {p.name!r}: {{\"dim\": {p.dim!r}, \"parent\": {p.parent!r}, "
-                         f"\"ragged\": {p.ragged!r}}},")
+                         f"\"ragged\": {p.ragged!r}{mark}}},")
         lines.append("    },")
         lines.append("    \"observed\": {")
         for v in m.observed:
@@ -1220,6 +1258,10 @@ class MeanFieldEmitter:
                                      f"E[log {name}], statistic axis first"))
                 else:
                     body.append(Line(f"X_{name}_log = np.zeros_like({E})", f"exp(E[log {name}])"))
+        for name in self.plan.locals:
+            if self.family(name) == "markov":
+                body.append(Line(f"H_{name} = np.zeros(1)",
+                                 f"entropy of the current item's chains q({name})"))
         for name in self.product_form:
             body.append(Line(f"H_{name} = np.zeros({self.layout.E(name, 'onehot')}.shape[0])",
                              f"entropy of each row of q({name})"))
@@ -1271,12 +1313,32 @@ class MeanFieldEmitter:
                 draws.append(Line(f"rt.start_at_draw({self.family(name)!r}, "
                                   f"{self.layout.lam(name, 'value')}, "
                                   f"{self.layout.lam(name, second)}, rng)"))
-        if draws and not (self.model.data_plate is not None and categorical):
+        pseudo: list[Node] = []
+        for name in self.plan.globals:
+            if self.family(name) in ("dirichlet", "beta"):
+                for stat, _ in self.stats(name):
+                    lam = self.layout.lam(name, stat)
+                    pseudo.append(Line(f"{lam} += rng.gamma(100.0, 0.01, {lam}.shape)"))
+        # a chain's states (no categorical to seed from) start from random pseudo-counts
+        # spread as a Dirichlet(1) draw's: the chain's symmetric start is a saddle that the
+        # narrow LDA-style counts above leave too slowly
+        counts: list[Node] = []
+        if self.default_start() == "random":
+            for name in self.plan.globals:
+                if self.family(name) in ("dirichlet", "beta"):
+                    for stat, _ in self.stats(name):
+                        lam = self.layout.lam(name, stat)
+                        counts.append(Line(f"{lam} += rng.exponential(1.0, {lam}.shape)"))
+        if (draws or counts) and not (self.model.data_plate is not None and categorical):
+            why = [Comment("random pseudo-counts on the count-type globals")] if counts else []
+            if draws:
+                why.append(Comment("each Normal/MVN global's mean drawn from its prior: "
+                                   "breaks the symmetry of products of latent variables"))
             body.append(Block("if start is None", (Line("start = DEFAULT_START"),)))
             body.append(Block("if init is None and start == 'random'", (
-                Comment("each Normal/MVN global's mean drawn from its prior: breaks the "
-                        "symmetry of products of latent variables"),
+                *why,
                 Line("rng = np.random.default_rng(seed)"),
+                *counts,
                 *draws,
                 self._driver_call("refresh_globals", {}, prefix=""),
             )))
@@ -1304,12 +1366,7 @@ class MeanFieldEmitter:
                         "(Hoffman et al. 2010)"),
                 Line("rng = np.random.default_rng(seed)"),
             ]
-            for name in self.plan.globals:
-                if self.family(name) in ("dirichlet", "beta"):
-                    for stat, _ in self.stats(name):
-                        lam = self.layout.lam(name, stat)
-                        random_start.append(Line(f"{lam} += rng.gamma(100.0, 0.01, {lam}.shape)"))
-            random_start += draws
+            random_start += pseudo + draws
             if self.plan.globals:
                 random_start.append(self._driver_call("refresh_globals", {}, prefix=""))
             else:
@@ -1802,8 +1859,10 @@ class MeanFieldEmitter:
         return shape
 
     def _stat_shape(self, var: VarDef, stat: str, rank: int) -> list[str]:
-        if stat == "onehot":
+        if stat in ("onehot", "first"):
             return [dim_name(var.categories)]
+        if stat == "pair":
+            return [dim_name(var.categories)] * 2
         if rank == 0:
             return []
         if stat == "outer":

@@ -15,6 +15,7 @@ from . import (
     dirichlet,
     exponential,
     gamma,
+    markov_chain,
     mvn,
     normal,
     poisson,
@@ -25,7 +26,7 @@ from .base import CHILD, FamilySpec, Param, Term, View
 FAMILIES: dict[str, FamilySpec] = {}
 for _module in (
     dirichlet, categorical, beta, bernoulli, binomial, gamma, poisson, exponential, normal, mvn,
-    wishart,
+    wishart, markov_chain,
 ):
     _spec = _module.SPEC
     FAMILIES[_spec.name] = _spec

@@ -5,6 +5,7 @@ from .binding import BoundData as BoundData
 from .binding import bind_data as bind_data
 from .binding import check_hyper_names as check_hyper_names
 from .binding import hyper_value as hyper_value
+from .chain import chain_posterior as chain_posterior
 from .driver import ElboDecreaseWarning as ElboDecreaseWarning
 from .driver import FitResult as FitResult
 from .driver import NoisyStop as NoisyStop

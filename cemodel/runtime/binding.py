@@ -340,6 +340,8 @@ class _Binder:
         """Does ``var`` alone fill its ragged plate as a bag of categories?"""
         if var.ragged is None or var.support != "category" or var.event:
             return False
+        if self.plates[var.ragged].get("ordered"):  # a chain's steps: the order matters
+            return False
         if var.plates != (self.plates[var.ragged]["parent"], var.ragged):
             return False
         others = [v for v in self.vars if v is not var and var.ragged in v.plates]
@@ -481,6 +483,9 @@ class _Binder:
         want = 1 + n_rest + len(var.event)
         if sparse.issparse(value) or not isinstance(value, list | tuple | np.ndarray):
             forms = f"a list with one array per element of {parent}"
+            if self.plates[var.ragged].get("ordered"):
+                forms += (f", each in order (plate {var.ragged} is a chain's steps: a count "
+                          "matrix would lose their order)")
             if self._bow(var):
                 forms += f", or a ({self._dim_of(parent)} × {var.categories}) count matrix"
             raise CemDataError(

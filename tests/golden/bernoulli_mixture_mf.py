@@ -1017,5 +1017,6 @@ def fit_klc(
     _klc_bound(s, run.theta)
     result = _result(s, run.trace, run.converged, time.perf_counter() - clock)
     result.notes.update(run.notes)
+    result.iterations = run.notes['iterations']  # the trace starts with the initial bound
     result.posterior['z.logits'] = run.theta[0]
     return result

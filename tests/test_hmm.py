@@ -1,0 +1,192 @@
+"""Hidden Markov models: the MarkovChain family, its exact local step (forward–backward) and
+fits that recover the generating parameters."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.optimize import linear_sum_assignment
+
+from cemodel.compiler import compile_stages, run_stages
+from cemodel.errors import CemDataError, CemModelError
+from cemodel.runtime.chain import chain_posterior
+
+
+def _brute_force(emission, first, pair):
+    """Exact marginals, pairwise marginals and entropy of a short chain by enumeration."""
+    n, k = emission.shape
+    paths = list(itertools.product(range(k), repeat=n))
+    logp = np.array([first[0, p[0]] + sum(emission[t, p[t]] for t in range(n))
+                     + sum(pair[t, p[t - 1], p[t]] for t in range(1, n)) for p in paths])
+    probs = np.exp(logp - logp.max())
+    probs /= probs.sum()
+    q, q_pair = np.zeros((n, k)), np.zeros((n, k, k))
+    for prob, path in zip(probs, paths, strict=True):
+        for t in range(n):
+            q[t, path[t]] += prob
+        for t in range(1, n):
+            q_pair[t, path[t - 1], path[t]] += prob
+    return q, q_pair, float(-np.sum(probs * np.log(probs)))
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_forward_backward_equals_enumeration(n):
+    rng = np.random.default_rng(n)
+    k = 3
+    emission = rng.normal(0.0, 2.0, (n, k))
+    first = np.tile(rng.normal(size=k), (n, 1))
+    pair = rng.normal(0.0, 2.0, (n, k, k))
+    q, q_first, q_pair = np.zeros((n, k)), np.zeros((n, k)), np.zeros((n, k, k))
+    entropy = chain_posterior(emission, first, pair, q, q_first, q_pair, n)
+    exact_q, exact_pair, exact_entropy = _brute_force(emission, first, pair)
+    np.testing.assert_allclose(q, exact_q, atol=1e-12)
+    np.testing.assert_allclose(q_pair, exact_pair, atol=1e-12)
+    np.testing.assert_allclose(q_first[0], exact_q[0], atol=1e-12)
+    assert np.all(q_first[1:] == 0.0)
+    assert entropy == pytest.approx(exact_entropy, abs=1e-12)
+
+
+def _sample_hmm(rng, pi0, A, phi, lengths):
+    sequences, states = [], []
+    for length in lengths:
+        z = np.empty(length, dtype=int)
+        z[0] = rng.choice(len(pi0), p=pi0)
+        for t in range(1, length):
+            z[t] = rng.choice(len(pi0), p=A[z[t - 1]])
+        states.append(z)
+        sequences.append(np.array([rng.choice(phi.shape[1], p=phi[s]) for s in z]))
+    return sequences, states
+
+
+TRUE_A = np.array([[0.85, 0.10, 0.05], [0.10, 0.80, 0.10], [0.05, 0.15, 0.80]])
+TRUE_PHI = np.array([[0.60, 0.30, 0.05, 0.03, 0.01, 0.01],
+                     [0.02, 0.08, 0.60, 0.25, 0.03, 0.02],
+                     [0.01, 0.02, 0.03, 0.04, 0.40, 0.50]])
+
+
+@pytest.fixture(scope="module")
+def hmm(compiled):
+    return compiled("hmm", K=3)
+
+
+@pytest.fixture(scope="module")
+def sequences():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(40, 80, 60)
+    return _sample_hmm(rng, np.array([0.5, 0.3, 0.2]), TRUE_A, TRUE_PHI, lengths)
+
+
+def test_mf_recovers_the_transition_matrix(hmm, sequences):
+    x, _ = sequences
+    best = max((hmm.fit({"x": x}, dims={"V": 6}, max_iter=300, seed=seed)
+                for seed in range(3)), key=lambda r: r.elbo[-1])
+    assert np.all(np.diff(best.elbo) >= -1e-9 * np.abs(best.elbo[1:]))
+    phi = best["phi.alpha"] / best["phi.alpha"].sum(1, keepdims=True)
+    # states are found up to relabelling: match them by their emissions
+    rows, cols = linear_sum_assignment(-phi @ TRUE_PHI.T)
+    order = cols.argsort()
+    A = best["A.alpha"] / best["A.alpha"].sum(1, keepdims=True)
+    np.testing.assert_allclose(A[np.ix_(order, order)], TRUE_A, atol=0.05)
+    np.testing.assert_allclose(phi[order], TRUE_PHI, atol=0.05)
+
+
+def test_the_local_step_is_the_exact_chain_posterior(hmm, sequences):
+    """update_z in the generated module against enumeration, with the fitted globals."""
+    from cemodel.api import _call
+
+    x, _ = sequences
+    short = [seq[:5] for seq in x[:3]]
+    fitted = hmm.fit({"x": x}, dims={"V": 6}, max_iter=50)
+    state = hmm._prepare({"x": short}, None, {"V": 6}, 0, fitted.state, None, 1, 0.0)
+    k = 3
+    scratch = {name: np.zeros((5, k)) for name in ("lam_z_onehot", "lam_z_first", "E_z_onehot",
+                                                   "E_z_first")}
+    scratch.update(lam_z_pair=np.zeros((5, k, k)), E_z_pair=np.zeros((5, k, k)),
+                   H_z=np.zeros(1))
+    e_log_phi, e_log_a, e_log_pi0 = state.E_phi_log, state.E_A_log, state.E_pi0_log[0]
+    for item in range(3):
+        _call(hmm.update_z, state, {"i_seqs": item, "with_children": True, **scratch})
+        emission = e_log_phi[:, short[item]].T
+        q, q_pair, entropy = _brute_force(emission, np.tile(e_log_pi0, (5, 1)),
+                                          np.tile(e_log_a, (5, 1, 1)))
+        np.testing.assert_allclose(scratch["E_z_onehot"], q, atol=1e-10)
+        np.testing.assert_allclose(scratch["E_z_pair"], q_pair, atol=1e-10)
+        assert scratch["H_z"][0] == pytest.approx(entropy, abs=1e-9)
+
+
+def test_stochastic_methods_reach_the_batch_bound(hmm, sequences):
+    x, _ = sequences
+    batch = hmm.fit({"x": x}, dims={"V": 6}, max_iter=300, seed=1)
+    svi = hmm.fit_svi({"x": x}, dims={"V": 6}, epochs=60, batch_size=20, seed=1,
+                      init=batch.state)
+    assert svi.elbo[-1] == pytest.approx(batch.elbo[-1], rel=0.01)
+    structured = hmm.fit_ssvi_a({"x": x}, dims={"V": 6}, epochs=20, batch_size=20, seed=1,
+                                init=batch.state)
+    assert np.all(np.isfinite(structured.elbo))
+    assert structured.elbo[-1] == pytest.approx(batch.elbo[-1], rel=0.03)
+
+
+def test_sequences_as_a_matrix_and_refused_as_counts(hmm):
+    rng = np.random.default_rng(2)
+    x = rng.integers(0, 6, (8, 12))  # 8 sequences of length 12
+    as_rows = hmm.fit({"x": x}, dims={"V": 6}, max_iter=5)
+    as_list = hmm.fit({"x": list(x)}, dims={"V": 6}, max_iter=5)
+    np.testing.assert_allclose(as_rows.elbo, as_list.elbo, rtol=1e-12)
+    import scipy.sparse as sp
+
+    with pytest.raises(CemDataError, match="in order"):
+        hmm.fit({"x": sp.csr_matrix(x)}, dims={"V": 6})
+
+
+GAUSSIAN_HMM = """model ghmm
+dim K = 2
+dim S
+dim T[S]
+pi0 ~ Dirichlet(1.0, K)
+plate states k in K:
+    A[k] ~ Dirichlet(1.0, K)
+    mu[k] ~ Normal(0, 0.01)
+    tau[k] ~ Gamma(2, 2)
+plate seqs s in S:
+    plate steps t in T[s]:
+        z[s, t] ~ MarkovChain(pi0, A)
+        observe y[s, t] ~ Normal(mu[z[s, t]], tau[z[s, t]])
+"""
+
+
+def test_a_gaussian_hmm_written_here_fits():
+    """Not a library model: Gaussian emissions with unknown means and precisions."""
+    module = compile_stages(run_stages(GAUSSIAN_HMM, "ghmm.cem", {}))
+    rng = np.random.default_rng(5)
+    sequences = []
+    for _ in range(30):
+        z = [0]
+        for _ in range(59):
+            z.append(z[-1] if rng.random() < 0.9 else 1 - z[-1])
+        sequences.append(np.where(np.array(z) == 0, -2.0, 3.0) + rng.normal(0, 0.5, 60))
+    result = max((module.fit({"y": sequences}, max_iter=200, seed=s) for s in range(3)),
+                 key=lambda r: r.elbo[-1])
+    assert np.all(np.diff(result.elbo) >= -1e-9 * np.abs(result.elbo[1:]))
+    np.testing.assert_allclose(np.sort(result["mu.mean"]), [-2.0, 3.0], atol=0.1)
+    A = result["A.alpha"] / result["A.alpha"].sum(1, keepdims=True)
+    np.testing.assert_allclose(np.diag(A), [0.9, 0.9], atol=0.05)
+
+
+@pytest.mark.parametrize(("text", "message", "line"), [
+    ("model m\ndim K = 2\ndim N\npi0 ~ Dirichlet(1.0, K)\nplate states k in K:\n"
+     "    A[k] ~ Dirichlet(1.0, K)\nplate steps n in N:\n    z[n] ~ MarkovChain(pi0, A)\n"
+     "    observe x[n] ~ Categorical(pi0)\n",
+     "must sit in a plate of time steps directly inside the data plate", 8),
+    ("model m\ndim K = 2\ndim J = 3\ndim S\ndim T[S]\npi0 ~ Dirichlet(1.0, K)\n"
+     "plate rows j in J:\n    A[j] ~ Dirichlet(1.0, K)\nplate seqs s in S:\n"
+     "    plate steps t in T[s]:\n        z[s, t] ~ MarkovChain(pi0, A)\n"
+     "        observe x[s, t] ~ Categorical(pi0)\n",
+     "init has length (K) but the transition matrix is (J, K)", 11),
+])
+def test_chain_errors_are_located(text, message, line):
+    with pytest.raises(CemModelError, match=message.replace("(", r"\(").replace(")", r"\)")) \
+            as info:
+        run_stages(text, "m.cem", {})
+    assert info.value.span.line == line
