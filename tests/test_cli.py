@@ -161,6 +161,22 @@ def test_fit_beta_bernoulli_matches_closed_form(tmp_path, capsys):
         assert post["elbo"].ndim == 1 and post["elbo"].size >= 1
 
 
+def test_a_second_fit_compiles_nothing(tmp_path):
+    """Two `cemodel fit` processes on one fresh kernel cache: the first writes the generated
+    module and numba's compiled kernels, the second adds no file to the cache."""
+    data, _ = _coin_data(tmp_path)
+    cache = tmp_path / "cache"
+    env = dict(os.environ, CEMODEL_CACHE=str(cache))
+    command = [sys.executable, "-m", "cemodel.cli", "fit", str(BETA_BERNOULLI), "--data",
+               str(data), "--quiet", "-o", str(tmp_path / "posterior.npz")]
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    first = {p: p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()}
+    assert any(p.suffix == ".nbc" for p in first)  # compiled kernels were cached
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    second = {p: p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()}
+    assert second == first
+
+
 def test_fit_set_hyperparameter(tmp_path, capsys):
     data, x = _coin_data(tmp_path)
     out = tmp_path / "posterior.npz"
