@@ -728,9 +728,12 @@ class MeanFieldEmitter:
             args.use("guard")
             init_sweeps = [Block("if guard", tuple(before)), *init_sweeps,
                            Block("if guard", tuple(after))]
-        per_item.append(Block("if seeding", tuple(init_random),
-                              comment="k-means++ seed items: seed c is all category c"))
-        per_item.append(Block("else", tuple(init_sweeps)))
+        if categorical:
+            per_item.append(Block("if seeding", tuple(init_random),
+                                  comment="k-means++ seed items: seed c is all category c"))
+            per_item.append(Block("else", tuple(init_sweeps)))
+        else:  # nothing to seed: start=seeds needs a categorical local
+            per_item += init_sweeps
         per_item += self._accumulate_nodes(args, suffix="_t")
         per_item.append(Comment("ELBO: local terms and local entropies"))
         per_item += self._local_elbo_nodes(args)

@@ -15,6 +15,8 @@ negative or undefined β restarts at the natural gradient, and the step length i
 paper's §4.3: VBEM's step; "none" is steepest ascent, θ + g̃ = θ̂, which is VBEM). A
 direction that is not an ascent direction, or a step that lowers the bound, restarts at
 the natural gradient; with ``line_search`` the step is halved (up to 10 times) first.
+Convergence (the bound changes by less than ``tol`` or ⟨g̃, g⟩ < ``gtol``) counts only after
+a natural-gradient step: a stalled conjugate step is followed by one (see the loop).
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ def riemannian_cg(
     def lower(new: float) -> bool:
         return not new >= value - 1e-10 * max(1.0, abs(value))
 
+    natural = True  # the direction is the natural gradient itself (no conjugate part)
     while not converged and iteration < max_iter:
         iteration += 1
         new_value = try_step(1.0)
@@ -128,6 +131,7 @@ def riemannian_cg(
             restarts += 1
             for d, g in zip(direction, natgrad, strict=True):
                 d[...] = g
+            natural = True
             new_value = try_step(1.0)
         if not np.isfinite(new_value):
             raise CemDataError(f"KLC-CG: the bound is not finite at iteration {iteration} "
@@ -144,8 +148,17 @@ def riemannian_cg(
         if callback is not None:
             callback(iteration, value, norm, time.perf_counter() - clock)
         if abs(change) < tol or norm < gtol:
-            converged = True
-            break
+            if natural or cg == "none":
+                converged = True
+                break
+            # a conjugate step that stalls may sit on a plateau of saturated rows (a one-hot
+            # q(z) has a vanishing gradient in θ however far θ is from its target): only a
+            # natural-gradient step, θ̂ itself, that also stalls means convergence
+            restarts += 1
+            for d, g in zip(direction, natgrad, strict=True):
+                d[...] = g
+            natural = True
+            continue
         beta = 0.0
         if cg == "fr" and old_norm > 0.0:
             beta = norm / old_norm
@@ -160,10 +173,12 @@ def riemannian_cg(
         for d, g in zip(direction, natgrad, strict=True):
             d *= beta
             d += g
-        if beta > 0.0 and _dot(direction, grad) <= 0.0:  # not an ascent direction
+        natural = beta == 0.0
+        if not natural and _dot(direction, grad) <= 0.0:  # not an ascent direction
             restarts += 1
             for d, g in zip(direction, natgrad, strict=True):
                 d[...] = g
+            natural = True
     return KlcRun(theta, trace, converged, {
         "cg": cg, "restarts": restarts, "halvings": halvings,
         "gradient_norms": np.array(norms), "iterations": iteration,

@@ -82,10 +82,6 @@ def local_step(
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_trials = items[position]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                pass
-            else:
-                pass
             # acc_x_0[] += x[trials]  (beta_bernoulli.cem:13:5)
             acc_x_0_threads[thread] += item_weight[i_trials] * x[i_trials]
             # acc_x_1[] +=   (beta_bernoulli.cem:13:5)

@@ -78,10 +78,6 @@ def local_step(
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_rolls = items[position]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                pass
-            else:
-                pass
             # acc_x_0[k] += onehot(x[rolls])  (dirichlet_categorical.cem:13:5)
             t_k = x[i_rolls]
             acc_x_0_t[t_k] += item_weight[i_rolls]

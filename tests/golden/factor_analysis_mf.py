@@ -153,10 +153,7 @@ def local_step(
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_points = items[position]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, zeros_K, n_P, E_psi_value, y, E_W_value, E_W_outer, E_f_value, E_f_outer)
-            else:
-                update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, zeros_K, n_P, E_psi_value, y, E_W_value, E_W_outer, E_f_value, E_f_outer)
+            update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, zeros_K, n_P, E_psi_value, y, E_W_value, E_W_outer, E_f_value, E_f_outer)
             # acc_y_0[@dims] +=   (factor_analysis.cem:25:9)
             for i_dims in range(n_P):
                 acc_y_0_t[i_dims] += item_weight[i_points]

@@ -80,10 +80,6 @@ def local_step(
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_observations = items[position]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                pass
-            else:
-                pass
             # acc_x_0[] += x[observations]  (gamma_poisson.cem:13:5)
             acc_x_0_threads[thread] += item_weight[i_observations] * x[i_observations]
             # acc_x_1[] +=   (gamma_poisson.cem:13:5)

@@ -91,10 +91,6 @@ def local_step(
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_observations = items[position]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                pass
-            else:
-                pass
             # acc_y_0[] +=   (hierarchical_normal.cem:27:5)
             acc_y_0_threads[thread] += item_weight[i_observations]
             # acc_y_1[] += y[observations] · y[observations]  (hierarchical_normal.cem:27:5)

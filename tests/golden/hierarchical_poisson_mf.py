@@ -89,10 +89,6 @@ def local_step(
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_counts = items[position]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                pass
-            else:
-                pass
             # acc_x_1[g0] += x[counts] · onehot(group[counts])  (hierarchical_poisson.cem:22:5)
             t_g0 = group[i_counts]
             acc_x_1_t[t_g0] += item_weight[i_counts] * x[i_counts]

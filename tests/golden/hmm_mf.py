@@ -157,10 +157,7 @@ def local_step(
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_seqs = items[position]
             base_steps = steps_ptr[i_seqs]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                update_z(i_seqs, True, lam_z_onehot, lam_z_first, lam_z_pair, n_K, E_pi0_log, E_A_log, x, E_phi_log, steps_ptr, E_z_onehot, E_z_first, E_z_pair, H_z)
-            else:
-                update_z(i_seqs, True, lam_z_onehot, lam_z_first, lam_z_pair, n_K, E_pi0_log, E_A_log, x, E_phi_log, steps_ptr, E_z_onehot, E_z_first, E_z_pair, H_z)
+            update_z(i_seqs, True, lam_z_onehot, lam_z_first, lam_z_pair, n_K, E_pi0_log, E_A_log, x, E_phi_log, steps_ptr, E_z_onehot, E_z_first, E_z_pair, H_z)
             # acc_z_0[k] += q(first z[seqs, steps]=k)  (hmm.cem:26:9)
             for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
                 for t_k in range(n_K):

@@ -91,10 +91,6 @@ def local_step(
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_points = items[position]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                pass
-            else:
-                pass
             # acc_y_0[] +=   (linear_regression.cem:19:5)
             acc_y_0_threads[thread] += item_weight[i_points]
             # acc_y_1[] += y[points] · y[points]  (linear_regression.cem:19:5)

@@ -81,10 +81,6 @@ def local_step(
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_observations = items[position]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                pass
-            else:
-                pass
             # acc_x_2[] += tau · x[observations]  (normal_normal.cem:14:5)
             acc_x_2_threads[thread] += item_weight[i_observations] * tau * x[i_observations]
             # acc_x_3[] += tau  (normal_normal.cem:14:5)

@@ -96,10 +96,6 @@ def local_step(
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_ratings = items[position]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                pass
-            else:
-                pass
             # acc_y_0[] +=   (pmf.cem:31:5)
             acc_y_0_threads[thread] += item_weight[i_ratings]
             # acc_y_1[] += y[ratings] · y[ratings]  (pmf.cem:31:5)
