@@ -116,6 +116,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="svi: grow N over the first epoch as items are seen (SSVI §2.6)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="threads for the local step (default: all, NUMBA_NUM_THREADS)")
+    cluster = p.add_mutually_exclusive_group()
+    cluster.add_argument("--dask", metavar="local:N", default=None,
+                         help="run the local step on a Dask LocalCluster of N worker "
+                         "processes (mf, svi, svi+, ssvi-a, ssvi; needs the dask extra)")
+    cluster.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                         help="run the local step on the Dask cluster at ADDRESS "
+                         "(tcp://host:8786)")
     p.add_argument("--checkpoint", metavar="PATH", default=None,
                    help="write the fit's state to PATH (atomically) as it goes")
     p.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
@@ -268,8 +275,33 @@ def cmd_fit(args) -> int:
         extra["local"] = args.local
     if args.local == "gibbs":
         extra.update(gibbs_sweeps=args.gibbs_sweeps, gibbs_burn_in=args.gibbs_burn_in)
+    runner = None
+    if args.dask or args.scheduler:  # the local step on a Dask cluster, the rest here
+        from functools import partial
+
+        from .distributed import fit as distributed_fit
+
+        if args.method == "klc":
+            raise CemError("--method klc does not run on Dask: it optimises every item's q(z) "
+                           "jointly, with no local step to distribute")
+        runner = partial(distributed_fit, args.model, method=args.method,
+                         client=args.dask or args.scheduler, settings=settings)
     try:
-        if args.method == "mf":
+        if runner is not None and args.method == "mf":
+            result = runner(data, dims=dims, max_iter=args.max_iter, tol=args.tol,
+                            seed=args.seed, callback=progress, **extra)
+            status = "converged" if result.converged else "stopped at --max-iter"
+            done = (f"{status} after {result.iterations} iterations on Dask "
+                    f"({result.notes['dask_partitions']} partitions)")
+        elif runner is not None:
+            result = runner(
+                data, dims=dims, epochs=args.epochs, batch_size=args.batch_size,
+                kappa=args.kappa, tau=args.tau, step_scale=args.step_scale, seed=args.seed,
+                callback=progress, ramp=args.ramp, **extra,
+                effective_batch_size=args.effective_batch_size if args.method == "svi+" else None)
+            done = (f"{args.method} ({args.local} local step): {result.iterations} epochs on "
+                    f"Dask ({result.notes['dask_partitions']} partitions)")
+        elif args.method == "mf":
             result = module.fit(data, dims=dims, max_iter=args.max_iter, tol=args.tol,
                                 seed=args.seed, callback=progress, **extra)
             status = "converged" if result.converged else "stopped at --max-iter"

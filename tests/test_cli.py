@@ -177,6 +177,23 @@ def test_a_second_fit_compiles_nothing(tmp_path):
     assert second == first
 
 
+def test_fit_on_a_dask_cluster_from_the_command_line(tmp_path, capsys):
+    """--dask local:1 runs the local step on a worker: the same posterior as in-process."""
+    data, _ = _coin_data(tmp_path)
+    here, there = tmp_path / "here.npz", tmp_path / "there.npz"
+    assert main(["fit", str(BETA_BERNOULLI), "--data", str(data), "-o", str(here),
+                 "--quiet"]) == 0
+    assert main(["fit", str(BETA_BERNOULLI), "--data", str(data), "-o", str(there),
+                 "--quiet", "--dask", "local:1"]) == 0
+    assert "on Dask (1 partitions)" in capsys.readouterr().out
+    with np.load(here) as a, np.load(there) as b:
+        assert_allclose(b["p.a"], a["p.a"], rtol=1e-12)
+        assert_allclose(b["elbo"], a["elbo"], rtol=1e-12)
+    assert main(["fit", str(MODELS / "gmm_means.cem"), "--data", str(data), "--method", "klc",
+                 "--dask", "local:1", "-o", str(there)]) == 2
+    assert "does not run on Dask" in capsys.readouterr().err
+
+
 def test_fit_set_hyperparameter(tmp_path, capsys):
     data, x = _coin_data(tmp_path)
     out = tmp_path / "posterior.npz"

@@ -1,0 +1,400 @@
+"""Fit a model on a Dask cluster: the local step runs on the workers over partitions of the
+data plate, the global step on the client.
+
+    from cemodel.distributed import fit
+    result = fit("stdlib_models/lda.cem", {"w": X}, method="svi", client="local:4",
+                 dims={"K": 50}, epochs=5, batch_size=256)
+
+How, and why this way:
+
+* The client runs the generated driver itself (``fit``, ``fit_svi``, ``fit_ssvi_a``,
+  ``fit_ssvi``): its random draws, step sizes, global updates, ELBO, stopping rule,
+  callbacks, checkpoints and empirical Bayes, in a private copy of the module's namespace
+  where ``local_step`` is a proxy. Every method therefore follows the single-process
+  trajectory; only the order in which the items' statistics are added changes (round-off).
+* The proxy splits the items of each call among P contiguous partitions of the data plate
+  and submits one task per partition that has items. A task is a pure function of (the
+  partition's items, the scalars and the globals' arrays the local step reads, the
+  partition's rows of the per-item state) and returns the partition's sufficient statistics,
+  its local ELBO terms and its new per-item rows, which the client adds up (in partition
+  order) and writes back. Recomputing a task, on a worker that replaced a killed one or on a
+  retry, gives the same answer, so nothing is lost or counted twice.
+* Per-item state (LDA's q(theta[d]), a mixture's q(z[n]), the SVI+ weights, the seed
+  categories) travels with each task, both ways, instead of living on a worker: the restart
+  guard and warm starts read an item's previous state, the client reads it for empirical
+  Bayes, checkpoints and the result, and a recomputed task must start from the same state.
+* The model (its source and settings), the data and the start of the globals go to the
+  cluster once per fit, as the result of a task every local-step task depends on; each worker
+  fetches it, compiles the module and binds the data on its first task (from numba's disk
+  cache: ``local:N`` workers inherit ``CEMODEL_CACHE``) and keeps them until the fit ends.
+  Later tasks carry only the arguments above.
+
+Each worker holds all the data (bound once): the partitions split the work, not the memory.
+The data (once) and each step's arguments pass through the scheduler inside the tasks rather
+than as scattered data, which Dask cannot recompute: any worker may die at any time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import threading
+import types
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .api import Fit, Model
+from .compiler import compile_stages, read_source, run_stages
+from .errors import CemError, CemInternalError
+from .runtime.driver import FitResult, check_applies
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+__all__ = ["DRIVERS", "fit"]
+
+# the methods distributed here -> the generated function that runs them
+DRIVERS = {"mf": "fit", "svi": "fit_svi", "svi+": "fit_svi", "ssvi-a": "fit_ssvi_a",
+           "ssvi": "fit_ssvi"}
+NOT_DISTRIBUTED = {
+    "klc": "KLC-CG optimises q(Z) of all items jointly by conjugate gradients on the whole "
+           "data set; it has no local step to partition",
+    "gibbs": "its draws come from numba's per-process random stream, seeded once per epoch "
+             "for all items, so they would depend on which worker ran which item",
+    "cvb0": "its E-step is a kernel of its own (local_step_cvb0), which is not partitioned",
+}
+_ITEM_INPUTS = ("item_weight", "seed_category")  # per-item arrays the local step only reads
+_VARIABLE_PREFIXES = ("lam", "E", "X", "XT", "ET")  # arrays of a variable: lam_<var>_<stat>
+
+
+def fit(model: str | Path | Model, data: Mapping[str, Any], *, method: str = "mf",
+        client: Client | str | None = None, settings: Mapping[str, float] | None = None,
+        partitions: int | None = None, retries: int = 2, **options: Any) -> Fit:
+    """Fit ``model`` to ``data`` with the local step on a Dask cluster.
+
+    model: a .cem file (or a library name, as ``Model`` takes) compiled with ``settings``
+    (``--set``), or a ``Model``.
+    method: mf, svi, svi+, ssvi-a or ssvi (klc is refused with the reason); ``local`` (an
+    option) mf or exact.
+    client: a ``distributed.Client``, a scheduler address (``"tcp://host:8786"``),
+    ``"local:N"`` (a cluster of N single-threaded worker processes for this fit), or None for
+    the current default client.
+    partitions: how many parts the data plate is split into (default: the cluster's
+    threads); retries: how often a failed task is retried (a killed worker's tasks are
+    recomputed by Dask regardless).
+    options: as the generated function takes them (``max_iter``, ``tol``, ``epochs``,
+    ``batch_size``, ``seed``, ``dims``, ``hypers``, ``learn``, ``callback``, ...).
+
+    Returns the same ``Fit`` as ``Model.fit``; ``notes`` adds ``dask_partitions``,
+    ``dask_tasks`` (tasks submitted) and ``dask_worker_setups`` (times a worker compiled the
+    model and bound the data).
+    """
+    if not isinstance(model, Model):
+        model = Model(model, **dict(settings or {}))
+    elif settings:
+        raise CemError("settings: give them to Model(...), or pass the model file")
+    local = _check(model, method, options)
+    with _connect(client) as dask_client:
+        distributor = _Distributor(dask_client, model, partitions, retries)
+        try:
+            result = distributor.run(DRIVERS[method], data, options)
+        finally:
+            distributor.close()
+    return Fit.of(result, method, local)
+
+
+def _check(model: Model, method: str, options: dict[str, Any]) -> str:
+    """The local step, after refusing what does not apply or is not distributed."""
+    check_applies("method", method, model.methods)
+    if method in NOT_DISTRIBUTED:
+        raise CemError(f"method {method!r} is not distributed: {NOT_DISTRIBUTED[method]}")
+    if model.data_plate is None:
+        raise CemError("the model has no data plate, so there is no local step to distribute")
+    local = options.get("local", "mf")
+    check_applies("local step", local, model.local_steps)
+    if local in NOT_DISTRIBUTED:
+        raise CemError(f"local step {local!r} is not distributed: {NOT_DISTRIBUTED[local]}")
+    annealed = options.get("effective_batch_size") is not None
+    if method == "svi+" and not annealed:
+        raise CemError("method 'svi+' needs effective_batch_size=M (M < batch_size)")
+    if method == "svi" and annealed:
+        raise CemError("effective_batch_size turns SVI into SVI+", hint="method='svi+'")
+    return local
+
+
+@contextlib.contextmanager
+def _connect(client: Client | str | None) -> Iterator[Client]:
+    """The Dask client to use; one made here (and its cluster) is closed afterwards."""
+    try:
+        import dask
+        from distributed import Client
+    except ImportError:
+        raise CemError("cemodel.distributed needs Dask",
+                       hint='pip install "cemodel[dask]"') from None
+    # the tasks carry the data and each step's arguments on purpose (see the module doc)
+    quiet = dask.config.set({"distributed.admin.large-graph-warning-threshold": "1 PiB"})
+    with quiet, contextlib.ExitStack() as owned:
+        if isinstance(client, Client):
+            yield client
+        elif client is None:
+            yield _default_client()
+        elif isinstance(client, str) and client.startswith("local:"):
+            yield owned.enter_context(_local_cluster(client))
+        elif isinstance(client, str):
+            yield owned.enter_context(Client(client))
+        else:
+            raise CemError(f"client: expected a Client, an address or 'local:N', found "
+                           f"{client!r}")
+
+
+def _default_client() -> Client:
+    from distributed import default_client
+
+    try:
+        return default_client()
+    except ValueError:
+        raise CemError("no Dask client: pass client= a Client, a scheduler address or "
+                       "'local:N'") from None
+
+
+@contextlib.contextmanager
+def _local_cluster(name: str) -> Iterator[Client]:
+    """``local:N``: N worker processes of one thread on this machine, for one fit."""
+    from distributed import Client, LocalCluster
+
+    count = name.removeprefix("local:")
+    if not count.isdigit() or int(count) < 1:
+        raise CemError(f"client {name!r}: expected local:N with N >= 1 workers")
+    workers = int(count)
+    # numba's threads share the machine's cores among the worker processes
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                      dashboard_address=":0",
+                      env={"NUMBA_NUM_THREADS": str(threads)}) as cluster, \
+            Client(cluster) as client:
+        yield client
+
+
+# ---------------------------------------------------------------------------------------------
+# The client's side
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What a worker needs once per fit: the model, the data and how the client prepared."""
+
+    key: str
+    source: str
+    filename: str
+    settings: dict[str, float]
+    collapse: tuple[str, ...] | None
+    module_file: str  # the generated module's name (a hash of its source): must match
+    data: Mapping[str, Any]
+    prepare: dict[str, Any]  # _prepare's arguments but the data
+
+
+def _variable_of(name: str) -> str | None:
+    """``lam_theta_log`` -> ``theta``: the variable an array of the layout belongs to."""
+    prefix, _, rest = name.partition("_")
+    return rest.rsplit("_", 1)[0] if prefix in _VARIABLE_PREFIXES and "_" in rest else None
+
+
+class _Distributor:
+    """Runs a generated driver with its local step on the cluster (see the module doc)."""
+
+    def __init__(self, client: Client, model: Model, partitions: int | None,
+                 retries: int) -> None:
+        if partitions is None:
+            partitions = sum(client.nthreads().values())
+            if partitions == 0:
+                raise CemError("the Dask cluster has no workers")
+        elif partitions < 1:
+            raise CemError(f"partitions: expected a number >= 1, found {partitions}")
+        self.client, self.model, self.module = client, model, model.module
+        self.partitions, self.retries = int(partitions), int(retries)
+        self.names = tuple(inspect.signature(self.module.local_step.py_func).parameters)
+        self.globals = set(model.stages.plan.globals)
+        self.kept = set(model.stages.plan.kept_locals)
+        self.setup: _Setup | None = None
+        self.setup_future: Any = None
+        self.state: Any = None  # the client's state (the driver's ``s``)
+        self.n_items = 0
+        self.bounds = np.zeros(1, dtype=np.int64)  # partition p: items bounds[p]:bounds[p + 1]
+        self.tasks = self.worker_setups = self.calls = 0
+
+    def run(self, driver: str, data: Mapping[str, Any], options: dict[str, Any]) -> FitResult:
+        """The generated ``driver`` with ``_prepare`` and ``local_step`` replaced by ours."""
+        namespace = dict(vars(self.module))
+        for name, value in vars(self.module).items():
+            # the drivers look kernels up in their globals: rebuild them over the copy
+            if isinstance(value, types.FunctionType) and value.__module__ == self.module.__name__:
+                rebound = types.FunctionType(value.__code__, namespace, value.__name__,
+                                             value.__defaults__, value.__closure__)
+                rebound.__kwdefaults__ = value.__kwdefaults__
+                namespace[name] = rebound
+        namespace["_prepare"] = self._prepare
+        namespace["local_step"] = self._local_step
+        result = namespace[driver](data, **options)
+        result.notes.update(dask_partitions=self.partitions, dask_tasks=self.tasks,
+                            dask_worker_setups=self.worker_setups)
+        return result
+
+    def close(self) -> None:
+        """Free the workers' copies of this fit (a worker that died has none)."""
+        if self.setup is None:
+            return
+        with contextlib.suppress(Exception):
+            self.client.run(_forget, self.setup.key)
+        self.setup_future.release()
+        self.setup = None
+
+    def _prepare(self, *args: Any, **kwargs: Any) -> Any:
+        """The module's _prepare (its seeding local step, if any, runs here), then the setup
+        of the workers: the globals start where the client's did."""
+        state = self.module._prepare(*args, **kwargs)
+        arguments = inspect.signature(self.module._prepare).bind(*args, **kwargs).arguments
+        data = arguments.pop("data")
+        # the workers' globals are never read (every step sends them); a start from the
+        # client's skips their start (a seeding pass, random draws)
+        arguments["init"] = {name: value for name, value in vars(state).items()
+                             if name.startswith("lam_") and _variable_of(name) in self.globals}
+        arguments["start"] = None
+        self.n_items = len(state.all_items)
+        self.bounds = np.array([p * self.n_items // self.partitions
+                                for p in range(self.partitions + 1)])
+        self.state = state
+        text, filename = read_source(self.model.path)
+        key = uuid.uuid4().hex
+        self.setup = _Setup(key, text, filename, dict(self.model.settings),
+                            self.model.collapse, Path(self.module.__file__).name, data,
+                            arguments)
+        # a task, not scattered data: if every worker holding it dies, Dask recomputes it
+        self.setup_future = self.client.submit(_hold, self.setup, key=f"cemodel-setup-{key}")
+        return state
+
+    def _role(self, name: str, value: Any) -> str:
+        """Where a local_step argument comes from on the worker."""
+        if name == "items":
+            return "items"
+        if name.endswith("_threads"):  # per-thread scratch: the worker's own
+            return "scratch"
+        if name.startswith("acc_"):  # sufficient statistics: summed over partitions
+            return "output"
+        var = _variable_of(name)
+        if name in _ITEM_INPUTS or var in self.kept:
+            if not (isinstance(value, np.ndarray) and value.shape[:1] == (self.n_items,)):
+                raise CemInternalError(f"local_step argument {name!r}: expected one row per "
+                                       f"item ({self.n_items}), found {np.shape(value)}")
+            return "rows"
+        if not isinstance(value, np.ndarray) or var in self.globals:
+            return "sent"  # scalars (hyperparameters may be learned) and the globals' arrays
+        if getattr(self.state, name, None) is not value:
+            raise CemInternalError(f"local_step argument {name!r} is not data, a global, a "
+                                   "per-item array or fixed by _prepare: cannot place it")
+        return "fixed"  # data and known quantities: the worker's, bound from the same data
+
+    def _local_step(self, *args: Any) -> float:
+        """local_step(...) over the partitions: accumulators added, per-item rows written."""
+        assert self.setup is not None, "_prepare comes first"
+        values = dict(zip(self.names, args, strict=True))
+        roles = {name: self._role(name, value) for name, value in values.items()}
+        sent = {name: values[name] for name, role in roles.items() if role == "sent"}
+        rows = [name for name, role in roles.items() if role == "rows"]
+        outputs = [name for name, role in roles.items() if role == "output"]
+        items = np.asarray(values["items"])
+        owner = np.searchsorted(self.bounds, items, side="right") - 1
+        parts, futures = [], []
+        for part in range(self.partitions):
+            mine = items[owner == part]
+            if len(mine) == 0:
+                continue
+            parts.append(mine)
+            futures.append(self.client.submit(
+                _local_task, self.setup_future, mine, sent,
+                {name: values[name][mine] for name in rows}, outputs,
+                key=f"cemodel-local-{self.setup.key}-{self.calls}-{part}", retries=self.retries))
+        self.calls += 1
+        self.tasks += len(futures)
+        elbo = 0.0
+        for mine, (stats, part_elbo, new_rows, fresh) in zip(
+                parts, self.client.gather(futures), strict=True):
+            for name in outputs:  # local_step adds to the accumulators the driver zeroed
+                values[name] += stats[name]
+            for name, value in new_rows.items():
+                values[name][mine] = value
+            elbo += part_elbo
+            self.worker_setups += fresh
+        return elbo
+
+
+# ---------------------------------------------------------------------------------------------
+# The workers' side
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _WorkerFit:
+    """A worker's compiled module and bound state for one fit."""
+
+    module: types.ModuleType
+    state: Any
+    names: tuple[str, ...]
+    lock: threading.Lock  # a worker with several threads runs one task of a fit at a time
+
+
+_WORKER_FITS: dict[str, _WorkerFit] = {}
+_WORKER_LOCK = threading.Lock()
+
+
+def _hold(setup: _Setup) -> _Setup:
+    return setup
+
+
+def _worker_fit(setup: _Setup) -> tuple[_WorkerFit, bool]:
+    """This worker's module and state for the fit, made on its first task (True if now)."""
+    with _WORKER_LOCK:
+        found = _WORKER_FITS.get(setup.key)
+        if found is not None:
+            return found, False
+        stages = run_stages(setup.source, setup.filename, setup.settings, setup.collapse)
+        module = compile_stages(stages, "mf")
+        if Path(module.__file__).name != setup.module_file:
+            raise CemError(f"a worker generated {Path(module.__file__).name}, the client "
+                           f"{setup.module_file}: install the same cemodel on both")
+        state = module._prepare(setup.data, **setup.prepare)
+        names = tuple(inspect.signature(module.local_step.py_func).parameters)
+        made = _WorkerFit(module, state, names, threading.Lock())
+        _WORKER_FITS[setup.key] = made
+        return made, True
+
+
+def _local_task(setup: _Setup, items: np.ndarray, sent: dict[str, Any],
+                rows: dict[str, np.ndarray], outputs: list[str],
+                ) -> tuple[dict[str, np.ndarray], float, dict[str, np.ndarray], bool]:
+    """The local step over ``items``: a pure function of its arguments (the worker's state
+    only caches the data, scratch and the rows written here first)."""
+    made, fresh = _worker_fit(setup)
+    with made.lock:
+        s = made.state
+        for name, value in rows.items():
+            getattr(s, name)[items] = value
+        for name in outputs:
+            getattr(s, name)[...] = 0.0
+        args = [items if name == "items" else sent[name] if name in sent else getattr(s, name)
+                for name in made.names]
+        elbo = made.module.local_step(*args)
+        stats = {name: getattr(s, name).copy() for name in outputs}
+        new_rows = {name: getattr(s, name)[items] for name in rows if name not in _ITEM_INPUTS}
+    return stats, float(elbo), new_rows, fresh
+
+
+def _forget(key: str) -> None:
+    with _WORKER_LOCK:
+        _WORKER_FITS.pop(key, None)
