@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from ..errors import CemDataError
 
@@ -67,8 +68,18 @@ def klc_start(init: dict | None, names: Sequence[str], shapes: Sequence[tuple[in
     return theta
 
 
+@njit(cache=True, nogil=True)
+def _flat_dot(x: np.ndarray, y: np.ndarray) -> float:
+    total = 0.0
+    for i in range(x.shape[0]):
+        total += x[i] * y[i]
+    return total
+
+
 def _dot(a: list[np.ndarray], b: list[np.ndarray]) -> float:
-    return float(sum(np.vdot(x, y) for x, y in zip(a, b, strict=True)))
+    # one loop, not BLAS: a multi-threaded ddot on a shared machine made each CG iteration
+    # up to twice as slow as a VBEM one
+    return float(sum(_flat_dot(x.ravel(), y.ravel()) for x, y in zip(a, b, strict=True)))
 
 
 def riemannian_cg(
