@@ -26,3 +26,17 @@ def test_reuters_lda_example(monkeypatch, capsys):
     run("reuters_lda.py", "--topics", "5", "--iters", "3", monkeypatch=monkeypatch)
     out = capsys.readouterr().out
     assert "topic  4:" in out and "held-out perplexity" in out
+
+
+def test_hensman_table1_small(monkeypatch, capsys):
+    run("hensman_table1.py", "--restarts", "2", "--radii", "5", "--points", "60",
+        "--max-iter", "200", monkeypatch=monkeypatch)
+    out = capsys.readouterr().out
+    assert "| Fletcher-Reeves |" in out and "Share of restarts that reach it" in out
+
+
+def test_lda_klc_small(monkeypatch, capsys):
+    run("lda_klc.py", "--docs", "20", "--k", "3", "--inits", "1", "--max-iter", "15",
+        "--no-plot", monkeypatch=monkeypatch)
+    out = capsys.readouterr().out
+    assert "VBEM" in out and "FR" in out and "HS" in out
