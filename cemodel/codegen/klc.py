@@ -89,48 +89,6 @@ class KlcEmitter:
         return {"with_children": "True", "exp_only": "False",
                 **{f"use_sums_{z}": "False" for z in self.e.implicit}}
 
-    def _threaded(self, name: str, per_item: list[Node], args: ArgRecorder, doc: str,
-                  accumulate: bool, result: str) -> Function:
-        """The items shared among threads as in local_step: per-thread scratch arrays and
-        accumulators, summed in thread order; returns the sum of ``result`` over items."""
-        item = plate_var(self.model.data_plate)
-        per_item = self.e._bases(per_item, args) + per_item
-        private = self.e.thread_private()
-        accs = [a.name for a in self.plan.accumulators] if accumulate else []
-        threaded = private + accs
-        count = f"{threaded[0]}_threads.shape[0]" if threaded else args.use("threads")
-        bind = [Line(f"{n} = {n}_threads[thread]") for n in private]
-        vector_accs = [a.name for a in self.plan.accumulators if a.key] if accumulate else []
-        bind += [Line(f"{a}_t = {a}_threads[thread]") for a in vector_accs]
-        bind += [Line(f"{a}_t[...] = 0.0") for a in vector_accs]
-        if accumulate:
-            bind += [Line(f"{a.name}_threads[thread] = 0.0") for a in self.plan.accumulators
-                     if not a.key]
-        body: list[Node] = [
-            Line(f"n_threads = {count}"),
-            Line(f"{result}_threads = np.zeros(n_threads)"),
-            Block("for thread in prange(n_threads)", (
-                *bind,
-                Line(f"{result} = 0.0"),
-                Block("for position in range(thread * items.shape[0] // n_threads, "
-                      "(thread + 1) * items.shape[0] // n_threads)",
-                      (Line(f"{item} = items[position]"), *per_item)),
-                Line(f"{result}_threads[thread] = {result}"),
-            )),
-            *[Block("for thread in range(n_threads)", (Line(f"{a} += {a}_threads[thread]"),))
-              for a in accs],
-            Line(f"return {result}_threads.sum()"),
-        ]
-        local_names = set(private) | {f"{a}_t" for a in accs}
-        params = ["items"] + [a for a in args.names if a not in local_names and a != "items"]
-        params += [f"{n}_threads" for n in private + accs] + accs
-        from .mf import KERNEL
-
-        fn = Function(name, tuple(dict.fromkeys(params)), tuple(body), doc,
-                      KERNEL.replace("nogil=True", "nogil=True, parallel=True"))
-        self.e.kernel_args[fn.name] = fn.args
-        return fn
-
     # -- kernels ---------------------------------------------------------------
     def stats_kernel(self) -> Function:
         args = ArgRecorder()
@@ -151,8 +109,8 @@ class KlcEmitter:
                "given q(Z),\nand the collapsed globals' sufficient statistics "
                "(accumulators).\nReturns the ELBO terms that involve only local variables and "
                "data.")
-        return self._threaded("klc_stats", per_item, args, doc, accumulate=True,
-                              result="elbo")
+        per_item = self.e._bases(per_item, args) + per_item
+        return self.e.threaded_kernel("klc_stats", per_item, args, doc)
 
     def gradient_kernel(self) -> Function:
         args = ArgRecorder()
@@ -194,8 +152,9 @@ class KlcEmitter:
         doc = ("KLC gradients at θ, with the collapsed variables at q*(X) (klc_stats and the "
                "global updates\nfirst): natgrad = θ̂ − θ (eq. 15), grad = w (diag(q) − q qᵀ) "
                "natgrad.\nReturns ⟨natgrad, grad⟩, the squared Riemannian norm (eq. 16).")
-        return self._threaded("klc_gradient", per_item, args, doc, accumulate=False,
-                              result="norm")
+        per_item = self.e._bases(per_item, args) + per_item
+        return self.e.threaded_kernel("klc_gradient", per_item, args, doc, accumulate=False,
+                                      result="norm", threads="threads")
 
     # -- drivers ---------------------------------------------------------------
     def functions(self) -> list[Function]:

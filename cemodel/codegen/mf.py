@@ -747,44 +747,53 @@ class MeanFieldEmitter:
             for a in getattr(self, "_guard_arrays", []):
                 buffers.append(Line(f"keep_{a} = np.empty_like({a}[0])",
                                     "the item's previous state, for the restart guard"))
-        # threads: each runs a contiguous share of the items with its own scratch arrays and
-        # accumulators; the shares' statistics are summed in thread order afterwards
-        private = self.thread_private()
-        accs = [a.name for a in self.plan.accumulators]
-        threaded = private + accs
-        count = f"{threaded[0]}_threads.shape[0]" if threaded else "1"
-        bind = [Line(f"{name} = {name}_threads[thread]") for name in private]
-        vector_accs = [a.name for a in self.plan.accumulators if a.key]
-        bind += [Line(f"{a}_t = {a}_threads[thread]") for a in vector_accs]
-        bind += [Line(f"{a}_t[...] = 0.0") for a in vector_accs]
-        bind += [Line(f"{a.name}_threads[thread] = 0.0") for a in self.plan.accumulators
-                 if not a.key]
-        body: list[Node] = [
-            Line(f"n_threads = {count}"),
-            Line("elbo_threads = np.zeros(n_threads)"),
-            Block("for thread in prange(n_threads)", (
-                *bind,
-                *buffers,
-                Line("elbo = 0.0"),
-                Block("for position in range(thread * items.shape[0] // n_threads, "
-                      "(thread + 1) * items.shape[0] // n_threads)",
-                      (Line(f"{item} = items[position]"), *per_item)),
-                Line("elbo_threads[thread] = elbo"),
-            )),
-            *[Block("for thread in range(n_threads)", (Line(f"{a} += {a}_threads[thread]"),))
-              for a in accs],
-            Line("return elbo_threads.sum()"),
-        ]
-        local_names = set(private) | {f"{a}_t" for a in accs}
-        params = [a for a in args.names if a not in local_names]
-        params += [f"{name}_threads" for name in private + accs] + accs
         doc = ("Local step: each item's local factors to convergence, then the sufficient "
                "statistics.\n\n"
                "The items are shared among the threads (numba prange), each with its own "
                "scratch arrays\nand accumulators (<name>_threads[thread]); their statistics "
                "are summed in thread order.\n"
                "Returns the ELBO terms that involve only local variables and data.")
-        fn = Function("local_step", tuple(dict.fromkeys(params)), tuple(body), doc,
+        return self.threaded_kernel("local_step", per_item, args, doc, buffers=tuple(buffers))
+
+    def threaded_kernel(self, name: str, per_item: list[Node], args: ArgRecorder, doc: str,
+                        buffers: tuple[Node, ...] = (), accumulate: bool = True,
+                        result: str = "elbo", threads: str = "1") -> Function:
+        """A kernel over ``items``: each thread runs a contiguous share of them with its own
+        scratch arrays and (``accumulate``) accumulators, summed in thread order afterwards;
+        it returns the sum of ``result`` over the items. ``threads``: the thread count when
+        there is no per-thread array to read it from (a literal or a parameter name)."""
+        item = plate_var(self.model.data_plate)
+        private = self.thread_private()
+        accs = [a.name for a in self.plan.accumulators] if accumulate else []
+        threaded = private + accs
+        count = f"{threaded[0]}_threads.shape[0]" if threaded else args.use(threads)
+        bind = [Line(f"{n} = {n}_threads[thread]") for n in private]
+        vector_accs = [a.name for a in self.plan.accumulators if a.key] if accumulate else []
+        bind += [Line(f"{a}_t = {a}_threads[thread]") for a in vector_accs]
+        bind += [Line(f"{a}_t[...] = 0.0") for a in vector_accs]
+        if accumulate:
+            bind += [Line(f"{a.name}_threads[thread] = 0.0") for a in self.plan.accumulators
+                     if not a.key]
+        body: list[Node] = [
+            Line(f"n_threads = {count}"),
+            Line(f"{result}_threads = np.zeros(n_threads)"),
+            Block("for thread in prange(n_threads)", (
+                *bind,
+                *buffers,
+                Line(f"{result} = 0.0"),
+                Block("for position in range(thread * items.shape[0] // n_threads, "
+                      "(thread + 1) * items.shape[0] // n_threads)",
+                      (Line(f"{item} = items[position]"), *per_item)),
+                Line(f"{result}_threads[thread] = {result}"),
+            )),
+            *[Block("for thread in range(n_threads)", (Line(f"{a} += {a}_threads[thread]"),))
+              for a in accs],
+            Line(f"return {result}_threads.sum()"),
+        ]
+        local_names = set(private) | {f"{a}_t" for a in accs}
+        params = [a for a in args.names if a not in local_names]
+        params += [f"{n}_threads" for n in private + accs] + accs
+        fn = Function(name, tuple(dict.fromkeys(params)), tuple(body), doc,
                       KERNEL.replace("nogil=True", "nogil=True, parallel=True"))
         self.kernel_args[fn.name] = fn.args
         return fn
