@@ -1325,22 +1325,14 @@ class MeanFieldEmitter:
                 draws.append(Line(f"rt.start_at_draw({self.family(name)!r}, "
                                   f"{self.layout.lam(name, 'value')}, "
                                   f"{self.layout.lam(name, second)}, rng)"))
-        pseudo: list[Node] = []
-        for name in self.plan.globals:
-            if self.family(name) in ("dirichlet", "beta"):
-                for stat, _ in self.stats(name):
-                    lam = self.layout.lam(name, stat)
-                    pseudo.append(Line(f"{lam} += rng.gamma(100.0, 0.01, {lam}.shape)"))
+        count_lams = [self.layout.lam(n, st) for n in self.plan.globals
+                      if self.family(n) in ("dirichlet", "beta") for st, _ in self.stats(n)]
+        pseudo = [Line(f"{lam} += rng.gamma(100.0, 0.01, {lam}.shape)") for lam in count_lams]
         # a chain's states (no categorical to seed from) start from random pseudo-counts
         # spread as a Dirichlet(1) draw's: the chain's symmetric start is a saddle that the
         # narrow LDA-style counts above leave too slowly
-        counts: list[Node] = []
-        if self.default_start() == "random":
-            for name in self.plan.globals:
-                if self.family(name) in ("dirichlet", "beta"):
-                    for stat, _ in self.stats(name):
-                        lam = self.layout.lam(name, stat)
-                        counts.append(Line(f"{lam} += rng.exponential(1.0, {lam}.shape)"))
+        counts = [Line(f"{lam} += rng.exponential(1.0, {lam}.shape)") for lam in count_lams
+                  ] if self.default_start() == "random" else []
         if (draws or counts) and not (self.model.data_plate is not None and categorical):
             why = [Comment("random pseudo-counts on the count-type globals")] if counts else []
             if draws:
