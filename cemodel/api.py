@@ -34,6 +34,7 @@ from .compiler import Stages, compile_stages, read_source, run_stages
 from .errors import CemError, CemInternalError
 from .model import GateIndex, PlateIndex, RConst, RHyper, RRepeat, RVar
 from .runtime.driver import FitResult, check_applies
+from .runtime.source import ItemSource
 
 __all__ = ["CemEstimator", "Fit", "Inference", "Model", "TopicStructure", "topic_structure"]
 
@@ -225,6 +226,20 @@ class Model:
     def item_locals(self) -> tuple[str, ...]:
         """Locals with one posterior per item of the data plate (LDA: theta; GMM: z)."""
         return tuple(self.stages.plan.kept_locals)
+
+    def stream(self, path: str | Path) -> ItemSource:
+        """The data file ``path`` read out of core: ``fit(model.stream(path), method="svi")``
+        reads one minibatch at a time (.npy, .npz, .mtx, UCI docword; see
+        ``cemodel.streaming``), for the SVI methods. Refused with the reason where the model
+        cannot read its items a minibatch at a time."""
+        from .streaming import open_source
+
+        why = getattr(self.module, "STREAMING", "no: the model has no data plate to read in "
+                      "minibatches")
+        if not why.startswith("yes"):
+            raise CemError(f"out-of-core data does not apply to this model: "
+                           f"{why.removeprefix('no: ')}")
+        return open_source(path, self.module.SPEC, self.data_plate)
 
     def check(self) -> str:
         """The ``cemodel check`` report."""

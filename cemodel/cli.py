@@ -112,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gibbs-sweeps", type=int, default=10, help="gibbs: sweeps per item")
     p.add_argument("--gibbs-burn-in", type=int, default=5,
                    help="gibbs: sweeps discarded before averaging")
+    p.add_argument("--stream", action="store_true",
+                   help="svi methods: read the data from disk a minibatch at a time (out of "
+                        "core: .npy, .npz, .mtx, docword)")
     p.add_argument("--ramp", action="store_true",
                    help="svi: grow N over the first epoch as items are seen (SSVI §2.6)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
@@ -234,8 +237,21 @@ def cmd_fit(args) -> int:
             raise CemError(f"--threads: expected 1 to {most} (NUMBA_NUM_THREADS), "
                            f"found {args.threads}")
         numba.set_num_threads(args.threads)
+    if args.stream and args.method in ("mf", "klc"):
+        raise CemError(f"--stream: --method {args.method} visits every item at every "
+                       "iteration; out of core applies to svi, svi+, ssvi-a and ssvi")
+    if args.stream and (args.dask or args.scheduler):
+        raise CemError("--stream does not run on Dask: every worker binds the whole data set")
     module = compile_stages(stages, "mf")
-    data = load_data(args.data, module.SPEC)
+    if args.stream:  # read a minibatch at a time from disk
+        from .streaming import open_source
+
+        why = getattr(module, "STREAMING", "no: the model has no data plate")
+        if not why.startswith("yes"):
+            raise CemError(f"--stream does not apply to this model: {why.removeprefix('no: ')}")
+        data = open_source(args.data, module.SPEC, stages.model.data_plate)
+    else:
+        data = load_data(args.data, module.SPEC)
     # a dimension given with --set is the user's: a conflict with the data names --set
     settings = parse_settings(args.set)
     dims = {d.name: d.default for d in stages.model.dims if d.name in settings}

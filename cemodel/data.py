@@ -26,7 +26,7 @@ from scipy import sparse
 
 from .errors import CemDataError
 
-__all__ = ["describe_binding", "load_data"]
+__all__ = ["describe_binding", "load_data", "single_target", "sparse_target"]
 
 _FORMATS = ".npz, .npy, .csv, .mtx or a UCI docword*.txt file"
 
@@ -89,6 +89,16 @@ def _for_sparse(spec: Mapping[str, Any], path: Path, matrix: object, what: str) 
         f"it expects {', '.join(_names(spec))}",
         hint="save the arrays by name in an .npz file with numpy.savez",
     )
+
+
+def single_target(spec: Mapping[str, Any], path: Path, what: str) -> str:
+    """The variable a file of a single array (``what``) fills, or an error saying why none."""
+    return _single(spec, path, what)
+
+
+def sparse_target(spec: Mapping[str, Any], path: Path, what: str) -> str:
+    """The variable a sparse count matrix (``what``) fills, or an error saying why none."""
+    return next(iter(_for_sparse(spec, path, None, what)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ from .api import Fit, Model
 from .compiler import compile_stages, read_source, run_stages
 from .errors import CemError, CemInternalError
 from .runtime.driver import FitResult, check_applies
+from .runtime.source import ItemSource
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -100,6 +101,9 @@ def fit(model: str | Path | Model, data: Mapping[str, Any], *, method: str = "mf
     elif settings:
         raise CemError("settings: give them to Model(...), or pass the model file")
     local = _check(model, method, options)
+    if isinstance(data, ItemSource):
+        raise CemError("out-of-core data (a stream from disk) does not run on Dask: every "
+                       "worker binds the whole data set once", hint="load the data into memory")
     with _connect(client) as dask_client:
         distributor = _Distributor(dask_client, model, partitions, retries)
         try:

@@ -1218,12 +1218,57 @@ class MeanFieldEmitter:
                     names.append(a)
         return names
 
-    def prepare_function(self) -> Function:
+    def item_dims(self) -> tuple[str, ...]:
+        """The sizes that vary with the items bound: the data plate's and those of the ragged
+        plates inside it (a minibatch bound on its own has its own); a fixed-size inner plate
+        has the same size for every item."""
+        m = self.model
+        if m.data_plate is None:
+            return ()
+        inside = [m.data_plate]  # the data plate's own size first
+        for p in m.plates:  # parents come before their children
+            if p.parent in inside:
+                inside.append(p.name)
+        return tuple(dict.fromkeys(m.plate(p).dim for p in inside
+                                   if p == m.data_plate or m.plate(p).ragged))
+
+    def streaming(self) -> str:
+        """Whether fit_svi can read its items from an rt.ItemSource, one minibatch at a time
+        ('yes', or 'no: <reason>'): no global, hyperparameter or outside data may be sized by
+        the items."""
+        m = self.model
+        if m.data_plate is None:
+            return "no: the model has no data plate to read in minibatches"
+        items = set(self.item_dims())
+        for name in self.plan.globals:
+            var = self.var(name)
+            for plate in var.plates:
+                if self.model.plate(plate).dim in items:
+                    return (f"no: the global {name} has a row per element of plate {plate}, "
+                            f"whose size {self.model.plate(plate).dim} varies with the items")
+            for d in var.shape:
+                if d in items:
+                    return f"no: the size {d} of the global {name} varies with the items"
+        for h in m.hypers:
+            for d in h.shape:
+                if d in items:
+                    return f"no: the hyperparameter {h.name} is sized by {d}, one per item"
+        return "yes"
+
+    def _prepare_nodes(self, items_only: bool) -> list[Node]:
+        """The binding and allocations of ``_prepare``; ``items_only`` (``_bind_items``): a
+        minibatch's own data, locals and buffers, and the globals, hyperparameters and
+        statistics of the state ``s``, shared rather than copied."""
         m = self.model
         body: list[Node] = []
-        body.append(Line("hypers = dict(hypers or {})"))
-        body.append(Line(f"rt.check_hyper_names(hypers, {[h.name for h in m.hypers]!r})"))
-        body.append(Line("bound = rt.bind_data(SPEC, data, dims)"))
+        if items_only:
+            body.append(Line("bound = rt.bind_data(SPEC, data, {k: v for k, v in "
+                             "s.bound.dims.items() if k not in ITEM_DIMS})",
+                             "the sizes of everything but the items are the fit's"))
+        else:
+            body.append(Line("hypers = dict(hypers or {})"))
+            body.append(Line(f"rt.check_hyper_names(hypers, {[h.name for h in m.hypers]!r})"))
+            body.append(Line("bound = rt.bind_data(SPEC, data, dims)"))
         for d in m.dims:
             if d.ragged_over is None:
                 body.append(Line(f"{dim_name(d.name)} = bound.dims[{d.name!r}]"))
@@ -1236,9 +1281,15 @@ class MeanFieldEmitter:
                 body.append(Line(f"{v.name} = bound.arrays[{v.name!r}]"))
             else:  # a single number: the kernels read it as a scalar
                 body.append(Line(f"{v.name} = bound.arrays[{v.name!r}].item()"))
-        body.append(Comment("hyperparameters (defaults from the model file)"))
+        if items_only:
+            if m.hypers:
+                body.append(Comment("hyperparameters: the fit's current values"))
+            for h in m.hypers:
+                body.append(Line(f"{h.name} = s.{h.name}"))
+        else:
+            body.append(Comment("hyperparameters (defaults from the model file)"))
         domains = self._hyper_domains()
-        for h in m.hypers:
+        for h in m.hypers if not items_only else ():
             shape = _tuple([dim_name(s) for s in h.shape])
             domain = f", domain={domains[h.name]!r}" if h.name in domains else ""
             default = _np(h.value)
@@ -1258,10 +1309,18 @@ class MeanFieldEmitter:
             for stat, rank in self.stats(name):
                 event = self._stat_shape(var, stat, rank)
                 full = _tuple(shape + event)
-                body.append(Line(f"{self.layout.lam(name, stat)} = np.zeros({full})"))
-                body.append(Line(f"{self.layout.E(name, stat)} = np.zeros({full})"))
+                for array in (self.layout.lam(name, stat), self.layout.E(name, stat)):
+                    shared = items_only and name in self.plan.globals
+                    body.append(Line(f"{array} = s.{array}" if shared
+                                     else f"{array} = np.zeros({full})"))
         for name, layouts in self.exp_needed.items():
             E = self.layout.E(name, "log")
+            if items_only and name in self.plan.globals:
+                for transposed in sorted(layouts):
+                    for array in ((f"XT_{name}_log", f"ET_{name}_log") if transposed
+                                  else (f"X_{name}_log",)):
+                        body.append(Line(f"{array} = s.{array}"))
+                continue
             for transposed in sorted(layouts):
                 if transposed:
                     body.append(Line(f"XT_{name}_log = np.zeros({E}.shape[::-1])",
@@ -1289,8 +1348,12 @@ class MeanFieldEmitter:
                 body.append(Line(f"B_{name} = np.zeros(({rows}, {size}))",
                                  f"one item's rows of the per-row factor of q({name})"))
                 body.append(Line(f"s_{name} = np.zeros({rows})", "per-row normalisers"))
-        body.append(Comment("sufficient statistics the local step hands to the global step"))
+        body.append(Comment("sufficient statistics the local step hands to the global step"
+                            + (" (added up over minibatches)" if items_only else "")))
         for acc in self.plan.accumulators:
+            if items_only:
+                body.append(Line(f"{acc.name} = s.{acc.name}"))
+                continue
             factor = self.analysis.factors[acc.factor]
             dims = [dim_name(self.model.plate(k[1:]).dim) if k.startswith("@")
                     else dim_name(factor.dim_of(k)) for k in acc.key]
@@ -1298,14 +1361,56 @@ class MeanFieldEmitter:
         if self.model.data_plate is not None:
             body.append(Line("n_threads = rt.thread_count()",
                              "the local step's threads (NUMBA_NUM_THREADS, --threads)"))
-            for name in self.thread_private() + [a.name for a in self.plan.accumulators]:
+            for name in self.thread_private():
                 body.append(Line(f"{name}_threads = np.zeros((n_threads,) + {name}.shape)"))
+            for name in [a.name for a in self.plan.accumulators]:
+                body.append(Line(f"{name}_threads = s.{name}_threads" if items_only else
+                                 f"{name}_threads = np.zeros((n_threads,) + {name}.shape)"))
             item_dim = dim_name(self.model.plate(self.model.data_plate).dim)
             body.append(Line(f"all_items = np.arange({item_dim})",
                              "the local step runs over these"))
             body.append(Line(f"item_weight = np.ones({item_dim})",
                              "each item's weight in the statistics (SVI+ perturbs it)"))
             body.append(Line(f"seed_category = np.full({item_dim}, -1)"))
+        return body
+
+    def _state_line(self) -> Line:
+        names = ["bound", *[h.name for h in self.model.hypers], *self._state_names()]
+        if self.model.data_plate is not None:
+            names.append("all_items")
+        names = list(dict.fromkeys(names))
+        return Line("return rt.State(" + ", ".join(f"{n}={n}" for n in names) + ")")
+
+    def _streaming_constants(self) -> list[Node]:
+        """What fit_svi needs to read its items from disk a minibatch at a time."""
+        nodes: list[Node] = [
+            Line(f"STREAMING = {self.streaming()!r}",
+                 "fit_svi from an rt.ItemSource (data on disk)"),
+            Line(f"ITEM_DIMS = {self.item_dims()!r}", "sizes set by the items bound"),
+        ]
+        if self.streaming() == "yes":
+            names = [a for n in self.plan.globals for st, _ in self.stats(n)
+                     for a in (self.layout.lam(n, st), self.layout.E(n, st))]
+            for name, layouts in self.exp_needed.items():
+                if name in self.plan.globals:
+                    for transposed in sorted(layouts):
+                        names += ([f"XT_{name}_log", f"ET_{name}_log"] if transposed
+                                  else [f"X_{name}_log"])
+            nodes.append(Line(f"GLOBAL_STATE = {tuple(names)!r}",
+                              "the arrays an out-of-core checkpoint keeps"))
+        return nodes
+
+    def bind_items_function(self) -> Function:
+        body = self._prepare_nodes(items_only=True)
+        body.append(self._state_line())
+        doc = ("Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`\n"
+               "holding its items only. Its data, per-item parameters and the local step's "
+               "buffers are\nits own, sized by the minibatch; the globals, hyperparameters and "
+               "statistics are s's,\nshared (not copied), so the steps on it move the fit.")
+        return Function("_bind_items", ("s", "data"), tuple(body), doc)
+
+    def prepare_function(self) -> Function:
+        body = self._prepare_nodes(items_only=False)
         body.append(Comment("start every global at its prior"))
         for name in self.plan.globals:
             body.append(self._driver_call(f"update_{name}", {"scale": "0.0"}, prefix=""))
@@ -1382,11 +1487,7 @@ class MeanFieldEmitter:
             body.append(Block("elif init is None", (Line(
                 "raise rt.CemDataError(f\"start: expected 'seeds' or 'random', "
                 "found {start!r}\")"),)))
-        names = ["bound", *[h.name for h in m.hypers], *self._state_names()]
-        if self.model.data_plate is not None:
-            names.append("all_items")
-        names = list(dict.fromkeys(names))
-        body.append(Line("return rt.State(" + ", ".join(f"{n}={n}" for n in names) + ")"))
+        body.append(self._state_line())
         doc = ("Bind and check the data, evaluate hyperparameters and known quantities, "
                "allocate\nthe variational parameters and start the globals (see fit).")
         return Function("_prepare", ("data", "hypers", "dims", "seed", "init", "start",
@@ -1433,29 +1534,44 @@ class MeanFieldEmitter:
     def result_function(self) -> Function:
         m = self.model
         body: list[Node] = [Line("posterior = {}")]
+        state = "state = {" + ", ".join(
+            f"{self.layout.lam(n, st)!r}: s.{self.layout.lam(n, st)}"
+            for n in self.plan.globals for st, _ in self.stats(n)) + "}"
+        body.append(Line(state))
+        per_item: list[Node] = []
         for name in self.plan.globals + self.plan.kept_locals:
+            into = per_item if name in self.plan.kept_locals else body
             var = self.var(name)
             fn, names = _PARAMS[self.family(name)]
             lams = ", ".join(f"s.{self.layout.lam(name, st)}" for st, _ in self.stats(name))
             unpack = ", ".join(f"{name}__{n}" for n in names)
-            body.append(Line(f"{unpack} = rt.{fn}({lams})"))
+            into.append(Line(f"{unpack} = rt.{fn}({lams})"))
             squeeze = "[0]" if not var.plates else ""
             for n in names:
-                body.append(Line(f"posterior[{name + '.' + n!r}] = {name}__{n}{squeeze}"))
+                into.append(Line(f"posterior[{name + '.' + n!r}] = {name}__{n}{squeeze}"))
             for st, _ in self.stats(name):
-                body.append(Line(f"posterior[{'E[' + st + ' ' + name + ']'!r}] = "
+                into.append(Line(f"posterior[{'E[' + st + ' ' + name + ']'!r}] = "
                                  f"s.{self.layout.E(name, st)}{squeeze}"))
-        state = ", ".join(f"{self.layout.lam(n, st)!r}: s.{self.layout.lam(n, st)}"
-                          for n in self.plan.globals + self.plan.kept_locals
-                          for st, _ in self.stats(n))
+            if name in self.plan.kept_locals:
+                for st, _ in self.stats(name):
+                    lam = self.layout.lam(name, st)
+                    into.append(Line(f"state[{lam!r}] = s.{lam}"))
+        args = ("s", "trace", "converged", "seconds")
+        if self.streaming() == "yes":
+            args += ("items=True",)
+        if per_item and self.streaming() == "yes":
+            body.append(Block("if items", tuple(per_item),
+                              comment="out of core the state holds one minibatch's items"))
+        else:
+            body += per_item
         body.append(Line(
             "return rt.FitResult(posterior=posterior, elbo=np.array(trace), "
             "iterations=len(trace), converged=converged, seconds=seconds, "
             "dims=dict(s.bound.dims), hypers={"
-            + ", ".join(f"{h.name!r}: s.{h.name}" for h in m.hypers) + "}, "
-            + f"state={{{state}}})"))
-        return Function("_result", ("s", "trace", "converged", "seconds"), tuple(body),
-                        "The posterior in usual parameters, expectations and the state.")
+            + ", ".join(f"{h.name!r}: s.{h.name}" for h in m.hypers) + "}, state=state)"))
+        return Function("_result", args, tuple(body),
+                        "The posterior in usual parameters, expectations and the state"
+                        + (";\nitems=False: the globals only." if len(args) > 4 else "."))
 
     def fit_function(self) -> Function:
         m = self.model
@@ -1595,8 +1711,14 @@ class MeanFieldEmitter:
         item_dim = dim_name(self.model.plate(self.model.data_plate).dim)
         globals_ = self.plan.globals
         lams = [(n, st) for n in globals_ for st, _ in self.stats(n)]
+        stream_ok = self.streaming() == "yes"
         step: list[Node] = [
             Line("batch = order[begin:begin + batch_size]"),
+            *([Block("if source is not None", (
+                Line("s = _bind_items(s, source.read(batch))"),
+                Line("batch = s.all_items"),
+            ), comment="out of core: the minibatch's items, read and bound on their own")]
+              if stream_ok else []),
             Line("rho = step_scale * (step + tau) ** (-kappa)"),
             Line("s.item_weight[...] = 1.0"),
             Block("if effective_batch_size is not None", (
@@ -1639,6 +1761,9 @@ class MeanFieldEmitter:
                     for n in globals_) + ")"),
             Line("step += 1"),
         ]
+        full_elbo = self._driver_call("local_step", {
+            "seeding": "False", "items": "s.all_items", "warm": "False", "guard": "False"},
+            result="elbo")
         epoch: list[Node] = [
             Line(f"order = rng.permutation({item_dim}_total)"),
             *([Block("if local == 'gibbs'", (Line("rt.seed_kernels(seed * 1000003 + epoch)"),),
@@ -1648,16 +1773,23 @@ class MeanFieldEmitter:
             Block("for begin in range(0, len(order), batch_size)", tuple(step)),
             Block("if on_epoch is not None", (
                 Line("paused = time.perf_counter()"),
-                Line("on_epoch(epoch, _result(s, trace, False, paused - clock))"),
+                Line("on_epoch(epoch, _result(s, trace, False, paused - clock"
+                     + (", items=source is None))" if stream_ok else "))")),
                 Line("clock += time.perf_counter() - paused", "not part of the fit's time"),
             )),
             Block("if evaluate", (
                 Comment("the full-data ELBO at optimal locals for the current globals"),
                 Line("s.item_weight[...] = 1.0"),
                 *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
-                self._driver_call("local_step", {"seeding": "False", "items": "s.all_items",
-                                                 "warm": "False", "guard": "False"},
-                                   result="elbo"),
+                *([Block("if source is None", (full_elbo,)),
+                   Block("else", (
+                       Line("elbo = 0.0"),
+                       Block("for chunk in source.chunks(batch_size)", (
+                           Line("s = _bind_items(s, source.read(chunk))"),
+                           Line(full_elbo.text.replace("elbo = ", "elbo += ", 1)),
+                       )),
+                   ), comment="out of core: a minibatch at a time; the statistics add up")]
+                  if stream_ok else [full_elbo]),
                 self._driver_call("elbo_global", {}, result="elbo_global_part"),
                 Line("elbo += elbo_global_part"),
                 Line("trace.append(elbo)"),
@@ -1666,14 +1798,26 @@ class MeanFieldEmitter:
             )),
             Block("if checkpoint is not None and (epoch + 1) % checkpoint_every == 0", (
                 Line("rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit_svi', "
-                     "epoch=epoch + 1, step=step, trace=trace, " + (
+                     + ("source=source, keep=GLOBAL_STATE, " if stream_ok else "")
+                     + "epoch=epoch + 1, step=step, trace=trace, " + (
                          "shortened=shortened, " if self._ssvi_applies() else "")
                      + "streams=[g.bit_generator.state for g in (rng, noise, sampler)])"),),
                 comment="atomic: a crash keeps the previous one"),
             Block("if evaluate and stop is not None and stop.update(elbo)", (
                 Line("converged = True"), Line("break"))),
         ]
+        opening: list[Node] = [
+            Line("source = rt.item_source(data, STREAMING)",
+                 "an rt.ItemSource (data on disk), or None"),
+            Block("if source is not None", (
+                Line("dims = source.sizes(dims, ITEM_DIMS)"),
+                Line("data = source.read(source.start_items(batch_size, seed))"),),
+                comment="out of core: the start binds one minibatch ('seeds' seeds from it)"),
+        ] if stream_ok else [Line("rt.item_source(data, STREAMING)",
+                                  "refuses an rt.ItemSource, with the reason")]
+        items = ", items=source is None" if stream_ok else ""
         body: list[Node] = [
+            *opening,
             Line("s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, "
                  "local_tol)"),
             Line("local = rt.check_local_step(local, LOCAL_STEPS)"),
@@ -1681,9 +1825,10 @@ class MeanFieldEmitter:
             *([Block("if local == 'gibbs'", (
                 Line("rt.check_sweeps(gibbs_sweeps, gibbs_burn_in)"),))]
               if self.plan.assignment_locals else []),
-            Line(f"{item_dim}_total = len(s.all_items)"),
-            Line("batch_size = len(s.all_items) if batch_size is None else "
-                 "min(int(batch_size), len(s.all_items))"),
+            Line(f"{item_dim}_total = len(s.all_items)" if not stream_ok else
+                 f"{item_dim}_total = len(s.all_items) if source is None else source.n_items"),
+            Line(f"batch_size = {item_dim}_total if batch_size is None else "
+                 f"min(int(batch_size), {item_dim}_total)"),
             Line("rng = np.random.default_rng([seed, 1])", "minibatches"),
             Line("noise = np.random.default_rng([seed, 2])", "SVI+ perturbations, a stream "
                  "of their own"),
@@ -1702,7 +1847,8 @@ class MeanFieldEmitter:
                  "rt.NoisyStop(window, patience, tol)"),
             Line("first = 0"),
             Block("if resume is not None", (
-                Line("progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi')"),
+                Line("progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi'"
+                     + (", source=source, keep=GLOBAL_STATE)" if stream_ok else ")")),
                 Line("trace, step, first = progress['trace'], progress['step'], "
                      "progress['epoch']"),
                 *([Line("shortened = progress['shortened']")] if self._ssvi_applies() else []),
@@ -1711,11 +1857,11 @@ class MeanFieldEmitter:
             ), comment="continue the same trajectory: state, counters and random streams"),
             Line("clock = time.perf_counter()"),
             Block("for epoch in range(first, epochs)", tuple(epoch)),
-            *([Line("result = _result(s, trace, converged, time.perf_counter() - clock)"),
+            *([Line(f"result = _result(s, trace, converged, time.perf_counter() - clock{items})"),
                Block("if apply_v", (Line("result.notes['shortened_steps'] = shortened"),),
                      comment="rows whose SSVI step was shortened"),
                Line("return result")] if self._ssvi_applies() else
-              [Line("return _result(s, trace, converged, time.perf_counter() - clock)")]),
+              [Line(f"return _result(s, trace, converged, time.perf_counter() - clock{items})")]),
         ]
         args = ("data", "*", "hypers=None", "dims=None", "epochs=10", "batch_size=256",
                 "kappa=0.7", "tau=10.0", "step_scale=1.0", "effective_batch_size=None",
@@ -1750,7 +1896,11 @@ class MeanFieldEmitter:
                "value given the batch.\n"
                "The ELBO trace holds the full-data bound after each epoch. With tol set, the fit "
                "stops when\nits moving average over `window` epochs has not improved by tol "
-               "(relative) for `patience` epochs.")
+               "(relative) for `patience` epochs.\n"
+               "data may be an rt.ItemSource (cemodel.streaming.open_source: files on disk) when "
+               "STREAMING says\nyes: each minibatch is then read and bound on its own "
+               "(_bind_items), the ELBO reads the\nitems a minibatch at a time, and the result "
+               "holds the globals only (Model.infer gives the\nlocals of any items).")
         return Function("fit_svi", args, tuple(body), doc)
 
     def _blend_lines(self, lams) -> list[Node]:
@@ -1912,6 +2062,8 @@ class MeanFieldEmitter:
         if klc is not None:
             self.kernels += [klc.stats_kernel(), klc.gradient_kernel()]
         drivers = [self.prepare_function(), self.result_function(), self.fit_function()]
+        if self.streaming() == "yes":
+            drivers.insert(1, self.bind_items_function())
         if self.plan.learnable:
             drivers.insert(2, self.learn_function())
         if m.data_plate is not None:
@@ -1943,6 +2095,7 @@ class MeanFieldEmitter:
             Line("LOCAL_STEPS = {"),
             *[Line(f"    {k!r}: {v!r},") for k, v in self.plan.local_steps],
             Line("}"),
+            *(self._streaming_constants() if m.data_plate is not None else []),
             Blank(),
             *self.spec_literal(),
             *self.kernels,

@@ -82,6 +82,8 @@ from .sampling import sample_normal as sample_normal
 from .sampling import sample_wishart as sample_wishart
 from .sampling import start_at_draw as start_at_draw
 from .seeding import seed_categories as seed_categories
+from .source import ItemSource as ItemSource
+from .source import item_source as item_source
 from .special import digamma as digamma
 from .special import frobenius as frobenius
 from .special import inv_from_cholesky as inv_from_cholesky

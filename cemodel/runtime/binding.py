@@ -232,6 +232,13 @@ def bind_data(
     ``dims`` overrides the model's default sizes; sizes with no default and not given are
     inferred from the data. See the module docstring for the layout.
     """
+    from .source import ItemSource
+
+    if isinstance(data, ItemSource):
+        raise CemDataError("out-of-core data (a stream from disk) is read by fit_svi and its "
+                           "variants (svi, svi+, ssvi-a, ssvi) only: the batch methods visit "
+                           "every item at every iteration",
+                           hint="load the data into memory for mf and klc")
     return _Binder(spec, data, dims or {}).bind()
 
 

@@ -261,10 +261,23 @@ def _fit_values(s: State) -> dict[str, object]:
             and isinstance(value, (np.ndarray, float, int, np.floating, np.integer))}
 
 
-def save_checkpoint(path, s: State, source_sha: str, method: str, **progress) -> None:
+def _checkpoint_values(s: State, source, keep) -> tuple[dict[str, object], str]:
+    """The values a checkpoint holds and the fingerprint of its data: everything of ``s`` and
+    its bound data, or out of core (``source`` an ItemSource) the scalars and the arrays named
+    in ``keep`` (the globals: ``s`` holds one minibatch) and the source's fingerprint."""
+    values = _fit_values(s)
+    if source is None:
+        return values, _data_fingerprint(s)
+    return ({k: v for k, v in values.items() if not isinstance(v, np.ndarray) or k in keep},
+            source.fingerprint())
+
+
+def save_checkpoint(path, s: State, source_sha: str, method: str, *, source=None, keep=(),
+                    **progress) -> None:
     """Write the fit's state and progress to ``path`` atomically (temporary file, fsync,
     rename). ``progress`` values must be JSON-serialisable (trace lists, counters, the
-    ``bit_generator.state`` dicts of numpy generators)."""
+    ``bit_generator.state`` dicts of numpy generators). Out of core, ``source`` is the
+    ItemSource and ``keep`` the arrays to save (see _checkpoint_values)."""
     import io
     import json
     import os
@@ -273,8 +286,8 @@ def save_checkpoint(path, s: State, source_sha: str, method: str, **progress) ->
 
     path = Path(path)
     buffer = io.BytesIO()
-    values = _fit_values(s)
-    meta = {"source_sha256": source_sha, "method": method, "data": _data_fingerprint(s),
+    values, fingerprint = _checkpoint_values(s, source, keep)
+    meta = {"source_sha256": source_sha, "method": method, "data": fingerprint,
             "progress": progress, "scalars": {k: float(v) for k, v in values.items()
                                               if not isinstance(v, np.ndarray)}}
     arrays = {f"state.{k}": v for k, v in values.items() if isinstance(v, np.ndarray)}
@@ -293,9 +306,11 @@ def save_checkpoint(path, s: State, source_sha: str, method: str, **progress) ->
         raise
 
 
-def load_checkpoint(path, s: State, source_sha: str, method: str) -> dict:
+def load_checkpoint(path, s: State, source_sha: str, method: str, *, source=None,
+                    keep=()) -> dict:
     """Restore a checkpoint into ``s`` (in place) and return its progress; refuses one from
-    another model, another fitting method or other data, with the reason."""
+    another model, another fitting method or other data, with the reason (``source``,
+    ``keep``: as save_checkpoint)."""
     import json
 
     from ..errors import CemDataError
@@ -312,7 +327,7 @@ def load_checkpoint(path, s: State, source_sha: str, method: str) -> dict:
                            f"{meta['source_sha256'][:12]}, this model {source_sha[:12]})")
     if meta["method"] != method:
         raise CemDataError(f"resume: {path} is a checkpoint of {meta['method']}, not {method}")
-    if meta["data"] != _data_fingerprint(s):
+    if meta["data"] != _checkpoint_values(s, source, keep)[1]:
         raise CemDataError(f"resume: the data differ from those {path} was fitted to")
     for name, value in arrays.items():
         current = getattr(s, name, None)

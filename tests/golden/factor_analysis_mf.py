@@ -34,6 +34,10 @@ LOCAL_STEPS = {
     'gibbs': 'no: the item has no categorical local to sample',
     'cvb0': 'no: the item has no categorical local to sample',
 }
+STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
+ITEM_DIMS = ('N',)  # sizes set by the items bound
+# the arrays an out-of-core checkpoint keeps
+GLOBAL_STATE = ('lam_W_value', 'E_W_value', 'lam_W_outer', 'E_W_outer', 'lam_psi_log', 'E_psi_log', 'lam_psi_value', 'E_psi_value')
 
 SPEC = {
     "model": 'factor_analysis',
@@ -457,25 +461,60 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, zeros_K=zeros_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, E_W_outer=E_W_outer, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, outer_zeros_K=outer_zeros_K, dim_f=dim_f, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
-def _result(s, trace, converged, seconds):
-    """The posterior in usual parameters, expectations and the state."""
-    posterior = {}
-    W__mean, W__precision = rt.mvn_params(s.lam_W_value, s.lam_W_outer)
-    posterior['W.mean'] = W__mean
-    posterior['W.precision'] = W__precision
-    posterior['E[value W]'] = s.E_W_value
-    posterior['E[outer W]'] = s.E_W_outer
-    psi__shape, psi__rate = rt.gamma_params(s.lam_psi_log, s.lam_psi_value)
-    posterior['psi.shape'] = psi__shape
-    posterior['psi.rate'] = psi__rate
-    posterior['E[log psi]'] = s.E_psi_log
-    posterior['E[value psi]'] = s.E_psi_value
-    f__mean, f__precision = rt.mvn_params(s.lam_f_value, s.lam_f_outer)
-    posterior['f.mean'] = f__mean
-    posterior['f.precision'] = f__precision
-    posterior['E[value f]'] = s.E_f_value
-    posterior['E[outer f]'] = s.E_f_outer
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'c': s.c, 'a0': s.a0, 'b0': s.b0}, state={'lam_W_value': s.lam_W_value, 'lam_W_outer': s.lam_W_outer, 'lam_psi_log': s.lam_psi_log, 'lam_psi_value': s.lam_psi_value, 'lam_f_value': s.lam_f_value, 'lam_f_outer': s.lam_f_outer})
+def _bind_items(s, data):
+    """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
+    holding its items only. Its data, per-item parameters and the local step's buffers are
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    shared (not copied), so the steps on it move the fit.
+    """
+    # the sizes of everything but the items are the fit's
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    n_K = bound.dims['K']
+    n_P = bound.dims['P']
+    n_N = bound.dims['N']
+    y = bound.arrays['y']
+    # hyperparameters: the fit's current values
+    c = s.c
+    a0 = s.a0
+    b0 = s.b0
+    # known quantities: functions of hyperparameters and data
+    logdet_eye_K_c = rt.logdet((np.eye(n_K) * c))  # logdet((eye(K) * c))
+    eye_K_c = (np.eye(n_K) * c)  # value((eye(K) * c))
+    zeros_K = np.zeros(n_K)  # value(zeros(K))
+    outer_zeros_K = np.outer(np.zeros(n_K), np.zeros(n_K))  # outer(zeros(K))
+    dim_W = n_K  # dim(W[outputs])
+    log_b0 = np.log(b0)  # log(b0)
+    lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
+    logdet_eye_K = rt.logdet(np.eye(n_K))  # logdet(eye(K))
+    eye_K = np.eye(n_K)  # value(eye(K))
+    dim_f = n_K  # dim(f[points])
+    # variational parameters (natural, coefficient form) and E[t]
+    lam_W_value = s.lam_W_value
+    E_W_value = s.E_W_value
+    lam_W_outer = s.lam_W_outer
+    E_W_outer = s.E_W_outer
+    lam_psi_log = s.lam_psi_log
+    E_psi_log = s.E_psi_log
+    lam_psi_value = s.lam_psi_value
+    E_psi_value = s.E_psi_value
+    lam_f_value = np.zeros((n_N, n_K))
+    E_f_value = np.zeros((n_N, n_K))
+    lam_f_outer = np.zeros((n_N, n_K, n_K))
+    E_f_outer = np.zeros((n_N, n_K, n_K))
+    # sufficient statistics the local step hands to the global step (added up over minibatches)
+    acc_y_0 = s.acc_y_0
+    acc_y_1 = s.acc_y_1
+    acc_y_2 = s.acc_y_2
+    acc_y_3 = s.acc_y_3
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_y_0_threads = s.acc_y_0_threads
+    acc_y_1_threads = s.acc_y_1_threads
+    acc_y_2_threads = s.acc_y_2_threads
+    acc_y_3_threads = s.acc_y_3_threads
+    all_items = np.arange(n_N)  # the local step runs over these
+    item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
+    seed_category = np.full(n_N, -1)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, zeros_K=zeros_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, E_W_outer=E_W_outer, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, outer_zeros_K=outer_zeros_K, dim_f=dim_f, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -490,6 +529,33 @@ def _learn(s, learn, rho=1.0, items=slice(None)):
     # known quantities that depend on hyperparameters
     s.log_b0 = np.log(s.b0)
     s.lgamma_a0 = rt.gammaln(s.a0)
+
+
+def _result(s, trace, converged, seconds, items=True):
+    """The posterior in usual parameters, expectations and the state;
+    items=False: the globals only.
+    """
+    posterior = {}
+    state = {'lam_W_value': s.lam_W_value, 'lam_W_outer': s.lam_W_outer, 'lam_psi_log': s.lam_psi_log, 'lam_psi_value': s.lam_psi_value}
+    W__mean, W__precision = rt.mvn_params(s.lam_W_value, s.lam_W_outer)
+    posterior['W.mean'] = W__mean
+    posterior['W.precision'] = W__precision
+    posterior['E[value W]'] = s.E_W_value
+    posterior['E[outer W]'] = s.E_W_outer
+    psi__shape, psi__rate = rt.gamma_params(s.lam_psi_log, s.lam_psi_value)
+    posterior['psi.shape'] = psi__shape
+    posterior['psi.rate'] = psi__rate
+    posterior['E[log psi]'] = s.E_psi_log
+    posterior['E[value psi]'] = s.E_psi_value
+    if items:  # out of core the state holds one minibatch's items
+        f__mean, f__precision = rt.mvn_params(s.lam_f_value, s.lam_f_outer)
+        posterior['f.mean'] = f__mean
+        posterior['f.precision'] = f__precision
+        posterior['E[value f]'] = s.E_f_value
+        posterior['E[outer f]'] = s.E_f_outer
+        state['lam_f_value'] = s.lam_f_value
+        state['lam_f_outer'] = s.lam_f_outer
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'c': s.c, 'a0': s.a0, 'b0': s.b0}, state=state)
 
 
 def fit(
@@ -606,12 +672,20 @@ def fit_svi(
     learn: hyperparameters moved each step by rho towards their empirical Bayes value given the batch.
     The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
     its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
+    data may be an rt.ItemSource (cemodel.streaming.open_source: files on disk) when STREAMING says
+    yes: each minibatch is then read and bound on its own (_bind_items), the ELBO reads the
+    items a minibatch at a time, and the result holds the globals only (Model.infer gives the
+    locals of any items).
     """
+    source = rt.item_source(data, STREAMING)  # an rt.ItemSource (data on disk), or None
+    if source is not None:  # out of core: the start binds one minibatch ('seeds' seeds from it)
+        dims = source.sizes(dims, ITEM_DIMS)
+        data = source.read(source.start_items(batch_size, seed))
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     local = rt.check_local_step(local, LOCAL_STEPS)
     learn = rt.check_learn(learn, LEARNABLE)
-    n_N_total = len(s.all_items)
-    batch_size = len(s.all_items) if batch_size is None else min(int(batch_size), len(s.all_items))
+    n_N_total = len(s.all_items) if source is None else source.n_items
+    batch_size = n_N_total if batch_size is None else min(int(batch_size), n_N_total)
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
@@ -621,7 +695,7 @@ def fit_svi(
     stop = None if tol is None or not evaluate else rt.NoisyStop(window, patience, tol)
     first = 0
     if resume is not None:  # continue the same trajectory: state, counters and random streams
-        progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi')
+        progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi', source=source, keep=GLOBAL_STATE)
         trace, step, first = progress['trace'], progress['step'], progress['epoch']
         for g, state in zip((rng, noise, sampler), progress['streams']):
             rt.restore_generator(g, state)
@@ -630,6 +704,10 @@ def fit_svi(
         order = rng.permutation(n_N_total)
         for begin in range(0, len(order), batch_size):
             batch = order[begin:begin + batch_size]
+            # out of core: the minibatch's items, read and bound on their own
+            if source is not None:
+                s = _bind_items(s, source.read(batch))
+                batch = s.all_items
             rho = step_scale * (step + tau) ** (-kappa)
             s.item_weight[...] = 1.0
             # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
@@ -669,7 +747,7 @@ def fit_svi(
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()
-            on_epoch(epoch, _result(s, trace, False, paused - clock))
+            on_epoch(epoch, _result(s, trace, False, paused - clock, items=source is None))
             clock += time.perf_counter() - paused  # not part of the fit's time
         if evaluate:
             # the full-data ELBO at optimal locals for the current globals
@@ -678,7 +756,13 @@ def fit_svi(
             s.acc_y_1[...] = 0.0
             s.acc_y_2[...] = 0.0
             s.acc_y_3[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
+            if source is None:
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
+            else:  # out of core: a minibatch at a time; the statistics add up
+                elbo = 0.0
+                for chunk in source.chunks(batch_size):
+                    s = _bind_items(s, source.read(chunk))
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             elbo_global_part = elbo_global(s.n_P, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_W_outer, s.E_W_value, s.zeros_K, s.outer_zeros_K, s.dim_W, s.a0, s.log_b0, s.lgamma_a0, s.E_psi_log, s.b0, s.E_psi_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_W_value, s.lam_W_outer, s.lam_psi_log, s.lam_psi_value)
             elbo += elbo_global_part
             trace.append(elbo)
@@ -686,11 +770,11 @@ def fit_svi(
                 callback(epoch, elbo, time.perf_counter() - clock)
         # atomic: a crash keeps the previous one
         if checkpoint is not None and (epoch + 1) % checkpoint_every == 0:
-            rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit_svi', epoch=epoch + 1, step=step, trace=trace, streams=[g.bit_generator.state for g in (rng, noise, sampler)])
+            rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit_svi', source=source, keep=GLOBAL_STATE, epoch=epoch + 1, step=step, trace=trace, streams=[g.bit_generator.state for g in (rng, noise, sampler)])
         if evaluate and stop is not None and stop.update(elbo):
             converged = True
             break
-    return _result(s, trace, converged, time.perf_counter() - clock)
+    return _result(s, trace, converged, time.perf_counter() - clock, items=source is None)
 
 
 def fit_ssvi_a(data, **options):

@@ -34,6 +34,10 @@ LOCAL_STEPS = {
     'gibbs': 'yes: samples z',
     'cvb0': 'yes: updates q(z), zero-order collapsed VB',
 }
+STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
+ITEM_DIMS = ('N',)  # sizes set by the items bound
+# the arrays an out-of-core checkpoint keeps
+GLOBAL_STATE = ('lam_Lambda_value', 'E_Lambda_value', 'lam_Lambda_logdet', 'E_Lambda_logdet', 'lam_mu_value', 'E_mu_value', 'lam_mu_outer', 'E_mu_outer', 'lam_pi_log', 'E_pi_log')
 
 SPEC = {
     "model": 'gmm',
@@ -731,9 +735,83 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, n_D=n_D, E_Lambda_value=E_Lambda_value, x=x, E_mu_value=E_mu_value, E_mu_outer=E_mu_outer, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
 
 
-def _result(s, trace, converged, seconds):
-    """The posterior in usual parameters, expectations and the state."""
+def _bind_items(s, data):
+    """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
+    holding its items only. Its data, per-item parameters and the local step's buffers are
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    shared (not copied), so the steps on it move the fit.
+    """
+    # the sizes of everything but the items are the fit's
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    n_K = bound.dims['K']
+    n_D = bound.dims['D']
+    n_N = bound.dims['N']
+    x = bound.arrays['x']
+    # hyperparameters: the fit's current values
+    alpha = s.alpha
+    m0 = s.m0
+    P0 = s.P0
+    nu0 = s.nu0
+    W0 = s.W0
+    # known quantities: functions of hyperparameters and data
+    lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
+    lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))
+    logdet_P0 = rt.logdet(P0)  # logdet(P0)
+    outer_m0 = np.outer(m0, m0)  # outer(m0)
+    dim_mu = n_D  # dim(mu[components])
+    dim_Lambda = n_D  # dim(Lambda[components])
+    inv_W0 = rt.inv(W0)  # inv(W0)
+    wishart_lognorm_nu0_W0 = rt.wishart_lognorm(nu0, W0)  # wishart_lognorm(nu0, W0)
+    dim_x = n_D  # dim(x[points])
+    # variational parameters (natural, coefficient form) and E[t]
+    lam_Lambda_value = s.lam_Lambda_value
+    E_Lambda_value = s.E_Lambda_value
+    lam_Lambda_logdet = s.lam_Lambda_logdet
+    E_Lambda_logdet = s.E_Lambda_logdet
+    lam_mu_value = s.lam_mu_value
+    E_mu_value = s.E_mu_value
+    lam_mu_outer = s.lam_mu_outer
+    E_mu_outer = s.E_mu_outer
+    lam_pi_log = s.lam_pi_log
+    E_pi_log = s.E_pi_log
+    lam_z_onehot = np.zeros((n_N, n_K))
+    E_z_onehot = np.zeros((n_N, n_K))
+    # sufficient statistics the local step hands to the global step (added up over minibatches)
+    acc_z_0 = s.acc_z_0
+    acc_x_0 = s.acc_x_0
+    acc_x_1 = s.acc_x_1
+    acc_x_2 = s.acc_x_2
+    acc_x_3 = s.acc_x_3
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_z_0_threads = s.acc_z_0_threads
+    acc_x_0_threads = s.acc_x_0_threads
+    acc_x_1_threads = s.acc_x_1_threads
+    acc_x_2_threads = s.acc_x_2_threads
+    acc_x_3_threads = s.acc_x_3_threads
+    all_items = np.arange(n_N)  # the local step runs over these
+    item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
+    seed_category = np.full(n_N, -1)
+    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, n_D=n_D, E_Lambda_value=E_Lambda_value, x=x, E_mu_value=E_mu_value, E_mu_outer=E_mu_outer, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
+
+
+def _learn(s, learn, rho=1.0, items=slice(None)):
+    """Empirical Bayes (Minka 2000): each learned hyperparameter moves to the value that maximises the
+    ELBO given q (rho = 1, batch), or a step rho towards the maximiser given the minibatch's
+    local rows `items` (stochastic: a Robbins–Monro step, as Hoffman et al. 2010 learn LDA's α).
+    """
+    if 'alpha' in learn:  # the prior of pi
+        s.alpha = (1.0 - rho) * s.alpha + rho * rt.learn_symmetric_dirichlet(s.alpha, s.E_pi_log)
+    # known quantities that depend on hyperparameters
+    s.lgamma_sum_alpha = rt.gammaln(s.n_K * s.alpha)
+    s.lgamma_alpha = rt.gammaln(s.alpha)
+
+
+def _result(s, trace, converged, seconds, items=True):
+    """The posterior in usual parameters, expectations and the state;
+    items=False: the globals only.
+    """
     posterior = {}
+    state = {'lam_Lambda_value': s.lam_Lambda_value, 'lam_Lambda_logdet': s.lam_Lambda_logdet, 'lam_mu_value': s.lam_mu_value, 'lam_mu_outer': s.lam_mu_outer, 'lam_pi_log': s.lam_pi_log}
     Lambda__dof, Lambda__scale = rt.wishart_params(s.lam_Lambda_value, s.lam_Lambda_logdet)
     posterior['Lambda.dof'] = Lambda__dof
     posterior['Lambda.scale'] = Lambda__scale
@@ -747,22 +825,12 @@ def _result(s, trace, converged, seconds):
     pi__alpha = rt.dirichlet_params(s.lam_pi_log)
     posterior['pi.alpha'] = pi__alpha[0]
     posterior['E[log pi]'] = s.E_pi_log[0]
-    z__probs = rt.categorical_params(s.lam_z_onehot)
-    posterior['z.probs'] = z__probs
-    posterior['E[onehot z]'] = s.E_z_onehot
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'm0': s.m0, 'P0': s.P0, 'nu0': s.nu0, 'W0': s.W0}, state={'lam_Lambda_value': s.lam_Lambda_value, 'lam_Lambda_logdet': s.lam_Lambda_logdet, 'lam_mu_value': s.lam_mu_value, 'lam_mu_outer': s.lam_mu_outer, 'lam_pi_log': s.lam_pi_log, 'lam_z_onehot': s.lam_z_onehot})
-
-
-def _learn(s, learn, rho=1.0, items=slice(None)):
-    """Empirical Bayes (Minka 2000): each learned hyperparameter moves to the value that maximises the
-    ELBO given q (rho = 1, batch), or a step rho towards the maximiser given the minibatch's
-    local rows `items` (stochastic: a Robbins–Monro step, as Hoffman et al. 2010 learn LDA's α).
-    """
-    if 'alpha' in learn:  # the prior of pi
-        s.alpha = (1.0 - rho) * s.alpha + rho * rt.learn_symmetric_dirichlet(s.alpha, s.E_pi_log)
-    # known quantities that depend on hyperparameters
-    s.lgamma_sum_alpha = rt.gammaln(s.n_K * s.alpha)
-    s.lgamma_alpha = rt.gammaln(s.alpha)
+    if items:  # out of core the state holds one minibatch's items
+        z__probs = rt.categorical_params(s.lam_z_onehot)
+        posterior['z.probs'] = z__probs
+        posterior['E[onehot z]'] = s.E_z_onehot
+        state['lam_z_onehot'] = s.lam_z_onehot
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'm0': s.m0, 'P0': s.P0, 'nu0': s.nu0, 'W0': s.W0}, state=state)
 
 
 def fit(
@@ -889,14 +957,22 @@ def fit_svi(
     learn: hyperparameters moved each step by rho towards their empirical Bayes value given the batch.
     The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
     its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
+    data may be an rt.ItemSource (cemodel.streaming.open_source: files on disk) when STREAMING says
+    yes: each minibatch is then read and bound on its own (_bind_items), the ELBO reads the
+    items a minibatch at a time, and the result holds the globals only (Model.infer gives the
+    locals of any items).
     """
+    source = rt.item_source(data, STREAMING)  # an rt.ItemSource (data on disk), or None
+    if source is not None:  # out of core: the start binds one minibatch ('seeds' seeds from it)
+        dims = source.sizes(dims, ITEM_DIMS)
+        data = source.read(source.start_items(batch_size, seed))
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     local = rt.check_local_step(local, LOCAL_STEPS)
     learn = rt.check_learn(learn, LEARNABLE)
     if local == 'gibbs':
         rt.check_sweeps(gibbs_sweeps, gibbs_burn_in)
-    n_N_total = len(s.all_items)
-    batch_size = len(s.all_items) if batch_size is None else min(int(batch_size), len(s.all_items))
+    n_N_total = len(s.all_items) if source is None else source.n_items
+    batch_size = n_N_total if batch_size is None else min(int(batch_size), n_N_total)
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
@@ -906,7 +982,7 @@ def fit_svi(
     stop = None if tol is None or not evaluate else rt.NoisyStop(window, patience, tol)
     first = 0
     if resume is not None:  # continue the same trajectory: state, counters and random streams
-        progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi')
+        progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi', source=source, keep=GLOBAL_STATE)
         trace, step, first = progress['trace'], progress['step'], progress['epoch']
         for g, state in zip((rng, noise, sampler), progress['streams']):
             rt.restore_generator(g, state)
@@ -918,6 +994,10 @@ def fit_svi(
             rt.seed_kernels(seed * 1000003 + epoch)
         for begin in range(0, len(order), batch_size):
             batch = order[begin:begin + batch_size]
+            # out of core: the minibatch's items, read and bound on their own
+            if source is not None:
+                s = _bind_items(s, source.read(batch))
+                batch = s.all_items
             rho = step_scale * (step + tau) ** (-kappa)
             s.item_weight[...] = 1.0
             # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
@@ -967,7 +1047,7 @@ def fit_svi(
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()
-            on_epoch(epoch, _result(s, trace, False, paused - clock))
+            on_epoch(epoch, _result(s, trace, False, paused - clock, items=source is None))
             clock += time.perf_counter() - paused  # not part of the fit's time
         if evaluate:
             # the full-data ELBO at optimal locals for the current globals
@@ -977,7 +1057,13 @@ def fit_svi(
             s.acc_x_1[...] = 0.0
             s.acc_x_2[...] = 0.0
             s.acc_x_3[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+            if source is None:
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+            else:  # out of core: a minibatch at a time; the statistics add up
+                elbo = 0.0
+                for chunk in source.chunks(batch_size):
+                    s = _bind_items(s, source.read(chunk))
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
             elbo_global_part = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.logdet_P0, s.n_D, s.P0, s.E_mu_outer, s.E_mu_value, s.m0, s.outer_m0, s.dim_mu, s.nu0, s.E_Lambda_logdet, s.dim_Lambda, s.inv_W0, s.E_Lambda_value, s.wishart_lognorm_nu0_W0, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.lam_Lambda_value, s.lam_Lambda_logdet, s.lam_mu_value, s.lam_mu_outer, s.lam_pi_log)
             elbo += elbo_global_part
             trace.append(elbo)
@@ -985,11 +1071,11 @@ def fit_svi(
                 callback(epoch, elbo, time.perf_counter() - clock)
         # atomic: a crash keeps the previous one
         if checkpoint is not None and (epoch + 1) % checkpoint_every == 0:
-            rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit_svi', epoch=epoch + 1, step=step, trace=trace, streams=[g.bit_generator.state for g in (rng, noise, sampler)])
+            rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit_svi', source=source, keep=GLOBAL_STATE, epoch=epoch + 1, step=step, trace=trace, streams=[g.bit_generator.state for g in (rng, noise, sampler)])
         if evaluate and stop is not None and stop.update(elbo):
             converged = True
             break
-    return _result(s, trace, converged, time.perf_counter() - clock)
+    return _result(s, trace, converged, time.perf_counter() - clock, items=source is None)
 
 
 def fit_ssvi_a(data, **options):

@@ -34,6 +34,10 @@ LOCAL_STEPS = {
     'gibbs': 'no: the item has no categorical local to sample',
     'cvb0': 'no: the item has no categorical local to sample',
 }
+STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
+ITEM_DIMS = ('N',)  # sizes set by the items bound
+# the arrays an out-of-core checkpoint keeps
+GLOBAL_STATE = ('lam_mu_value', 'E_mu_value', 'lam_mu_square', 'E_mu_square', 'lam_tau_b_log', 'E_tau_b_log', 'lam_tau_b_value', 'E_tau_b_value', 'lam_tau_w_log', 'E_tau_w_log', 'lam_tau_w_value', 'E_tau_w_value', 'lam_theta_value', 'E_theta_value', 'lam_theta_square', 'E_theta_square')
 
 SPEC = {
     "model": 'hierarchical_normal',
@@ -462,9 +466,67 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, m0=m0, t0=t0, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, group=group, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_mu_value=lam_mu_value, E_mu_value=E_mu_value, lam_mu_square=lam_mu_square, E_mu_square=E_mu_square, lam_tau_b_log=lam_tau_b_log, E_tau_b_log=E_tau_b_log, lam_tau_b_value=lam_tau_b_value, E_tau_b_value=E_tau_b_value, lam_tau_w_log=lam_tau_w_log, E_tau_w_log=E_tau_w_log, lam_tau_w_value=lam_tau_w_value, E_tau_w_value=E_tau_w_value, lam_theta_value=lam_theta_value, E_theta_value=E_theta_value, lam_theta_square=lam_theta_square, E_theta_square=E_theta_square, n_G=n_G, log_t0=log_t0, square_m0=square_m0, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
-def _result(s, trace, converged, seconds):
-    """The posterior in usual parameters, expectations and the state."""
+def _bind_items(s, data):
+    """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
+    holding its items only. Its data, per-item parameters and the local step's buffers are
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    shared (not copied), so the steps on it move the fit.
+    """
+    # the sizes of everything but the items are the fit's
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    n_G = bound.dims['G']
+    n_N = bound.dims['N']
+    y = bound.arrays['y']
+    group = bound.arrays['group']
+    # hyperparameters: the fit's current values
+    m0 = s.m0
+    t0 = s.t0
+    a0 = s.a0
+    b0 = s.b0
+    # known quantities: functions of hyperparameters and data
+    log_t0 = np.log(t0)  # log(t0)
+    square_m0 = np.square(m0)  # square(m0)
+    log_b0 = np.log(b0)  # log(b0)
+    lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
+    # variational parameters (natural, coefficient form) and E[t]
+    lam_mu_value = s.lam_mu_value
+    E_mu_value = s.E_mu_value
+    lam_mu_square = s.lam_mu_square
+    E_mu_square = s.E_mu_square
+    lam_tau_b_log = s.lam_tau_b_log
+    E_tau_b_log = s.E_tau_b_log
+    lam_tau_b_value = s.lam_tau_b_value
+    E_tau_b_value = s.E_tau_b_value
+    lam_tau_w_log = s.lam_tau_w_log
+    E_tau_w_log = s.E_tau_w_log
+    lam_tau_w_value = s.lam_tau_w_value
+    E_tau_w_value = s.E_tau_w_value
+    lam_theta_value = s.lam_theta_value
+    E_theta_value = s.E_theta_value
+    lam_theta_square = s.lam_theta_square
+    E_theta_square = s.E_theta_square
+    # sufficient statistics the local step hands to the global step (added up over minibatches)
+    acc_y_0 = s.acc_y_0
+    acc_y_1 = s.acc_y_1
+    acc_y_2 = s.acc_y_2
+    acc_y_3 = s.acc_y_3
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_y_0_threads = s.acc_y_0_threads
+    acc_y_1_threads = s.acc_y_1_threads
+    acc_y_2_threads = s.acc_y_2_threads
+    acc_y_3_threads = s.acc_y_3_threads
+    all_items = np.arange(n_N)  # the local step runs over these
+    item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
+    seed_category = np.full(n_N, -1)
+    return rt.State(bound=bound, m0=m0, t0=t0, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, group=group, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_mu_value=lam_mu_value, E_mu_value=E_mu_value, lam_mu_square=lam_mu_square, E_mu_square=E_mu_square, lam_tau_b_log=lam_tau_b_log, E_tau_b_log=E_tau_b_log, lam_tau_b_value=lam_tau_b_value, E_tau_b_value=E_tau_b_value, lam_tau_w_log=lam_tau_w_log, E_tau_w_log=E_tau_w_log, lam_tau_w_value=lam_tau_w_value, E_tau_w_value=E_tau_w_value, lam_theta_value=lam_theta_value, E_theta_value=E_theta_value, lam_theta_square=lam_theta_square, E_theta_square=E_theta_square, n_G=n_G, log_t0=log_t0, square_m0=square_m0, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+
+
+def _result(s, trace, converged, seconds, items=True):
+    """The posterior in usual parameters, expectations and the state;
+    items=False: the globals only.
+    """
     posterior = {}
+    state = {'lam_mu_value': s.lam_mu_value, 'lam_mu_square': s.lam_mu_square, 'lam_tau_b_log': s.lam_tau_b_log, 'lam_tau_b_value': s.lam_tau_b_value, 'lam_tau_w_log': s.lam_tau_w_log, 'lam_tau_w_value': s.lam_tau_w_value, 'lam_theta_value': s.lam_theta_value, 'lam_theta_square': s.lam_theta_square}
     mu__mean, mu__precision = rt.normal_params(s.lam_mu_value, s.lam_mu_square)
     posterior['mu.mean'] = mu__mean[0]
     posterior['mu.precision'] = mu__precision[0]
@@ -485,7 +547,7 @@ def _result(s, trace, converged, seconds):
     posterior['theta.precision'] = theta__precision
     posterior['E[value theta]'] = s.E_theta_value
     posterior['E[square theta]'] = s.E_theta_square
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'m0': s.m0, 't0': s.t0, 'a0': s.a0, 'b0': s.b0}, state={'lam_mu_value': s.lam_mu_value, 'lam_mu_square': s.lam_mu_square, 'lam_tau_b_log': s.lam_tau_b_log, 'lam_tau_b_value': s.lam_tau_b_value, 'lam_tau_w_log': s.lam_tau_w_log, 'lam_tau_w_value': s.lam_tau_w_value, 'lam_theta_value': s.lam_theta_value, 'lam_theta_square': s.lam_theta_square})
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'m0': s.m0, 't0': s.t0, 'a0': s.a0, 'b0': s.b0}, state=state)
 
 
 def fit(
@@ -600,11 +662,19 @@ def fit_svi(
     learn: hyperparameters moved each step by rho towards their empirical Bayes value given the batch.
     The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
     its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
+    data may be an rt.ItemSource (cemodel.streaming.open_source: files on disk) when STREAMING says
+    yes: each minibatch is then read and bound on its own (_bind_items), the ELBO reads the
+    items a minibatch at a time, and the result holds the globals only (Model.infer gives the
+    locals of any items).
     """
+    source = rt.item_source(data, STREAMING)  # an rt.ItemSource (data on disk), or None
+    if source is not None:  # out of core: the start binds one minibatch ('seeds' seeds from it)
+        dims = source.sizes(dims, ITEM_DIMS)
+        data = source.read(source.start_items(batch_size, seed))
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     local = rt.check_local_step(local, LOCAL_STEPS)
-    n_N_total = len(s.all_items)
-    batch_size = len(s.all_items) if batch_size is None else min(int(batch_size), len(s.all_items))
+    n_N_total = len(s.all_items) if source is None else source.n_items
+    batch_size = n_N_total if batch_size is None else min(int(batch_size), n_N_total)
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
@@ -620,7 +690,7 @@ def fit_svi(
     stop = None if tol is None or not evaluate else rt.NoisyStop(window, patience, tol)
     first = 0
     if resume is not None:  # continue the same trajectory: state, counters and random streams
-        progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi')
+        progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi', source=source, keep=GLOBAL_STATE)
         trace, step, first = progress['trace'], progress['step'], progress['epoch']
         shortened = progress['shortened']
         for g, state in zip((rng, noise, sampler), progress['streams']):
@@ -630,6 +700,10 @@ def fit_svi(
         order = rng.permutation(n_N_total)
         for begin in range(0, len(order), batch_size):
             batch = order[begin:begin + batch_size]
+            # out of core: the minibatch's items, read and bound on their own
+            if source is not None:
+                s = _bind_items(s, source.read(batch))
+                batch = s.all_items
             rho = step_scale * (step + tau) ** (-kappa)
             s.item_weight[...] = 1.0
             # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
@@ -733,7 +807,7 @@ def fit_svi(
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()
-            on_epoch(epoch, _result(s, trace, False, paused - clock))
+            on_epoch(epoch, _result(s, trace, False, paused - clock, items=source is None))
             clock += time.perf_counter() - paused  # not part of the fit's time
         if evaluate:
             # the full-data ELBO at optimal locals for the current globals
@@ -742,7 +816,13 @@ def fit_svi(
             s.acc_y_1[...] = 0.0
             s.acc_y_2[...] = 0.0
             s.acc_y_3[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.group, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
+            if source is None:
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.group, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
+            else:  # out of core: a minibatch at a time; the statistics add up
+                elbo = 0.0
+                for chunk in source.chunks(batch_size):
+                    s = _bind_items(s, source.read(chunk))
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.group, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             elbo_global_part = elbo_global(s.log_t0, s.t0, s.E_mu_square, s.E_mu_value, s.m0, s.square_m0, s.a0, s.log_b0, s.lgamma_a0, s.E_tau_b_log, s.b0, s.E_tau_b_value, s.E_tau_w_log, s.E_tau_w_value, s.n_G, s.E_theta_square, s.E_theta_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_mu_value, s.lam_mu_square, s.lam_tau_b_log, s.lam_tau_b_value, s.lam_tau_w_log, s.lam_tau_w_value, s.lam_theta_value, s.lam_theta_square)
             elbo += elbo_global_part
             trace.append(elbo)
@@ -750,11 +830,11 @@ def fit_svi(
                 callback(epoch, elbo, time.perf_counter() - clock)
         # atomic: a crash keeps the previous one
         if checkpoint is not None and (epoch + 1) % checkpoint_every == 0:
-            rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit_svi', epoch=epoch + 1, step=step, trace=trace, shortened=shortened, streams=[g.bit_generator.state for g in (rng, noise, sampler)])
+            rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit_svi', source=source, keep=GLOBAL_STATE, epoch=epoch + 1, step=step, trace=trace, shortened=shortened, streams=[g.bit_generator.state for g in (rng, noise, sampler)])
         if evaluate and stop is not None and stop.update(elbo):
             converged = True
             break
-    result = _result(s, trace, converged, time.perf_counter() - clock)
+    result = _result(s, trace, converged, time.perf_counter() - clock, items=source is None)
     if apply_v:  # rows whose SSVI step was shortened
         result.notes['shortened_steps'] = shortened
     return result

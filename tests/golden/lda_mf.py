@@ -34,6 +34,10 @@ LOCAL_STEPS = {
     'gibbs': 'yes: samples z with theta integrated out',
     'cvb0': 'yes: updates q(z) with theta integrated out, zero-order collapsed VB',
 }
+STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
+ITEM_DIMS = ('D', 'N')  # sizes set by the items bound
+# the arrays an out-of-core checkpoint keeps
+GLOBAL_STATE = ('lam_beta_log', 'E_beta_log', 'XT_beta_log', 'ET_beta_log')
 
 SPEC = {
     "model": 'lda',
@@ -836,16 +840,61 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, X_theta_log=X_theta_log, E_theta_log=E_theta_log, w=w, E_beta_log=E_beta_log, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, lam_z_onehot_threads=lam_z_onehot_threads, E_z_onehot_threads=E_z_onehot_threads, H_z_threads=H_z_threads, logZ_z_threads=logZ_z_threads, A_z_threads=A_z_threads, S_z_threads=S_z_threads, B_z_threads=B_z_threads, s_z_threads=s_z_threads, acc_w_0_threads=acc_w_0_threads, acc_w_0=acc_w_0, E_z_onehot=E_z_onehot, S_z=S_z, lam_z_onehot=lam_z_onehot, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
-def _result(s, trace, converged, seconds):
-    """The posterior in usual parameters, expectations and the state."""
-    posterior = {}
-    beta__alpha = rt.dirichlet_params(s.lam_beta_log)
-    posterior['beta.alpha'] = beta__alpha
-    posterior['E[log beta]'] = s.E_beta_log
-    theta__alpha = rt.dirichlet_params(s.lam_theta_log)
-    posterior['theta.alpha'] = theta__alpha
-    posterior['E[log theta]'] = s.E_theta_log
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'eta': s.eta}, state={'lam_beta_log': s.lam_beta_log, 'lam_theta_log': s.lam_theta_log})
+def _bind_items(s, data):
+    """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
+    holding its items only. Its data, per-item parameters and the local step's buffers are
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    shared (not copied), so the steps on it move the fit.
+    """
+    # the sizes of everything but the items are the fit's
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    n_K = bound.dims['K']
+    n_V = bound.dims['V']
+    n_D = bound.dims['D']
+    tokens_ptr = bound.arrays['tokens_ptr']
+    tokens_weight = bound.arrays['tokens_weight']
+    w = bound.arrays['w']
+    # hyperparameters: the fit's current values
+    alpha = s.alpha
+    eta = s.eta
+    # known quantities: functions of hyperparameters and data
+    lgamma_sum_eta = rt.gammaln(n_V * eta)  # lgamma_sum(repeat(eta, V))
+    lgamma_eta = rt.gammaln(eta)  # lgamma(repeat(eta, V))
+    lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
+    lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))
+    # variational parameters (natural, coefficient form) and E[t]
+    lam_beta_log = s.lam_beta_log
+    E_beta_log = s.E_beta_log
+    lam_theta_log = np.zeros((n_D, n_K))
+    E_theta_log = np.zeros((n_D, n_K))
+    lam_z_onehot = np.zeros((rt.max_length(tokens_ptr), n_K))
+    E_z_onehot = np.zeros((rt.max_length(tokens_ptr), n_K))
+    X_theta_log = np.zeros_like(E_theta_log)  # exp(E[log theta])
+    XT_beta_log = s.XT_beta_log
+    ET_beta_log = s.ET_beta_log
+    H_z = np.zeros(E_z_onehot.shape[0])  # entropy of each row of q(z)
+    logZ_z = np.zeros_like(H_z)  # log Σ_c exp λ_c of each row of q(z)
+    A_z = np.zeros(n_K)  # the item-constant part of q(z) (see sums_z)
+    S_z = np.zeros(n_K)  # Σ_rows w·q(z = c)
+    # one item's rows of the per-row factor of q(z)
+    B_z = np.zeros((rt.max_length(tokens_ptr), n_K))
+    s_z = np.zeros(rt.max_length(tokens_ptr))  # per-row normalisers
+    # sufficient statistics the local step hands to the global step (added up over minibatches)
+    acc_w_0 = s.acc_w_0
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    lam_z_onehot_threads = np.zeros((n_threads,) + lam_z_onehot.shape)
+    E_z_onehot_threads = np.zeros((n_threads,) + E_z_onehot.shape)
+    H_z_threads = np.zeros((n_threads,) + H_z.shape)
+    logZ_z_threads = np.zeros((n_threads,) + logZ_z.shape)
+    A_z_threads = np.zeros((n_threads,) + A_z.shape)
+    S_z_threads = np.zeros((n_threads,) + S_z.shape)
+    B_z_threads = np.zeros((n_threads,) + B_z.shape)
+    s_z_threads = np.zeros((n_threads,) + s_z.shape)
+    acc_w_0_threads = s.acc_w_0_threads
+    all_items = np.arange(n_D)  # the local step runs over these
+    item_weight = np.ones(n_D)  # each item's weight in the statistics (SVI+ perturbs it)
+    seed_category = np.full(n_D, -1)
+    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, X_theta_log=X_theta_log, E_theta_log=E_theta_log, w=w, E_beta_log=E_beta_log, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, lam_z_onehot_threads=lam_z_onehot_threads, E_z_onehot_threads=E_z_onehot_threads, H_z_threads=H_z_threads, logZ_z_threads=logZ_z_threads, A_z_threads=A_z_threads, S_z_threads=S_z_threads, B_z_threads=B_z_threads, s_z_threads=s_z_threads, acc_w_0_threads=acc_w_0_threads, acc_w_0=acc_w_0, E_z_onehot=E_z_onehot, S_z=S_z, lam_z_onehot=lam_z_onehot, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -862,6 +911,23 @@ def _learn(s, learn, rho=1.0, items=slice(None)):
     s.lgamma_eta = rt.gammaln(s.eta)
     s.lgamma_sum_alpha = rt.gammaln(s.n_K * s.alpha)
     s.lgamma_alpha = rt.gammaln(s.alpha)
+
+
+def _result(s, trace, converged, seconds, items=True):
+    """The posterior in usual parameters, expectations and the state;
+    items=False: the globals only.
+    """
+    posterior = {}
+    state = {'lam_beta_log': s.lam_beta_log}
+    beta__alpha = rt.dirichlet_params(s.lam_beta_log)
+    posterior['beta.alpha'] = beta__alpha
+    posterior['E[log beta]'] = s.E_beta_log
+    if items:  # out of core the state holds one minibatch's items
+        theta__alpha = rt.dirichlet_params(s.lam_theta_log)
+        posterior['theta.alpha'] = theta__alpha
+        posterior['E[log theta]'] = s.E_theta_log
+        state['lam_theta_log'] = s.lam_theta_log
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'eta': s.eta}, state=state)
 
 
 def fit(
@@ -983,14 +1049,22 @@ def fit_svi(
     learn: hyperparameters moved each step by rho towards their empirical Bayes value given the batch.
     The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
     its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
+    data may be an rt.ItemSource (cemodel.streaming.open_source: files on disk) when STREAMING says
+    yes: each minibatch is then read and bound on its own (_bind_items), the ELBO reads the
+    items a minibatch at a time, and the result holds the globals only (Model.infer gives the
+    locals of any items).
     """
+    source = rt.item_source(data, STREAMING)  # an rt.ItemSource (data on disk), or None
+    if source is not None:  # out of core: the start binds one minibatch ('seeds' seeds from it)
+        dims = source.sizes(dims, ITEM_DIMS)
+        data = source.read(source.start_items(batch_size, seed))
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     local = rt.check_local_step(local, LOCAL_STEPS)
     learn = rt.check_learn(learn, LEARNABLE)
     if local == 'gibbs':
         rt.check_sweeps(gibbs_sweeps, gibbs_burn_in)
-    n_D_total = len(s.all_items)
-    batch_size = len(s.all_items) if batch_size is None else min(int(batch_size), len(s.all_items))
+    n_D_total = len(s.all_items) if source is None else source.n_items
+    batch_size = n_D_total if batch_size is None else min(int(batch_size), n_D_total)
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
@@ -1003,7 +1077,7 @@ def fit_svi(
     stop = None if tol is None or not evaluate else rt.NoisyStop(window, patience, tol)
     first = 0
     if resume is not None:  # continue the same trajectory: state, counters and random streams
-        progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi')
+        progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi', source=source, keep=GLOBAL_STATE)
         trace, step, first = progress['trace'], progress['step'], progress['epoch']
         shortened = progress['shortened']
         for g, state in zip((rng, noise, sampler), progress['streams']):
@@ -1016,6 +1090,10 @@ def fit_svi(
             rt.seed_kernels(seed * 1000003 + epoch)
         for begin in range(0, len(order), batch_size):
             batch = order[begin:begin + batch_size]
+            # out of core: the minibatch's items, read and bound on their own
+            if source is not None:
+                s = _bind_items(s, source.read(batch))
+                batch = s.all_items
             rho = step_scale * (step + tau) ** (-kappa)
             s.item_weight[...] = 1.0
             # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
@@ -1063,13 +1141,19 @@ def fit_svi(
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()
-            on_epoch(epoch, _result(s, trace, False, paused - clock))
+            on_epoch(epoch, _result(s, trace, False, paused - clock, items=source is None))
             clock += time.perf_counter() - paused  # not part of the fit's time
         if evaluate:
             # the full-data ELBO at optimal locals for the current globals
             s.item_weight[...] = 1.0
             s.acc_w_0[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, False, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads, s.acc_w_0)
+            if source is None:
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, False, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads, s.acc_w_0)
+            else:  # out of core: a minibatch at a time; the statistics add up
+                elbo = 0.0
+                for chunk in source.chunks(batch_size):
+                    s = _bind_items(s, source.read(chunk))
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, False, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads, s.acc_w_0)
             elbo_global_part = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
             elbo += elbo_global_part
             trace.append(elbo)
@@ -1077,11 +1161,11 @@ def fit_svi(
                 callback(epoch, elbo, time.perf_counter() - clock)
         # atomic: a crash keeps the previous one
         if checkpoint is not None and (epoch + 1) % checkpoint_every == 0:
-            rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit_svi', epoch=epoch + 1, step=step, trace=trace, shortened=shortened, streams=[g.bit_generator.state for g in (rng, noise, sampler)])
+            rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit_svi', source=source, keep=GLOBAL_STATE, epoch=epoch + 1, step=step, trace=trace, shortened=shortened, streams=[g.bit_generator.state for g in (rng, noise, sampler)])
         if evaluate and stop is not None and stop.update(elbo):
             converged = True
             break
-    result = _result(s, trace, converged, time.perf_counter() - clock)
+    result = _result(s, trace, converged, time.perf_counter() - clock, items=source is None)
     if apply_v:  # rows whose SSVI step was shortened
         result.notes['shortened_steps'] = shortened
     return result

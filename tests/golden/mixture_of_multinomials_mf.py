@@ -34,6 +34,10 @@ LOCAL_STEPS = {
     'gibbs': 'yes: samples c',
     'cvb0': 'yes: updates q(c), zero-order collapsed VB',
 }
+STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
+ITEM_DIMS = ('D', 'N')  # sizes set by the items bound
+# the arrays an out-of-core checkpoint keeps
+GLOBAL_STATE = ('lam_phi_log', 'E_phi_log', 'lam_pi_log', 'E_pi_log')
 
 SPEC = {
     "model": 'mixture_of_multinomials',
@@ -565,19 +569,45 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_c_onehot=E_c_onehot, n_K=n_K, lam_c_onehot=lam_c_onehot, E_pi_log=E_pi_log, tokens_ptr=tokens_ptr, w=w, E_phi_log=E_phi_log, tokens_weight=tokens_weight, item_weight=item_weight, acc_c_0_threads=acc_c_0_threads, acc_w_0_threads=acc_w_0_threads, acc_c_0=acc_c_0, acc_w_0=acc_w_0, lam_phi_log=lam_phi_log, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
-def _result(s, trace, converged, seconds):
-    """The posterior in usual parameters, expectations and the state."""
-    posterior = {}
-    phi__alpha = rt.dirichlet_params(s.lam_phi_log)
-    posterior['phi.alpha'] = phi__alpha
-    posterior['E[log phi]'] = s.E_phi_log
-    pi__alpha = rt.dirichlet_params(s.lam_pi_log)
-    posterior['pi.alpha'] = pi__alpha[0]
-    posterior['E[log pi]'] = s.E_pi_log[0]
-    c__probs = rt.categorical_params(s.lam_c_onehot)
-    posterior['c.probs'] = c__probs
-    posterior['E[onehot c]'] = s.E_c_onehot
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'eta': s.eta}, state={'lam_phi_log': s.lam_phi_log, 'lam_pi_log': s.lam_pi_log, 'lam_c_onehot': s.lam_c_onehot})
+def _bind_items(s, data):
+    """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
+    holding its items only. Its data, per-item parameters and the local step's buffers are
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    shared (not copied), so the steps on it move the fit.
+    """
+    # the sizes of everything but the items are the fit's
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    n_K = bound.dims['K']
+    n_V = bound.dims['V']
+    n_D = bound.dims['D']
+    tokens_ptr = bound.arrays['tokens_ptr']
+    tokens_weight = bound.arrays['tokens_weight']
+    w = bound.arrays['w']
+    # hyperparameters: the fit's current values
+    alpha = s.alpha
+    eta = s.eta
+    # known quantities: functions of hyperparameters and data
+    lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
+    lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))
+    lgamma_sum_eta = rt.gammaln(n_V * eta)  # lgamma_sum(repeat(eta, V))
+    lgamma_eta = rt.gammaln(eta)  # lgamma(repeat(eta, V))
+    # variational parameters (natural, coefficient form) and E[t]
+    lam_phi_log = s.lam_phi_log
+    E_phi_log = s.E_phi_log
+    lam_pi_log = s.lam_pi_log
+    E_pi_log = s.E_pi_log
+    lam_c_onehot = np.zeros((n_D, n_K))
+    E_c_onehot = np.zeros((n_D, n_K))
+    # sufficient statistics the local step hands to the global step (added up over minibatches)
+    acc_c_0 = s.acc_c_0
+    acc_w_0 = s.acc_w_0
+    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    acc_c_0_threads = s.acc_c_0_threads
+    acc_w_0_threads = s.acc_w_0_threads
+    all_items = np.arange(n_D)  # the local step runs over these
+    item_weight = np.ones(n_D)  # each item's weight in the statistics (SVI+ perturbs it)
+    seed_category = np.full(n_D, -1)
+    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_c_onehot=E_c_onehot, n_K=n_K, lam_c_onehot=lam_c_onehot, E_pi_log=E_pi_log, tokens_ptr=tokens_ptr, w=w, E_phi_log=E_phi_log, tokens_weight=tokens_weight, item_weight=item_weight, acc_c_0_threads=acc_c_0_threads, acc_w_0_threads=acc_w_0_threads, acc_c_0=acc_c_0, acc_w_0=acc_w_0, lam_phi_log=lam_phi_log, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -594,6 +624,26 @@ def _learn(s, learn, rho=1.0, items=slice(None)):
     s.lgamma_alpha = rt.gammaln(s.alpha)
     s.lgamma_sum_eta = rt.gammaln(s.n_V * s.eta)
     s.lgamma_eta = rt.gammaln(s.eta)
+
+
+def _result(s, trace, converged, seconds, items=True):
+    """The posterior in usual parameters, expectations and the state;
+    items=False: the globals only.
+    """
+    posterior = {}
+    state = {'lam_phi_log': s.lam_phi_log, 'lam_pi_log': s.lam_pi_log}
+    phi__alpha = rt.dirichlet_params(s.lam_phi_log)
+    posterior['phi.alpha'] = phi__alpha
+    posterior['E[log phi]'] = s.E_phi_log
+    pi__alpha = rt.dirichlet_params(s.lam_pi_log)
+    posterior['pi.alpha'] = pi__alpha[0]
+    posterior['E[log pi]'] = s.E_pi_log[0]
+    if items:  # out of core the state holds one minibatch's items
+        c__probs = rt.categorical_params(s.lam_c_onehot)
+        posterior['c.probs'] = c__probs
+        posterior['E[onehot c]'] = s.E_c_onehot
+        state['lam_c_onehot'] = s.lam_c_onehot
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'eta': s.eta}, state=state)
 
 
 def fit(
@@ -717,14 +767,22 @@ def fit_svi(
     learn: hyperparameters moved each step by rho towards their empirical Bayes value given the batch.
     The ELBO trace holds the full-data bound after each epoch. With tol set, the fit stops when
     its moving average over `window` epochs has not improved by tol (relative) for `patience` epochs.
+    data may be an rt.ItemSource (cemodel.streaming.open_source: files on disk) when STREAMING says
+    yes: each minibatch is then read and bound on its own (_bind_items), the ELBO reads the
+    items a minibatch at a time, and the result holds the globals only (Model.infer gives the
+    locals of any items).
     """
+    source = rt.item_source(data, STREAMING)  # an rt.ItemSource (data on disk), or None
+    if source is not None:  # out of core: the start binds one minibatch ('seeds' seeds from it)
+        dims = source.sizes(dims, ITEM_DIMS)
+        data = source.read(source.start_items(batch_size, seed))
     s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     local = rt.check_local_step(local, LOCAL_STEPS)
     learn = rt.check_learn(learn, LEARNABLE)
     if local == 'gibbs':
         rt.check_sweeps(gibbs_sweeps, gibbs_burn_in)
-    n_D_total = len(s.all_items)
-    batch_size = len(s.all_items) if batch_size is None else min(int(batch_size), len(s.all_items))
+    n_D_total = len(s.all_items) if source is None else source.n_items
+    batch_size = n_D_total if batch_size is None else min(int(batch_size), n_D_total)
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
@@ -738,7 +796,7 @@ def fit_svi(
     stop = None if tol is None or not evaluate else rt.NoisyStop(window, patience, tol)
     first = 0
     if resume is not None:  # continue the same trajectory: state, counters and random streams
-        progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi')
+        progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi', source=source, keep=GLOBAL_STATE)
         trace, step, first = progress['trace'], progress['step'], progress['epoch']
         shortened = progress['shortened']
         for g, state in zip((rng, noise, sampler), progress['streams']):
@@ -751,6 +809,10 @@ def fit_svi(
             rt.seed_kernels(seed * 1000003 + epoch)
         for begin in range(0, len(order), batch_size):
             batch = order[begin:begin + batch_size]
+            # out of core: the minibatch's items, read and bound on their own
+            if source is not None:
+                s = _bind_items(s, source.read(batch))
+                batch = s.all_items
             rho = step_scale * (step + tau) ** (-kappa)
             s.item_weight[...] = 1.0
             # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
@@ -811,14 +873,20 @@ def fit_svi(
             step += 1
         if on_epoch is not None:
             paused = time.perf_counter()
-            on_epoch(epoch, _result(s, trace, False, paused - clock))
+            on_epoch(epoch, _result(s, trace, False, paused - clock, items=source is None))
             clock += time.perf_counter() - paused  # not part of the fit's time
         if evaluate:
             # the full-data ELBO at optimal locals for the current globals
             s.item_weight[...] = 1.0
             s.acc_c_0[...] = 0.0
             s.acc_w_0[...] = 0.0
-            elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, s.acc_c_0_threads, s.acc_w_0_threads, s.acc_c_0, s.acc_w_0)
+            if source is None:
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, s.acc_c_0_threads, s.acc_w_0_threads, s.acc_c_0, s.acc_w_0)
+            else:  # out of core: a minibatch at a time; the statistics add up
+                elbo = 0.0
+                for chunk in source.chunks(batch_size):
+                    s = _bind_items(s, source.read(chunk))
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, s.acc_c_0_threads, s.acc_w_0_threads, s.acc_c_0, s.acc_w_0)
             elbo_global_part = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.n_V, s.eta, s.E_phi_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_c_0, s.acc_w_0, s.lam_phi_log, s.lam_pi_log)
             elbo += elbo_global_part
             trace.append(elbo)
@@ -826,11 +894,11 @@ def fit_svi(
                 callback(epoch, elbo, time.perf_counter() - clock)
         # atomic: a crash keeps the previous one
         if checkpoint is not None and (epoch + 1) % checkpoint_every == 0:
-            rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit_svi', epoch=epoch + 1, step=step, trace=trace, shortened=shortened, streams=[g.bit_generator.state for g in (rng, noise, sampler)])
+            rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit_svi', source=source, keep=GLOBAL_STATE, epoch=epoch + 1, step=step, trace=trace, shortened=shortened, streams=[g.bit_generator.state for g in (rng, noise, sampler)])
         if evaluate and stop is not None and stop.update(elbo):
             converged = True
             break
-    result = _result(s, trace, converged, time.perf_counter() - clock)
+    result = _result(s, trace, converged, time.perf_counter() - clock, items=source is None)
     if apply_v:  # rows whose SSVI step was shortened
         result.notes['shortened_steps'] = shortened
     return result

@@ -1,0 +1,73 @@
+"""Items read from somewhere else than memory: what an out-of-core ``fit_svi`` asks of its data.
+
+A generated ``fit_svi`` given an :class:`ItemSource` instead of a dict binds one minibatch at a
+time (``_bind_items``): the source hands over the data of the items asked for, in the order
+asked, and nothing else is held. ``cemodel.streaming`` has the sources for files on disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..errors import CemDataError
+
+
+class ItemSource:
+    """The items of a data plate, ``n_items`` of them, read on demand.
+
+    Subclasses implement :meth:`read` and :meth:`fingerprint` and set ``n_items``.
+    """
+
+    n_items: int = 0
+    # sizes the whole data set fixes and one minibatch may not show (the largest category or
+    # index of any item + 1, the columns of a count matrix)
+    dims: dict[str, int] = {}
+
+    def read(self, items: np.ndarray) -> dict[str, Any]:
+        """The data of ``items`` (indices into the plate), in that order, as the dict a
+        generated ``fit`` takes: item ``i`` of the result is item ``items[i]``."""
+        raise NotImplementedError
+
+    def fingerprint(self) -> str:
+        """Changes when the data change (checkpoints refuse other data)."""
+        raise NotImplementedError
+
+    def sizes(self, dims: dict[str, int] | None, item_dims: tuple[str, ...]) -> dict[str, int]:
+        """The sizes to bind minibatches with: ``dims`` (the user's) over the source's, without
+        those of the items (``item_dims``, the data plate's first), which vary by minibatch."""
+        dims = dict(dims or {})
+        if item_dims and item_dims[0] in dims and int(dims[item_dims[0]]) != self.n_items:
+            raise CemDataError(f"dims: {item_dims[0]}={dims[item_dims[0]]} given, but the data "
+                               f"on disk have {self.n_items} items")
+        merged = {**self.dims, **dims}
+        return {k: v for k, v in merged.items() if k not in item_dims}
+
+    def chunks(self, size: int) -> Iterator[np.ndarray]:
+        """Consecutive runs of at most ``size`` items covering the plate once, in order."""
+        size = max(1, int(size))
+        for begin in range(0, self.n_items, size):
+            yield np.arange(begin, min(begin + size, self.n_items))
+
+    def start_items(self, size: int | None, seed: int) -> np.ndarray:
+        """The items a fit starts from (k-means++ seeds are drawn among them): a random
+        minibatch, in increasing order, from a stream of its own."""
+        n = self.n_items if size is None else min(int(size), self.n_items)
+        rng = np.random.default_rng([seed, 4])
+        return np.sort(rng.choice(self.n_items, size=n, replace=False))
+
+
+def item_source(data: object, streaming: str) -> ItemSource | None:
+    """``data`` if it is an :class:`ItemSource` and the model can read its items a minibatch at
+    a time (``streaming``, the module's STREAMING: 'yes' or 'no: why'), None for in-memory
+    data; an error with the reason otherwise."""
+    if not isinstance(data, ItemSource):
+        return None
+    if not streaming.startswith("yes"):
+        raise CemDataError("out-of-core data (a stream from disk) does not apply to this "
+                           f"model: {streaming.removeprefix('no: ')}")
+    if data.n_items < 1:
+        raise CemDataError("out-of-core data: expected at least one item, found none")
+    return data

@@ -1,0 +1,270 @@
+"""Out of core: SVI reading its minibatches from disk follows the in-memory trajectory.
+
+Every format (.npy, .npz by name and ragged, sparse .npz, MatrixMarket, UCI docword) is
+written from data that an in-memory fit also gets; with the same seed and a start that does
+not look at the data, the two fits must agree: the same minibatches, the same local steps in
+the same order, so the globals agree to round-off and the ELBO (summed over chunks) to 1e-9
+relative.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.io
+from scipy import sparse
+
+import cemodel
+from cemodel.api import Model
+from cemodel.cli import main
+from cemodel.errors import CemDataError, CemError
+from cemodel.streaming import open_source
+
+REPO = Path(__file__).resolve().parents[1]
+LIB = REPO / "stdlib_models"
+
+
+@pytest.fixture(scope="module")
+def lda():
+    return Model("lda")
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    rng = np.random.default_rng(0)
+    n_docs, n_words, k = 150, 40, 3
+    topics = rng.dirichlet(np.full(n_words, 0.1), k)
+    rows = [rng.multinomial(rng.integers(5, 40), rng.dirichlet(np.full(k, 0.3)) @ topics)
+            for _ in range(n_docs)]
+    rows[7] = np.zeros(n_words)  # an empty document
+    return sparse.csr_array(np.array(rows, dtype=np.float64))
+
+
+def write_docword(path: Path, counts: sparse.csr_array, shuffle: bool = False) -> Path:
+    coo = counts.tocoo()
+    lines = [f"{r + 1} {c + 1} {int(v)}" for r, c, v in
+             zip(coo.row, coo.col, coo.data, strict=True)]
+    if shuffle:
+        np.random.default_rng(1).shuffle(lines)
+    text = f"{counts.shape[0]}\n{counts.shape[1]}\n{len(lines)}\n" + "\n".join(lines) + "\n"
+    if path.name.endswith(".gz"):
+        with gzip.open(path, "wt") as f:
+            f.write(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+def same_fit(a, b, keys) -> None:
+    np.testing.assert_allclose(b.elbo, a.elbo, rtol=1e-9)
+    for key in keys:
+        np.testing.assert_allclose(b.posterior[key], a.posterior[key], rtol=1e-10, atol=1e-12)
+
+
+SVI = dict(epochs=3, batch_size=32, seed=3, start="random")
+
+
+@pytest.mark.parametrize("form", ["docword", "docword_shuffled_gz", "mtx", "sparse_npz",
+                                  "ragged_npz"])
+def test_lda_streamed_from_every_sparse_format_equals_in_memory(tmp_path, lda, corpus, form):
+    if form == "docword":
+        path = write_docword(tmp_path / "docword.test.txt", corpus)
+    elif form == "docword_shuffled_gz":
+        path = write_docword(tmp_path / "docword.test.txt.gz", corpus, shuffle=True)
+    elif form == "mtx":
+        path = tmp_path / "counts.mtx"
+        scipy.io.mmwrite(path, sparse.coo_matrix(corpus))
+    elif form == "sparse_npz":
+        path = tmp_path / "counts.npz"
+        sparse.save_npz(path, sparse.csr_matrix(corpus))
+    else:  # token ids stored flat with offsets (the in-memory .npz convention)
+        tokens = [np.repeat(np.arange(corpus.shape[1]), corpus[[d]].toarray()[0].astype(int))
+                  for d in range(corpus.shape[0])]
+        path = tmp_path / "tokens.npz"
+        ptr = np.r_[0, np.cumsum([len(t) for t in tokens])]
+        np.savez(path, w=np.concatenate(tokens), tokens_ptr=ptr)
+        corpus = {"w": tokens}
+    source = open_source(path, lda.module.SPEC, "docs", cache=tmp_path / "cache")
+    assert source.n_items == 150
+    data = corpus if isinstance(corpus, dict) else {"w": corpus}
+    memory = lda.fit(data, "svi", dims={"K": 3}, **SVI)
+    streamed = lda.fit(source, "svi", dims={"K": 3}, **SVI)
+    same_fit(memory, streamed, ["beta.alpha", "E[log beta]"])
+    assert "theta.alpha" not in streamed.posterior  # one minibatch's locals are not a result
+    assert len(streamed.elbo) == 3
+
+
+@pytest.mark.parametrize("method, options", [
+    ("svi+", {"effective_batch_size": 28}),
+    ("ssvi-a", {}),
+    ("ssvi", {}),
+    ("svi", {"ramp": True, "learn": ("alpha",)}),
+])
+def test_every_stochastic_method_streams_the_same_trajectory(tmp_path, lda, corpus, method,
+                                                             options):
+    path = write_docword(tmp_path / "docword.test.txt", corpus)
+    source = lda.stream(path)
+    memory = lda.fit({"w": corpus}, method, dims={"K": 3}, **SVI, **options)
+    streamed = lda.fit(source, method, dims={"K": 3}, **SVI, **options)
+    same_fit(memory, streamed, ["beta.alpha"])
+    assert streamed.hypers["alpha"] == pytest.approx(memory.hypers["alpha"], rel=1e-12)
+
+
+def test_gibbs_and_cvb0_local_steps_stream_the_same_trajectory(tmp_path, lda, corpus):
+    source = lda.stream(write_docword(tmp_path / "docword.test.txt", corpus))
+    for local in ("gibbs", "cvb0"):
+        memory = lda.fit({"w": corpus}, "svi", local=local, dims={"K": 3}, **SVI)
+        streamed = lda.fit(source, "svi", local=local, dims={"K": 3}, **SVI)
+        same_fit(memory, streamed, ["beta.alpha"])
+
+
+def test_gaussian_mixture_from_npy_rows(tmp_path):
+    gmm = Model("gmm", K=3)
+    rng = np.random.default_rng(2)
+    x = np.concatenate([rng.normal(m, 0.3, (60, 2)) for m in (-3.0, 0.0, 3.0)])
+    path = tmp_path / "points.npy"
+    np.save(path, x)
+    source = gmm.stream(path)
+    memory = gmm.fit({"x": x}, "svi", **SVI)
+    streamed = gmm.fit(source, "svi", **SVI)
+    same_fit(memory, streamed, ["mu.mean", "Lambda.scale", "pi.alpha"])
+
+
+def test_index_sizes_come_from_the_whole_file(tmp_path):
+    """A group index seen only in some minibatches still sizes the groups: the source scans
+    the file once, as the in-memory binding sees all of it."""
+    model = Model("hierarchical_normal")
+    rng = np.random.default_rng(4)
+    group = np.r_[rng.integers(0, 4, 99), 9]  # group 9 only in the last item
+    y = rng.normal(group.astype(float), 1.0)
+    path = tmp_path / "groups.npz"
+    np.savez(path, y=y, group=group)
+    source = model.stream(path)
+    assert source.dims == {"G": 10}
+    memory = model.fit({"y": y, "group": group}, "svi", **SVI)
+    streamed = model.fit(source, "svi", **SVI)
+    assert streamed.dims["G"] == 10
+    same_fit(memory, streamed, ["mu.mean"])
+
+
+def test_hmm_sequences_stream_from_flat_npz(tmp_path):
+    hmm = Model("hmm", K=2)
+    rng = np.random.default_rng(5)
+    seqs = [rng.integers(0, 3, rng.integers(3, 9)) for _ in range(40)]
+    path = tmp_path / "seqs.npz"
+    np.savez(path, x=np.concatenate(seqs), steps_ptr=np.r_[0, np.cumsum([len(s) for s in seqs])])
+    memory = hmm.fit({"x": seqs}, "svi", **SVI)
+    streamed = hmm.fit(hmm.stream(path), "svi", **SVI)
+    same_fit(memory, streamed, ["A.alpha"])
+
+
+def test_streamed_checkpoint_resumes_the_same_trajectory(tmp_path, lda, corpus):
+    source = lda.stream(write_docword(tmp_path / "docword.test.txt", corpus))
+    whole = lda.fit(source, "svi", dims={"K": 3}, **{**SVI, "epochs": 4})
+    ckpt = tmp_path / "fit.ckpt"
+    lda.fit(source, "svi", dims={"K": 3}, checkpoint=ckpt, **{**SVI, "epochs": 2})
+    resumed = lda.fit(source, "svi", dims={"K": 3}, resume=ckpt, **{**SVI, "epochs": 4})
+    same_fit(whole, resumed, ["beta.alpha"])
+    other = write_docword(tmp_path / "docword.other.txt", corpus[:100])
+    with pytest.raises(CemDataError, match="data differ"):
+        lda.fit(lda.stream(other), "svi", dims={"K": 3}, resume=ckpt, **{**SVI, "epochs": 4})
+
+
+def test_seeds_start_draws_from_one_minibatch_and_fits(tmp_path):
+    """Streamed, k-means++ seeds come from one random minibatch rather than all items: a
+    different start, which must fit as well as the in-memory one."""
+    gmm = Model("gmm", K=3)
+    rng = np.random.default_rng(6)
+    x = np.concatenate([rng.normal(m, 0.3, (200, 2)) for m in (-4.0, 0.0, 4.0)])
+    np.save(tmp_path / "points.npy", x)
+    options = dict(epochs=10, batch_size=100, seed=0, tau=1.0, kappa=0.6)
+    memory = gmm.fit({"x": x}, "svi", **options)
+    streamed = gmm.fit(gmm.stream(tmp_path / "points.npy"), "svi", **options)
+    assert streamed.elbo[-1] == pytest.approx(memory.elbo[-1], rel=0.01)
+    assert np.all(np.diff(np.sort(streamed.posterior["mu.mean"][:, 0])) > 2.0)
+
+
+def test_batch_methods_and_other_misuse_are_refused(tmp_path, lda, corpus):
+    source = lda.stream(write_docword(tmp_path / "docword.test.txt", corpus))
+    with pytest.raises(CemDataError, match="fit_svi and its variants"):
+        lda.fit(source, "mf", dims={"K": 3})
+    with pytest.raises(CemDataError, match="data on disk have 150 items"):
+        lda.fit(source, "svi", dims={"K": 3, "D": 10}, epochs=1)
+    single = tmp_path / "single.cem"
+    single.write_text("model single\np ~ Beta(1.0, 1.0)\nobserve x ~ Bernoulli(p)\n")
+    with pytest.raises(CemError, match="no data plate"):
+        Model(single).stream(tmp_path / "docword.test.txt")
+    csv = tmp_path / "x.csv"
+    csv.write_text("1,2\n3,4\n")
+    with pytest.raises(CemDataError, match="cannot be read out of core"):
+        Model("gmm").stream(csv)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("3\n5\n2\n1 2 1\n2 9 1\n", r"wordID in \[1, 5\].*found 9 on line 5"),
+    ("3\n5\n2\n1 2 1\n4 1 1\n", r"docID in \[1, 3\].*found 4 on line 5"),
+    ("3\n5\n3\n1 2 1\n2 1 1\n", "header says 3 entries, found 2"),
+    ("3\n5\n1\n1 2 -1\n", "non-negative counts, found -1 on line 4"),
+    ("3\nfive\n1\n1 2 1\n", "the first three lines"),
+    ("3\n5\n1\n1 2\n", "expected 3 numbers per line"),
+])
+def test_bad_docword_files_are_refused_with_the_line_and_leave_nothing(tmp_path, lda, text,
+                                                                       message):
+    path = tmp_path / "docword.bad.txt"
+    path.write_text(text)
+    cache = tmp_path / "cache"
+    with pytest.raises(CemDataError, match=message) as info:
+        open_source(path, lda.module.SPEC, "docs", cache=cache)
+    assert str(path) in str(info.value)
+    assert not cache.exists() or not any(cache.iterdir())  # no half-converted store
+
+
+def test_dense_matrix_market_is_refused(tmp_path, lda):
+    path = tmp_path / "dense.mtx"
+    scipy.io.mmwrite(path, np.ones((3, 2)))
+    with pytest.raises(CemDataError, match="coordinate"):
+        open_source(path, lda.module.SPEC, "docs", cache=tmp_path / "cache")
+
+
+def test_conversion_is_cached(tmp_path, lda, corpus):
+    path = write_docword(tmp_path / "docword.test.txt", corpus)
+    cache = tmp_path / "cache"
+    open_source(path, lda.module.SPEC, "docs", cache=cache)
+    stores = list(cache.iterdir())
+    assert len(stores) == 1 and (stores[0] / "meta.json").exists()
+    open_source(path, lda.module.SPEC, "docs", cache=cache)
+    assert list(cache.iterdir()) == stores
+
+
+def test_fixed_inner_plates_stream(tmp_path):
+    """Features of a fixed-size inner plate size the globals too: the same for every item."""
+    model = Model("bernoulli_mixture", K=2)
+    rng = np.random.default_rng(7)
+    x = (rng.random((80, 6)) < np.where(np.arange(80)[:, None] < 40, 0.9, 0.1)).astype(float)
+    np.save(tmp_path / "x.npy", x)
+    memory = model.fit({"x": x}, "svi", **SVI)
+    streamed = model.fit(model.stream(tmp_path / "x.npy"), "svi", **SVI)
+    same_fit(memory, streamed, ["p.a", "p.b", "pi.alpha"])
+
+
+def test_every_library_model_with_a_data_plate_streams():
+    for path in sorted(LIB.glob("*.cem")):
+        module = cemodel.compile(path)
+        if hasattr(module, "fit_svi"):
+            assert module.STREAMING == "yes", path.name
+
+
+def test_cli_fit_stream(tmp_path, corpus, capsys):
+    path = write_docword(tmp_path / "docword.test.txt", corpus)
+    out = tmp_path / "post.npz"
+    assert main(["fit", str(LIB / "lda.cem"), "--set", "K=3", "--data", str(path), "--method",
+                 "svi", "--stream", "--epochs", "2", "--batch-size", "32", "--quiet", "-o",
+                 str(out)]) == 0
+    assert "beta.alpha" in np.load(out).files
+    assert main(["fit", str(LIB / "lda.cem"), "--data", str(path), "--stream", "--quiet"]) != 0
+    err = capsys.readouterr().err
+    assert "--stream: --method mf visits every item" in err
+    assert "Traceback" not in err
