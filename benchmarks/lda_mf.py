@@ -1,15 +1,19 @@
-"""Seconds per mean-field iteration of cemodel's compiled LDA next to scikit-learn's batch LDA.
+"""Seconds per mean-field iteration of cemodel's compiled LDA next to scikit-learn's batch LDA
+(and, for reference, tomotopy's collapsed Gibbs sampler per sweep).
 
-Both run single-threaded (BLAS, OpenMP and numba limited to one thread) on the same 80% of
+All run single-threaded (BLAS, OpenMP and numba limited to one thread) on the same 80% of
 the documents (``cemodel.evaluation.split_documents(seed=0)``), with alpha = 0.1 and
-eta = 0.01, for ``--iters`` full-batch iterations (no early stopping). Per-iteration time is
-the wall-clock time of the whole ``fit`` call divided by its iterations; cemodel's numba
-compilation is excluded by a small warm-up fit first. Held-out perplexity is
-``cemodel.evaluation.completion_perplexity`` on the other 20%, from each model's posterior-mean
-topics.
+eta = 0.01: cemodel and scikit-learn for ``--iters`` full-batch iterations (no early stopping),
+tomotopy's ``LDAModel`` for ``--tomotopy-iters`` Gibbs sweeps (one worker, alpha not
+optimised). Per-iteration time is the wall-clock time of the whole ``fit`` call divided by its
+iterations (tomotopy: of its ``train`` call, per sweep); cemodel's numba compilation is excluded
+by a small warm-up fit first. Held-out perplexity is ``cemodel.evaluation.completion_perplexity``
+on the other 20%, from each model's posterior-mean topics. Every (method, K) fit runs in a fresh
+process, which reports its peak memory and what the fit adds (``benchmarks/_common.py``).
 
     python benchmarks/lda_mf.py                       # NYT corpus, K = 20 and 100, 30 iterations
     python benchmarks/lda_mf.py --corpus reuters --k 10 --iters 5   # a quick smoke run
+    python benchmarks/lda_mf.py --corpus gcide --max-docs 2000 --k 10 --iters 3  # GCIDE, cut
     python benchmarks/lda_mf.py --k 20 --markdown     # a markdown table for RESULTS.md
 """
 
@@ -17,7 +21,8 @@ from __future__ import annotations
 
 import os
 
-# Single-threaded everywhere, set before numpy, scipy or numba load their thread pools.
+# Single-threaded everywhere, set before numpy, scipy or numba load their thread pools (a fit's
+# process inherits them, and sets them again when it imports this file).
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
              "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"):
     os.environ[_var] = "1"
@@ -27,42 +32,50 @@ import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
+from dataclasses import asdict, dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+import _common  # noqa: E402
 import numpy as np  # noqa: E402
 
 from cemodel import evaluation  # noqa: E402
-from cemodel.datasets import load_corpus  # noqa: E402
+from cemodel.datasets import CORPORA  # noqa: E402
+from cemodel.errors import CemError  # noqa: E402
 
 LDA_MODEL = REPO / "stdlib_models" / "lda.cem"
 ALPHA = 0.1
 ETA = 0.01
+# perplexities within 1% count as equal: different random starts move a fit by about that much
+PERPLEXITY_TIE = 0.01
+METHODS = ("cemodel", "sklearn", "tomotopy")
+NAMES = {"cemodel": "cemodel (compiled MF)", "sklearn": "scikit-learn batch",
+         "tomotopy": "tomotopy LDAModel (Gibbs, s/sweep, not per VB iteration)"}
 
 
 @dataclass
 class Row:
-    method: str
+    method: str  # a key of METHODS
     k: int
-    iterations: int
+    iterations: int  # tomotopy: Gibbs sweeps
     seconds: float
     perplexity: float
     note: str = ""
+    peak_mb: float = float("nan")  # the fit's process: peak resident size over its life
+    fit_mb: float = float("nan")  # the fit's peak minus the resident size just before it
 
     @property
     def per_iter(self) -> float:
         return self.seconds / self.iterations if self.iterations else float("nan")
 
 
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+log = _common.log
 
 
-def run_cemodel(k: int, X_train, X_test, iters: int) -> Row:
+def run_cemodel(k: int, X_train, X_test, iters: int, memory: _common.FitMemory) -> Row:
     from cemodel.compiler import compile_model
 
     module = compile_model(LDA_MODEL, {"K": k})
@@ -75,16 +88,18 @@ def run_cemodel(k: int, X_train, X_test, iters: int) -> Row:
         if iteration == 0 or (iteration + 1) % 10 == 0:
             log(f"    iteration {iteration + 1}: ELBO {elbo:.6g}, {seconds:.1f} s")
 
+    memory.start()
     start = time.perf_counter()
     result = module.fit({"w": X_train}, hypers=hypers, max_iter=iters, tol=0.0, seed=0,
                         callback=progress)
     seconds = time.perf_counter() - start
+    memory.stop()
     topics = evaluation.topics_from_dirichlet(result["beta.alpha"])
     perplexity = evaluation.completion_perplexity(topics, ALPHA, X_test, seed=0)
-    return Row("cemodel (compiled MF)", k, int(result.iterations), seconds, perplexity)
+    return Row("cemodel", k, int(result.iterations), seconds, perplexity)
 
 
-def run_sklearn(k: int, X_train, X_test, iters: int) -> Row:
+def run_sklearn(k: int, X_train, X_test, iters: int, memory: _common.FitMemory) -> Row:
     from sklearn.decomposition import LatentDirichletAllocation
 
     model = LatentDirichletAllocation(
@@ -92,15 +107,84 @@ def run_sklearn(k: int, X_train, X_test, iters: int) -> Row:
         doc_topic_prior=ALPHA, topic_word_prior=ETA, random_state=0, n_jobs=1,
         max_doc_update_iter=100, mean_change_tol=1e-3,
     )
+    memory.start()
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
         model.fit(X_train)
     seconds = time.perf_counter() - start
+    memory.stop()
     log(f"  scikit-learn K={k}: {model.n_iter_} iterations, {seconds:.1f} s")
     topics = evaluation.topics_from_sklearn(model)
     perplexity = evaluation.completion_perplexity(topics, ALPHA, X_test, seed=0)
-    return Row("scikit-learn batch", k, int(model.n_iter_), seconds, perplexity)
+    return Row("sklearn", k, int(model.n_iter_), seconds, perplexity)
+
+
+def tomotopy_topics(model, vocab: list[str], eta: float) -> np.ndarray:
+    """The posterior-mean topics over the whole vocabulary, columns in the count matrix's order.
+
+    ``get_topic_word_dist(k, normalize=False)`` is n_kw + eta over ``model.used_vocabs`` (the
+    words of the training documents, in tomotopy's own id order); a word of the vocabulary that
+    no training document uses has n_kw = 0. Normalising (n_kw + eta) over all V words is the
+    Dirichlet(eta) posterior mean on the same vocabulary as the other methods' topics."""
+    column = {word: j for j, word in enumerate(vocab)}
+    used = list(model.used_vocabs)
+    raw = np.array([model.get_topic_word_dist(t, normalize=False) for t in range(model.k)],
+                   dtype=np.float64)
+    if raw.shape[1] != len(used):
+        raise AssertionError(f"tomotopy: {raw.shape[1]} topic-word values, {len(used)} words")
+    topics = np.full((model.k, len(vocab)), eta)
+    topics[:, [column[word] for word in used]] = raw
+    return topics / topics.sum(axis=1, keepdims=True)
+
+
+def run_tomotopy(k: int, X_train, X_test, vocab: list[str], sweeps: int,
+                 memory: _common.FitMemory) -> Row:
+    import tomotopy as tp
+
+    memory.start()  # the model holds its own copy of the corpus: adding it is part of the fit
+    start = time.perf_counter()
+    model = tp.LDAModel(k=k, alpha=ALPHA, eta=ETA, seed=0)
+    model.optim_interval = 0  # keep alpha fixed (tomotopy optimises it every 10 sweeps by default)
+    indptr, indices, data = X_train.indptr, X_train.indices, X_train.data
+    for row in range(X_train.shape[0]):  # each document as its word strings, one per token
+        span = slice(indptr[row], indptr[row + 1])
+        words = [vocab[j] for j, count in zip(indices[span], data[span], strict=True)
+                 for _ in range(int(count))]
+        if words:
+            model.add_doc(words)
+    model.train(0, workers=1, parallel=tp.ParallelScheme.NONE)  # prepare: initial assignments
+    setup = time.perf_counter() - start
+    start = time.perf_counter()
+    model.train(sweeps, workers=1, parallel=tp.ParallelScheme.NONE)
+    seconds = time.perf_counter() - start
+    memory.stop()
+    log(f"  tomotopy K={k}: {sweeps} sweeps, {seconds:.1f} s (+ {setup:.1f} s to add the "
+        f"{len(model.docs)} documents and prepare, not timed); log-likelihood per word "
+        f"{model.ll_per_word:.4f}")
+    topics = tomotopy_topics(model, vocab, ETA)
+    perplexity = evaluation.completion_perplexity(topics, ALPHA, X_test, seed=0)
+    return Row("tomotopy", k, sweeps, seconds, perplexity)
+
+
+def fit_in_child(method: str, k: int, corpus: str, max_docs: int | None, iters: int,
+                 sweeps: int) -> dict:
+    """One fit, in its own process (``_common.run_isolated``): loads the corpus, fits, scores."""
+    _common.check_single_thread()
+    from threadpoolctl import threadpool_limits
+
+    _, vocab, X_train, X_test = _common.load_split(corpus, max_docs)
+    memory = _common.FitMemory()
+    with threadpool_limits(limits=1):
+        if method == "cemodel":
+            row = run_cemodel(k, X_train, X_test, iters, memory)
+        elif method == "sklearn":
+            row = run_sklearn(k, X_train, X_test, iters, memory)
+        else:
+            row = run_tomotopy(k, X_train, X_test, vocab, sweeps, memory)
+    row.peak_mb, row.fit_mb = memory.peak_mb, memory.fit_mb
+    log(f"  {method} K={k}: peak {row.peak_mb:.0f} MB, fit {row.fit_mb:.0f} MB")
+    return asdict(row)
 
 
 def failed(method: str, k: int, exc: BaseException) -> Row:
@@ -113,9 +197,12 @@ def fmt(value: float, digits: str) -> str:
 
 
 def render(rows: list[Row], markdown: bool) -> str:
-    header = ["method", "K", "s/iter", "iterations", "total s", "perplexity"]
-    body = [[r.method + (f" ({r.note})" if r.note else ""), str(r.k), fmt(r.per_iter, ".4f"),
-             str(r.iterations), fmt(r.seconds, ".2f"), fmt(r.perplexity, ".1f")] for r in rows]
+    header = ["method", "K", "s/iter", "iterations", "total s", "perplexity", "peak MB",
+              "fit MB"]
+    body = [[NAMES[r.method] + (f" ({r.note})" if r.note else ""), str(r.k),
+             fmt(r.per_iter, ".4f"), str(r.iterations), fmt(r.seconds, ".2f"),
+             fmt(r.perplexity, ".1f"), fmt(r.peak_mb, ".0f"), fmt(r.fit_mb, ".0f")]
+            for r in rows]
     if markdown:
         lines = ["| " + " | ".join(header) + " |",
                  "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
@@ -131,16 +218,34 @@ def render(rows: list[Row], markdown: bool) -> str:
 
 def ratios(rows: list[Row], markdown: bool) -> str:
     lines = []
+    bullet = "- " if markdown else ""
     for k in sorted({r.k for r in rows}):
-        ours = next((r for r in rows if r.k == k and r.method.startswith("cemodel")), None)
-        theirs = next((r for r in rows if r.k == k and r.method.startswith("scikit")), None)
-        if ours is None or theirs is None:
-            continue
-        speed = theirs.per_iter / ours.per_iter if ours.per_iter > 0 else float("nan")
-        quality = theirs.perplexity / ours.perplexity if ours.perplexity > 0 else float("nan")
-        bullet = "- " if markdown else ""
-        lines.append(f"{bullet}K={k}: sklearn/cemodel s/iter = {fmt(speed, '.2f')}x; "
-                     f"perplexity sklearn/cemodel = {fmt(quality, '.3f')}")
+        ours = next((r for r in rows if r.k == k and r.method == "cemodel"), None)
+        theirs = next((r for r in rows if r.k == k and r.method == "sklearn"), None)
+        gibbs = next((r for r in rows if r.k == k and r.method == "tomotopy"), None)
+        if ours is not None and theirs is not None:
+            speed = theirs.per_iter / ours.per_iter if ours.per_iter > 0 else float("nan")
+            quality = (theirs.perplexity / ours.perplexity if ours.perplexity > 0
+                       else float("nan"))
+            relative = ours.perplexity / theirs.perplexity - 1.0
+            verdict = ("better" if relative < -PERPLEXITY_TIE else
+                       "equal" if relative <= PERPLEXITY_TIE else "worse")
+            target = _common.target_verdict(speed, relative, PERPLEXITY_TIE)
+            lines.append(
+                f"{bullet}K={k}: sklearn/cemodel s/iter = {fmt(speed, '.2f')}x; perplexity "
+                f"sklearn/cemodel = {fmt(quality, '.3f')} (cemodel {fmt(ours.perplexity, '.1f')} "
+                f"vs scikit-learn {fmt(theirs.perplexity, '.1f')}: {verdict}, "
+                f"{fmt(100 * relative, '+.1f')}%); target (>= 2x scikit-learn batch per "
+                f"iteration at equal perplexity): {target}")
+        if ours is not None and gibbs is not None:
+            quality = (gibbs.perplexity / ours.perplexity if ours.perplexity > 0
+                       else float("nan"))
+            lines.append(
+                f"{bullet}K={k}: tomotopy (collapsed Gibbs, for reference, no target: a sweep "
+                f"is not a VB iteration) {gibbs.iterations} sweeps in {fmt(gibbs.seconds, '.1f')} "
+                f"s = {fmt(gibbs.per_iter, '.4f')} s/sweep, against cemodel's {ours.iterations} "
+                f"iterations in {fmt(ours.seconds, '.1f')} s; perplexity tomotopy/cemodel = "
+                f"{fmt(quality, '.3f')}")
     return "\n".join(lines)
 
 
@@ -148,45 +253,64 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--k", type=int, nargs="+", default=[20, 100], help="numbers of topics")
     parser.add_argument("--iters", type=int, default=30, help="MF iterations of each fit")
-    parser.add_argument("--corpus", choices=["nyt", "reuters"], default="nyt")
+    parser.add_argument("--tomotopy-iters", type=int, default=1000,
+                        help="Gibbs sweeps of tomotopy's fit")
+    parser.add_argument("--corpus", choices=CORPORA, default="nyt")
+    parser.add_argument("--max-docs", type=int, default=None,
+                        help="use only the first N documents of the corpus (smoke runs)")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
-    parser.add_argument("--only", choices=["cemodel", "sklearn"], help="run one method only")
+    parser.add_argument("--only", choices=METHODS, nargs="+", help="run these methods only")
     args = parser.parse_args(argv)
+    methods = args.only or METHODS
 
-    from threadpoolctl import threadpool_limits
-
-    X, vocab = load_corpus(args.corpus)
-    X_train, X_test = evaluation.split_documents(X, test_fraction=0.2, seed=0)
-    log(f"{args.corpus}: {X.shape[0]} documents, {len(vocab)} words, {int(X.sum())} tokens; "
+    try:
+        X, vocab, X_train, X_test = _common.load_split(args.corpus, args.max_docs)
+    except CemError as exc:  # a corpus that cannot be had: say what to run, no traceback
+        print(exc, file=sys.stderr)
+        return 2
+    label = _common.corpus_label(args.corpus, args.max_docs, X.shape[0])
+    log(f"{label}: {X.shape[0]} documents, {len(vocab)} words, {int(X.sum())} tokens; "
         f"train {X_train.shape[0]}, test {X_test.shape[0]}")
+    n_train, n_test = X_train.shape[0], X_test.shape[0]
+    del X_train, X_test  # each fit's process loads its own
     rows: list[Row] = []
-    with threadpool_limits(limits=1):
-        for k in args.k:
-            if args.only != "sklearn":
-                try:
-                    rows.append(run_cemodel(k, X_train, X_test, args.iters))
-                except Exception as exc:  # report the failure, still run the baseline
-                    rows.append(failed("cemodel (compiled MF)", k, exc))
-            if args.only != "cemodel":
-                rows.append(run_sklearn(k, X_train, X_test, args.iters))
+    for k in args.k:
+        for method in methods:
+            log(f"{method} K={k} (in a fresh process)")
+            try:
+                row = Row(**_common.run_isolated(fit_in_child, method, k, args.corpus,
+                                                 args.max_docs, args.iters, args.tomotopy_iters))
+            except Exception as exc:  # report the failure, still run the others
+                row = failed(method, k, exc)
+            rows.append(row)
 
     import numba
     import sklearn
 
-    title = (f"LDA mean-field, {args.corpus} ({X.shape[0]} docs, V={X.shape[1]}, "
-             f"{int(X.sum())} tokens; train {X_train.shape[0]} / test {X_test.shape[0]} docs), "
-             f"alpha={ALPHA}, eta={ETA}, {args.iters} iterations, 1 thread")
+    try:
+        import tomotopy
+
+        tomotopy_version = f", tomotopy {tomotopy.__version__} ({tomotopy.isa})"
+    except ImportError:
+        tomotopy_version = ""
+    title = (f"LDA mean-field, {label} ({X.shape[0]} docs, V={X.shape[1]}, "
+             f"{int(X.sum())} tokens; train {n_train} / test {n_test} docs), "
+             f"alpha={ALPHA}, eta={ETA}, {args.iters} iterations"
+             + (f" (tomotopy: {args.tomotopy_iters} Gibbs sweeps)" if "tomotopy" in methods
+                else "") + ", 1 thread, each fit in a fresh process")
     versions = (f"python {platform.python_version()}, numpy {np.__version__}, "
-                f"numba {numba.__version__}, scikit-learn {sklearn.__version__}, "
-                f"{platform.machine()}")
-    perplexity_note = ("perplexity: cemodel.evaluation.completion_perplexity "
-                       "(document completion, held-out 20%, lower is better)")
+                f"numba {numba.__version__}, scikit-learn {sklearn.__version__}"
+                f"{tomotopy_version}, {platform.machine()}")
+    notes = ("perplexity: cemodel.evaluation.completion_perplexity (document completion, "
+             "held-out 20%, lower is better). tomotopy's s/iter is seconds per Gibbs sweep (not "
+             "per VB iteration), its iterations are sweeps. peak MB: the fit's process over its "
+             "life (VmHWM); fit MB: the fit's peak minus the resident size just before it")
     if args.markdown:
         print(f"**{title}**  \n{versions}\n")
         print(render(rows, markdown=True))
         print()
         print(ratios(rows, markdown=True))
-        print(f"\n{perplexity_note}")
+        print(f"\n{notes}")
     else:
         print(title)
         print(versions)
@@ -194,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         print(render(rows, markdown=False))
         print()
         print(ratios(rows, markdown=False))
-        print(perplexity_note)
+        print(notes)
     return 0
 
 

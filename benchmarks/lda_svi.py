@@ -12,10 +12,12 @@ extra local step over all training documents, not part of SVI's updates): its ti
 separately, and cemodel's speed is given both without it (the training work, compared with the
 peers, which evaluate nothing) and with it. Held-out perplexity is
 ``cemodel.evaluation.completion_perplexity`` on the other 20%, from each model's posterior-mean
-topics.
+topics. Every (method, K) fit runs in a fresh process, which reports its peak memory and what the
+fit adds (``benchmarks/_common.py``).
 
     python benchmarks/lda_svi.py                        # NYT, K = 20 and 100, batch 256, 5 epochs
     python benchmarks/lda_svi.py --corpus reuters --k 10 --epochs 2 --batch-size 64   # smoke run
+    python benchmarks/lda_svi.py --corpus gcide --max-docs 2000 --k 10 --epochs 1     # GCIDE, cut
     python benchmarks/lda_svi.py --k 20 100 --markdown  # a markdown table for RESULTS.md
     python benchmarks/lda_svi.py --only gensim          # one library (also: cemodel, sklearn)
 """
@@ -24,7 +26,8 @@ from __future__ import annotations
 
 import os
 
-# Single-threaded everywhere, set before numpy, scipy or numba load their thread pools.
+# Single-threaded everywhere, set before numpy, scipy or numba load their thread pools (a fit's
+# process inherits them, and sets them again when it imports this file).
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
              "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"):
     os.environ[_var] = "1"
@@ -34,17 +37,19 @@ import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
+from dataclasses import asdict, dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+import _common  # noqa: E402
 import numpy as np  # noqa: E402
 
 from cemodel import evaluation  # noqa: E402
-from cemodel.datasets import load_corpus  # noqa: E402
+from cemodel.datasets import CORPORA  # noqa: E402
+from cemodel.errors import CemError  # noqa: E402
 
 LDA_MODEL = REPO / "stdlib_models" / "lda.cem"
 ALPHA = 0.1
@@ -78,6 +83,8 @@ class Row:
     note: str = ""
     kernels: dict[str, float] = field(default_factory=dict)
     repeat: int = 0  # which of --repeat runs
+    peak_mb: float = float("nan")  # the fit's process: peak resident size over its life
+    fit_mb: float = float("nan")  # the fit's peak minus the resident size just before it
 
     @property
     def train_seconds(self) -> float:
@@ -96,8 +103,7 @@ class Row:
         return work / self.seconds if self.seconds > 0 else float("nan")
 
 
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+log = _common.log
 
 
 class KernelTimer:
@@ -146,7 +152,7 @@ class KernelTimer:
                 + self.seconds.get("elbo_global", 0.0))
 
 
-def run_cemodel(k: int, X_train, X_test, opts: Settings) -> Row:
+def run_cemodel(k: int, X_train, X_test, opts: Settings, memory: _common.FitMemory) -> Row:
     from cemodel.compiler import compile_model
 
     module = compile_model(LDA_MODEL, {"K": k})
@@ -162,10 +168,12 @@ def run_cemodel(k: int, X_train, X_test, opts: Settings) -> Row:
         log(f"    epoch {epoch + 1}: ELBO {elbo:.6g}, {seconds:.1f} s (ELBO evaluations included)")
 
     with KernelTimer(module, X_train.shape[0]) as timer:
+        memory.start()
         start = time.perf_counter()
         result = module.fit_svi({"w": X_train}, epochs=opts.epochs, batch_size=opts.batch_size,
                                 callback=progress, **common)
         seconds = time.perf_counter() - start
+        memory.stop()
     kernels = dict(timer.seconds)
     kernels["rest of fit_svi (Python: batches, blend, checks, set-up)"] = (
         seconds - sum(timer.seconds.values()))
@@ -180,7 +188,7 @@ def run_cemodel(k: int, X_train, X_test, opts: Settings) -> Row:
                elbo_seconds=timer.elbo_seconds, kernels=kernels)
 
 
-def run_sklearn(k: int, X_train, X_test, opts: Settings) -> Row:
+def run_sklearn(k: int, X_train, X_test, opts: Settings, memory: _common.FitMemory) -> Row:
     from sklearn.decomposition import LatentDirichletAllocation
 
     model = LatentDirichletAllocation(
@@ -189,11 +197,13 @@ def run_sklearn(k: int, X_train, X_test, opts: Settings) -> Row:
         evaluate_every=-1, doc_topic_prior=ALPHA, topic_word_prior=ETA, random_state=0,
         n_jobs=1, max_doc_update_iter=MAX_LOCAL_ITER, mean_change_tol=LOCAL_TOL,
     )
+    memory.start()
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
         model.fit(X_train)
     seconds = time.perf_counter() - start
+    memory.stop()
     log(f"  scikit-learn K={k}: {model.n_iter_} passes, {model.n_batch_iter_ - 1} minibatch "
         f"steps, {seconds:.1f} s")
     topics = evaluation.topics_from_sklearn(model)
@@ -218,10 +228,12 @@ def gensim_corpus(X_train) -> list[list[tuple[int, float]]]:
     return corpus
 
 
-def run_gensim(k: int, X_train, X_test, opts: Settings, corpus, dtype) -> Row:
+def run_gensim(k: int, X_train, X_test, opts: Settings, corpus, dtype,
+               memory: _common.FitMemory) -> Row:
     from gensim.models import LdaModel
 
     n_words = X_train.shape[1]
+    memory.start()  # after the corpus is converted to gensim's lists (input, not fit)
     start = time.perf_counter()
     model = LdaModel(
         corpus, num_topics=k, id2word={i: str(i) for i in range(n_words)},
@@ -230,6 +242,7 @@ def run_gensim(k: int, X_train, X_test, opts: Settings, corpus, dtype) -> Row:
         gamma_threshold=LOCAL_TOL, random_state=0, dtype=dtype,
     )
     seconds = time.perf_counter() - start
+    memory.stop()
     log(f"  gensim K={k}: {opts.epochs} passes, {seconds:.1f} s")
     topics = model.get_topics()  # lambda normalised row by row: the posterior mean
     if topics.shape != (k, n_words):
@@ -238,6 +251,31 @@ def run_gensim(k: int, X_train, X_test, opts: Settings, corpus, dtype) -> Row:
                                                   seed=0)
     note = "" if dtype == np.float64 else np.dtype(dtype).name
     return Row("gensim", k, X_train.shape[0], opts.epochs, seconds, perplexity, note=note)
+
+
+def fit_in_child(method: str, k: int, corpus: str, max_docs: int | None, opts: Settings,
+                 gensim_dtype: str) -> dict:
+    """One fit, in its own process (``_common.run_isolated``): loads the corpus, fits, scores."""
+    _common.check_single_thread()
+    from threadpoolctl import threadpool_limits
+
+    _, _, X_train, X_test = _common.load_split(corpus, max_docs)
+    memory = _common.FitMemory()
+    with threadpool_limits(limits=1):
+        if method == "cemodel":
+            row = run_cemodel(k, X_train, X_test, opts, memory)
+        elif method == "sklearn":
+            row = run_sklearn(k, X_train, X_test, opts, memory)
+        else:
+            start = time.perf_counter()
+            corpus_lists = gensim_corpus(X_train)  # not timed
+            log(f"  gensim K={k}: corpus converted in {time.perf_counter() - start:.1f} s "
+                "(not timed)")
+            row = run_gensim(k, X_train, X_test, opts, corpus_lists,
+                             np.dtype(gensim_dtype).type, memory)
+    row.peak_mb, row.fit_mb = memory.peak_mb, memory.fit_mb
+    log(f"  {method} K={k}: peak {row.peak_mb:.0f} MB, fit {row.fit_mb:.0f} MB")
+    return asdict(row)
 
 
 def failed(method: str, k: int, opts: Settings, exc: BaseException) -> Row:
@@ -252,7 +290,7 @@ def fmt(value: float, digits: str) -> str:
 
 def render(rows: list[Row], markdown: bool) -> str:
     header = ["method", "K", "epochs", "docs/s", "training s", "+ ELBO s", "docs/s with ELBO",
-              "perplexity"]
+              "perplexity", "peak MB", "fit MB"]
     body = []
     for r in rows:
         has_elbo = r.method == "cemodel"
@@ -261,6 +299,7 @@ def render(rows: list[Row], markdown: bool) -> str:
             fmt(r.docs_per_second, ".0f"), fmt(r.train_seconds, ".2f"),
             fmt(r.elbo_seconds, ".2f") if has_elbo else "-",
             fmt(r.docs_per_second_all, ".0f") if has_elbo else "-", fmt(r.perplexity, ".1f"),
+            fmt(r.peak_mb, ".0f"), fmt(r.fit_mb, ".0f"),
         ])
     if markdown:
         lines = ["| " + " | ".join(header) + " |",
@@ -304,7 +343,7 @@ def ratios(rows: list[Row], all_rows: list[Row], markdown: bool) -> str:
         relative = ours.perplexity / best_quality - 1.0
         verdict = ("better" if relative < -PERPLEXITY_TIE else
                    "equal" if relative <= PERPLEXITY_TIE else "worse")
-        target = "met" if speed >= 2.0 and verdict != "worse" else "missed"
+        target = _common.target_verdict(speed, relative, PERPLEXITY_TIE)
         lines.append(
             f"{bullet}K={k}: docs/s cemodel / {NAMES[best.method]} (the faster peer) = "
             f"{fmt(speed, '.2f')}x training only, {fmt(speed_all, '.2f')}x with cemodel's "
@@ -328,7 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=5, help="passes over the training documents")
     parser.add_argument("--kappa", type=float, default=0.7, help="step-size decay (0.5, 1]")
     parser.add_argument("--tau", type=float, default=10.0, help="step-size delay")
-    parser.add_argument("--corpus", choices=["nyt", "reuters"], default="nyt")
+    parser.add_argument("--corpus", choices=CORPORA, default="nyt")
+    parser.add_argument("--max-docs", type=int, default=None,
+                        help="use only the first N documents of the corpus (smoke runs)")
     parser.add_argument("--gensim-dtype", choices=["float64", "float32"], default="float64",
                         help="gensim's floating-point type (its default is float32; the others "
                              "compute in float64)")
@@ -340,39 +381,37 @@ def main(argv: list[str] | None = None) -> int:
     methods = args.only or METHODS
     opts = Settings(args.batch_size, args.epochs, args.kappa, args.tau)
 
-    from threadpoolctl import threadpool_limits
-
-    X, vocab = load_corpus(args.corpus)
-    X_train, X_test = evaluation.split_documents(X, test_fraction=0.2, seed=0)
-    log(f"{args.corpus}: {X.shape[0]} documents, {len(vocab)} words, {int(X.sum())} tokens; "
-        f"train {X_train.shape[0]}, test {X_test.shape[0]}")
-    corpus = gensim_corpus(X_train) if "gensim" in methods else None  # not timed
-    gensim_dtype = np.dtype(args.gensim_dtype).type
+    try:
+        X, vocab, X_train, X_test = _common.load_split(args.corpus, args.max_docs)
+    except CemError as exc:  # a corpus that cannot be had: say what to run, no traceback
+        print(exc, file=sys.stderr)
+        return 2
+    label = _common.corpus_label(args.corpus, args.max_docs, X.shape[0])
+    n_train, n_test = X_train.shape[0], X_test.shape[0]
+    log(f"{label}: {X.shape[0]} documents, {len(vocab)} words, {int(X.sum())} tokens; "
+        f"train {n_train}, test {n_test}")
+    del X_train, X_test  # each fit's process loads its own
     rows: list[Row] = []
     all_rows: list[Row] = []
-    with threadpool_limits(limits=1):
-        for k in args.k:
-            runs: dict[str, list[Row]] = {method: [] for method in methods}
-            for repeat in range(args.repeat):  # interleaved, so load drifts hit every method
-                if args.repeat > 1:
-                    log(f"K={k}: run {repeat + 1} of {args.repeat}")
-                for method in methods:
-                    try:
-                        if method == "cemodel":
-                            row = run_cemodel(k, X_train, X_test, opts)
-                        elif method == "sklearn":
-                            row = run_sklearn(k, X_train, X_test, opts)
-                        else:
-                            row = run_gensim(k, X_train, X_test, opts, corpus, gensim_dtype)
-                    except Exception as exc:  # report the failure, still run the others
-                        row = failed(method, k, opts, exc)
-                    row.repeat = repeat
-                    runs[method].append(row)
-                    all_rows.append(row)
-            for method in methods:  # the fastest run of each (the fits themselves are seeded)
-                timed = [r for r in runs[method] if np.isfinite(r.train_seconds)]
-                rows.append(min(timed, key=lambda r: r.train_seconds) if timed
-                            else runs[method][0])
+    for k in args.k:
+        runs: dict[str, list[Row]] = {method: [] for method in methods}
+        for repeat in range(args.repeat):  # interleaved, so load drifts hit every method
+            if args.repeat > 1:
+                log(f"K={k}: run {repeat + 1} of {args.repeat}")
+            for method in methods:
+                log(f"{method} K={k} (in a fresh process)")
+                try:
+                    row = Row(**_common.run_isolated(fit_in_child, method, k, args.corpus,
+                                                     args.max_docs, opts, args.gensim_dtype))
+                except Exception as exc:  # report the failure, still run the others
+                    row = failed(method, k, opts, exc)
+                row.repeat = repeat
+                runs[method].append(row)
+                all_rows.append(row)
+        for method in methods:  # the fastest run of each (the fits themselves are seeded)
+            timed = [r for r in runs[method] if np.isfinite(r.train_seconds)]
+            rows.append(min(timed, key=lambda r: r.train_seconds) if timed
+                        else runs[method][0])
 
     import numba
     import sklearn
@@ -383,11 +422,11 @@ def main(argv: list[str] | None = None) -> int:
         gensim_version = f", gensim {gensim.__version__}"
     except ImportError:
         gensim_version = ""
-    title = (f"LDA SVI, {args.corpus} ({X.shape[0]} docs, V={X.shape[1]}, {int(X.sum())} tokens; "
-             f"train {X_train.shape[0]} / test {X_test.shape[0]} docs), alpha={ALPHA}, eta={ETA}, "
+    title = (f"LDA SVI, {label} ({X.shape[0]} docs, V={X.shape[1]}, {int(X.sum())} tokens; "
+             f"train {n_train} / test {n_test} docs), alpha={ALPHA}, eta={ETA}, "
              f"batch {args.batch_size}, kappa={args.kappa}, tau={args.tau}, {args.epochs} epochs, "
-             f"E-step <= {MAX_LOCAL_ITER} updates / tol {LOCAL_TOL}, 1 thread"
-             + (f", fastest of {args.repeat} runs" if args.repeat > 1 else ""))
+             f"E-step <= {MAX_LOCAL_ITER} updates / tol {LOCAL_TOL}, 1 thread, each fit in a "
+             "fresh process" + (f", fastest of {args.repeat} runs" if args.repeat > 1 else ""))
     versions = (f"python {platform.python_version()}, numpy {np.__version__}, "
                 f"numba {numba.__version__}, scikit-learn {sklearn.__version__}{gensim_version}, "
                 f"{platform.machine()}")
@@ -395,7 +434,9 @@ def main(argv: list[str] | None = None) -> int:
              "per-epoch full-data ELBO evaluations (the peers evaluate nothing); '+ ELBO s' is "
              "their time, 'docs/s with ELBO' counts the whole fit_svi call. Perplexity: "
              "cemodel.evaluation.completion_perplexity (document completion, held-out 20%, lower "
-             "is better)")
+             "is better). peak MB: the fit's process over its life (VmHWM); fit MB: the fit's "
+             "peak minus the resident size just before it (gensim: after its input lists are "
+             "built)")
     if args.markdown:
         print(f"**{title}**  \n{versions}\n")
         print(render(rows, markdown=True))
