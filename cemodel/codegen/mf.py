@@ -1733,8 +1733,8 @@ class MeanFieldEmitter:
             *([Block("if sample_globals", (self._driver_call("refresh_globals", {}),))]
               if globals_ else []),
             Comment("λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current "
-                    "q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]"),
-            *[Line(f"old_{n}_{st} = s.{self.layout.lam(n, st)}.copy()") for n, st in lams],
+                    "q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]"),
+            *[Line(f"old_{n}_{st}[...] = s.{self.layout.lam(n, st)}") for n, st in lams],
             Line(f"seen = {item_dim}_total if not ramp or epoch > 0 else "
                  f"min({item_dim}_total, begin + len(batch))",
                  "N, ramped up over the first sweep if asked (SSVI §2.6)"),
@@ -1838,6 +1838,9 @@ class MeanFieldEmitter:
                 for n in globals_ for a in self._aux(n)),
                 comment="the draws behind β that V(β, λ) needs")]
               if self._ssvi_applies() else []),
+            *[Line(f"old_{n}_{st} = np.empty_like(s.{self.layout.lam(n, st)})",
+                   "λ before the step (one buffer, reused)" if i == 0 else "")
+              for i, (n, st) in enumerate(lams)],
             Line("trace = []"),
             Line("step = 1", "t = 1, 2, ... (Hoffman et al. 2013)"),
             *([Line("shortened = 0", "SSVI: rows whose step was shortened to stay valid")]
@@ -1905,8 +1908,8 @@ class MeanFieldEmitter:
 
     def _blend_lines(self, lams) -> list[Node]:
         """λ ← (1 − ρ)λ + ρλ̂ (SSVI blends inside its V block)."""
-        nodes: list[Node] = [Line(f"s.{self.layout.lam(n, st)}[...] = (1.0 - rho) * old_{n}_{st}"
-                                  f" + rho * s.{self.layout.lam(n, st)}") for n, st in lams]
+        nodes: list[Node] = [Line(f"rt.blend(s.{self.layout.lam(n, st)}, old_{n}_{st}, rho)")
+                             for n, st in lams]
         if self._ssvi_applies():
             return [Block("if not apply_v", tuple(nodes))]
         return nodes

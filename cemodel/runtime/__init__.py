@@ -84,6 +84,7 @@ from .sampling import start_at_draw as start_at_draw
 from .seeding import seed_categories as seed_categories
 from .source import ItemSource as ItemSource
 from .source import item_source as item_source
+from .special import blend as blend
 from .special import digamma as digamma
 from .special import frobenius as frobenius
 from .special import inv_from_cholesky as inv_from_cholesky

@@ -315,3 +315,14 @@ def weighted_sum(weights: np.ndarray, values: np.ndarray) -> float:
     for i in range(weights.shape[0]):
         total += weights[i] * values[i]
     return total
+
+
+@numba.njit(nogil=True, cache=True)
+def blend(lam: np.ndarray, old: np.ndarray, rho: float) -> None:
+    """λ ← (1 − ρ)·λ_old + ρ·λ̂ in place of ``lam`` (which holds λ̂): the stochastic step,
+    one pass and no temporaries (both arrays C-contiguous, of one shape)."""
+    new = lam.reshape(-1)
+    previous = old.reshape(-1)
+    keep = 1.0 - rho
+    for i in range(new.size):
+        new[i] = keep * previous[i] + rho * new[i]

@@ -892,6 +892,9 @@ def fit_svi(
         aux_p_0 = np.empty_like(s.lam_p_log)
         aux_p_1 = np.empty_like(s.lam_p_log)
         aux_pi_0 = np.empty_like(s.lam_pi_log)
+    old_p_log = np.empty_like(s.lam_p_log)  # λ before the step (one buffer, reused)
+    old_p_log1m = np.empty_like(s.lam_p_log1m)
+    old_pi_log = np.empty_like(s.lam_pi_log)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     shortened = 0  # SSVI: rows whose step was shortened to stay valid
@@ -943,10 +946,10 @@ def fit_svi(
                 local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             if sample_globals:
                 refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m, s.n_K, s.n_P, s.lam_pi_log, s.E_pi_log)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
-            old_p_log = s.lam_p_log.copy()
-            old_p_log1m = s.lam_p_log1m.copy()
-            old_pi_log = s.lam_pi_log.copy()
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            old_p_log[...] = s.lam_p_log
+            old_p_log1m[...] = s.lam_p_log1m
+            old_pi_log[...] = s.lam_pi_log
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
@@ -971,9 +974,9 @@ def fit_svi(
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('dirichlet', rho, (old_pi_log,), (s.lam_pi_log,))
                 if not apply_v:
-                    s.lam_p_log[...] = (1.0 - rho) * old_p_log + rho * s.lam_p_log
-                    s.lam_p_log1m[...] = (1.0 - rho) * old_p_log1m + rho * s.lam_p_log1m
-                    s.lam_pi_log[...] = (1.0 - rho) * old_pi_log + rho * s.lam_pi_log
+                    rt.blend(s.lam_p_log, old_p_log, rho)
+                    rt.blend(s.lam_p_log1m, old_p_log1m, rho)
+                    rt.blend(s.lam_pi_log, old_pi_log, rho)
                 refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m, s.n_K, s.n_P, s.lam_pi_log, s.E_pi_log)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None

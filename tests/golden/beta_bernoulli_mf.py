@@ -393,6 +393,8 @@ def fit_svi(
     if apply_v:  # the draws behind β that V(β, λ) needs
         aux_p_0 = np.empty_like(s.lam_p_log)
         aux_p_1 = np.empty_like(s.lam_p_log)
+    old_p_log = np.empty_like(s.lam_p_log)  # λ before the step (one buffer, reused)
+    old_p_log1m = np.empty_like(s.lam_p_log1m)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     shortened = 0  # SSVI: rows whose step was shortened to stay valid
@@ -431,9 +433,9 @@ def fit_svi(
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             if sample_globals:
                 refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
-            old_p_log = s.lam_p_log.copy()
-            old_p_log1m = s.lam_p_log1m.copy()
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            old_p_log[...] = s.lam_p_log
+            old_p_log1m[...] = s.lam_p_log1m
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
@@ -450,8 +452,8 @@ def fit_svi(
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('beta', rho, (old_p_log, old_p_log1m), (s.lam_p_log, s.lam_p_log1m))
                 if not apply_v:
-                    s.lam_p_log[...] = (1.0 - rho) * old_p_log + rho * s.lam_p_log
-                    s.lam_p_log1m[...] = (1.0 - rho) * old_p_log1m + rho * s.lam_p_log1m
+                    rt.blend(s.lam_p_log, old_p_log, rho)
+                    rt.blend(s.lam_p_log1m, old_p_log1m, rho)
                 refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None

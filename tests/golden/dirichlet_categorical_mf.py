@@ -355,6 +355,7 @@ def fit_svi(
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
     if apply_v:  # the draws behind β that V(β, λ) needs
         aux_p_0 = np.empty_like(s.lam_p_log)
+    old_p_log = np.empty_like(s.lam_p_log)  # λ before the step (one buffer, reused)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     shortened = 0  # SSVI: rows whose step was shortened to stay valid
@@ -391,8 +392,8 @@ def fit_svi(
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.x, s.acc_x_0_threads, s.acc_x_0)
             if sample_globals:
                 refresh_globals(s.lam_p_log, s.E_p_log)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
-            old_p_log = s.lam_p_log.copy()
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            old_p_log[...] = s.lam_p_log
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
@@ -406,7 +407,7 @@ def fit_svi(
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('dirichlet', rho, (old_p_log,), (s.lam_p_log,))
                 if not apply_v:
-                    s.lam_p_log[...] = (1.0 - rho) * old_p_log + rho * s.lam_p_log
+                    rt.blend(s.lam_p_log, old_p_log, rho)
                 refresh_globals(s.lam_p_log, s.E_p_log)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None

@@ -689,6 +689,10 @@ def fit_svi(
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
+    old_W_value = np.empty_like(s.lam_W_value)  # λ before the step (one buffer, reused)
+    old_W_outer = np.empty_like(s.lam_W_outer)
+    old_psi_log = np.empty_like(s.lam_psi_log)
+    old_psi_value = np.empty_like(s.lam_psi_value)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     converged = False
@@ -724,20 +728,20 @@ def fit_svi(
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             if sample_globals:
                 refresh_globals(s.lam_W_value, s.E_W_value, s.lam_W_outer, s.E_W_outer, s.n_P, s.lam_psi_log, s.E_psi_log, s.lam_psi_value, s.E_psi_value)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
-            old_W_value = s.lam_W_value.copy()
-            old_W_outer = s.lam_W_outer.copy()
-            old_psi_log = s.lam_psi_log.copy()
-            old_psi_value = s.lam_psi_value.copy()
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            old_W_value[...] = s.lam_W_value
+            old_W_outer[...] = s.lam_W_outer
+            old_psi_log[...] = s.lam_psi_log
+            old_psi_value[...] = s.lam_psi_value
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
                 update_W(seen / len(batch), s.lam_W_value, s.lam_W_outer, s.n_K, s.eye_K_c, s.zeros_K, s.acc_y_2, s.E_psi_value, s.acc_y_3, False, s.E_W_value, s.E_W_outer, s.n_P)
                 update_psi(seen / len(batch), s.lam_psi_log, s.lam_psi_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_K, s.acc_y_2, s.E_W_value, s.acc_y_3, s.E_W_outer, False, s.E_psi_log, s.E_psi_value, s.n_P)
-                s.lam_W_value[...] = (1.0 - rho) * old_W_value + rho * s.lam_W_value
-                s.lam_W_outer[...] = (1.0 - rho) * old_W_outer + rho * s.lam_W_outer
-                s.lam_psi_log[...] = (1.0 - rho) * old_psi_log + rho * s.lam_psi_log
-                s.lam_psi_value[...] = (1.0 - rho) * old_psi_value + rho * s.lam_psi_value
+                rt.blend(s.lam_W_value, old_W_value, rho)
+                rt.blend(s.lam_W_outer, old_W_outer, rho)
+                rt.blend(s.lam_psi_log, old_psi_log, rho)
+                rt.blend(s.lam_psi_value, old_psi_value, rho)
                 refresh_globals(s.lam_W_value, s.E_W_value, s.lam_W_outer, s.E_W_outer, s.n_P, s.lam_psi_log, s.E_psi_log, s.lam_psi_value, s.E_psi_value)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None

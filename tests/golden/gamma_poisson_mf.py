@@ -400,6 +400,8 @@ def fit_svi(
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
     if apply_v:  # the draws behind β that V(β, λ) needs
         aux_rate_0 = np.empty_like(s.lam_rate_log)
+    old_rate_log = np.empty_like(s.lam_rate_log)  # λ before the step (one buffer, reused)
+    old_rate_value = np.empty_like(s.lam_rate_value)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     shortened = 0  # SSVI: rows whose step was shortened to stay valid
@@ -437,9 +439,9 @@ def fit_svi(
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.lgamma1p_x, s.acc_x_0, s.acc_x_1)
             if sample_globals:
                 refresh_globals(s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
-            old_rate_log = s.lam_rate_log.copy()
-            old_rate_value = s.lam_rate_value.copy()
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            old_rate_log[...] = s.lam_rate_log
+            old_rate_value[...] = s.lam_rate_value
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
@@ -456,8 +458,8 @@ def fit_svi(
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('gamma', rho, (old_rate_log, old_rate_value), (s.lam_rate_log, s.lam_rate_value))
                 if not apply_v:
-                    s.lam_rate_log[...] = (1.0 - rho) * old_rate_log + rho * s.lam_rate_log
-                    s.lam_rate_value[...] = (1.0 - rho) * old_rate_value + rho * s.lam_rate_value
+                    rt.blend(s.lam_rate_log, old_rate_log, rho)
+                    rt.blend(s.lam_rate_value, old_rate_value, rho)
                 refresh_globals(s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None

@@ -895,6 +895,9 @@ def fit_svi(
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
+    old_mu_value = np.empty_like(s.lam_mu_value)  # λ before the step (one buffer, reused)
+    old_mu_outer = np.empty_like(s.lam_mu_outer)
+    old_pi_log = np.empty_like(s.lam_pi_log)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     converged = False
@@ -937,18 +940,18 @@ def fit_svi(
                 local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.E_mu_outer, s.item_weight, s.logdet_P, s.dim_x, s.acc_z_0_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_2, s.acc_x_3)
             if sample_globals:
                 refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_outer, s.E_mu_outer, s.n_K, s.lam_pi_log, s.E_pi_log)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
-            old_mu_value = s.lam_mu_value.copy()
-            old_mu_outer = s.lam_mu_outer.copy()
-            old_pi_log = s.lam_pi_log.copy()
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            old_mu_value[...] = s.lam_mu_value
+            old_mu_outer[...] = s.lam_mu_outer
+            old_pi_log[...] = s.lam_pi_log
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
                 update_mu(seen / len(batch), s.lam_mu_value, s.lam_mu_outer, s.n_D, s.P0, s.m0, s.acc_x_2, s.acc_x_3, False, s.E_mu_value, s.E_mu_outer, s.n_K)
                 update_pi(seen / len(batch), s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, False, s.E_pi_log)
-                s.lam_mu_value[...] = (1.0 - rho) * old_mu_value + rho * s.lam_mu_value
-                s.lam_mu_outer[...] = (1.0 - rho) * old_mu_outer + rho * s.lam_mu_outer
-                s.lam_pi_log[...] = (1.0 - rho) * old_pi_log + rho * s.lam_pi_log
+                rt.blend(s.lam_mu_value, old_mu_value, rho)
+                rt.blend(s.lam_mu_outer, old_mu_outer, rho)
+                rt.blend(s.lam_pi_log, old_pi_log, rho)
                 refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_outer, s.E_mu_outer, s.n_K, s.lam_pi_log, s.E_pi_log)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None

@@ -683,6 +683,14 @@ def fit_svi(
         aux_tau_b_0 = np.empty_like(s.lam_tau_b_log)
         aux_tau_w_0 = np.empty_like(s.lam_tau_w_log)
         aux_theta_0 = np.empty_like(s.lam_theta_value)
+    old_mu_value = np.empty_like(s.lam_mu_value)  # λ before the step (one buffer, reused)
+    old_mu_square = np.empty_like(s.lam_mu_square)
+    old_tau_b_log = np.empty_like(s.lam_tau_b_log)
+    old_tau_b_value = np.empty_like(s.lam_tau_b_value)
+    old_tau_w_log = np.empty_like(s.lam_tau_w_log)
+    old_tau_w_value = np.empty_like(s.lam_tau_w_value)
+    old_theta_value = np.empty_like(s.lam_theta_value)
+    old_theta_square = np.empty_like(s.lam_theta_square)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     shortened = 0  # SSVI: rows whose step was shortened to stay valid
@@ -734,15 +742,15 @@ def fit_svi(
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.group, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             if sample_globals:
                 refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_square, s.E_mu_square, s.lam_tau_b_log, s.E_tau_b_log, s.lam_tau_b_value, s.E_tau_b_value, s.lam_tau_w_log, s.E_tau_w_log, s.lam_tau_w_value, s.E_tau_w_value, s.lam_theta_value, s.E_theta_value, s.lam_theta_square, s.E_theta_square, s.n_G)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
-            old_mu_value = s.lam_mu_value.copy()
-            old_mu_square = s.lam_mu_square.copy()
-            old_tau_b_log = s.lam_tau_b_log.copy()
-            old_tau_b_value = s.lam_tau_b_value.copy()
-            old_tau_w_log = s.lam_tau_w_log.copy()
-            old_tau_w_value = s.lam_tau_w_value.copy()
-            old_theta_value = s.lam_theta_value.copy()
-            old_theta_square = s.lam_theta_square.copy()
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            old_mu_value[...] = s.lam_mu_value
+            old_mu_square[...] = s.lam_mu_square
+            old_tau_b_log[...] = s.lam_tau_b_log
+            old_tau_b_value[...] = s.lam_tau_b_value
+            old_tau_w_log[...] = s.lam_tau_w_log
+            old_tau_w_value[...] = s.lam_tau_w_value
+            old_theta_value[...] = s.lam_theta_value
+            old_theta_square[...] = s.lam_theta_square
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
@@ -792,14 +800,14 @@ def fit_svi(
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('normal', rho, (old_theta_value, old_theta_square), (s.lam_theta_value, s.lam_theta_square))
                 if not apply_v:
-                    s.lam_mu_value[...] = (1.0 - rho) * old_mu_value + rho * s.lam_mu_value
-                    s.lam_mu_square[...] = (1.0 - rho) * old_mu_square + rho * s.lam_mu_square
-                    s.lam_tau_b_log[...] = (1.0 - rho) * old_tau_b_log + rho * s.lam_tau_b_log
-                    s.lam_tau_b_value[...] = (1.0 - rho) * old_tau_b_value + rho * s.lam_tau_b_value
-                    s.lam_tau_w_log[...] = (1.0 - rho) * old_tau_w_log + rho * s.lam_tau_w_log
-                    s.lam_tau_w_value[...] = (1.0 - rho) * old_tau_w_value + rho * s.lam_tau_w_value
-                    s.lam_theta_value[...] = (1.0 - rho) * old_theta_value + rho * s.lam_theta_value
-                    s.lam_theta_square[...] = (1.0 - rho) * old_theta_square + rho * s.lam_theta_square
+                    rt.blend(s.lam_mu_value, old_mu_value, rho)
+                    rt.blend(s.lam_mu_square, old_mu_square, rho)
+                    rt.blend(s.lam_tau_b_log, old_tau_b_log, rho)
+                    rt.blend(s.lam_tau_b_value, old_tau_b_value, rho)
+                    rt.blend(s.lam_tau_w_log, old_tau_w_log, rho)
+                    rt.blend(s.lam_tau_w_value, old_tau_w_value, rho)
+                    rt.blend(s.lam_theta_value, old_theta_value, rho)
+                    rt.blend(s.lam_theta_square, old_theta_square, rho)
                 refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_square, s.E_mu_square, s.lam_tau_b_log, s.E_tau_b_log, s.lam_tau_b_value, s.E_tau_b_value, s.lam_tau_w_log, s.E_tau_w_log, s.lam_tau_w_value, s.E_tau_w_value, s.lam_theta_value, s.E_theta_value, s.lam_theta_square, s.E_theta_square, s.n_G)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None

@@ -515,6 +515,10 @@ def fit_svi(
     if apply_v:  # the draws behind β that V(β, λ) needs
         aux_beta_0 = np.empty_like(s.lam_beta_log)
         aux_lam_0 = np.empty_like(s.lam_lam_log)
+    old_beta_log = np.empty_like(s.lam_beta_log)  # λ before the step (one buffer, reused)
+    old_beta_value = np.empty_like(s.lam_beta_value)
+    old_lam_log = np.empty_like(s.lam_lam_log)
+    old_lam_value = np.empty_like(s.lam_lam_value)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     shortened = 0  # SSVI: rows whose step was shortened to stay valid
@@ -556,11 +560,11 @@ def fit_svi(
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.group, s.x, s.e, s.log_e, s.lgamma1p_x, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_1, s.acc_x_2)
             if sample_globals:
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.lam_beta_value, s.E_beta_value, s.lam_lam_log, s.E_lam_log, s.lam_lam_value, s.E_lam_value, s.n_G)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
-            old_beta_log = s.lam_beta_log.copy()
-            old_beta_value = s.lam_beta_value.copy()
-            old_lam_log = s.lam_lam_log.copy()
-            old_lam_value = s.lam_lam_value.copy()
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            old_beta_log[...] = s.lam_beta_log
+            old_beta_value[...] = s.lam_beta_value
+            old_lam_log[...] = s.lam_lam_log
+            old_lam_value[...] = s.lam_lam_value
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
@@ -588,10 +592,10 @@ def fit_svi(
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('gamma', rho, (old_lam_log, old_lam_value), (s.lam_lam_log, s.lam_lam_value))
                 if not apply_v:
-                    s.lam_beta_log[...] = (1.0 - rho) * old_beta_log + rho * s.lam_beta_log
-                    s.lam_beta_value[...] = (1.0 - rho) * old_beta_value + rho * s.lam_beta_value
-                    s.lam_lam_log[...] = (1.0 - rho) * old_lam_log + rho * s.lam_lam_log
-                    s.lam_lam_value[...] = (1.0 - rho) * old_lam_value + rho * s.lam_lam_value
+                    rt.blend(s.lam_beta_log, old_beta_log, rho)
+                    rt.blend(s.lam_beta_value, old_beta_value, rho)
+                    rt.blend(s.lam_lam_log, old_lam_log, rho)
+                    rt.blend(s.lam_lam_value, old_lam_value, rho)
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.lam_beta_value, s.E_beta_value, s.lam_lam_log, s.E_lam_log, s.lam_lam_value, s.E_lam_value, s.n_G)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None

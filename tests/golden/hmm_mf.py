@@ -636,6 +636,9 @@ def fit_svi(
         aux_A_0 = np.empty_like(s.lam_A_log)
         aux_phi_0 = np.empty_like(s.lam_phi_log)
         aux_pi0_0 = np.empty_like(s.lam_pi0_log)
+    old_A_log = np.empty_like(s.lam_A_log)  # λ before the step (one buffer, reused)
+    old_phi_log = np.empty_like(s.lam_phi_log)
+    old_pi0_log = np.empty_like(s.lam_pi0_log)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     shortened = 0  # SSVI: rows whose step was shortened to stay valid
@@ -682,10 +685,10 @@ def fit_svi(
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.n_K, s.E_pi0_log, s.E_A_log, s.x, s.E_phi_log, s.steps_ptr, s.item_weight, s.steps_weight, s.lam_z_onehot_threads, s.lam_z_first_threads, s.lam_z_pair_threads, s.E_z_onehot_threads, s.E_z_first_threads, s.E_z_pair_threads, s.H_z_threads, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads, s.acc_z_0, s.acc_z_1, s.acc_x_0)
             if sample_globals:
                 refresh_globals(s.lam_A_log, s.E_A_log, s.n_K, s.lam_phi_log, s.E_phi_log, s.lam_pi0_log, s.E_pi0_log)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
-            old_A_log = s.lam_A_log.copy()
-            old_phi_log = s.lam_phi_log.copy()
-            old_pi0_log = s.lam_pi0_log.copy()
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            old_A_log[...] = s.lam_A_log
+            old_phi_log[...] = s.lam_phi_log
+            old_pi0_log[...] = s.lam_pi0_log
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_S_total if not ramp or epoch > 0 else min(n_S_total, begin + len(batch))
             try:
@@ -715,9 +718,9 @@ def fit_svi(
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('dirichlet', rho, (old_pi0_log,), (s.lam_pi0_log,))
                 if not apply_v:
-                    s.lam_A_log[...] = (1.0 - rho) * old_A_log + rho * s.lam_A_log
-                    s.lam_phi_log[...] = (1.0 - rho) * old_phi_log + rho * s.lam_phi_log
-                    s.lam_pi0_log[...] = (1.0 - rho) * old_pi0_log + rho * s.lam_pi0_log
+                    rt.blend(s.lam_A_log, old_A_log, rho)
+                    rt.blend(s.lam_phi_log, old_phi_log, rho)
+                    rt.blend(s.lam_pi0_log, old_pi0_log, rho)
                 refresh_globals(s.lam_A_log, s.E_A_log, s.n_K, s.lam_phi_log, s.E_phi_log, s.lam_pi0_log, s.E_pi0_log)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None

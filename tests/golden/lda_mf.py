@@ -1070,6 +1070,7 @@ def fit_svi(
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
     if apply_v:  # the draws behind β that V(β, λ) needs
         aux_beta_0 = np.empty_like(s.lam_beta_log)
+    old_beta_log = np.empty_like(s.lam_beta_log)  # λ before the step (one buffer, reused)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     shortened = 0  # SSVI: rows whose step was shortened to stay valid
@@ -1116,8 +1117,8 @@ def fit_svi(
                 local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, False, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads, s.acc_w_0)
             if sample_globals:
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_V, s.n_K)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
-            old_beta_log = s.lam_beta_log.copy()
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            old_beta_log[...] = s.lam_beta_log
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_D_total if not ramp or epoch > 0 else min(n_D_total, begin + len(batch))
             try:
@@ -1131,7 +1132,7 @@ def fit_svi(
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('dirichlet', rho, (old_beta_log,), (s.lam_beta_log,))
                 if not apply_v:
-                    s.lam_beta_log[...] = (1.0 - rho) * old_beta_log + rho * s.lam_beta_log
+                    rt.blend(s.lam_beta_log, old_beta_log, rho)
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_V, s.n_K)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None

@@ -562,6 +562,10 @@ def fit_svi(
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
+    old_tau_log = np.empty_like(s.lam_tau_log)  # λ before the step (one buffer, reused)
+    old_tau_value = np.empty_like(s.lam_tau_value)
+    old_w_value = np.empty_like(s.lam_w_value)
+    old_w_outer = np.empty_like(s.lam_w_outer)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     converged = False
@@ -597,20 +601,20 @@ def fit_svi(
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.n_P, s.x, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             if sample_globals:
                 refresh_globals(s.lam_tau_log, s.E_tau_log, s.lam_tau_value, s.E_tau_value, s.lam_w_value, s.E_w_value, s.lam_w_outer, s.E_w_outer)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
-            old_tau_log = s.lam_tau_log.copy()
-            old_tau_value = s.lam_tau_value.copy()
-            old_w_value = s.lam_w_value.copy()
-            old_w_outer = s.lam_w_outer.copy()
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            old_tau_log[...] = s.lam_tau_log
+            old_tau_value[...] = s.lam_tau_value
+            old_w_value[...] = s.lam_w_value
+            old_w_outer[...] = s.lam_w_outer
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
                 update_tau(seen / len(batch), s.lam_tau_log, s.lam_tau_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_P, s.acc_y_2, s.E_w_value, s.acc_y_3, s.E_w_outer, False, s.E_tau_log, s.E_tau_value)
                 update_w(seen / len(batch), s.lam_w_value, s.lam_w_outer, s.n_P, s.eye_P_c, s.zeros_P, s.acc_y_2, s.E_tau_value, s.acc_y_3, False, s.E_w_value, s.E_w_outer)
-                s.lam_tau_log[...] = (1.0 - rho) * old_tau_log + rho * s.lam_tau_log
-                s.lam_tau_value[...] = (1.0 - rho) * old_tau_value + rho * s.lam_tau_value
-                s.lam_w_value[...] = (1.0 - rho) * old_w_value + rho * s.lam_w_value
-                s.lam_w_outer[...] = (1.0 - rho) * old_w_outer + rho * s.lam_w_outer
+                rt.blend(s.lam_tau_log, old_tau_log, rho)
+                rt.blend(s.lam_tau_value, old_tau_value, rho)
+                rt.blend(s.lam_w_value, old_w_value, rho)
+                rt.blend(s.lam_w_outer, old_w_outer, rho)
                 refresh_globals(s.lam_tau_log, s.E_tau_log, s.lam_tau_value, s.E_tau_value, s.lam_w_value, s.E_w_value, s.lam_w_outer, s.E_w_outer)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None

@@ -789,6 +789,8 @@ def fit_svi(
     if apply_v:  # the draws behind β that V(β, λ) needs
         aux_phi_0 = np.empty_like(s.lam_phi_log)
         aux_pi_0 = np.empty_like(s.lam_pi_log)
+    old_phi_log = np.empty_like(s.lam_phi_log)  # λ before the step (one buffer, reused)
+    old_pi_log = np.empty_like(s.lam_pi_log)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     shortened = 0  # SSVI: rows whose step was shortened to stay valid
@@ -838,9 +840,9 @@ def fit_svi(
                 local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, s.acc_c_0_threads, s.acc_w_0_threads, s.acc_c_0, s.acc_w_0)
             if sample_globals:
                 refresh_globals(s.lam_phi_log, s.E_phi_log, s.n_K, s.lam_pi_log, s.E_pi_log)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
-            old_phi_log = s.lam_phi_log.copy()
-            old_pi_log = s.lam_pi_log.copy()
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            old_phi_log[...] = s.lam_phi_log
+            old_pi_log[...] = s.lam_pi_log
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_D_total if not ramp or epoch > 0 else min(n_D_total, begin + len(batch))
             try:
@@ -862,8 +864,8 @@ def fit_svi(
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('dirichlet', rho, (old_pi_log,), (s.lam_pi_log,))
                 if not apply_v:
-                    s.lam_phi_log[...] = (1.0 - rho) * old_phi_log + rho * s.lam_phi_log
-                    s.lam_pi_log[...] = (1.0 - rho) * old_pi_log + rho * s.lam_pi_log
+                    rt.blend(s.lam_phi_log, old_phi_log, rho)
+                    rt.blend(s.lam_pi_log, old_pi_log, rho)
                 refresh_globals(s.lam_phi_log, s.E_phi_log, s.n_K, s.lam_pi_log, s.E_pi_log)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None

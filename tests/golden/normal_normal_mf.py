@@ -392,6 +392,8 @@ def fit_svi(
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
     if apply_v:  # the draws behind β that V(β, λ) needs
         aux_mu_0 = np.empty_like(s.lam_mu_value)
+    old_mu_value = np.empty_like(s.lam_mu_value)  # λ before the step (one buffer, reused)
+    old_mu_square = np.empty_like(s.lam_mu_square)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     shortened = 0  # SSVI: rows whose step was shortened to stay valid
@@ -429,9 +431,9 @@ def fit_svi(
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2_threads, s.tau, s.x, s.acc_x_3_threads, s.log_tau, s.acc_x_2, s.acc_x_3)
             if sample_globals:
                 refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_square, s.E_mu_square)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
-            old_mu_value = s.lam_mu_value.copy()
-            old_mu_square = s.lam_mu_square.copy()
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            old_mu_value[...] = s.lam_mu_value
+            old_mu_square[...] = s.lam_mu_square
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
@@ -448,8 +450,8 @@ def fit_svi(
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('normal', rho, (old_mu_value, old_mu_square), (s.lam_mu_value, s.lam_mu_square))
                 if not apply_v:
-                    s.lam_mu_value[...] = (1.0 - rho) * old_mu_value + rho * s.lam_mu_value
-                    s.lam_mu_square[...] = (1.0 - rho) * old_mu_square + rho * s.lam_mu_square
+                    rt.blend(s.lam_mu_value, old_mu_value, rho)
+                    rt.blend(s.lam_mu_square, old_mu_square, rho)
                 refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_square, s.E_mu_square)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None

@@ -702,6 +702,12 @@ def fit_svi(
     rng = np.random.default_rng([seed, 1])  # minibatches
     noise = np.random.default_rng([seed, 2])  # SVI+ perturbations, a stream of their own
     sampler = np.random.default_rng([seed, 3])  # SSVI-A draws of the globals
+    old_tau_log = np.empty_like(s.lam_tau_log)  # λ before the step (one buffer, reused)
+    old_tau_value = np.empty_like(s.lam_tau_value)
+    old_u_value = np.empty_like(s.lam_u_value)
+    old_u_outer = np.empty_like(s.lam_u_outer)
+    old_v_value = np.empty_like(s.lam_v_value)
+    old_v_outer = np.empty_like(s.lam_v_outer)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     converged = False
@@ -738,25 +744,25 @@ def fit_svi(
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.user, s.item, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             if sample_globals:
                 refresh_globals(s.lam_tau_log, s.E_tau_log, s.lam_tau_value, s.E_tau_value, s.lam_u_value, s.E_u_value, s.lam_u_outer, s.E_u_outer, s.n_U, s.lam_v_value, s.E_v_value, s.lam_v_outer, s.E_v_outer, s.n_I)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
-            old_tau_log = s.lam_tau_log.copy()
-            old_tau_value = s.lam_tau_value.copy()
-            old_u_value = s.lam_u_value.copy()
-            old_u_outer = s.lam_u_outer.copy()
-            old_v_value = s.lam_v_value.copy()
-            old_v_outer = s.lam_v_outer.copy()
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            old_tau_log[...] = s.lam_tau_log
+            old_tau_value[...] = s.lam_tau_value
+            old_u_value[...] = s.lam_u_value
+            old_u_outer[...] = s.lam_u_outer
+            old_v_value[...] = s.lam_v_value
+            old_v_outer[...] = s.lam_v_outer
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
                 update_tau(seen / len(batch), s.lam_tau_log, s.lam_tau_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_U, s.n_I, s.n_K, s.acc_y_2, s.E_u_value, s.E_v_value, s.acc_y_3, s.E_u_outer, s.E_v_outer, False, s.E_tau_log, s.E_tau_value)
                 update_u(seen / len(batch), s.lam_u_value, s.lam_u_outer, s.n_K, s.eye_K_c, s.zeros_K, s.n_I, s.acc_y_2, s.E_tau_value, s.E_v_value, s.acc_y_3, s.E_v_outer, False, s.E_u_value, s.E_u_outer, s.n_U)
                 update_v(seen / len(batch), s.lam_v_value, s.lam_v_outer, s.n_K, s.eye_K_c, s.zeros_K, s.n_U, s.acc_y_2, s.E_tau_value, s.E_u_value, s.acc_y_3, s.E_u_outer, False, s.E_v_value, s.E_v_outer, s.n_I)
-                s.lam_tau_log[...] = (1.0 - rho) * old_tau_log + rho * s.lam_tau_log
-                s.lam_tau_value[...] = (1.0 - rho) * old_tau_value + rho * s.lam_tau_value
-                s.lam_u_value[...] = (1.0 - rho) * old_u_value + rho * s.lam_u_value
-                s.lam_u_outer[...] = (1.0 - rho) * old_u_outer + rho * s.lam_u_outer
-                s.lam_v_value[...] = (1.0 - rho) * old_v_value + rho * s.lam_v_value
-                s.lam_v_outer[...] = (1.0 - rho) * old_v_outer + rho * s.lam_v_outer
+                rt.blend(s.lam_tau_log, old_tau_log, rho)
+                rt.blend(s.lam_tau_value, old_tau_value, rho)
+                rt.blend(s.lam_u_value, old_u_value, rho)
+                rt.blend(s.lam_u_outer, old_u_outer, rho)
+                rt.blend(s.lam_v_value, old_v_value, rho)
+                rt.blend(s.lam_v_outer, old_v_outer, rho)
                 refresh_globals(s.lam_tau_log, s.E_tau_log, s.lam_tau_value, s.E_tau_value, s.lam_u_value, s.E_u_value, s.lam_u_outer, s.E_u_outer, s.n_U, s.lam_v_value, s.E_v_value, s.lam_v_outer, s.E_v_outer, s.n_I)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None

@@ -840,6 +840,9 @@ def fit_svi(
     if apply_v:  # the draws behind β that V(β, λ) needs
         aux_pi_0 = np.empty_like(s.lam_pi_log)
         aux_rate_0 = np.empty_like(s.lam_rate_log)
+    old_pi_log = np.empty_like(s.lam_pi_log)  # λ before the step (one buffer, reused)
+    old_rate_log = np.empty_like(s.lam_rate_log)
+    old_rate_value = np.empty_like(s.lam_rate_value)
     trace = []
     step = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     shortened = 0  # SSVI: rows whose step was shortened to stay valid
@@ -890,10 +893,10 @@ def fit_svi(
                 local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.x, s.E_rate_log, s.E_rate_value, s.item_weight, s.lgamma1p_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1)
             if sample_globals:
                 refresh_globals(s.lam_pi_log, s.E_pi_log, s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value, s.n_K)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ and only then E[t]
-            old_pi_log = s.lam_pi_log.copy()
-            old_rate_log = s.lam_rate_log.copy()
-            old_rate_value = s.lam_rate_value.copy()
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            old_pi_log[...] = s.lam_pi_log
+            old_rate_log[...] = s.lam_rate_log
+            old_rate_value[...] = s.lam_rate_value
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
@@ -918,9 +921,9 @@ def fit_svi(
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('gamma', rho, (old_rate_log, old_rate_value), (s.lam_rate_log, s.lam_rate_value))
                 if not apply_v:
-                    s.lam_pi_log[...] = (1.0 - rho) * old_pi_log + rho * s.lam_pi_log
-                    s.lam_rate_log[...] = (1.0 - rho) * old_rate_log + rho * s.lam_rate_log
-                    s.lam_rate_value[...] = (1.0 - rho) * old_rate_value + rho * s.lam_rate_value
+                    rt.blend(s.lam_pi_log, old_pi_log, rho)
+                    rt.blend(s.lam_rate_log, old_rate_log, rho)
+                    rt.blend(s.lam_rate_value, old_rate_value, rho)
                 refresh_globals(s.lam_pi_log, s.E_pi_log, s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value, s.n_K)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None
