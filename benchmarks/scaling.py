@@ -1,0 +1,350 @@
+"""How cemodel's compiled mean-field fits scale: with threads, and with the size of the data.
+
+(a) threads: the seconds of the generated ``local_step`` kernel (the E-step, the only kernel
+that runs in parallel: numba ``prange``, one contiguous share of the items per thread) with 1
+and 2 threads, for LDA on the NYT corpus (K = 20 and 100) and the Gaussian mixture of
+``benchmarks/gmm_mf.py`` (N = 200,000, D = 10, K = 20); speedup = t(1 thread) / t(N threads),
+against the target "2 threads >= 1.7x 1 thread on the local step".
+
+(b) data size: LDA on NYT replicated x1, x2, x4 (the document-term matrix stacked on itself):
+seconds per iteration, seconds per million tokens per iteration (flat if the cost is linear in
+the tokens) and peak memory.
+
+Every configuration runs in a fresh child process ("spawn"): numba fixes its thread count
+when it loads, so ``NUMBA_NUM_THREADS`` is set for each child before it starts (BLAS and OpenMP
+always at 1 thread); the child checks ``cemodel.runtime.thread_count()``. Each child compiles
+(or loads from the kernel cache) its kernels in a small warm-up fit first, so no numba
+compilation is timed; then ``fit(..., max_iter=--iters, tol=0.0)``.
+
+    python benchmarks/scaling.py                     # both parts, full size (~3 minutes)
+    python benchmarks/scaling.py --only threads      # (a) only
+    python benchmarks/scaling.py --only data         # (b) only
+    python benchmarks/scaling.py --quick             # a smoke run: Reuters, N = 20k
+    python benchmarks/scaling.py --threads 1 2 --markdown
+"""
+
+from __future__ import annotations
+
+import os
+
+# BLAS and OpenMP single-threaded; numba's threads are set per child (NUMBA_NUM_THREADS).
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+             "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import multiprocessing  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+for _path in (str(REPO), str(HERE)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+import numpy as np  # noqa: E402
+from gmm_mf import Memory, fmt, make_data, table  # noqa: E402
+
+LDA_MODEL = REPO / "stdlib_models" / "lda.cem"
+GMM_MODEL = REPO / "stdlib_models" / "gmm.cem"
+LDA_HYPERS = {"alpha": 0.1, "eta": 0.01}
+TARGET = 1.7  # 2 threads >= 1.7x 1 thread on the local step
+LOAD_NOTE = (f"other load: cores used by other processes on this {os.cpu_count()}-CPU machine "
+             "during the fit (/proc/stat busy time minus the fit's own CPU time, per second): "
+             "2 threads can only be faster than 1 if a second core is free (other load near 0)")
+
+
+@dataclass(frozen=True)
+class Workload:
+    model: str  # "lda" or "gmm"
+    k: int
+    corpus: str = "nyt"  # lda
+    replicas: int = 1  # lda: the document-term matrix stacked this many times
+    n: int = 0  # gmm: points
+    d: int = 10  # gmm
+    seed: int = 0  # gmm data
+
+    @property
+    def name(self) -> str:
+        if self.model == "lda":
+            times = f" x{self.replicas}" if self.replicas != 1 else ""
+            return f"LDA {self.corpus}{times}, K={self.k}"
+        return f"GMM N={self.n}, D={self.d}, K={self.k}"
+
+
+@dataclass
+class Run:
+    workload: Workload
+    threads: int  # as requested (NUMBA_NUM_THREADS)
+    iterations: int = 0
+    items: int = 0  # documents or points
+    tokens: int = 0  # lda: tokens; gmm: points
+    thread_count: int = 0  # cemodel.runtime.thread_count() in the child
+    layer: str = ""  # numba's threading layer
+    local_seconds: list[float] = field(default_factory=list)  # local_step, per iteration
+    loop_seconds: float = float("nan")  # FitResult.seconds: the fit loop, set-up excluded
+    elbo: float = float("nan")
+    peak_mb: float = float("nan")
+    fit_mb: float = float("nan")
+    data_mb: float = float("nan")
+    other_cores: float = float("nan")  # CPU used by other processes during the fit, in cores
+    own_cores: float = float("nan")  # the child's CPU seconds per second during the fit
+    shares: list[float] = field(default_factory=list)  # each thread's share of the tokens
+    note: str = ""
+
+    @property
+    def local(self) -> float:
+        return float(np.sum(self.local_seconds)) if self.local_seconds else float("nan")
+
+    @property
+    def per_iter(self) -> float:
+        return self.loop_seconds / self.iterations if self.iterations else float("nan")
+
+    @property
+    def per_mtoken(self) -> float:
+        return self.per_iter / (self.tokens / 1e6) if self.tokens else float("nan")
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- in the child process
+
+
+def load_workload(work: Workload):
+    """(data for fit, small data for the warm-up, items, tokens, per-item work)."""
+    if work.model == "lda":
+        from scipy import sparse
+
+        from cemodel.datasets import load_corpus
+
+        X, _ = load_corpus(work.corpus)
+        X = sparse.csr_matrix(X)
+        if work.replicas > 1:
+            X = sparse.vstack([X] * work.replicas, format="csr")
+        sizes = np.asarray(X.sum(axis=1)).ravel()
+        return {"w": X}, {"w": X[:20]}, X.shape[0], int(sizes.sum()), sizes
+    X, _, _ = make_data(work.n, 0, work.d, 20, work.seed)
+    small, _, _ = make_data(2000, 0, work.d, 20, work.seed + 1)
+    return {"x": X}, {"x": small}, work.n, work.n, np.ones(work.n)
+
+
+def contiguous_shares(work_per_item: np.ndarray, threads: int) -> list[float]:
+    """Each thread's share of the work when the items are split as the generated local step
+    splits them: thread t gets positions [t·n/T, (t+1)·n/T)."""
+    n = len(work_per_item)
+    total = float(work_per_item.sum())
+    return [float(work_per_item[t * n // threads:(t + 1) * n // threads].sum()) / total
+            for t in range(threads)]
+
+
+def child(work: Workload, threads: int, iters: int) -> Run:
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    import cemodel
+    from cemodel import runtime
+
+    run = Run(work, threads)
+    run.thread_count = runtime.thread_count()
+    if run.thread_count != threads:
+        raise RuntimeError(f"asked for {threads} threads, cemodel.runtime.thread_count() = "
+                           f"{run.thread_count}")
+    module = cemodel.compile(LDA_MODEL if work.model == "lda" else GMM_MODEL)
+    options = {"dims": {"K": work.k}, "tol": 0.0, "seed": 0}
+    if work.model == "lda":
+        options["hypers"] = LDA_HYPERS
+    with threadpool_limits(limits=1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an ELBO that decreases by round-off at tol=0
+        data, small, run.items, run.tokens, per_item = load_workload(work)
+        start = time.perf_counter()
+        module.fit(small, max_iter=2, **options)  # numba compilation or cache load
+        log(f"    warm-up {time.perf_counter() - start:.1f} s")
+        run.layer = numba.threading_layer()
+        run.shares = contiguous_shares(per_item, threads)
+        kernel = module.local_step
+
+        def timed(*args):  # local_step(seeding, items, ...): seeding calls are set-up
+            start = time.perf_counter()
+            value = kernel(*args)
+            if not args[0]:
+                run.local_seconds.append(time.perf_counter() - start)
+            return value
+
+        memory = Memory()
+        memory.start()
+        module.local_step = timed  # fit looks the kernel up in the module at every call
+        try:
+            result = module.fit(data, max_iter=iters, **options)
+        finally:
+            module.local_step = kernel
+        memory.stop(run)  # peak_mb, fit_mb, data_mb, other_cores, own_cores
+    run.iterations = int(result.iterations)
+    run.loop_seconds = float(result.seconds)
+    run.elbo = float(result.elbo[-1])
+    return run
+
+
+def run_in_child(work: Workload, threads: int, iters: int) -> Run:
+    """One configuration in a fresh process whose numba starts with ``threads`` threads."""
+    context = multiprocessing.get_context("spawn")
+    saved = os.environ.get("NUMBA_NUM_THREADS")
+    os.environ["NUMBA_NUM_THREADS"] = str(threads)  # the child inherits it at start
+    start = time.perf_counter()
+    log(f"  {work.name}, {threads} thread(s) ...")
+    try:
+        with context.Pool(1, maxtasksperchild=1) as pool:
+            run = pool.apply(child, (work, threads, iters))
+    except Exception as exc:  # report the failure, still run the others
+        log(f"  {work.name}, {threads} thread(s) FAILED: {type(exc).__name__}: {exc}")
+        return Run(work, threads, note=f"failed: {type(exc).__name__}")
+    finally:
+        if saved is None:
+            os.environ.pop("NUMBA_NUM_THREADS", None)
+        else:
+            os.environ["NUMBA_NUM_THREADS"] = saved
+    log(f"    local_step {fmt(run.local, '.3f')} s over {run.iterations} iterations, "
+        f"{fmt(run.per_iter, '.3f')} s/iter, peak {fmt(run.peak_mb, '.0f')} MB, other "
+        f"processes {fmt(run.other_cores, '.2f')} cores "
+        f"({time.perf_counter() - start:.1f} s with start-up)")
+    return run
+
+
+# ---------------------------------------------------------------- output
+
+
+def verdict(speedup: float) -> str:
+    if not np.isfinite(speedup):
+        return "n/a"
+    return "met" if speedup >= TARGET else f"missed by {100 * (1 - speedup / TARGET):.0f}%"
+
+
+def render_threads(runs: list[Run], markdown: bool) -> tuple[str, list[str]]:
+    header = ["workload", "threads", "layer", "iterations", "local_step s", "local s/iter",
+              "fit s/iter", "speedup (local)", "speedup (fit)", "target >= 1.7x",
+              "largest share", "own cores", "other load"]
+    body, lines = [], []
+    for work in dict.fromkeys(r.workload for r in runs):
+        group = [r for r in runs if r.workload == work]
+        base = group[0]
+        for r in group:
+            speed = base.local / r.local if r.local > 0 else float("nan")
+            speed_fit = base.per_iter / r.per_iter if r.per_iter > 0 else float("nan")
+            is_base = r is base
+            body.append([
+                work.name + (f" ({r.note})" if r.note else ""), str(r.threads), r.layer or "-",
+                str(r.iterations), fmt(r.local, ".3f"),
+                fmt(r.local / r.iterations, ".4f") if r.iterations else "n/a",
+                fmt(r.per_iter, ".4f"), "-" if is_base else fmt(speed, ".2f") + "x",
+                "-" if is_base else fmt(speed_fit, ".2f") + "x",
+                "-" if is_base or r.threads != 2 else verdict(speed),
+                fmt(100 * max(r.shares), ".1f") + "%" if r.shares else "n/a",
+                fmt(r.own_cores, ".2f"), fmt(r.other_cores, ".2f")])
+            if not is_base:
+                agree = abs(r.elbo - base.elbo) / abs(base.elbo) if base.elbo else float("nan")
+                lines.append(
+                    f"{work.name}: {r.threads} threads vs {base.threads}: local step "
+                    f"{fmt(speed, '.2f')}x (target >= {TARGET}x at 2 threads: "
+                    f"{verdict(speed) if r.threads == 2 else 'n/a'}), whole fit "
+                    f"{fmt(speed_fit, '.2f')}x; final ELBOs agree to {fmt(agree, '.1e')} "
+                    "(relative)")
+    return table(header, body, markdown), lines
+
+
+def render_data(runs: list[Run], markdown: bool) -> tuple[str, list[str]]:
+    header = ["workload", "documents", "tokens", "iterations", "s/iter", "s per Mtoken/iter",
+              "local s/iter", "peak MB", "fit MB", "fit MB per Mtoken", "other load"]
+    body = []
+    for r in runs:
+        mtok = r.tokens / 1e6 if r.tokens else float("nan")
+        body.append([r.workload.name + (f" ({r.note})" if r.note else ""), str(r.items),
+                     str(r.tokens), str(r.iterations), fmt(r.per_iter, ".4f"),
+                     fmt(r.per_mtoken, ".4f"),
+                     fmt(r.local / r.iterations, ".4f") if r.iterations else "n/a",
+                     fmt(r.peak_mb, ".0f"), fmt(r.fit_mb, ".0f"), fmt(r.fit_mb / mtok, ".1f"),
+                     fmt(r.other_cores, ".2f")])
+    lines = []
+    done = [r for r in runs if np.isfinite(r.per_mtoken)]
+    if len(done) > 1:
+        base = done[0]
+        for r in done[1:]:
+            lines.append(
+                f"x{r.workload.replicas} vs x{base.workload.replicas}: s per Mtoken per "
+                f"iteration {fmt(r.per_mtoken / base.per_mtoken, '.2f')}x (1.00 = flat), "
+                f"fit memory {fmt(r.fit_mb / base.fit_mb, '.2f')}x for "
+                f"{r.tokens / base.tokens:.0f}x the tokens")
+    return table(header, body, markdown), lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=["threads", "data"], help="run one part only")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+                        help="(a) thread counts; the speedups are against the first")
+    parser.add_argument("--corpus", choices=["nyt", "reuters"], default="nyt")
+    parser.add_argument("--k", type=int, nargs="+", default=[20, 100], help="(a) LDA topics")
+    parser.add_argument("--gmm-n", type=int, default=200_000, help="(a) GMM points (0: no GMM)")
+    parser.add_argument("--gmm-k", type=int, default=20, help="(a) GMM components")
+    parser.add_argument("--iters", type=int, default=5, help="(a) iterations per fit")
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4],
+                        help="(b) copies of the corpus")
+    parser.add_argument("--data-k", type=int, default=20, help="(b) LDA topics")
+    parser.add_argument("--data-iters", type=int, default=5, help="(b) iterations per fit")
+    parser.add_argument("--data-threads", type=int, default=1, help="(b) threads")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: Reuters, K=10, GMM N=20000, 3 iterations")
+    parser.add_argument("--markdown", action="store_true", help="print markdown tables")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.corpus, args.k, args.gmm_n, args.data_k = "reuters", [10], 20_000, 10
+        args.iters = args.data_iters = 3
+
+    out = []
+    bullet = "- " if args.markdown else ""
+    if args.only != "data":
+        log("(a) threads")
+        works = [Workload("lda", k, corpus=args.corpus) for k in args.k]
+        if args.gmm_n > 0:
+            works.append(Workload("gmm", args.gmm_k, n=args.gmm_n))
+        runs = [run_in_child(work, t, args.iters) for work in works for t in args.threads]
+        text, lines = render_threads(runs, args.markdown)
+        out += [f"(a) Threads: local_step seconds over {args.iters} mean-field iterations, "
+                "each configuration in a fresh process (BLAS at 1 thread)", "", text, ""]
+        out += [bullet + line for line in lines]
+        out += [bullet + "speedup (local) = local_step seconds with the first thread count / "
+                "with this one; speedup (fit) the same for the whole fit loop (global step, "
+                "ELBO and Python included); largest share: the largest fraction of the tokens "
+                "(LDA) or points (GMM) in one thread's contiguous share of the items; own "
+                "cores: the child's CPU seconds per second of the fit (about the thread count "
+                "when its threads really ran at once); "
+                f"{LOAD_NOTE}", ""]
+    if args.only != "threads":
+        log("(b) data size")
+        runs = [run_in_child(Workload("lda", args.data_k, corpus=args.corpus, replicas=r),
+                             args.data_threads, args.data_iters) for r in args.replicas]
+        text, lines = render_data(runs, args.markdown)
+        out += [f"(b) Data size: LDA, {args.corpus} replicated, K={args.data_k}, "
+                f"{args.data_iters} iterations, {args.data_threads} thread(s)", "", text, ""]
+        out += [bullet + line for line in lines]
+        out += [bullet + "s/iter: the fit loop (FitResult.seconds, set-up excluded) / "
+                "iterations; peak MB: the child's peak resident size (VmHWM); fit MB: the "
+                "resident high-water mark during the fit minus the RSS after loading the "
+                "corpus; "
+                f"{LOAD_NOTE}", ""]
+
+    import numba
+
+    versions = (f"python {platform.python_version()}, numpy {np.__version__}, "
+                f"numba {numba.__version__}, {platform.machine()}, {os.cpu_count()} CPUs")
+    print("\n".join([versions, "", *out]).rstrip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
