@@ -68,12 +68,14 @@ class Workload:
     n: int = 0  # gmm: points
     d: int = 10  # gmm
     seed: int = 0  # gmm data
+    sweeps: int = 0  # lda: exactly this many E-step sweeps per document (0: to convergence)
 
     @property
     def name(self) -> str:
         if self.model == "lda":
             times = f" x{self.replicas}" if self.replicas != 1 else ""
-            return f"LDA {self.corpus}{times}, K={self.k}"
+            fixed = f", {self.sweeps} sweeps/doc" if self.sweeps else ""
+            return f"LDA {self.corpus}{times}, K={self.k}{fixed}"
         return f"GMM N={self.n}, D={self.d}, K={self.k}"
 
 
@@ -108,6 +110,52 @@ class Run:
     @property
     def per_mtoken(self) -> float:
         return self.per_iter / (self.tokens / 1e6) if self.tokens else float("nan")
+
+
+CEILING = r"""
+import os, time, numpy as np, numba
+from numba import njit, prange
+
+@njit(parallel=True)
+def spin(x, parts):  # arithmetic on registers: no memory traffic, no shared data
+    out = np.zeros(parts)
+    for t in prange(parts):
+        total = 0.0
+        for i in range(t * x.size // parts, (t + 1) * x.size // parts):
+            v = x[i]
+            for _ in range(200):
+                v = v * 0.999 + 0.001
+            total += v
+        out[t] = total
+    return out.sum()
+
+x = np.random.default_rng(0).random(2_000_000)
+best = {}
+for threads in (1, 2):
+    numba.set_num_threads(threads)
+    spin(x, threads)
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        spin(x, threads)
+        times.append(time.perf_counter() - start)
+    best[threads] = min(times)
+print(best[1] / best[2])
+"""
+
+
+def machine_ceiling() -> float:
+    """What 2 threads give on this machine for pure arithmetic (no memory traffic): the most
+    a local step can expect (frequency scaling and shared cores of a virtual machine)."""
+    import subprocess
+
+    env = {**os.environ, "NUMBA_NUM_THREADS": "2"}
+    run = subprocess.run([sys.executable, "-c", CEILING], capture_output=True, text=True,
+                         env=env)
+    try:
+        return float(run.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return float("nan")
 
 
 def log(message: str) -> None:
@@ -160,6 +208,8 @@ def child(work: Workload, threads: int, iters: int) -> Run:
     options = {"dims": {"K": work.k}, "tol": 0.0, "seed": 0}
     if work.model == "lda":
         options["hypers"] = LDA_HYPERS
+        if work.sweeps:  # the same work for every document: no tolerance, a fixed count
+            options.update(max_local_iter=work.sweeps, local_tol=0.0)
     with threadpool_limits(limits=1), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # an ELBO that decreases by round-off at tol=0
         data, small, run.items, run.tokens, per_item = load_workload(work)
@@ -270,12 +320,15 @@ def render_data(runs: list[Run], markdown: bool) -> tuple[str, list[str]]:
                      fmt(r.peak_mb, ".0f"), fmt(r.fit_mb, ".0f"), fmt(r.fit_mb / mtok, ".1f"),
                      fmt(r.other_cores, ".2f")])
     lines = []
-    done = [r for r in runs if np.isfinite(r.per_mtoken)]
-    if len(done) > 1:
+    for sweeps in dict.fromkeys(r.workload.sweeps for r in runs):
+        done = [r for r in runs if np.isfinite(r.per_mtoken) and r.workload.sweeps == sweeps]
+        if len(done) < 2:
+            continue
         base = done[0]
+        how = f"{sweeps} sweeps per document" if sweeps else "E-steps to convergence"
         for r in done[1:]:
             lines.append(
-                f"x{r.workload.replicas} vs x{base.workload.replicas}: s per Mtoken per "
+                f"{how}: x{r.workload.replicas} vs x{base.workload.replicas}: s per Mtoken per "
                 f"iteration {fmt(r.per_mtoken / base.per_mtoken, '.2f')}x (1.00 = flat), "
                 f"fit memory {fmt(r.fit_mb / base.fit_mb, '.2f')}x for "
                 f"{r.tokens / base.tokens:.0f}x the tokens")
@@ -297,6 +350,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-k", type=int, default=20, help="(b) LDA topics")
     parser.add_argument("--data-iters", type=int, default=5, help="(b) iterations per fit")
     parser.add_argument("--data-threads", type=int, default=1, help="(b) threads")
+    parser.add_argument("--sweeps", type=int, nargs="+", default=[0, 20],
+                        help="LDA E-step sweeps per document: 0 runs each to convergence (the "
+                             "real fit, whose work per document varies), N > 0 exactly N (the "
+                             "same work per token: the kernel's cost)")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: Reuters, K=10, GMM N=20000, 3 iterations")
     parser.add_argument("--markdown", action="store_true", help="print markdown tables")
@@ -309,11 +366,16 @@ def main(argv: list[str] | None = None) -> int:
     bullet = "- " if args.markdown else ""
     if args.only != "data":
         log("(a) threads")
-        works = [Workload("lda", k, corpus=args.corpus) for k in args.k]
+        works = [Workload("lda", k, corpus=args.corpus, sweeps=n) for k in args.k
+                 for n in args.sweeps]
         if args.gmm_n > 0:
             works.append(Workload("gmm", args.gmm_k, n=args.gmm_n))
         runs = [run_in_child(work, t, args.iters) for work in works for t in args.threads]
+        ceiling = machine_ceiling()
         text, lines = render_threads(runs, args.markdown)
+        lines.append(f"machine ceiling: a numba prange loop of pure arithmetic runs "
+                     f"{fmt(ceiling, '.2f')}x faster on 2 threads than on 1 on this machine "
+                     "(no memory traffic, nothing shared), the most any local step can reach")
         out += [f"(a) Threads: local_step seconds over {args.iters} mean-field iterations, "
                 "each configuration in a fresh process (BLAS at 1 thread)", "", text, ""]
         out += [bullet + line for line in lines]
@@ -326,8 +388,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{LOAD_NOTE}", ""]
     if args.only != "threads":
         log("(b) data size")
-        runs = [run_in_child(Workload("lda", args.data_k, corpus=args.corpus, replicas=r),
-                             args.data_threads, args.data_iters) for r in args.replicas]
+        runs = [run_in_child(Workload("lda", args.data_k, corpus=args.corpus, replicas=r,
+                                      sweeps=n), args.data_threads, args.data_iters)
+                for n in args.sweeps for r in args.replicas]
         text, lines = render_data(runs, args.markdown)
         out += [f"(b) Data size: LDA, {args.corpus} replicated, K={args.data_k}, "
                 f"{args.data_iters} iterations, {args.data_threads} thread(s)", "", text, ""]
