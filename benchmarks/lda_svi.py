@@ -351,6 +351,13 @@ def ratios(rows: list[Row], all_rows: list[Row], markdown: bool) -> str:
             f"cemodel {fmt(ours.perplexity, '.1f')} vs best peer {fmt(best_quality, '.1f')}: "
             f"{verdict} ({fmt(100 * relative, '+.1f')}%); target (>= 2x training docs/s at "
             f"equal or better perplexity): {target}")
+        if ours.kernels and ours.seconds > 0:  # the profile, whether or not the target is met
+            parts = sorted(ours.kernels.items(), key=lambda item: -item[1])
+            lines.append(
+                f"{bullet}K={k}, where cemodel's time goes (the whole fit_svi call, per-epoch "
+                "ELBO included): " + "; ".join(
+                    f"{name} {100 * value / ours.seconds:.0f}%" for name, value in parts
+                    if value >= 0.01 * ours.seconds))
         if len(per_run) > 1:
             lines.append(
                 f"  K={k}, the same training docs/s ratio within each "
