@@ -112,7 +112,8 @@ def _existing(path: Path) -> dict[str, str]:
     return found
 
 
-def run_section(section: Section, quick: bool, machine: str) -> str:
+def run_section(section: Section, quick: bool) -> str:
+    machine = _machine()  # the commit and machine at this section's start
     args = [*(section.quick if quick else section.full), "--markdown"]
     command = f"python benchmarks/{section.script} {' '.join(args)}"
     print(f"== {section.name}: {command}", file=sys.stderr, flush=True)
@@ -152,7 +153,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.output)
     kept = _existing(out)
-    machine = _machine()
     chosen = set(args.only or [s.name for s in SECTIONS])
     parts = ["# Benchmark results", "",
              "Written by `python benchmarks/run_all.py` (each section says the command that "
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for section in SECTIONS:
         if section.name in chosen:
-            done[section.name] = run_section(section, args.quick, machine)
+            done[section.name] = run_section(section, args.quick)
             tmp = out.with_name(f".{out.name}.tmp")  # after every section, never half a file
             tmp.write_text(document())
             os.replace(tmp, out)
