@@ -372,11 +372,13 @@ def wishart_natural(dof: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def categorical_params(lam: np.ndarray) -> np.ndarray:
-    """probs = softmax(lam) along the last axis."""
+    """probs = softmax(lam) along the last axis, in one array the size of lam (an N × K
+    posterior of a large data plate is not copied three times)."""
     lam = np.asarray(lam, dtype=np.float64)
-    z = lam - np.max(lam, axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / np.sum(e, axis=-1, keepdims=True)
+    probs = lam - np.max(lam, axis=-1, keepdims=True)
+    np.exp(probs, out=probs)
+    probs /= np.sum(probs, axis=-1, keepdims=True)
+    return probs
 
 
 def categorical_natural(probs: np.ndarray) -> tuple[np.ndarray]:
