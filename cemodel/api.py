@@ -232,14 +232,9 @@ class Model:
         reads one minibatch at a time (.npy, .npz, .mtx, UCI docword; see
         ``cemodel.streaming``), for the SVI methods. Refused with the reason where the model
         cannot read its items a minibatch at a time."""
-        from .streaming import open_source
+        from .streaming import open_model_source
 
-        why = getattr(self.module, "STREAMING", "no: the model has no data plate to read in "
-                      "minibatches")
-        if not why.startswith("yes"):
-            raise CemError(f"out-of-core data does not apply to this model: "
-                           f"{why.removeprefix('no: ')}")
-        return open_source(path, self.module.SPEC, self.data_plate)
+        return open_model_source(self.module, self.data_plate, path)
 
     def check(self) -> str:
         """The ``cemodel check`` report."""

@@ -244,12 +244,9 @@ def cmd_fit(args) -> int:
         raise CemError("--stream does not run on Dask: every worker binds the whole data set")
     module = compile_stages(stages, "mf")
     if args.stream:  # read a minibatch at a time from disk
-        from .streaming import open_source
+        from .streaming import open_model_source
 
-        why = getattr(module, "STREAMING", "no: the model has no data plate")
-        if not why.startswith("yes"):
-            raise CemError(f"--stream does not apply to this model: {why.removeprefix('no: ')}")
-        data = open_source(args.data, module.SPEC, stages.model.data_plate)
+        data = open_model_source(module, stages.model.data_plate, args.data)
     else:
         data = load_data(args.data, module.SPEC)
     # a dimension given with --set is the user's: a conflict with the data names --set

@@ -41,10 +41,18 @@ from .data import single_target, sparse_target
 from .errors import CemDataError
 from .runtime.source import ItemSource
 
-__all__ = ["DiskSource", "open_source"]
+__all__ = ["DiskSource", "open_model_source", "open_source"]
 
 _BLOCK = 1 << 24  # bytes of text parsed at a time by the converters
 _FORMATS = ".npy, .npz, .mtx or a UCI docword*.txt file"
+
+
+def _read_npy_header(f) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, fortran_order, dtype) of the .npy stream ``f``, left at its data."""
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(f)
+    return np.lib.format.read_array_header_2_0(f)
 
 
 class _NpyFile:
@@ -54,11 +62,7 @@ class _NpyFile:
         self.path = path
         try:
             with open(path, "rb") as f:
-                version = np.lib.format.read_magic(f)
-                if version == (1, 0):
-                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-                else:
-                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+                shape, fortran, dtype = _read_npy_header(f)
                 self.offset = f.tell()
         except (OSError, ValueError) as exc:
             raise CemDataError(f"data file '{what}': could not read it as a NumPy .npy array "
@@ -223,6 +227,16 @@ def _fixed_sizes(spec: Mapping[str, Any], files: Mapping[str, _NpyFile]) -> dict
     return dims
 
 
+def open_model_source(module: Any, data_plate: str | None, path: str | Path) -> DiskSource:
+    """``open_source`` for a generated module, refused with the reason where its fit_svi
+    cannot read items a minibatch at a time (its STREAMING)."""
+    why = getattr(module, "STREAMING", "no: the model has no data plate to read in minibatches")
+    if data_plate is None or not why.startswith("yes"):
+        raise CemDataError(f"out-of-core data does not apply to this model: "
+                           f"{why.removeprefix('no: ')}")
+    return open_source(path, module.SPEC, data_plate)
+
+
 def _csr_source(path: Path, store: Path, target: str, fingerprint: str, what: str,
                 spec: Mapping[str, Any], shape: tuple[int, int] | None = None) -> DiskSource:
     n_rows, n_cols = shape or json.loads((store / "meta.json").read_text())["shape"]
@@ -336,7 +350,7 @@ def _open_text(path: Path):
     return gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
 
 
-def _blocks(handle, first_line: int) -> Iterator[tuple[np.ndarray, int]]:
+def _blocks(handle, first_line: int, path: Path) -> Iterator[tuple[np.ndarray, int]]:
     """(entries, line number of the first) for blocks of whole lines of numbers."""
     line = first_line
     rest = b""
@@ -352,8 +366,8 @@ def _blocks(handle, first_line: int) -> Iterator[tuple[np.ndarray, int]]:
             try:
                 table = np.loadtxt(io.BytesIO(data), dtype=np.float64, ndmin=2)
             except ValueError as exc:
-                raise CemDataError(f"expected lines of numbers from line {line} on ({exc})"
-                                   ) from None
+                raise CemDataError(f"data file '{path}': expected lines of numbers from line "
+                                   f"{line} on ({exc})") from None
             yield table, line
         line += data.count(b"\n")
         if not chunk:
@@ -428,17 +442,12 @@ def _convert_docword(path: Path, out: Path) -> None:
         with _open_text(path) as f:
             for _ in range(3):
                 f.readline()
-            try:
-                for table, line in _blocks(f, 4):
-                    if (table[:, 2:] < 0).any():
-                        at = int(np.flatnonzero(table[:, 2] < 0)[0])
-                        raise CemDataError(f"data file '{path}': expected non-negative counts, "
-                                           f"found {table[at, 2]:g} on line {line + at}")
-                    yield table, line
-            except CemDataError as exc:
-                if str(path) in str(exc):
-                    raise
-                raise CemDataError(f"data file '{path}': {exc}") from None
+            for table, line in _blocks(f, 4, path):
+                if (table[:, 2:] < 0).any():
+                    at = int(np.flatnonzero(table[:, 2] < 0)[0])
+                    raise CemDataError(f"data file '{path}': expected non-negative counts, "
+                                       f"found {table[at, 2]:g} on line {line + at}")
+                yield table, line
 
     _write_csr(path, out, (n_docs, n_words), nnz, entries, ("docID", "wordID"), 3)
 
@@ -472,10 +481,7 @@ def _convert_mtx(path: Path, out: Path) -> None:
         with _open_text(path) as f:
             for _ in range(first - 1):
                 f.readline()
-            try:
-                yield from _blocks(f, first)
-            except CemDataError as exc:
-                raise CemDataError(f"data file '{path}': {exc}") from None
+            yield from _blocks(f, first, path)
 
     _write_csr(path, out, (n_rows, n_cols), nnz, entries, ("row", "column"),
                2 if field == "pattern" else 3)
@@ -491,11 +497,7 @@ def _convert_npz(path: Path, out: Path) -> None:
                     continue
                 name = member[:-4]
                 with archive.open(member) as f, open(out / f"{name}.npy", "wb") as g:
-                    version = np.lib.format.read_magic(f)
-                    if version == (1, 0):
-                        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-                    else:
-                        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+                    shape, fortran, dtype = _read_npy_header(f)
                     if dtype.hasobject:
                         raise CemDataError(f"data file '{path}': '{name}' holds Python "
                                            "objects, expected numeric arrays")

@@ -1316,10 +1316,7 @@ class MeanFieldEmitter:
         for name, layouts in self.exp_needed.items():
             E = self.layout.E(name, "log")
             if items_only and name in self.plan.globals:
-                for transposed in sorted(layouts):
-                    for array in ((f"XT_{name}_log", f"ET_{name}_log") if transposed
-                                  else (f"X_{name}_log",)):
-                        body.append(Line(f"{array} = s.{array}"))
+                body += [Line(f"{array} = s.{array}") for array in self._exp_arrays(name)]
                 continue
             for transposed in sorted(layouts):
                 if transposed:
@@ -1381,6 +1378,13 @@ class MeanFieldEmitter:
         names = list(dict.fromkeys(names))
         return Line("return rt.State(" + ", ".join(f"{n}={n}" for n in names) + ")")
 
+    def _exp_arrays(self, name: str) -> list[str]:
+        """The copies of E[log name] the kernels read: exp(E) (X_), and statistic-axis-first
+        exp(E) and E (XT_, ET_), as its layouts need (see _plan_exp_arrays)."""
+        return [a for transposed in sorted(self.exp_needed[name])
+                for a in ((f"XT_{name}_log", f"ET_{name}_log") if transposed
+                          else (f"X_{name}_log",))]
+
     def _streaming_constants(self) -> list[Node]:
         """What fit_svi needs to read its items from disk a minibatch at a time."""
         nodes: list[Node] = [
@@ -1391,11 +1395,8 @@ class MeanFieldEmitter:
         if self.streaming() == "yes":
             names = [a for n in self.plan.globals for st, _ in self.stats(n)
                      for a in (self.layout.lam(n, st), self.layout.E(n, st))]
-            for name, layouts in self.exp_needed.items():
-                if name in self.plan.globals:
-                    for transposed in sorted(layouts):
-                        names += ([f"XT_{name}_log", f"ET_{name}_log"] if transposed
-                                  else [f"X_{name}_log"])
+            names += [a for n in self.exp_needed if n in self.plan.globals
+                      for a in self._exp_arrays(n)]
             nodes.append(Line(f"GLOBAL_STATE = {tuple(names)!r}",
                               "the arrays an out-of-core checkpoint keeps"))
         return nodes
