@@ -24,6 +24,7 @@ from .plan import InferencePlan
 _USUAL = {
     "dirichlet": ("Dirichlet(α)", [("α", "log", 1.0, [(1.0, "")])]),
     "categorical": ("Categorical", [("log q", "onehot", 1.0, [])]),
+    "split": ("Multinomial", [("log φ", "value", 1.0, [])]),
     "beta": ("Beta(a, b)", [("a", "log", 1.0, [(1.0, "")]), ("b", "log1m", 1.0, [(1.0, "")])]),
     "gamma": ("Gamma(shape, rate)",
               [("shape", "log", 1.0, [(1.0, "")]), ("rate", "value", -1.0, [])]),
@@ -225,6 +226,12 @@ def conditional_text(plan: InferencePlan, name: str) -> str:
     title, params = _USUAL[family]
     ref = name if not var.plates else (
         f"{name}[{', '.join(plan.model.plate(p).index for p in var.plates)}]")
+    introduced = plan.model.introduced_for(name)
+    if introduced is not None:  # Multinomial(y, φ) over the terms of y's rate
+        of = plan.model.var(introduced.of)
+        total = introduced.of if not of.plates else (
+            f"{introduced.of}[{', '.join(plan.model.plate(p).index for p in of.plates)}]")
+        title = f"{title}({total}, φ), E[{ref}] = {total}·φ"
     lines = [f"q({ref}) = {title}"]
     for label, stat, scale, offsets in params:
         terms, subscript = _terms(plan, name, stat)
@@ -236,6 +243,8 @@ def conditional_text(plan: InferencePlan, name: str) -> str:
         text = _combine(scaled)
         if family == "categorical":
             lines.append(f"    log q({ref} = {subscript[1:]}) = {text} + const")
+        elif family == "split":
+            lines.append(f"    log φ{subscript} = {text} + const")
         else:
             lines.append(f"    {label}{subscript} = {text}")
     return "\n".join(lines)
@@ -247,10 +256,17 @@ def check_report(plan: InferencePlan) -> str:
     out = [f"model {model.name} ({model.source.filename})", ""]
     out.append(f"data plate: {model.data_plate or '(none: every latent variable is global)'}")
     out.append("")
+    if model.introduced:
+        out.append("introduced by cemodel (to make the model conditionally conjugate):")
+        for item in model.introduced:
+            out.append(f"  {item.name}: {item.why}")
+        out.append("")
     for var in model.variables:
         family = FAMILIES[var.family]
         if var.observed:
             role = "observed"
+        elif model.introduced_for(var.name) is not None:
+            role = "introduced, local" if model.is_local(var) else "introduced"
         elif model.is_local(var):
             role = "local"
         else:

@@ -1,6 +1,6 @@
 """The driver: composes the stages in order (STYLE.md habit 1).
 
-    source --parse--> AST --build_model--> Model --analyse--> Analysis
+    source --parse--> AST --build_model--> Model --augment--> Model --analyse--> Analysis
            --make_plan--> InferencePlan --generate_mf--> Python source
 
 ``compile_model`` writes the generated source to a real file in a cache
@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
+from .augment import augment
 from .codegen.mf import generate_mf
 from .conjugacy import Analysis, analyse
 from .errors import CemError, Span
@@ -93,7 +94,7 @@ def run_stages(text: str, filename: str, settings: dict[str, float] | None = Non
     """Parse, build, analyse and plan; raises a ``CemError`` for any user mistake.
     ``collapse`` names the KLC set X (overrides the model file's ``collapse``)."""
     program = parse(text, filename)
-    model = apply_settings(build_model(program), settings or {})
+    model = augment(apply_settings(build_model(program), settings or {}))
     analysis = analyse(model)
     plan = make_plan(analysis, collapse)
     return Stages(model, analysis, plan)

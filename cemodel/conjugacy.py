@@ -41,11 +41,14 @@ from .model import (
     RHyper,
     RNeg,
     RRepeat,
+    RSum,
     RVar,
     RVector,
     Shape,
     ShapeDim,
+    SumIndex,
     VarDef,
+    sub_exprs,
 )
 
 # ---------------------------------------------------------------------------
@@ -168,6 +171,8 @@ class _Expander:
         self.gates: dict[str, str] = {}  # gate letter -> gating var
         # gating reference (by its text, so that every z[n] is one gate) -> (letter, ref)
         self.gate_refs: dict[str, tuple[str, RVar]] = {}
+        # the index of each enclosing sum(... for k in K) -> its letter (summed, not gated)
+        self.sum_letters: dict[str, str] = {}
         self.role = ""
 
     def fresh(self, dim: ShapeDim) -> str:
@@ -191,7 +196,7 @@ class _Expander:
             return (expr.dim,)
         if isinstance(expr, RVector):
             return (len(expr.items),)
-        if isinstance(expr, (RConst, RDimSize)):
+        if isinstance(expr, (RConst, RDimSize, RSum)):
             return ()
         if isinstance(expr, RNeg):
             return self.event_shape(expr.operand)
@@ -294,16 +299,7 @@ class _Expander:
             if not self.model.var(expr.name).observed:
                 return expr.name
             return None
-        children: tuple = ()
-        if isinstance(expr, RBin):
-            children = (expr.left, expr.right)
-        elif isinstance(expr, RNeg):
-            children = (expr.operand,)
-        elif isinstance(expr, RCall):
-            children = expr.args
-        elif isinstance(expr, RRepeat):
-            children = (expr.value,)
-        for child in children:
+        for child in sub_exprs(expr):
             found = self.latent_in(child)
             if found:
                 return found
@@ -329,6 +325,8 @@ class _Expander:
         for position in expr.indices:
             if isinstance(position, PlateIndex):
                 index.append(position.plate)
+            elif isinstance(position, SumIndex):
+                index.append(self.sum_letters[position.name])
             else:
                 index.append(self.gate_letter(position))
         if var.plates and not expr.indices:
@@ -342,6 +340,9 @@ class _Expander:
             if any(i in self.gates for i in index):
                 raise self.error("an observed variable cannot be selected by a categorical",
                                  expr.span)
+            if any(i in self.sum_letters.values() for i in index):
+                raise self.error("a sum runs over latent terms; an observed variable cannot "
+                                 "take the sum's index", expr.span)
             return self.known(fn, (expr,), letters)
         stats = dict(FAMILIES[var.family].stats)
         if fn not in stats:
@@ -363,7 +364,8 @@ class _Expander:
         have = ", ".join(s for s, _ in prior.stats)
         good = sorted({
             f.name for f in FAMILIES.values()
-            if f.variational and fn in dict(f.stats) and f.event_rank == prior.event_rank
+            if f.name.isidentifier() and f.variational and fn in dict(f.stats)
+            and f.event_rank == prior.event_rank
         })
         what = _STAT_WORDS.get(fn, fn)
         if expr == self.child_ref:
@@ -394,6 +396,8 @@ class _Expander:
     def expand_expr(self, fn: str, expr: RExpr, letters: tuple[str, ...]) -> Poly:
         if isinstance(expr, RVar):
             return self.leaf_poly(expr, fn, letters)
+        if isinstance(expr, RSum):
+            return self.expand_sum(fn, expr, letters)
         if self.latent_in(expr) is None:
             self.bind(letters, self.view_shape(fn, expr))
             return [(1.0, (self.known(fn, (expr,), letters),))]
@@ -469,6 +473,26 @@ class _Expander:
             getattr(expr, "span", self.var.span),
         )
 
+    def expand_sum(self, fn: str, expr: RSum, letters: tuple[str, ...]) -> Poly:
+        """``value`` of a sum: its terms, over a fresh summed letter. With one letter given
+        (``log rate_k`` in Poisson·split) the view is of the k-th term alone."""
+        if fn == "value" and not letters:
+            letter = self.fresh(expr.dim)
+        elif letters and len(letters) == 1 and self.family.name == "Poisson·split":
+            letter = letters[0]
+            self.bind(letters, (expr.dim,))
+        else:
+            raise self.error(
+                f"not conjugate: the {self.role} of {self.family.name} '{self.var.name}' needs "
+                f"E[{_STAT_WORDS.get(fn, fn)}] of a sum over '{expr.index}', which is not "
+                "linear in the statistics of its terms", expr.span,
+            )
+        self.sum_letters[expr.index] = letter
+        try:
+            return self.expand_expr(fn, expr.body, ())
+        finally:
+            del self.sum_letters[expr.index]
+
     def broadcast_part(self, fn: str, expr: RExpr, letters: tuple[str, ...]) -> Poly:
         """One side of a sum: a scalar added to a vector (``mu + m0``) is the same value in
         every entry, so it carries no tensor letters and its outer product is its square."""
@@ -526,6 +550,8 @@ def _plates_in(expr: RExpr) -> list[str]:
             found += _plates_in(arg)
     elif isinstance(expr, RRepeat):
         found = _plates_in(expr.value)
+    elif isinstance(expr, RSum):
+        found = _plates_in(expr.body)
     return found
 
 
@@ -543,6 +569,8 @@ def render_expr(expr: RExpr) -> str:
         for index in expr.indices:
             if isinstance(index, PlateIndex):
                 parts.append(index.plate)
+            elif isinstance(index, SumIndex):
+                parts.append(index.name)
             else:
                 parts.append(render_expr(index.var))
         return f"{expr.name}[{', '.join(parts)}]"
@@ -556,6 +584,8 @@ def render_expr(expr: RExpr) -> str:
         return f"{expr.func}({', '.join(render_expr(a) for a in expr.args)})"
     if isinstance(expr, RVector):
         return "[" + ", ".join(render_expr(i) for i in expr.items) + "]"
+    if isinstance(expr, RSum):
+        return f"sum({render_expr(expr.body)} for {expr.index} in {expr.dim})"
     raise AssertionError(expr)
 
 

@@ -53,7 +53,15 @@ class GateIndex:
     span: Span
 
 
-RIndex = PlateIndex | GateIndex
+@dataclass(frozen=True)
+class SumIndex:
+    """The index ``k`` of ``sum(body for k in K)`` inside ``body``."""
+
+    name: str
+    span: Span
+
+
+RIndex = PlateIndex | GateIndex | SumIndex
 
 
 @dataclass(frozen=True)
@@ -118,7 +126,18 @@ class RDimSize:
     span: Span
 
 
-RExpr = RConst | RHyper | RVar | RData | RRepeat | RCall | RBin | RNeg | RVector | RDimSize
+@dataclass(frozen=True)
+class RSum:
+    """``sum(body for index in dim)``: the body summed over a new index (SumIndex inside)."""
+
+    index: str
+    dim: str
+    body: RExpr
+    span: Span
+
+
+RExpr = (RConst | RHyper | RVar | RData | RRepeat | RCall | RBin | RNeg | RVector | RDimSize
+         | RSum)
 
 # ---------------------------------------------------------------------------
 # Declarations
@@ -177,6 +196,17 @@ class VarDef:
 
 
 @dataclass(frozen=True)
+class Introduced:
+    """A latent variable the compiler adds to make a model conditionally conjugate (see
+    ``cemodel.augment``): ``name`` splits observed ``of`` into counts over ``dim``."""
+
+    name: str
+    of: str
+    dim: str
+    why: str
+
+
+@dataclass(frozen=True)
 class Model:
     name: str
     source: Source
@@ -189,6 +219,14 @@ class Model:
     # ``collapse a, b``: the set KLC-CG integrates out, and where the file says so
     collapse: tuple[str, ...] | None = None
     collapse_span: Span | None = None
+    # variables the compiler introduced (cemodel.augment), shown by `cemodel check`
+    introduced: tuple[Introduced, ...] = ()
+
+    def introduced_for(self, name: str) -> Introduced | None:
+        for item in self.introduced:
+            if item.name == name:
+                return item
+        return None
 
     def var(self, name: str) -> VarDef:
         for var in self.variables:
@@ -249,11 +287,18 @@ class _Scope:
     """The plates enclosing a statement, outermost first."""
 
     plates: tuple[PlateDef, ...]
+    sums: tuple[tuple[str, str], ...] = ()  # (index, dim) of enclosing sum(... for k in K)
 
     def by_index(self, index: str) -> PlateDef | None:
         for plate in self.plates:
             if plate.index == index:
                 return plate
+        return None
+
+    def sum_dim(self, index: str) -> str | None:
+        for name, dim in self.sums:
+            if name == index:
+                return dim
         return None
 
 
@@ -588,11 +633,12 @@ class _Builder:
             raise self.error(f"the model has a cycle: {cycle}", stmt.target.span)
         self.in_progress.append(name)
         family = FAMILIES.get(stmt.dist.id)
+        writable = [name for name in FAMILIES if name.isidentifier()]
         if family is None:
             raise self.error(
                 f"unknown distribution '{stmt.dist.id}'", stmt.dist.span,
-                hint=did_you_mean(stmt.dist.id, FAMILIES)
-                or "known: " + ", ".join(sorted({f.name for f in FAMILIES.values()})),
+                hint=did_you_mean(stmt.dist.id, writable)
+                or "known: " + ", ".join(sorted({FAMILIES[n].name for n in writable})),
             )
         if not stmt.observed and family.variational is None:
             raise self.error(
@@ -750,7 +796,37 @@ class _Builder:
             return RCall(func, args, expr.span)
         if isinstance(expr, ast.VectorLit):
             return self.resolve_hyper_expr(expr)
+        if isinstance(expr, ast.Reduce):
+            return self._resolve_sum(expr, scope)
         raise AssertionError(expr)
+
+    def _resolve_sum(self, expr: ast.Reduce, scope: _Scope) -> RSum:
+        """``sum(body for k in K)``; the index ``k`` is new and runs over dimension ``K``."""
+        if expr.func.id != "sum":
+            raise self.error(
+                f"unknown reduction '{expr.func.id}(... for ...)'", expr.func.span,
+                hint="only sum(body for k in K) is supported",
+            )
+        index = expr.index.id
+        if scope.by_index(index) is not None or scope.sum_dim(index) is not None:
+            raise self.error(f"index '{index}' is already the index of an enclosing plate or "
+                             "sum", expr.index.span, hint="give the sum its own index name")
+        if index in self._all_names() or index in self.dims:
+            raise self.error(f"'{index}' is already the name of a {self._all_names()[index]}; "
+                             "a sum needs a new index name", expr.index.span)
+        dim = self._dim_name(expr.dim)
+        if self.dims[dim].ragged_over is not None:
+            raise self.error(f"a sum runs over a fixed dimension; '{dim}' is ragged",
+                             expr.dim.span)
+        inner = _Scope(scope.plates, scope.sums + ((index, dim),))
+        body = self.resolve_expr(expr.body, inner)
+        if self.shape_of(body) != ():
+            raise self.error("the body of sum(... for k in K) must be a scalar, found shape "
+                             f"{_show(self.shape_of(body))}", expr.body.span)
+        if not _mentions_sum_index(body, index):
+            raise self.error(f"the body of this sum does not use its index '{index}'",
+                             expr.body.span, hint=f"multiply by {dim} instead of summing")
+        return RSum(index, dim, body, expr.span)
 
     def _resolve_ref(
         self, base: ast.Name, indices: tuple[ast.Expr, ...], span: Span, scope: _Scope
@@ -764,9 +840,10 @@ class _Builder:
             if indices:
                 raise self.error(f"dimension '{name}' takes no indices", span)
             return RDimSize(name, base.span)
-        if scope.by_index(name) is not None:
+        if scope.by_index(name) is not None or scope.sum_dim(name) is not None:
+            kind = "plate" if scope.by_index(name) is not None else "sum"
             raise self.error(
-                f"'{name}' is a plate index; it can only appear inside [...]", base.span
+                f"'{name}' is a {kind} index; it can only appear inside [...]", base.span
             )
         if name in self.data:
             datum = self.data[name]
@@ -794,6 +871,17 @@ class _Builder:
         resolved = []
         for plate_name, index in zip(plates, indices, strict=True):
             plate = self.plates[plate_name]
+            sum_dim = scope.sum_dim(index.id) if isinstance(index, ast.Name) else None
+            if sum_dim is not None:
+                if sum_dim != plate.dim or plate.ragged:
+                    raise self.error(
+                        f"sum index '{index.id}' runs over {sum_dim}, but this position of "
+                        f"'{name}' runs over plate '{plate.name}' ({plate.dim})", index.span,
+                    )
+                if not gates:
+                    raise self.error("data can only be indexed by plate indices", index.span)
+                resolved.append(SumIndex(index.id, index.span))
+                continue
             if isinstance(index, ast.Name) and scope.by_index(index.id) is not None:
                 used = scope.by_index(index.id)
                 # another plate over the same (non-ragged) dimension indexes it too
@@ -869,6 +957,8 @@ class _Builder:
             if expr.func in ("exp", "log"):
                 return self.shape_of(expr.args[0])
             return self.hyper_shape(expr)
+        if isinstance(expr, RSum):
+            return ()
         raise AssertionError(expr)
 
     # -- driver -------------------------------------------------------------
@@ -933,6 +1023,27 @@ class _Builder:
         return next(iter(tops))
 
 
+def _mentions_sum_index(expr: RExpr, index: str) -> bool:
+    if isinstance(expr, RVar):
+        return any(isinstance(i, SumIndex) and i.name == index for i in expr.indices)
+    return any(_mentions_sum_index(child, index) for child in sub_exprs(expr))
+
+
+def sub_exprs(expr: RExpr) -> tuple[RExpr, ...]:
+    """The expressions directly inside ``expr``."""
+    if isinstance(expr, RBin):
+        return (expr.left, expr.right)
+    if isinstance(expr, RNeg):
+        return (expr.operand,)
+    if isinstance(expr, (RCall, RVector)):
+        return expr.args if isinstance(expr, RCall) else expr.items
+    if isinstance(expr, RRepeat):
+        return (expr.value,)
+    if isinstance(expr, RSum):
+        return (expr.body,)
+    return ()
+
+
 def _size_of(expr: RExpr) -> ShapeDim:
     if isinstance(expr, RDimSize):
         return expr.name
@@ -972,6 +1083,8 @@ def expr_vars(expr: RExpr) -> list[tuple[str, str]]:
             found += expr_vars(arg)
     elif isinstance(expr, RRepeat):
         found += expr_vars(expr.value)
+    elif isinstance(expr, RSum):
+        found += expr_vars(expr.body)
     return found
 
 

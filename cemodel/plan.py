@@ -79,12 +79,13 @@ class InferencePlan:
         )
 
 
-def _letters(slots: tuple[Slot, ...]) -> set[str]:
+def _letters(slots: tuple[Slot, ...], plates: set[str]) -> set[str]:
+    """The tensor letters of the slots, with the gate and sum letters of their indices."""
     found: set[str] = set()
     for slot in slots:
         found.update(slot.tensor)
         if isinstance(slot, Stat):
-            found.update(i for i in slot.index if i.startswith("g"))
+            found.update(i for i in slot.index if i not in plates)
     return found
 
 
@@ -110,8 +111,8 @@ def make_plan(analysis: Analysis, collapse: tuple[str, ...] | None = None) -> In
     globals_ = tuple(n for n in order if n in latent_names and n not in local_set)
     locals_ = tuple(n for n in order if n in local_set)
     kept = tuple(n for n in locals_ if len(model.var(n).plates) == 1)
-    local_graph = graph.subgraph(locals_)
-    iterate = local_graph.number_of_edges() > 0
+    coupled = _coupled_locals(analysis, locals_)
+    iterate = coupled is not None
 
     accumulators = []
     for fi, factor in enumerate(analysis.factors):
@@ -126,7 +127,8 @@ def make_plan(analysis: Analysis, collapse: tuple[str, ...] | None = None) -> In
                      if i in factor.plates and i != model.data_plate}
             # letters fixed by observed data (the word of a token) first: the local step
             # then writes each token's statistics contiguously
-            shared = _letters(local) & _letters(glob)
+            plates = {p.name for p in model.plates}
+            shared = _letters(local, plates) & _letters(glob, plates)
             observed = {s.tensor[0] for s in local if isinstance(s, Known)
                         and s.fn == "onehot" and s.tensor} & shared
             key = (tuple(sorted(observed)) + tuple(sorted(shared - observed))
@@ -137,7 +139,7 @@ def make_plan(analysis: Analysis, collapse: tuple[str, ...] | None = None) -> In
     methods = _methods(model) + (("klc", klc),)
     learnable = tuple(item for item in _learnable(model, globals_ + kept)
                       if _uses_of(model, item.hyper) == 1)
-    steps, collapsed, assignments = _local_steps(model, graph, locals_)
+    steps, collapsed, assignments = _local_steps(model, graph, locals_, coupled)
     return InferencePlan(model, analysis, globals_, locals_, kept, iterate, tuple(accumulators),
                          methods, learnable, steps, collapsed, assignments, chosen)
 
@@ -167,7 +169,22 @@ def _klc(analysis: Analysis, graph: nx.DiGraph,
             f"{', '.join(chosen.parameterised)}"), chosen
 
 
-def _local_steps(model: Model, graph: nx.DiGraph, locals_: tuple[str, ...]):
+def _coupled_locals(analysis: Analysis, locals_: tuple[str, ...]) -> tuple[str, str] | None:
+    """Two locals whose complete conditionals read each other's statistics (a parent and its
+    child, or co-parents of one factor such as H and the split counts of GaP-NMF), if any:
+    then the local step iterates, and the item's locals have no joint closed form."""
+    for name in locals_:
+        for message in analysis.conditional(name).messages:
+            factor = analysis.factors[message.factor]
+            monomial = factor.monomials[message.monomial]
+            for slot in monomial.without(message.target):
+                if isinstance(slot, Stat) and slot.var in locals_ and slot.var != name:
+                    return name, slot.var
+    return None
+
+
+def _local_steps(model: Model, graph: nx.DiGraph, locals_: tuple[str, ...],
+                 coupled: tuple[str, str] | None):
     """Which E-steps apply, and for Gibbs / CVB0 which locals are collapsed and which sampled.
 
     * mf: local mean field, always.
@@ -189,6 +206,10 @@ def _local_steps(model: Model, graph: nx.DiGraph, locals_: tuple[str, ...]):
         a, b = local_edges[0]
         exact = (f"no: local '{b}' depends on local '{a}', so p(locals | data, β) of an item "
                  "does not factorise and has no closed form")
+    elif coupled is not None:
+        a, b = coupled
+        exact = (f"no: locals '{a}' and '{b}' meet in one factor, so p(locals | data, β) of "
+                 "an item does not factorise and has no closed form")
     else:
         exact = ("yes: given the globals each local depends only on data, so the local update "
                  "is its exact conditional p(z_n | y_n, β)")

@@ -54,6 +54,17 @@ class Call:
 
 
 @dataclass(frozen=True)
+class Reduce:
+    """``sum(body for k in K)``: ``body`` summed over a new index ``k`` running over ``K``."""
+
+    func: Name
+    body: Expr
+    index: Name
+    dim: Name
+    span: Span
+
+
+@dataclass(frozen=True)
 class BinOp:
     op: str  # one of + - * /
     left: Expr
@@ -73,7 +84,7 @@ class VectorLit:
     span: Span
 
 
-Expr = Number | Name | Index | Call | BinOp | Neg | VectorLit
+Expr = Number | Name | Index | Call | Reduce | BinOp | Neg | VectorLit
 
 
 @dataclass(frozen=True)
@@ -283,6 +294,10 @@ class _ToAst(lark.Transformer):
 
     def call(self, meta, children):
         return Call(_name(children[0]), tuple(children[1:]), _span(meta))
+
+    def reduce(self, meta, children):
+        func, body, index, dim = children
+        return Reduce(_name(func), body, _name(index), _name(dim), _span(meta))
 
     def vector(self, meta, children):
         return VectorLit(tuple(children), _span(meta))

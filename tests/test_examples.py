@@ -40,3 +40,9 @@ def test_lda_klc_small(monkeypatch, capsys):
         "--no-plot", monkeypatch=monkeypatch)
     out = capsys.readouterr().out
     assert "VBEM" in out and "FR" in out and "HS" in out
+
+
+def test_gap_nmf_quick(monkeypatch, capsys):
+    run("gap_nmf.py", "--quick", "--no-plot", monkeypatch=monkeypatch)
+    out = capsys.readouterr().out
+    assert "MF " in out and "SSVI-A " in out and "sorted correlations" in out

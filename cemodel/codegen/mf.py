@@ -55,6 +55,7 @@ _ROW_EXPECT = {
     "mvn": "rt.mvn_expected_stats({lam_value}, {lam_outer}, {E_value}, {E_outer})",
     "wishart": "{E_logdet} = rt.wishart_expected_stats({lam_value}, {lam_logdet}, {E_value})",
     "bernoulli": "{E_value} = rt.bernoulli_expected_stats({lam_value})",
+    "split": "rt.split_expected_stats({lam_value}, {E_value}, {total})",
 }
 _LOG_NORMALIZER = {
     "dirichlet": "rt.dirichlet_log_normalizer({lam_log})",
@@ -75,6 +76,7 @@ _PARAMS = {
     "mvn": ("mvn_params", ("mean", "precision")),
     "wishart": ("wishart_params", ("dof", "scale")),
     "bernoulli": ("bernoulli_params", ("p",)),
+    "split": ("categorical_params", ("probs",)),
 }
 
 
@@ -190,7 +192,16 @@ class MeanFieldEmitter:
         for stat, _ in self.stats(var.name):
             names[f"lam_{stat}"] = args.use(self.layout.lam(var.name, stat)) + f"[{row}]"
             names[f"E_{stat}"] = args.use(self.layout.E(var.name, stat)) + f"[{row}]"
+        if family == "split":  # E[c] = n·φ, n the observed count it splits
+            names["total"] = self._split_total(var, args)
         return Line(_ROW_EXPECT[family].format(**names))
+
+    def _split_total(self, var: VarDef, args: ArgRecorder) -> str:
+        """The observed count that the split counts ``var`` add up to, at the row."""
+        introduced = self.model.introduced_for(var.name)
+        of = self.var(introduced.of)
+        index = self.layout._plate_index(of.plates, of.plates, {}, args, scratch=False)
+        return f"{args.use(of.name)}[{', '.join(index)}]"
 
     def _entropy_expr(self, var: VarDef, row: str, args: ArgRecorder) -> str:
         """H = A(λ) − Σ_s λ_s·E[t_s]; for a categorical, −Σ q log q (needs no λ)."""
@@ -199,6 +210,9 @@ class MeanFieldEmitter:
             return f"{args.use('H_' + var.name)}[{row}]"
         if family == "categorical":
             return f"rt.categorical_entropy({args.use(self.layout.E(var.name, 'onehot'))}[{row}])"
+        if family == "split":
+            return (f"rt.split_entropy({args.use(self.layout.lam(var.name, 'value'))}[{row}], "
+                    f"{args.use(self.layout.E(var.name, 'value'))}[{row}])")
         names = {}
         terms = []
         for stat, rank in self.stats(var.name):
@@ -675,8 +689,7 @@ class MeanFieldEmitter:
             # their prior, or (warm) their value from the previous iteration
             starts: list[Node] = []
             for name in locals_:
-                if any(self.model.is_local(self.var(c)) and not self.var(c).observed
-                       for c in self._local_children(name)):
+                if self._read_before_update(name):
                     if name not in self.plan.kept_locals:
                         init_sweeps.append(self._call_update(name, "False", args))
                     else:
@@ -687,9 +700,7 @@ class MeanFieldEmitter:
             tracked = self.plan.kept_locals or locals_
             sweep: list[Node] = [Line("change = 0.0")]
             for name in tracked:
-                for stat, _ in self.stats(name)[:1]:
-                    lam = self.layout.lam(name, stat)
-                    sweep.append(Line(f"old_{name}[...] = {args.use(lam)}[{item}]"))
+                sweep.append(Line(f"old_{name}[...] = {self._tracked(name, args)}"))
             finish = [self._expect_line(self.var(n), item, args) for n in self.exp_only]
             for name in reversed(locals_):
                 if name in self.implicit:
@@ -701,9 +712,8 @@ class MeanFieldEmitter:
                     sweep.append(self._call_update(name, "True", args, exp_only="True"))
             count = []
             for name in tracked:
-                stat = self.stats(name)[0][0]
-                lam = self.layout.lam(name, stat)
-                sweep.append(Line(f"change += rt.mean_abs_change({lam}[{item}], old_{name})"))
+                sweep.append(Line(f"change += rt.mean_abs_change({self._tracked(name, args)}, "
+                                  f"old_{name})"))
                 count.append(name)
             mean = "change" if len(count) == 1 else f"change / {len(count)}"
             sweep.append(Block(f"if {mean} < local_tol", (Line("break"),)))
@@ -742,7 +752,8 @@ class MeanFieldEmitter:
         if self.plan.local_iterations:
             for name in self.plan.kept_locals or locals_:
                 lam = self.layout.lam(name, self.stats(name)[0][0])
-                buffers.append(Line(f"old_{name} = np.empty_like({lam}[0])",
+                row = "" if name in self.layout.scratch else "[0]"
+                buffers.append(Line(f"old_{name} = np.empty_like({lam}{row})",
                                     "the previous sweep, for the convergence test"))
             for a in getattr(self, "_guard_arrays", []):
                 buffers.append(Line(f"keep_{a} = np.empty_like({a}[0])",
@@ -1032,10 +1043,25 @@ class MeanFieldEmitter:
                 out.append(Line(f"base_{plate.name} = {ptr}[{item}]"))
         return out
 
-    def _local_children(self, name: str) -> list[str]:
-        from ..model import model_graph
+    def _tracked(self, name: str, args: ArgRecorder) -> str:
+        """The natural parameters of a local whose change ends the sweeps: the item's row of
+        a kept local, the whole scratch array of one stored per item."""
+        lam = args.use(self.layout.lam(name, self.stats(name)[0][0]))
+        if name in self.layout.scratch:
+            return lam
+        return f"{lam}[{plate_var(self.model.data_plate)}]"
 
-        return list(model_graph(self.model).successors(name))
+    def _read_before_update(self, name: str) -> bool:
+        """Whether a local updated before ``name`` in a sweep (children first: the reverse
+        of the topological order) reads q(name): then ``name`` needs a start. A child reads
+        its parent; co-parents of one factor read each other (GaP-NMF's H and split)."""
+        locals_ = self.plan.locals
+        later = locals_[locals_.index(name) + 1:]
+        for reader in later:
+            for _, _, monomial in self._messages_to(reader):
+                if monomial.stats_of(name):
+                    return True
+        return False
 
     def _random_categorical(self, var: VarDef, args: ArgRecorder) -> list[Node]:
         """Seeding: every row of a seed item is its category; other items weigh nothing."""
@@ -1431,6 +1457,9 @@ class MeanFieldEmitter:
                 draws.append(Line(f"rt.start_at_draw({self.family(name)!r}, "
                                   f"{self.layout.lam(name, 'value')}, "
                                   f"{self.layout.lam(name, second)}, rng)"))
+            elif name in self._gamma_products():
+                draws.append(Line(f"rt.jitter_gamma_rate({self.layout.lam(name, 'value')}, "
+                                  "rng)"))
         count_lams = [self.layout.lam(n, st) for n in self.plan.globals
                       if self.family(n) in ("dirichlet", "beta") for st, _ in self.stats(n)]
         pseudo = [Line(f"{lam} += rng.gamma(100.0, 0.01, {lam}.shape)") for lam in count_lams]
@@ -1441,9 +1470,14 @@ class MeanFieldEmitter:
                   ] if self.default_start() == "random" else []
         if (draws or counts) and not (self.model.data_plate is not None and categorical):
             why = [Comment("random pseudo-counts on the count-type globals")] if counts else []
+            moved = [w for w, kind in (("each Normal/MVN global's mean drawn from its prior",
+                                        ("normal", "mvn")),
+                                       ("each Gamma global's rate jittered", ("gamma",)))
+                     if any(self.family(n) in kind for n in self.plan.globals
+                            if kind != ("gamma",) or n in self._gamma_products())]
             if draws:
-                why.append(Comment("each Normal/MVN global's mean drawn from its prior: "
-                                   "breaks the symmetry of products of latent variables"))
+                why.append(Comment(", ".join(moved) + ": breaks the symmetry of products of "
+                                   "latent variables"))
             body.append(Block("if start is None", (Line("start = DEFAULT_START"),)))
             body.append(Block("if init is None and start == 'random'", (
                 *why,
@@ -1973,8 +2007,26 @@ class MeanFieldEmitter:
         categorical = any(self.family(n) == "categorical" for n in self.plan.locals)
         if not categorical:
             normal = any(self.family(n) in ("normal", "mvn") for n in self.plan.globals)
-            return "random" if normal else "prior"
+            return "random" if normal or self._gamma_products() else "prior"
         return "seeds"
+
+    def _gamma_products(self) -> tuple[str, ...]:
+        """Gamma globals whose components a term sums over, each multiplied by another
+        latent's value (Σ_k θ_k·W_fk·H_kt): such exchangeable components only separate from a
+        random start."""
+        plates = self.model_plate_names()
+        found: list[str] = []
+        for factor in self.analysis.factors:
+            for monomial in factor.monomials:
+                values = [s for s in monomial.slots if isinstance(s, Stat) and s.stat == "value"]
+                if len({s.var for s in values}) < 2:
+                    continue
+                for slot in values:
+                    summed = any(i not in plates for i in slot.index)
+                    if (summed and slot.var in self.plan.globals
+                            and self.family(slot.var) == "gamma" and slot.var not in found):
+                        found.append(slot.var)
+        return tuple(sorted(found))
 
     def _driver_call(self, kernel: str, overrides: dict[str, str], result: str | None = None,
                      prefix: str = "s.") -> Line:

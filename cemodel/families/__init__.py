@@ -19,6 +19,7 @@ from . import (
     mvn,
     normal,
     poisson,
+    split,
     wishart,
 )
 from .base import CHILD, FamilySpec, Param, Term, View
@@ -32,5 +33,9 @@ for _module in (
     FAMILIES[_spec.name] = _spec
     for _alias in _spec.aliases:
         FAMILIES[_alias] = _spec
+# introduced by the compiler (cemodel.augment), never written in a model file: their names
+# are not identifiers, so the parser cannot produce them
+for _spec in (split.SPLIT, split.POISSON_SPLIT):
+    FAMILIES[_spec.name] = _spec
 
 __all__ = ["CHILD", "FAMILIES", "FamilySpec", "Param", "Term", "View"]

@@ -58,6 +58,8 @@ from .families import normal_log_normalizer as normal_log_normalizer
 from .families import normal_natural as normal_natural
 from .families import normal_params as normal_params
 from .families import normalize_inplace as normalize_inplace
+from .families import split_entropy as split_entropy
+from .families import split_expected_stats as split_expected_stats
 from .families import wishart_expected_stats as wishart_expected_stats
 from .families import wishart_log_normalizer as wishart_log_normalizer
 from .families import wishart_natural as wishart_natural
@@ -74,6 +76,7 @@ from .numeric import lgamma_sum as lgamma_sum
 from .numeric import log_binom as log_binom
 from .numeric import logdet as logdet
 from .numeric import wishart_lognorm as wishart_lognorm
+from .sampling import jitter_gamma_rate as jitter_gamma_rate
 from .sampling import sample_beta as sample_beta
 from .sampling import sample_dirichlet as sample_dirichlet
 from .sampling import sample_gamma as sample_gamma

@@ -255,6 +255,32 @@ def categorical_entropy(q: np.ndarray) -> float:
     return h
 
 
+# Split counts (cemodel.augment): q(c) = Multinomial(n, softmax(lam)), t = c -----------------
+
+
+@jit
+def split_expected_stats(lam: np.ndarray, out: np.ndarray, total: float) -> float:
+    """out = E[c] = n·softmax(lam); returns logsumexp(lam)."""
+    for k in range(lam.shape[0]):
+        out[k] = lam[k]
+    log_norm = softmax_inplace(out)
+    for k in range(lam.shape[0]):
+        out[k] *= total
+    return log_norm
+
+
+@jit
+def split_entropy(lam: np.ndarray, expected: np.ndarray) -> float:
+    """−Σ_k E[c_k] log φ_k: the entropy of q(c) without its base measure ln n! − Σ ln c_k!,
+    which cancels against the Poisson terms' (cemodel.families.split)."""
+    log_norm = logsumexp(lam)
+    h = 0.0
+    for k in range(lam.shape[0]):
+        if expected[k] > 0.0:
+            h -= expected[k] * (lam[k] - log_norm)
+    return h
+
+
 @jit
 def normalize_inplace(q: np.ndarray) -> bool:
     """q /= Σq; False (q untouched) when the sum underflowed or is not finite."""

@@ -109,3 +109,11 @@ def start_at_draw(family: str, lam_value: np.ndarray, lam_second: np.ndarray,
     sample_mvn(lam_value, lam_second, rng, draw, np.empty_like(lam_second))
     for row in np.ndindex(lam_value.shape[:-1]):
         lam_value[row] = -(lam_second[row] + lam_second[row].T) @ draw[row]
+
+
+def jitter_gamma_rate(lam_value: np.ndarray, rng: np.random.Generator) -> None:
+    """Multiply the rate of each Gamma row by a draw from Gamma(100, 1/100) (mean 1, 10%
+    spread), keeping its shape: a random start that breaks the symmetry of products of Gamma
+    variables (GaP-NMF's θ_k W_fk H_kt), which stay exchangeable from a start at the prior.
+    As Hoffman et al. (2010) start GaP-NMF."""
+    lam_value *= rng.gamma(100.0, 0.01, lam_value.shape)
