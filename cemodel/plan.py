@@ -110,7 +110,7 @@ def make_plan(analysis: Analysis, collapse: tuple[str, ...] | None = None) -> In
     local_set = {v.name for v in model.latents if model.is_local(v)}
     globals_ = tuple(n for n in order if n in latent_names and n not in local_set)
     locals_ = tuple(n for n in order if n in local_set)
-    kept = tuple(n for n in locals_ if len(model.var(n).plates) == 1)
+    kept = tuple(n for n in locals_ if _kept(model, n))
     coupled = _coupled_locals(analysis, locals_)
     iterate = coupled is not None
 
@@ -167,6 +167,20 @@ def _klc(analysis: Analysis, graph: nx.DiGraph,
             return f"no: {exc}", None
     return (f"yes: collapses {', '.join(chosen.collapsed)}, parameterises "
             f"{', '.join(chosen.parameterised)}"), chosen
+
+
+def _kept(model: Model, name: str) -> bool:
+    """Whether a local's q is stored for every item (warm starts between iterations, and the
+    fit's output) rather than in per-item scratch: a local of the data plate alone, or one
+    over fixed-size inner plates (GaP-NMF's activations H[t, k]) that is neither an
+    assignment (categorical or chain: recomputed from the rest) nor introduced by the
+    compiler (split counts: as large as the data)."""
+    var = model.var(name)
+    if len(var.plates) == 1:
+        return True
+    inner_fixed = not any(model.plate(p).ragged for p in var.plates[1:])
+    assignment = FAMILIES[var.family].variational in ("categorical", "markov")
+    return inner_fixed and not assignment and model.introduced_for(name) is None
 
 
 def _coupled_locals(analysis: Analysis, locals_: tuple[str, ...]) -> tuple[str, str] | None:

@@ -196,6 +196,10 @@ class MeanFieldEmitter:
             names["total"] = self._split_total(var, args)
         return Line(_ROW_EXPECT[family].format(**names))
 
+    def _categories(self, var: VarDef) -> str:
+        """The size of a categorical's or a split's last axis (its categories or terms)."""
+        return dim_name(var.categories if var.categories is not None else var.shape[0])
+
     def _split_total(self, var: VarDef, args: ArgRecorder) -> str:
         """The observed count that the split counts ``var`` add up to, at the row."""
         introduced = self.model.introduced_for(var.name)
@@ -206,7 +210,7 @@ class MeanFieldEmitter:
     def _entropy_expr(self, var: VarDef, row: str, args: ArgRecorder) -> str:
         """H = A(λ) − Σ_s λ_s·E[t_s]; for a categorical, −Σ q log q (needs no λ)."""
         family = self.family(var.name)
-        if family == "categorical" and var.name in self.product_form:
+        if family in ("categorical", "split") and var.name in self.product_form:
             return f"{args.use('H_' + var.name)}[{row}]"
         if family == "categorical":
             return f"rt.categorical_entropy({args.use(self.layout.E(var.name, 'onehot'))}[{row}])"
@@ -265,7 +269,7 @@ class MeanFieldEmitter:
         exp(E[log ·]) arrays instead of exponentiating per item (the LDA E-step trick,
         derived here for any model of that shape)."""
         var = self.var(name)
-        if self.family(name) != "categorical" or name not in self.plan.locals:
+        if self.family(name) not in ("categorical", "split") or name not in self.plan.locals:
             return None
         found = []
         for message, factor, monomial in self._messages_to(name):
@@ -476,10 +480,12 @@ class MeanFieldEmitter:
         return env
 
     def _fused_product(self, var: VarDef, product, args: ArgRecorder) -> list[Node]:
-        """q_c ∝ Π_messages exp(E[log ·])_c in one pass over the categories, then normalise."""
-        E = args.use(self.layout.E(var.name, "onehot"))
+        """q_c ∝ Π_messages exp(E[log ·])_c in one pass over the categories, then normalise
+        (a split's E[c] = n·q: the count it splits times the probabilities)."""
+        first = self.stats(var.name)[0][0]
+        E = args.use(self.layout.E(var.name, first))
         row = self._row_index(var, args)
-        size = dim_name(var.categories)
+        size = self._categories(var)
         if not size.isdigit():
             args.use(size)
         nodes: list[Node] = []
@@ -493,8 +499,23 @@ class MeanFieldEmitter:
         # the natural parameter itself (for the entropy): the same messages in log space
         log_terms = [self.layout.stat_ref(stat, env_m, args, self.log_arrays)
                      for (_, _, _, stat), env_m in zip(product, self._envs, strict=True)]
-        lam = args.use(self.layout.lam(var.name, "onehot"))
+        lam = args.use(self.layout.lam(var.name, first))
         H = args.use(f"H_{var.name}")
+        logZ = args.use('logZ_' + var.name)
+        if self.family(var.name) == "split":
+            n = self._split_total(var, args)
+            normalise = [Line("scale = 1.0 / total"), Line(f"count = {n}", "the count it splits")]
+            scaled = [Line(f"{E}[{row}, t_c] *= scale")]
+            entropy = Line(f"{H}[{row}] = count * ({logZ}[{row}] - cross)",
+                           "H = n·(log Σ_c exp λ_c − Σ_c λ_c φ_c), without the base measure")
+            finish = [Block(f"for t_c in range({size})", (Line(f"{E}[{row}, t_c] *= count"),),
+                            comment="E[c] = n·φ")]
+        else:
+            normalise = [Line("scale = 1.0 / total")]
+            scaled = [Line(f"{E}[{row}, t_c] *= scale")]
+            entropy = Line(f"{H}[{row}] = {logZ}[{row}] - cross",
+                           "H = log Σ_c exp λ_c − Σ_c λ_c q_c")
+            finish = []
         nodes += [
             Line("total = 0.0"),
             Block(f"for t_c in range({size})", (
@@ -502,17 +523,16 @@ class MeanFieldEmitter:
                 Line(f"total += {E}[{row}, t_c]"),
             )),
             Block("if total > 0.0 and np.isfinite(total)", (
-                Line("scale = 1.0 / total"),
+                *normalise,
                 Line("cross = 0.0"),
                 Block(f"for t_c in range({size})", (
-                    Line(f"{E}[{row}, t_c] *= scale"),
+                    *scaled,
                     Line(f"{lam}[{row}, t_c] = {' + '.join(log_terms)}"),
                     Line(f"cross += {lam}[{row}, t_c] * {E}[{row}, t_c]"),
                 )),
-                Line(f"{args.use('logZ_' + var.name)}[{row}] = np.log(total)",
-                     "log Σ_c exp λ_c"),
-                Line(f"{H}[{row}] = {args.use('logZ_' + var.name)}[{row}] - cross",
-                     "H = log Σ_c exp λ_c − Σ_c λ_c q_c"),
+                Line(f"{logZ}[{row}] = np.log(total)", "log Σ_c exp λ_c"),
+                entropy,
+                *finish,
                 Line("done = True"),
             )),
         ]
@@ -542,6 +562,9 @@ class MeanFieldEmitter:
             E = args.use(self.layout.E(var.name, "log"))
             if not transposed:
                 X = args.use(f"X_{var.name}_log")
+                if not var.shape:  # one value per row (a Gamma over plates)
+                    nodes.append(Line(f"{X}[{row}] = np.exp({E}[{row}])"))
+                    continue
                 size = args.use(dim_name(var.shape[0]))
                 nodes.append(Block(f"for t in range({size})",
                                    (Line(f"{X}[{row}, t] = np.exp({E}[{row}, t])"),)))
@@ -592,14 +615,22 @@ class MeanFieldEmitter:
             return self._chain_update_kernel(var, inner, args)
         product = self.product_messages(name)
         if product:
-            lam = self.layout.lam(name, "onehot")
-            E = self.layout.E(name, "onehot")
+            stat = self.stats(name)[0][0]
+            lam = self.layout.lam(name, stat)
+            E = self.layout.E(name, stat)
             lam_row, E_row = f"{lam}[{row}]", f"{E}[{row}]"
             logZ = args.use("logZ_" + name)
-            inner.append(Line(f"{logZ}[{row}] = rt.categorical_expected_stats({lam_row}, "
-                              f"{E_row})"))
-            inner.append(Line(f"{args.use('H_' + name)}[{row}] = {logZ}[{row}] - "
-                              f"rt.frobenius({lam_row}, {E_row})"))
+            if self.family(name) == "split":
+                n = self._split_total(var, args)
+                inner.append(Line(f"{logZ}[{row}] = rt.split_expected_stats({lam_row}, "
+                                  f"{E_row}, {n})"))
+                inner.append(Line(f"{args.use('H_' + name)}[{row}] = {n} * {logZ}[{row}] - "
+                                  f"rt.frobenius({lam_row}, {E_row})"))
+            else:
+                inner.append(Line(f"{logZ}[{row}] = rt.categorical_expected_stats({lam_row}, "
+                                  f"{E_row})"))
+                inner.append(Line(f"{args.use('H_' + name)}[{row}] = {logZ}[{row}] - "
+                                  f"rt.frobenius({lam_row}, {E_row})"))
         elif name in self.exp_only:
             # inside the sweeps only exp(E[log ·]) is read: computed without logarithms
             X = args.use(f"X_{name}_log")
@@ -1357,7 +1388,8 @@ class MeanFieldEmitter:
                 body.append(Line(f"H_{name} = np.zeros(1)",
                                  f"entropy of the current item's chains q({name})"))
         for name in self.product_form:
-            body.append(Line(f"H_{name} = np.zeros({self.layout.E(name, 'onehot')}.shape[0])",
+            stat = self.stats(name)[0][0]
+            body.append(Line(f"H_{name} = np.zeros({self.layout.E(name, stat)}.shape[0])",
                              f"entropy of each row of q({name})"))
             body.append(Line(f"logZ_{name} = np.zeros_like(H_{name})",
                              f"log Σ_c exp λ_c of each row of q({name})"))

@@ -37,7 +37,7 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('T',)  # sizes set by the items bound
 # the arrays an out-of-core checkpoint keeps
-GLOBAL_STATE = ('lam_W_log', 'E_W_log', 'lam_W_value', 'E_W_value', 'lam_theta_log', 'E_theta_log', 'lam_theta_value', 'E_theta_value')
+GLOBAL_STATE = ('lam_W_log', 'E_W_log', 'lam_W_value', 'E_W_value', 'lam_theta_log', 'E_theta_log', 'lam_theta_value', 'E_theta_value', 'X_theta_log', 'X_W_log')
 
 SPEC = {
     "model": 'gap_nmf',
@@ -75,6 +75,7 @@ def update_H(
         E_W_value,
         E_H_log,
         E_H_value,
+        X_H_log,
         n_K,
 ):
     """q(H[t, k2]) = Gamma(shape, rate)
@@ -84,22 +85,23 @@ def update_H(
     (gap_nmf.cem:32:9)
     """
     for i_activations in range(n_K):
-        lam_H_log[i_activations] = 0.0
-        lam_H_value[i_activations] = 0.0
+        lam_H_log[i_frames, i_activations] = 0.0
+        lam_H_value[i_frames, i_activations] = 0.0
         # from H ~ Gamma (gap_nmf.cem:32:9)
-        lam_H_log[i_activations] += b
+        lam_H_log[i_frames, i_activations] += b
         # from H ~ Gamma (gap_nmf.cem:32:9)
-        lam_H_log[i_activations] += -1.0
+        lam_H_log[i_frames, i_activations] += -1.0
         # from H ~ Gamma (gap_nmf.cem:32:9)
-        lam_H_value[i_activations] += -b
+        lam_H_value[i_frames, i_activations] += -b
         if with_children:
             # from Y ~ Poisson·split (gap_nmf.cem:34:9)
             for i_bins in range(n_F):
-                lam_H_log[i_activations] += E_Y_split_value[i_bins, i_activations]
+                lam_H_log[i_frames, i_activations] += E_Y_split_value[i_bins, i_activations]
             # from Y ~ Poisson·split (gap_nmf.cem:34:9)
             for i_bins in range(n_F):
-                lam_H_value[i_activations] += -E_theta_value[i_activations] * E_W_value[i_bins, i_activations]
-        E_H_log[i_activations], E_H_value[i_activations] = rt.gamma_expected_stats(lam_H_log[i_activations], lam_H_value[i_activations])
+                lam_H_value[i_frames, i_activations] += -E_theta_value[i_activations] * E_W_value[i_bins, i_activations]
+        E_H_log[i_frames, i_activations], E_H_value[i_frames, i_activations] = rt.gamma_expected_stats(lam_H_log[i_frames, i_activations], lam_H_value[i_frames, i_activations])
+        X_H_log[i_frames, i_activations] = np.exp(E_H_log[i_frames, i_activations])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -111,8 +113,13 @@ def update_Y_split(
         E_theta_log,
         E_W_log,
         E_H_log,
-        E_Y_split_value,
+        logZ_Y_split,
         Y,
+        H_Y_split,
+        E_Y_split_value,
+        X_theta_log,
+        X_W_log,
+        X_H_log,
         n_F,
 ):
     """q(Y_split[t, f2]) = Multinomial(Y[t, f2], φ), E[Y_split[t, f2]] = Y[t, f2]·φ
@@ -121,18 +128,93 @@ def update_Y_split(
     (gap_nmf.cem:34:9)
     """
     for i_bins in range(n_F):
-        lam_Y_split_value[i_bins] = 0.0
+        done = False
         if with_children:
-            # from Y ~ Poisson·split (gap_nmf.cem:34:9)
-            for t_k in range(n_K):
-                lam_Y_split_value[i_bins, t_k] += E_theta_log[t_k]
-            # from Y ~ Poisson·split (gap_nmf.cem:34:9)
-            for t_k in range(n_K):
-                lam_Y_split_value[i_bins, t_k] += E_W_log[i_bins, t_k]
-            # from Y ~ Poisson·split (gap_nmf.cem:34:9)
-            for t_k in range(n_K):
-                lam_Y_split_value[i_bins, t_k] += E_H_log[t_k]
-        rt.split_expected_stats(lam_Y_split_value[i_bins], E_Y_split_value[i_bins], Y[i_frames, i_bins])
+            total = 0.0
+            for t_c in range(n_K):
+                E_Y_split_value[i_bins, t_c] = X_theta_log[t_c] * X_W_log[i_bins, t_c] * X_H_log[i_frames, t_c]
+                total += E_Y_split_value[i_bins, t_c]
+            if total > 0.0 and np.isfinite(total):
+                scale = 1.0 / total
+                count = Y[i_frames, i_bins]  # the count it splits
+                cross = 0.0
+                for t_c in range(n_K):
+                    E_Y_split_value[i_bins, t_c] *= scale
+                    lam_Y_split_value[i_bins, t_c] = E_theta_log[t_c] + E_W_log[i_bins, t_c] + E_H_log[i_frames, t_c]
+                    cross += lam_Y_split_value[i_bins, t_c] * E_Y_split_value[i_bins, t_c]
+                logZ_Y_split[i_bins] = np.log(total)  # log Σ_c exp λ_c
+                # H = n·(log Σ_c exp λ_c − Σ_c λ_c φ_c), without the base measure
+                H_Y_split[i_bins] = count * (logZ_Y_split[i_bins] - cross)
+                for t_c in range(n_K):  # E[c] = n·φ
+                    E_Y_split_value[i_bins, t_c] *= count
+                done = True
+        if not done:  # in log space: the prior-only start, or after an underflow
+            lam_Y_split_value[i_bins] = 0.0
+            if with_children:
+                # from Y ~ Poisson·split (gap_nmf.cem:34:9)
+                for t_k in range(n_K):
+                    lam_Y_split_value[i_bins, t_k] += E_theta_log[t_k]
+                # from Y ~ Poisson·split (gap_nmf.cem:34:9)
+                for t_k in range(n_K):
+                    lam_Y_split_value[i_bins, t_k] += E_W_log[i_bins, t_k]
+                # from Y ~ Poisson·split (gap_nmf.cem:34:9)
+                for t_k in range(n_K):
+                    lam_Y_split_value[i_bins, t_k] += E_H_log[i_frames, t_k]
+            logZ_Y_split[i_bins] = rt.split_expected_stats(lam_Y_split_value[i_bins], E_Y_split_value[i_bins], Y[i_frames, i_bins])
+            H_Y_split[i_bins] = Y[i_frames, i_bins] * logZ_Y_split[i_bins] - rt.frobenius(lam_Y_split_value[i_bins], E_Y_split_value[i_bins])
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+def item_elbo(
+        i_frames,
+        n_K,
+        b,
+        log_b,
+        lgamma_b,
+        E_H_log,
+        E_H_value,
+        n_F,
+        E_Y_split_value,
+        E_theta_log,
+        E_W_log,
+        E_theta_value,
+        E_W_value,
+        lgamma1p_Y,
+        lam_H_log,
+        lam_H_value,
+        H_Y_split,
+):
+    """One item's share of the ELBO under the current globals (the restart guard)."""
+    value = 0.0
+    for i_activations in range(n_K):
+        value += b * log_b
+    for i_activations in range(n_K):
+        value += -lgamma_b
+    for i_activations in range(n_K):
+        value += b * E_H_log[i_frames, i_activations]
+    for i_activations in range(n_K):
+        value += -E_H_log[i_frames, i_activations]
+    for i_activations in range(n_K):
+        value += -b * E_H_value[i_frames, i_activations]
+    for i_bins in range(n_F):
+        for t_k in range(n_K):
+            value += E_Y_split_value[i_bins, t_k] * E_theta_log[t_k]
+    for i_bins in range(n_F):
+        for t_k in range(n_K):
+            value += E_Y_split_value[i_bins, t_k] * E_W_log[i_bins, t_k]
+    for i_bins in range(n_F):
+        for t_k in range(n_K):
+            value += E_Y_split_value[i_bins, t_k] * E_H_log[i_frames, t_k]
+    for i_bins in range(n_F):
+        for t_i0 in range(n_K):
+            value += -E_theta_value[t_i0] * E_W_value[i_bins, t_i0] * E_H_value[i_frames, t_i0]
+    for i_bins in range(n_F):
+        value += -lgamma1p_Y[i_frames, i_bins]
+    for i_activations in range(n_K):
+        value += (rt.gamma_log_normalizer(lam_H_log[i_frames, i_activations], lam_H_value[i_frames, i_activations]) - lam_H_log[i_frames, i_activations] * E_H_log[i_frames, i_activations] - lam_H_value[i_frames, i_activations] * E_H_value[i_frames, i_activations])
+    for i_bins in range(n_F):
+        value += (H_Y_split[i_bins])
+    return value
 
 
 @njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
@@ -142,24 +224,31 @@ def local_step(
         seed_category,
         max_local_iter,
         local_tol,
+        lam_H_log,
+        lam_H_value,
         b,
         n_F,
         E_theta_value,
         E_W_value,
+        E_H_log,
+        E_H_value,
+        X_H_log,
         n_K,
         E_theta_log,
         E_W_log,
         Y,
-        item_weight,
+        X_theta_log,
+        X_W_log,
+        warm,
         log_b,
         lgamma_b,
         lgamma1p_Y,
-        lam_H_log_threads,
-        lam_H_value_threads,
-        E_H_log_threads,
-        E_H_value_threads,
+        guard,
+        item_weight,
         lam_Y_split_value_threads,
         E_Y_split_value_threads,
+        H_Y_split_threads,
+        logZ_Y_split_threads,
         acc_Y_0_threads,
         acc_Y_1_threads,
         acc_Y_3_threads,
@@ -173,38 +262,61 @@ def local_step(
     and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
-    n_threads = lam_H_log_threads.shape[0]
+    n_threads = lam_Y_split_value_threads.shape[0]
     elbo_threads = np.zeros(n_threads)
     for thread in prange(n_threads):
-        lam_H_log = lam_H_log_threads[thread]
-        lam_H_value = lam_H_value_threads[thread]
-        E_H_log = E_H_log_threads[thread]
-        E_H_value = E_H_value_threads[thread]
         lam_Y_split_value = lam_Y_split_value_threads[thread]
         E_Y_split_value = E_Y_split_value_threads[thread]
+        H_Y_split = H_Y_split_threads[thread]
+        logZ_Y_split = logZ_Y_split_threads[thread]
         acc_Y_0_t = acc_Y_0_threads[thread]
         acc_Y_1_t = acc_Y_1_threads[thread]
         acc_Y_3_t = acc_Y_3_threads[thread]
         acc_Y_0_t[...] = 0.0
         acc_Y_1_t[...] = 0.0
         acc_Y_3_t[...] = 0.0
-        old_H = np.empty_like(lam_H_log)  # the previous sweep, for the convergence test
-        # the previous sweep, for the convergence test
-        old_Y_split = np.empty_like(lam_Y_split_value)
+        old_H = np.empty_like(lam_H_log[0])  # the previous sweep, for the convergence test
+        # the item's previous state, for the restart guard
+        keep_lam_H_log = np.empty_like(lam_H_log[0])
+        # the item's previous state, for the restart guard
+        keep_E_H_log = np.empty_like(E_H_log[0])
+        # the item's previous state, for the restart guard
+        keep_lam_H_value = np.empty_like(lam_H_value[0])
+        # the item's previous state, for the restart guard
+        keep_E_H_value = np.empty_like(E_H_value[0])
+        # the item's previous state, for the restart guard
+        keep_X_H_log = np.empty_like(X_H_log[0])
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_frames = items[position]
-            update_H(i_frames, False, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, E_theta_value, E_W_value, E_H_log, E_H_value, n_K)
+            if guard:
+                keep_lam_H_log[...] = lam_H_log[i_frames]
+                keep_E_H_log[...] = E_H_log[i_frames]
+                keep_lam_H_value[...] = lam_H_value[i_frames]
+                keep_E_H_value[...] = E_H_value[i_frames]
+                keep_X_H_log[...] = X_H_log[i_frames]
+                update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
+                # the previous state, re-optimised in its scratch locals
+                previous = item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split)
+            if not warm:
+                update_H(i_frames, False, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, E_theta_value, E_W_value, E_H_log, E_H_value, X_H_log, n_K)
             for sweep in range(max_local_iter):
                 change = 0.0
-                old_H[...] = lam_H_log
-                old_Y_split[...] = lam_Y_split_value
-                update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, E_Y_split_value, Y, n_F)
-                update_H(i_frames, True, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, E_theta_value, E_W_value, E_H_log, E_H_value, n_K)
-                change += rt.mean_abs_change(lam_H_log, old_H)
-                change += rt.mean_abs_change(lam_Y_split_value, old_Y_split)
-                if change / 2 < local_tol:
+                old_H[...] = lam_H_log[i_frames]
+                update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
+                update_H(i_frames, True, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, E_theta_value, E_W_value, E_H_log, E_H_value, X_H_log, n_K)
+                change += rt.mean_abs_change(lam_H_log[i_frames], old_H)
+                if change < local_tol:
                     break
+            if guard:
+                if item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split) < previous:
+                    # the restart settled lower: keep the previous state
+                    lam_H_log[i_frames] = keep_lam_H_log
+                    E_H_log[i_frames] = keep_E_H_log
+                    lam_H_value[i_frames] = keep_lam_H_value
+                    E_H_value[i_frames] = keep_E_H_value
+                    X_H_log[i_frames] = keep_X_H_log
+                    update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
             # acc_Y_0[k] += E[Y_split[frames, bins]]  (gap_nmf.cem:34:9)
             for i_bins in range(n_F):
                 for t_k in range(n_K):
@@ -216,27 +328,27 @@ def local_step(
             # acc_Y_3[i0, @bins] += E[H[frames, i0]]  (gap_nmf.cem:34:9)
             for i_bins in range(n_F):
                 for t_i0 in range(n_K):
-                    acc_Y_3_t[t_i0, i_bins] += item_weight[i_frames] * E_H_value[t_i0]
+                    acc_Y_3_t[t_i0, i_bins] += item_weight[i_frames] * E_H_value[i_frames, t_i0]
             # ELBO: local terms and local entropies
             for i_activations in range(n_K):
                 elbo += b * log_b
             for i_activations in range(n_K):
                 elbo += -lgamma_b
             for i_activations in range(n_K):
-                elbo += b * E_H_log[i_activations]
+                elbo += b * E_H_log[i_frames, i_activations]
             for i_activations in range(n_K):
-                elbo += -E_H_log[i_activations]
+                elbo += -E_H_log[i_frames, i_activations]
             for i_activations in range(n_K):
-                elbo += -b * E_H_value[i_activations]
+                elbo += -b * E_H_value[i_frames, i_activations]
             for i_bins in range(n_F):
                 for t_k in range(n_K):
-                    elbo += E_Y_split_value[i_bins, t_k] * E_H_log[t_k]
+                    elbo += E_Y_split_value[i_bins, t_k] * E_H_log[i_frames, t_k]
             for i_bins in range(n_F):
                 elbo += -lgamma1p_Y[i_frames, i_bins]
             for i_activations in range(n_K):
-                elbo += (rt.gamma_log_normalizer(lam_H_log[i_activations], lam_H_value[i_activations]) - lam_H_log[i_activations] * E_H_log[i_activations] - lam_H_value[i_activations] * E_H_value[i_activations])
+                elbo += (rt.gamma_log_normalizer(lam_H_log[i_frames, i_activations], lam_H_value[i_frames, i_activations]) - lam_H_log[i_frames, i_activations] * E_H_log[i_frames, i_activations] - lam_H_value[i_frames, i_activations] * E_H_value[i_frames, i_activations])
             for i_bins in range(n_F):
-                elbo += (rt.split_entropy(lam_Y_split_value[i_bins], E_Y_split_value[i_bins]))
+                elbo += (H_Y_split[i_bins])
         elbo_threads[thread] = elbo
     for thread in range(n_threads):
         acc_Y_0 += acc_Y_0_threads[thread]
@@ -259,6 +371,7 @@ def update_W(
         expect,
         E_W_log,
         E_W_value,
+        X_W_log,
         n_F,
         n_K,
 ):
@@ -284,6 +397,7 @@ def update_W(
             lam_W_value[i_frequencies, i_atoms] += -scale * acc_Y_3[i_atoms, i_frequencies] * E_theta_value[i_atoms]
             if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
                 E_W_log[i_frequencies, i_atoms], E_W_value[i_frequencies, i_atoms] = rt.gamma_expected_stats(lam_W_log[i_frequencies, i_atoms], lam_W_value[i_frequencies, i_atoms])
+                X_W_log[i_frequencies, i_atoms] = np.exp(E_W_log[i_frequencies, i_atoms])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -300,6 +414,7 @@ def update_theta(
         expect,
         E_theta_log,
         E_theta_value,
+        X_theta_log,
         n_K,
 ):
     """q(theta[k]) = Gamma(shape, rate)
@@ -324,6 +439,7 @@ def update_theta(
             lam_theta_value[i_components] += -scale * acc_Y_3[i_components, i_bins] * E_W_value[i_bins, i_components]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             E_theta_log[i_components], E_theta_value[i_components] = rt.gamma_expected_stats(lam_theta_log[i_components], lam_theta_value[i_components])
+            X_theta_log[i_components] = np.exp(E_theta_log[i_components])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -332,19 +448,23 @@ def refresh_globals(
         E_W_log,
         lam_W_value,
         E_W_value,
+        X_W_log,
         n_F,
         n_K,
         lam_theta_log,
         E_theta_log,
         lam_theta_value,
         E_theta_value,
+        X_theta_log,
 ):
     """Expected statistics of the globals from their natural parameters."""
     for i_frequencies in range(n_F):
         for i_atoms in range(n_K):
             E_W_log[i_frequencies, i_atoms], E_W_value[i_frequencies, i_atoms] = rt.gamma_expected_stats(lam_W_log[i_frequencies, i_atoms], lam_W_value[i_frequencies, i_atoms])
+            X_W_log[i_frequencies, i_atoms] = np.exp(E_W_log[i_frequencies, i_atoms])
     for i_components in range(n_K):
         E_theta_log[i_components], E_theta_value[i_components] = rt.gamma_expected_stats(lam_theta_log[i_components], lam_theta_value[i_components])
+        X_theta_log[i_components] = np.exp(E_theta_log[i_components])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -455,23 +575,26 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     E_theta_log = np.zeros((n_K,))
     lam_theta_value = np.zeros((n_K,))
     E_theta_value = np.zeros((n_K,))
-    lam_H_log = np.zeros((n_K,))
-    E_H_log = np.zeros((n_K,))
-    lam_H_value = np.zeros((n_K,))
-    E_H_value = np.zeros((n_K,))
+    lam_H_log = np.zeros((n_T, n_K))
+    E_H_log = np.zeros((n_T, n_K))
+    lam_H_value = np.zeros((n_T, n_K))
+    E_H_value = np.zeros((n_T, n_K))
     lam_Y_split_value = np.zeros((n_F, n_K))
     E_Y_split_value = np.zeros((n_F, n_K))
+    X_theta_log = np.zeros_like(E_theta_log)  # exp(E[log theta])
+    X_W_log = np.zeros_like(E_W_log)  # exp(E[log W])
+    X_H_log = np.zeros_like(E_H_log)  # exp(E[log H])
+    H_Y_split = np.zeros(E_Y_split_value.shape[0])  # entropy of each row of q(Y_split)
+    logZ_Y_split = np.zeros_like(H_Y_split)  # log Σ_c exp λ_c of each row of q(Y_split)
     # sufficient statistics the local step hands to the global step
     acc_Y_0 = np.zeros((n_K,))
     acc_Y_1 = np.zeros((n_K, n_F))
     acc_Y_3 = np.zeros((n_K, n_F))
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
-    lam_H_log_threads = np.zeros((n_threads,) + lam_H_log.shape)
-    lam_H_value_threads = np.zeros((n_threads,) + lam_H_value.shape)
-    E_H_log_threads = np.zeros((n_threads,) + E_H_log.shape)
-    E_H_value_threads = np.zeros((n_threads,) + E_H_value.shape)
     lam_Y_split_value_threads = np.zeros((n_threads,) + lam_Y_split_value.shape)
     E_Y_split_value_threads = np.zeros((n_threads,) + E_Y_split_value.shape)
+    H_Y_split_threads = np.zeros((n_threads,) + H_Y_split.shape)
+    logZ_Y_split_threads = np.zeros((n_threads,) + logZ_Y_split.shape)
     acc_Y_0_threads = np.zeros((n_threads,) + acc_Y_0.shape)
     acc_Y_1_threads = np.zeros((n_threads,) + acc_Y_1.shape)
     acc_Y_3_threads = np.zeros((n_threads,) + acc_Y_3.shape)
@@ -479,12 +602,12 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     item_weight = np.ones(n_T)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_T, -1)
     # start every global at its prior
-    update_W(0.0, lam_W_log, lam_W_value, a, acc_Y_1, acc_Y_3, E_theta_value, True, E_W_log, E_W_value, n_F, n_K)
-    update_theta(0.0, lam_theta_log, lam_theta_value, alpha_K, alpha_c, acc_Y_0, n_F, acc_Y_3, E_W_value, True, E_theta_log, E_theta_value, n_K)
+    update_W(0.0, lam_W_log, lam_W_value, a, acc_Y_1, acc_Y_3, E_theta_value, True, E_W_log, E_W_value, X_W_log, n_F, n_K)
+    update_theta(0.0, lam_theta_log, lam_theta_value, alpha_K, alpha_c, acc_Y_0, n_F, acc_Y_3, E_W_value, True, E_theta_log, E_theta_value, X_theta_log, n_K)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_W_log': lam_W_log, 'lam_W_value': lam_W_value, 'lam_theta_log': lam_theta_log, 'lam_theta_value': lam_theta_value})
-        refresh_globals(lam_W_log, E_W_log, lam_W_value, E_W_value, n_F, n_K, lam_theta_log, E_theta_log, lam_theta_value, E_theta_value)
+        refresh_globals(lam_W_log, E_W_log, lam_W_value, E_W_value, X_W_log, n_F, n_K, lam_theta_log, E_theta_log, lam_theta_value, E_theta_value, X_theta_log)
     if start is None:
         start = DEFAULT_START
     if init is None and start == 'random':
@@ -492,10 +615,10 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         rng = np.random.default_rng(seed)
         rt.jitter_gamma_rate(lam_W_value, rng)
         rt.jitter_gamma_rate(lam_theta_value, rng)
-        refresh_globals(lam_W_log, E_W_log, lam_W_value, E_W_value, n_F, n_K, lam_theta_log, E_theta_log, lam_theta_value, E_theta_value)
+        refresh_globals(lam_W_log, E_W_log, lam_W_value, E_W_value, X_W_log, n_F, n_K, lam_theta_log, E_theta_log, lam_theta_value, E_theta_value, X_theta_log)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, seed_category=seed_category, n_F=n_F, E_theta_value=E_theta_value, E_W_value=E_W_value, n_K=n_K, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, item_weight=item_weight, log_b=log_b, lgamma_b=lgamma_b, lgamma1p_Y=lgamma1p_Y, lam_H_log_threads=lam_H_log_threads, lam_H_value_threads=lam_H_value_threads, E_H_log_threads=E_H_log_threads, E_H_value_threads=E_H_value_threads, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
+    return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, n_F=n_F, E_theta_value=E_theta_value, E_W_value=E_W_value, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, n_K=n_K, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, log_b=log_b, lgamma_b=lgamma_b, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
 
 
 def _bind_items(s, data):
@@ -534,30 +657,33 @@ def _bind_items(s, data):
     E_theta_log = s.E_theta_log
     lam_theta_value = s.lam_theta_value
     E_theta_value = s.E_theta_value
-    lam_H_log = np.zeros((n_K,))
-    E_H_log = np.zeros((n_K,))
-    lam_H_value = np.zeros((n_K,))
-    E_H_value = np.zeros((n_K,))
+    lam_H_log = np.zeros((n_T, n_K))
+    E_H_log = np.zeros((n_T, n_K))
+    lam_H_value = np.zeros((n_T, n_K))
+    E_H_value = np.zeros((n_T, n_K))
     lam_Y_split_value = np.zeros((n_F, n_K))
     E_Y_split_value = np.zeros((n_F, n_K))
+    X_theta_log = s.X_theta_log
+    X_W_log = s.X_W_log
+    X_H_log = np.zeros_like(E_H_log)  # exp(E[log H])
+    H_Y_split = np.zeros(E_Y_split_value.shape[0])  # entropy of each row of q(Y_split)
+    logZ_Y_split = np.zeros_like(H_Y_split)  # log Σ_c exp λ_c of each row of q(Y_split)
     # sufficient statistics the local step hands to the global step (added up over minibatches)
     acc_Y_0 = s.acc_Y_0
     acc_Y_1 = s.acc_Y_1
     acc_Y_3 = s.acc_Y_3
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
-    lam_H_log_threads = np.zeros((n_threads,) + lam_H_log.shape)
-    lam_H_value_threads = np.zeros((n_threads,) + lam_H_value.shape)
-    E_H_log_threads = np.zeros((n_threads,) + E_H_log.shape)
-    E_H_value_threads = np.zeros((n_threads,) + E_H_value.shape)
     lam_Y_split_value_threads = np.zeros((n_threads,) + lam_Y_split_value.shape)
     E_Y_split_value_threads = np.zeros((n_threads,) + E_Y_split_value.shape)
+    H_Y_split_threads = np.zeros((n_threads,) + H_Y_split.shape)
+    logZ_Y_split_threads = np.zeros((n_threads,) + logZ_Y_split.shape)
     acc_Y_0_threads = s.acc_Y_0_threads
     acc_Y_1_threads = s.acc_Y_1_threads
     acc_Y_3_threads = s.acc_Y_3_threads
     all_items = np.arange(n_T)  # the local step runs over these
     item_weight = np.ones(n_T)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_T, -1)
-    return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, seed_category=seed_category, n_F=n_F, E_theta_value=E_theta_value, E_W_value=E_W_value, n_K=n_K, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, item_weight=item_weight, log_b=log_b, lgamma_b=lgamma_b, lgamma1p_Y=lgamma1p_Y, lam_H_log_threads=lam_H_log_threads, lam_H_value_threads=lam_H_value_threads, E_H_log_threads=E_H_log_threads, E_H_value_threads=E_H_value_threads, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
+    return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, n_F=n_F, E_theta_value=E_theta_value, E_W_value=E_W_value, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, n_K=n_K, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, log_b=log_b, lgamma_b=lgamma_b, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds, items=True):
@@ -576,6 +702,14 @@ def _result(s, trace, converged, seconds, items=True):
     posterior['theta.rate'] = theta__rate
     posterior['E[log theta]'] = s.E_theta_log
     posterior['E[value theta]'] = s.E_theta_value
+    if items:  # out of core the state holds one minibatch's items
+        H__shape, H__rate = rt.gamma_params(s.lam_H_log, s.lam_H_value)
+        posterior['H.shape'] = H__shape
+        posterior['H.rate'] = H__rate
+        posterior['E[log H]'] = s.E_H_log
+        posterior['E[value H]'] = s.E_H_value
+        state['lam_H_log'] = s.lam_H_log
+        state['lam_H_value'] = s.lam_H_value
     return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'b': s.b, 'alpha': s.alpha, 'c': s.c}, state=state)
 
 
@@ -624,9 +758,9 @@ def fit(
         s.acc_Y_0[...] = 0.0
         s.acc_Y_1[...] = 0.0
         s.acc_Y_3[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.b, s.n_F, s.E_theta_value, s.E_W_value, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.item_weight, s.log_b, s.lgamma_b, s.lgamma1p_Y, s.lam_H_log_threads, s.lam_H_value_threads, s.E_H_log_threads, s.E_H_value_threads, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
-        update_W(1.0, s.lam_W_log, s.lam_W_value, s.a, s.acc_Y_1, s.acc_Y_3, s.E_theta_value, True, s.E_W_log, s.E_W_value, s.n_F, s.n_K)
-        update_theta(1.0, s.lam_theta_log, s.lam_theta_value, s.alpha_K, s.alpha_c, s.acc_Y_0, s.n_F, s.acc_Y_3, s.E_W_value, True, s.E_theta_log, s.E_theta_value, s.n_K)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.E_theta_value, s.E_W_value, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, warm_start and iteration > 0, s.log_b, s.lgamma_b, s.lgamma1p_Y, not warm_start and iteration > 0, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
+        update_W(1.0, s.lam_W_log, s.lam_W_value, s.a, s.acc_Y_1, s.acc_Y_3, s.E_theta_value, True, s.E_W_log, s.E_W_value, s.X_W_log, s.n_F, s.n_K)
+        update_theta(1.0, s.lam_theta_log, s.lam_theta_value, s.alpha_K, s.alpha_c, s.acc_Y_0, s.n_F, s.acc_Y_3, s.E_W_value, True, s.E_theta_log, s.E_theta_value, s.X_theta_log, s.n_K)
         elbo = elbo_global(s.n_K, s.alpha_K, s.log_alpha_c, s.lgamma_alpha_K, s.E_theta_log, s.alpha_c, s.E_theta_value, s.n_F, s.a, s.log_a, s.lgamma_a, s.E_W_log, s.E_W_value, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3, s.lam_W_log, s.lam_W_value, s.lam_theta_log, s.lam_theta_value)
         elbo += elbo_local
         trace.append(elbo)
@@ -746,13 +880,15 @@ def fit_svi(
                     rt.sample_gamma_aux(s.lam_W_log, s.lam_W_value, sampler, s.E_W_log, s.E_W_value, aux_W_0)
                 else:
                     rt.sample_gamma(s.lam_W_log, s.lam_W_value, sampler, s.E_W_log, s.E_W_value)
+                s.X_W_log[...] = np.exp(s.E_W_log)
                 if apply_v:  # keeps the draws V needs
                     rt.sample_gamma_aux(s.lam_theta_log, s.lam_theta_value, sampler, s.E_theta_log, s.E_theta_value, aux_theta_0)
                 else:
                     rt.sample_gamma(s.lam_theta_log, s.lam_theta_value, sampler, s.E_theta_log, s.E_theta_value)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.b, s.n_F, s.E_theta_value, s.E_W_value, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.item_weight, s.log_b, s.lgamma_b, s.lgamma1p_Y, s.lam_H_log_threads, s.lam_H_value_threads, s.E_H_log_threads, s.E_H_value_threads, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
+                s.X_theta_log[...] = np.exp(s.E_theta_log)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.E_theta_value, s.E_W_value, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, False, s.log_b, s.lgamma_b, s.lgamma1p_Y, False, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
             if sample_globals:
-                refresh_globals(s.lam_W_log, s.E_W_log, s.lam_W_value, s.E_W_value, s.n_F, s.n_K, s.lam_theta_log, s.E_theta_log, s.lam_theta_value, s.E_theta_value)
+                refresh_globals(s.lam_W_log, s.E_W_log, s.lam_W_value, s.E_W_value, s.X_W_log, s.n_F, s.n_K, s.lam_theta_log, s.E_theta_log, s.lam_theta_value, s.E_theta_value, s.X_theta_log)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_W_log[...] = s.lam_W_log
             old_W_value[...] = s.lam_W_value
@@ -761,12 +897,12 @@ def fit_svi(
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_T_total if not ramp or epoch > 0 else min(n_T_total, begin + len(batch))
             try:
-                update_W(seen / len(batch), s.lam_W_log, s.lam_W_value, s.a, s.acc_Y_1, s.acc_Y_3, s.E_theta_value, False, s.E_W_log, s.E_W_value, s.n_F, s.n_K)
-                update_theta(seen / len(batch), s.lam_theta_log, s.lam_theta_value, s.alpha_K, s.alpha_c, s.acc_Y_0, s.n_F, s.acc_Y_3, s.E_W_value, False, s.E_theta_log, s.E_theta_value, s.n_K)
+                update_W(seen / len(batch), s.lam_W_log, s.lam_W_value, s.a, s.acc_Y_1, s.acc_Y_3, s.E_theta_value, False, s.E_W_log, s.E_W_value, s.X_W_log, s.n_F, s.n_K)
+                update_theta(seen / len(batch), s.lam_theta_log, s.lam_theta_value, s.alpha_K, s.alpha_c, s.acc_Y_0, s.n_F, s.acc_Y_3, s.E_W_value, False, s.E_theta_log, s.E_theta_value, s.X_theta_log, s.n_K)
                 if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_W_log = s.lam_W_log.copy()
                     data_W_value = s.lam_W_value.copy()
-                    update_W(0.0, s.lam_W_log, s.lam_W_value, s.a, s.acc_Y_1, s.acc_Y_3, s.E_theta_value, False, s.E_W_log, s.E_W_value, s.n_F, s.n_K)
+                    update_W(0.0, s.lam_W_log, s.lam_W_value, s.a, s.acc_Y_1, s.acc_Y_3, s.E_theta_value, False, s.E_W_log, s.E_W_value, s.X_W_log, s.n_F, s.n_K)
                     data_W_log -= s.lam_W_log
                     data_W_value -= s.lam_W_value
                     rt.ssvi_gamma(old_W_log, old_W_value, aux_W_0, data_W_log, data_W_value, data_W_log, data_W_value)
@@ -776,7 +912,7 @@ def fit_svi(
                     shortened += rt.ssvi_blend('gamma', rho, (old_W_log, old_W_value), (s.lam_W_log, s.lam_W_value))
                     data_theta_log = s.lam_theta_log.copy()
                     data_theta_value = s.lam_theta_value.copy()
-                    update_theta(0.0, s.lam_theta_log, s.lam_theta_value, s.alpha_K, s.alpha_c, s.acc_Y_0, s.n_F, s.acc_Y_3, s.E_W_value, False, s.E_theta_log, s.E_theta_value, s.n_K)
+                    update_theta(0.0, s.lam_theta_log, s.lam_theta_value, s.alpha_K, s.alpha_c, s.acc_Y_0, s.n_F, s.acc_Y_3, s.E_W_value, False, s.E_theta_log, s.E_theta_value, s.X_theta_log, s.n_K)
                     data_theta_log -= s.lam_theta_log
                     data_theta_value -= s.lam_theta_value
                     rt.ssvi_gamma(old_theta_log, old_theta_value, aux_theta_0, data_theta_log, data_theta_value, data_theta_log, data_theta_value)
@@ -789,7 +925,7 @@ def fit_svi(
                     rt.blend(s.lam_W_value, old_W_value, rho)
                     rt.blend(s.lam_theta_log, old_theta_log, rho)
                     rt.blend(s.lam_theta_value, old_theta_value, rho)
-                refresh_globals(s.lam_W_log, s.E_W_log, s.lam_W_value, s.E_W_value, s.n_F, s.n_K, s.lam_theta_log, s.E_theta_log, s.lam_theta_value, s.E_theta_value)
+                refresh_globals(s.lam_W_log, s.E_W_log, s.lam_W_value, s.E_W_value, s.X_W_log, s.n_F, s.n_K, s.lam_theta_log, s.E_theta_log, s.lam_theta_value, s.E_theta_value, s.X_theta_log)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
                 raise rt.invalid_step(step, effective_batch_size, exc) from None
             rt.check_step({'E_W_log': s.E_W_log, 'E_W_value': s.E_W_value, 'E_theta_log': s.E_theta_log, 'E_theta_value': s.E_theta_value}, step, effective_batch_size, (('gamma', (s.lam_W_log, s.lam_W_value)), ('gamma', (s.lam_theta_log, s.lam_theta_value))))
@@ -805,12 +941,12 @@ def fit_svi(
             s.acc_Y_1[...] = 0.0
             s.acc_Y_3[...] = 0.0
             if source is None:
-                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.b, s.n_F, s.E_theta_value, s.E_W_value, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.item_weight, s.log_b, s.lgamma_b, s.lgamma1p_Y, s.lam_H_log_threads, s.lam_H_value_threads, s.E_H_log_threads, s.E_H_value_threads, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.E_theta_value, s.E_W_value, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, False, s.log_b, s.lgamma_b, s.lgamma1p_Y, False, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
             else:  # out of core: a minibatch at a time; the statistics add up
                 elbo = 0.0
                 for chunk in source.chunks(batch_size):
                     s = _bind_items(s, source.read(chunk))
-                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.b, s.n_F, s.E_theta_value, s.E_W_value, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.item_weight, s.log_b, s.lgamma_b, s.lgamma1p_Y, s.lam_H_log_threads, s.lam_H_value_threads, s.E_H_log_threads, s.E_H_value_threads, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.E_theta_value, s.E_W_value, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, False, s.log_b, s.lgamma_b, s.lgamma1p_Y, False, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
             elbo_global_part = elbo_global(s.n_K, s.alpha_K, s.log_alpha_c, s.lgamma_alpha_K, s.E_theta_log, s.alpha_c, s.E_theta_value, s.n_F, s.a, s.log_a, s.lgamma_a, s.E_W_log, s.E_W_value, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3, s.lam_W_log, s.lam_W_value, s.lam_theta_log, s.lam_theta_value)
             elbo += elbo_global_part
             trace.append(elbo)
