@@ -110,7 +110,7 @@ class KlcEmitter:
                "(accumulators).\nReturns the ELBO terms that involve only local variables and "
                "data.")
         per_item = self.e._bases(per_item, args) + per_item
-        return self.e.threaded_kernel("klc_stats", per_item, args, doc)
+        return self.e.threaded_kernel("klc_stats", per_item, args, doc, hoist=True)
 
     def gradient_kernel(self) -> Function:
         args = ArgRecorder()
@@ -154,7 +154,7 @@ class KlcEmitter:
                "natgrad.\nReturns ⟨natgrad, grad⟩, the squared Riemannian norm (eq. 16).")
         per_item = self.e._bases(per_item, args) + per_item
         return self.e.threaded_kernel("klc_gradient", per_item, args, doc, accumulate=False,
-                                      result="norm", threads="threads")
+                                      result="norm", threads="threads", hoist=True)
 
     # -- drivers ---------------------------------------------------------------
     def functions(self) -> list[Function]:

@@ -261,6 +261,82 @@ class MeanFieldEmitter:
             lam, tuple(row) + target.tensor, plates, letters, weighted,
         )
 
+    # -- item-independent messages ----------------------------------------------
+    def hoisted(self) -> dict[tuple[str, int], str]:
+        """Messages to a local that read only globals and constants but sum over plates or
+        letters (GaP-NMF's Σ_f E[θ_k] E[W_fk] to H; a Gaussian mixture's tr(E[Λ_k] E[μ_k μ_kᵀ])
+        to z): the same for every item, so hoist_messages contracts them once per local step
+        into pre_<local>_<m> instead of once per item and sweep. (message index -> array)"""
+        if hasattr(self, "_hoisted"):
+            return self._hoisted
+        found: dict[tuple[str, int], str] = {}
+        data_plate = self.model.data_plate
+        for name in self.plan.locals:
+            var = self.var(name)
+            if self.family(name) == "markov" or any(
+                    self.model.plate(p).ragged for p in var.plates[1:]):
+                continue
+            for m, (message, factor, monomial) in enumerate(self._messages_to(name)):
+                if factor.child == name or self._implicit_source(name, monomial) is not None:
+                    continue
+                others = monomial.without(message.target)
+                if not all((isinstance(s, Stat) and s.var in self.plan.globals)
+                           or (isinstance(s, Known) and not s.plates
+                               and not self.layout.onehot_binding(s)) for s in others):
+                    continue
+                plates, letters = self._target_bindings(var, message.target)
+                free_plates = [p for p in factor.plates if p not in plates and p != data_plate]
+                if any(self.model.plate(p).ragged for p in free_plates):
+                    continue
+                dims = dict(factor.index_dims)
+                used = {e for s in others for e in s.tensor
+                        + (s.index if isinstance(s, Stat) else ()) if e in dims}
+                free_letters = used - set(letters) - set(message.target.tensor)
+                if free_plates or free_letters:  # a sum: worth computing once
+                    found[(name, m)] = f"pre_{name}_{m}"
+        self._hoisted = found
+        return found
+
+    def _hoisted_index(self, var: VarDef) -> str:
+        """The index of a hoisted array at the row: the local's inner plates (or 0)."""
+        inner = [plate_var(p) for p in var.plates[1:]]
+        return ", ".join(inner) if inner else ("..." if self._hoisted_tensor(var) else "0")
+
+    def _hoisted_tensor(self, var: VarDef) -> list[str]:
+        rank = self.stats(var.name)[0][1]
+        return self._stat_shape(var, self.stats(var.name)[0][0], rank)
+
+    def _hoisted_shape(self, name: str, m: int) -> str:
+        var = self.var(name)
+        message = self.analysis.conditional(name).messages[m]
+        rank = dict(self.stats(name))[message.target.stat]
+        shape = [dim_name(self.model.plate(p).dim) for p in var.plates[1:]]
+        shape += self._stat_shape(var, message.target.stat, rank)
+        return _tuple(shape or ["1"])
+
+    def hoist_nodes(self, args: ArgRecorder) -> list[Node]:
+        """Contract every hoisted message into its pre_ array (before the items' loop)."""
+        data_plate = self.model.data_plate
+        nodes: list[Node] = []
+        for (name, m), pre in self.hoisted().items():
+            var = self.var(name)
+            message, factor, monomial = list(self._messages_to(name))[m]
+            plates, letters = self._target_bindings(var, message.target)
+            plates[data_plate] = "0"  # no operand reads the item
+            target_index = tuple(plate_var(p) for p in var.plates[1:]) + message.target.tensor
+            inner: list[Node] = emit_contraction(
+                self.layout, args,
+                Contraction(monomial.coef, monomial.without(message.target), factor.plates,
+                            dict(factor.index_dims)),
+                args.use(pre), target_index or ("0",), plates, letters,
+            )
+            for header in reversed(self._row_loops(var, {data_plate}, args)):
+                inner = [Block(header, tuple(inner))]
+            nodes += [Comment(f"{pre}: to q({name}) from {factor.child} ~ {factor.family} "
+                              f"({self.factor_comment(factor)}), the same for every item"),
+                      Line(f"{pre}[...] = 0.0"), *inner]
+        return nodes
+
     # -- product form ----------------------------------------------------------
     def product_messages(self, name: str):
         """The messages to a categorical local if each is one E[log ·] read, else None.
@@ -592,7 +668,15 @@ class MeanFieldEmitter:
             inner.append(Line(f"{args.use(self.layout.lam(name, stat))}[{row}] = 0.0"))
         prior_nodes: list[Node] = []
         child_nodes: list[Node] = []
-        for message, factor, monomial in self._messages_to(name):
+        hoisted = self.hoisted()
+        for m, (message, factor, monomial) in enumerate(self._messages_to(name)):
+            if (name, m) in hoisted:  # item-independent: computed once per step
+                pre = args.use(hoisted[(name, m)])
+                lam = args.use(self.layout.lam(name, message.target.stat))
+                nodes = [Line(f"{lam}[{row}] += {pre}[{self._hoisted_index(var)}]",
+                              f"precomputed by hoist_messages ({self.factor_comment(factor)})")]
+                child_nodes += [Comment(f"from {factor.child} ~ {factor.family}")] + nodes
+                continue
             nodes = self._contribution(factor, monomial, message.target, var, args, {})
             implicit = self._implicit_source(name, monomial)
             if implicit is not None:
@@ -795,15 +879,19 @@ class MeanFieldEmitter:
                "scratch arrays\nand accumulators (<name>_threads[thread]); their statistics "
                "are summed in thread order.\n"
                "Returns the ELBO terms that involve only local variables and data.")
-        return self.threaded_kernel("local_step", per_item, args, doc, buffers=tuple(buffers))
+        return self.threaded_kernel("local_step", per_item, args, doc, buffers=tuple(buffers),
+                                    hoist=True)
 
     def threaded_kernel(self, name: str, per_item: list[Node], args: ArgRecorder, doc: str,
                         buffers: tuple[Node, ...] = (), accumulate: bool = True,
-                        result: str = "elbo", threads: str = "1") -> Function:
+                        result: str = "elbo", threads: str = "1",
+                        hoist: bool = False) -> Function:
         """A kernel over ``items``: each thread runs a contiguous share of them with its own
         scratch arrays and (``accumulate``) accumulators, summed in thread order afterwards;
         it returns the sum of ``result`` over the items. ``threads``: the thread count when
-        there is no per-thread array to read it from (a literal or a parameter name)."""
+        there is no per-thread array to read it from (a literal or a parameter name).
+        ``hoist``: the per-item body calls local updates, so the item-independent messages
+        they read are contracted first (hoisted)."""
         item = plate_var(self.model.data_plate)
         private = self.thread_private()
         accs = [a.name for a in self.plan.accumulators] if accumulate else []
@@ -817,6 +905,7 @@ class MeanFieldEmitter:
             bind += [Line(f"{a.name}_threads[thread] = 0.0") for a in self.plan.accumulators
                      if not a.key]
         body: list[Node] = [
+            *(self.hoist_nodes(args) if hoist else ()),
             Line(f"n_threads = {count}"),
             Line(f"{result}_threads = np.zeros(n_threads)"),
             Block("for thread in prange(n_threads)", (
@@ -1383,6 +1472,9 @@ class MeanFieldEmitter:
                                      f"E[log {name}], statistic axis first"))
                 else:
                     body.append(Line(f"X_{name}_log = np.zeros_like({E})", f"exp(E[log {name}])"))
+        for (name, m), pre in self.hoisted().items():
+            body.append(Line(f"{pre} = np.zeros({self._hoisted_shape(name, m)})",
+                             f"a message to q({name}) that no item changes (hoist_messages)"))
         for name in self.plan.locals:
             if self.family(name) == "markov":
                 body.append(Line(f"H_{name} = np.zeros(1)",
@@ -1490,8 +1582,8 @@ class MeanFieldEmitter:
                                   f"{self.layout.lam(name, 'value')}, "
                                   f"{self.layout.lam(name, second)}, rng)"))
             elif name in self._gamma_products():
-                draws.append(Line(f"rt.jitter_gamma_rate({self.layout.lam(name, 'value')}, "
-                                  "rng)"))
+                draws.append(Line(f"rt.start_gamma_near_mean({self.layout.lam(name, 'log')}, "
+                                  f"{self.layout.lam(name, 'value')}, rng)"))
         count_lams = [self.layout.lam(n, st) for n in self.plan.globals
                       if self.family(n) in ("dirichlet", "beta") for st, _ in self.stats(n)]
         pseudo = [Line(f"{lam} += rng.gamma(100.0, 0.01, {lam}.shape)") for lam in count_lams]
@@ -1504,7 +1596,8 @@ class MeanFieldEmitter:
             why = [Comment("random pseudo-counts on the count-type globals")] if counts else []
             moved = [w for w, kind in (("each Normal/MVN global's mean drawn from its prior",
                                         ("normal", "mvn")),
-                                       ("each Gamma global's rate jittered", ("gamma",)))
+                                       ("each Gamma global concentrated near its prior "
+                                        "mean, jittered", ("gamma",)))
                      if any(self.family(n) in kind for n in self.plan.globals
                             if kind != ("gamma",) or n in self._gamma_products())]
             if draws:

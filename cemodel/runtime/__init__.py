@@ -76,7 +76,6 @@ from .numeric import lgamma_sum as lgamma_sum
 from .numeric import log_binom as log_binom
 from .numeric import logdet as logdet
 from .numeric import wishart_lognorm as wishart_lognorm
-from .sampling import jitter_gamma_rate as jitter_gamma_rate
 from .sampling import sample_beta as sample_beta
 from .sampling import sample_dirichlet as sample_dirichlet
 from .sampling import sample_gamma as sample_gamma
@@ -84,6 +83,7 @@ from .sampling import sample_mvn as sample_mvn
 from .sampling import sample_normal as sample_normal
 from .sampling import sample_wishart as sample_wishart
 from .sampling import start_at_draw as start_at_draw
+from .sampling import start_gamma_near_mean as start_gamma_near_mean
 from .seeding import seed_categories as seed_categories
 from .source import ItemSource as ItemSource
 from .source import item_source as item_source

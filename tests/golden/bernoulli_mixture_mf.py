@@ -70,6 +70,7 @@ def update_z(
         n_P,
         x,
         E_p_log,
+        pre_z_2,
         E_p_log1m,
         E_z_onehot,
 ):
@@ -87,10 +88,9 @@ def update_z(
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
                 lam_z_onehot[i_points, t_g0] += x[i_points, i_dims] * E_p_log[t_g0, i_dims]
-        # from x ~ Bernoulli (bernoulli_mixture.cem:28:9)
-        for i_dims in range(n_P):
-            for t_g0 in range(n_K):
-                lam_z_onehot[i_points, t_g0] += E_p_log1m[t_g0, i_dims]
+        # from x ~ Bernoulli
+        # precomputed by hoist_messages (bernoulli_mixture.cem:28:9)
+        lam_z_onehot[i_points] += pre_z_2[...]
         # from x ~ Bernoulli (bernoulli_mixture.cem:28:9)
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
@@ -112,6 +112,7 @@ def local_step(
         n_P,
         x,
         E_p_log,
+        pre_z_2,
         E_p_log1m,
         item_weight,
         acc_z_0_threads,
@@ -129,6 +130,11 @@ def local_step(
     and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
+    # pre_z_2: to q(z) from x ~ Bernoulli (bernoulli_mixture.cem:28:9), the same for every item
+    pre_z_2[...] = 0.0
+    for i_dims in range(n_P):
+        for t_g0 in range(n_K):
+            pre_z_2[t_g0] += E_p_log1m[t_g0, i_dims]
     n_threads = acc_z_0_threads.shape[0]
     elbo_threads = np.zeros(n_threads)
     for thread in prange(n_threads):
@@ -148,7 +154,7 @@ def local_step(
                 if 0 <= seed_category[i_points] < n_K:
                     E_z_onehot[i_points, seed_category[i_points]] = 1.0
             else:
-                update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, E_p_log1m, E_z_onehot)
+                update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, pre_z_2, E_p_log1m, E_z_onehot)
             # acc_z_0[k] += q(z[points]=k)  (bernoulli_mixture.cem:26:5)
             for t_k in range(n_K):
                 acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
@@ -506,6 +512,8 @@ def klc_stats(
         n_K,
         n_P,
         x,
+        pre_z_2,
+        E_p_log1m,
         acc_z_0_threads,
         acc_x_0_threads,
         acc_x_1_threads,
@@ -519,6 +527,11 @@ def klc_stats(
     and the collapsed globals' sufficient statistics (accumulators).
     Returns the ELBO terms that involve only local variables and data.
     """
+    # pre_z_2: to q(z) from x ~ Bernoulli (bernoulli_mixture.cem:28:9), the same for every item
+    pre_z_2[...] = 0.0
+    for i_dims in range(n_P):
+        for t_g0 in range(n_K):
+            pre_z_2[t_g0] += E_p_log1m[t_g0, i_dims]
     n_threads = acc_z_0_threads.shape[0]
     elbo_threads = np.zeros(n_threads)
     for thread in prange(n_threads):
@@ -578,6 +591,7 @@ def klc_gradient(
         n_P,
         x,
         E_p_log,
+        pre_z_2,
         E_p_log1m,
         threads,
 ):
@@ -585,6 +599,11 @@ def klc_gradient(
     first): natgrad = θ̂ − θ (eq. 15), grad = w (diag(q) − q qᵀ) natgrad.
     Returns ⟨natgrad, grad⟩, the squared Riemannian norm (eq. 16).
     """
+    # pre_z_2: to q(z) from x ~ Bernoulli (bernoulli_mixture.cem:28:9), the same for every item
+    pre_z_2[...] = 0.0
+    for i_dims in range(n_P):
+        for t_g0 in range(n_K):
+            pre_z_2[t_g0] += E_p_log1m[t_g0, i_dims]
     n_threads = threads
     norm_threads = np.zeros(n_threads)
     for thread in prange(n_threads):
@@ -595,7 +614,7 @@ def klc_gradient(
             lam_z_onehot[i_points] = theta_z[i_points]
             rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
             # θ̂ = the mean-field target of q(z) given q*(X)
-            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, E_p_log1m, E_z_onehot)
+            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, pre_z_2, E_p_log1m, E_z_onehot)
             natgrad_z[i_points] = lam_z_onehot[i_points] - theta_z[i_points]  # g̃ = θ̂ − θ
             # q(z) back to softmax(θ) for the other rows' targets
             lam_z_onehot[i_points] = theta_z[i_points]
@@ -640,6 +659,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     E_pi_log = np.zeros((1, n_K))
     lam_z_onehot = np.zeros((n_N, n_K))
     E_z_onehot = np.zeros((n_N, n_K))
+    pre_z_2 = np.zeros((n_K,))  # a message to q(z) that no item changes (hoist_messages)
     # sufficient statistics the local step hands to the global step
     acc_z_0 = np.zeros((n_K,))
     acc_x_0 = np.zeros((n_K, n_P))
@@ -669,7 +689,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, E_p_log1m, item_weight, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads, acc_z_0, acc_x_0, acc_x_1, acc_x_2)
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, pre_z_2, E_p_log1m, item_weight, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads, acc_z_0, acc_x_0, acc_x_1, acc_x_2)
         update_p(1.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, True, E_p_log, E_p_log1m, n_K, n_P)
         update_pi(1.0, lam_pi_log, n_K, alpha_K, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':
@@ -681,7 +701,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m, n_K, n_P, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, pre_z_2=pre_z_2, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
 
 
 def _bind_items(s, data):
@@ -714,6 +734,7 @@ def _bind_items(s, data):
     E_pi_log = s.E_pi_log
     lam_z_onehot = np.zeros((n_N, n_K))
     E_z_onehot = np.zeros((n_N, n_K))
+    pre_z_2 = np.zeros((n_K,))  # a message to q(z) that no item changes (hoist_messages)
     # sufficient statistics the local step hands to the global step (added up over minibatches)
     acc_z_0 = s.acc_z_0
     acc_x_0 = s.acc_x_0
@@ -727,7 +748,7 @@ def _bind_items(s, data):
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
-    return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, pre_z_2=pre_z_2, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds, items=True):
@@ -804,7 +825,7 @@ def fit(
         s.acc_x_0[...] = 0.0
         s.acc_x_1[...] = 0.0
         s.acc_x_2[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
         update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, True, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
         update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, True, s.E_pi_log)
         elbo = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
@@ -943,7 +964,7 @@ def fit_svi(
             elif local == 'cvb0':
                 local_step_cvb0(batch, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             else:  # mean field; 'exact' when no local depends on another
-                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             if sample_globals:
                 refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m, s.n_K, s.n_P, s.lam_pi_log, s.E_pi_log)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
@@ -994,12 +1015,12 @@ def fit_svi(
             s.acc_x_1[...] = 0.0
             s.acc_x_2[...] = 0.0
             if source is None:
-                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             else:  # out of core: a minibatch at a time; the statistics add up
                 elbo = 0.0
                 for chunk in source.chunks(batch_size):
                     s = _bind_items(s, source.read(chunk))
-                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             elbo_global_part = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
             elbo += elbo_global_part
             trace.append(elbo)
@@ -1039,7 +1060,7 @@ def _klc_bound(s, theta):
     s.acc_x_0[...] = 0.0
     s.acc_x_1[...] = 0.0
     s.acc_x_2[...] = 0.0
-    value = klc_stats(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_P, s.x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+    value = klc_stats(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_P, s.x, s.pre_z_2, s.E_p_log1m, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
     # the collapsed globals at their optimum given q(Z)
     update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, True, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
     update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, True, s.E_pi_log)
@@ -1049,7 +1070,7 @@ def _klc_bound(s, theta):
 
 def _klc_gradient(s, theta, natgrad, grad):
     """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
-    norm = klc_gradient(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, rt.thread_count())
+    norm = klc_gradient(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, rt.thread_count())
     return norm
 
 

@@ -72,7 +72,7 @@ def update_f(
         E_psi_value,
         y,
         E_W_value,
-        E_W_outer,
+        pre_f_3,
         E_f_value,
         E_f_outer,
 ):
@@ -97,11 +97,9 @@ def update_f(
         for i_dims in range(n_P):
             for t_i0 in range(n_K):
                 lam_f_value[i_points, t_i0] += E_psi_value[i_dims] * y[i_points, i_dims] * E_W_value[i_dims, t_i0]
-        # from y ~ Normal (factor_analysis.cem:25:9)
-        for i_dims in range(n_P):
-            for t_i1 in range(n_K):
-                for t_i2 in range(n_K):
-                    lam_f_outer[i_points, t_i1, t_i2] += -0.5 * E_psi_value[i_dims] * E_W_outer[i_dims, t_i1, t_i2]
+        # from y ~ Normal
+        # precomputed by hoist_messages (factor_analysis.cem:25:9)
+        lam_f_outer[i_points] += pre_f_3[...]
     rt.mvn_expected_stats(lam_f_value[i_points], lam_f_outer[i_points], E_f_value[i_points], E_f_outer[i_points])
 
 
@@ -121,13 +119,14 @@ def local_step(
         E_psi_value,
         y,
         E_W_value,
-        E_W_outer,
+        pre_f_3,
         E_f_value,
         E_f_outer,
         item_weight,
         logdet_eye_K,
         outer_zeros_K,
         dim_f,
+        E_W_outer,
         acc_y_0_threads,
         acc_y_1_threads,
         acc_y_2_threads,
@@ -143,6 +142,12 @@ def local_step(
     and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
+    # pre_f_3: to q(f) from y ~ Normal (factor_analysis.cem:25:9), the same for every item
+    pre_f_3[...] = 0.0
+    for i_dims in range(n_P):
+        for t_i1 in range(n_K):
+            for t_i2 in range(n_K):
+                pre_f_3[t_i1, t_i2] += -0.5 * E_psi_value[i_dims] * E_W_outer[i_dims, t_i1, t_i2]
     n_threads = acc_y_0_threads.shape[0]
     elbo_threads = np.zeros(n_threads)
     for thread in prange(n_threads):
@@ -157,7 +162,7 @@ def local_step(
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_points = items[position]
-            update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, zeros_K, n_P, E_psi_value, y, E_W_value, E_W_outer, E_f_value, E_f_outer)
+            update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, zeros_K, n_P, E_psi_value, y, E_W_value, pre_f_3, E_f_value, E_f_outer)
             # acc_y_0[@dims] +=   (factor_analysis.cem:25:9)
             for i_dims in range(n_P):
                 acc_y_0_t[i_dims] += item_weight[i_points]
@@ -429,6 +434,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     E_f_value = np.zeros((n_N, n_K))
     lam_f_outer = np.zeros((n_N, n_K, n_K))
     E_f_outer = np.zeros((n_N, n_K, n_K))
+    pre_f_3 = np.zeros((n_K, n_K))  # a message to q(f) that no item changes (hoist_messages)
     # sufficient statistics the local step hands to the global step
     acc_y_0 = np.zeros((n_P,))
     acc_y_1 = np.zeros((n_P,))
@@ -458,7 +464,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_W_value, E_W_value, lam_W_outer, E_W_outer, n_P, lam_psi_log, E_psi_log, lam_psi_value, E_psi_value)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, zeros_K=zeros_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, E_W_outer=E_W_outer, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, outer_zeros_K=outer_zeros_K, dim_f=dim_f, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, zeros_K=zeros_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, pre_f_3=pre_f_3, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, outer_zeros_K=outer_zeros_K, dim_f=dim_f, E_W_outer=E_W_outer, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
 def _bind_items(s, data):
@@ -501,6 +507,7 @@ def _bind_items(s, data):
     E_f_value = np.zeros((n_N, n_K))
     lam_f_outer = np.zeros((n_N, n_K, n_K))
     E_f_outer = np.zeros((n_N, n_K, n_K))
+    pre_f_3 = np.zeros((n_K, n_K))  # a message to q(f) that no item changes (hoist_messages)
     # sufficient statistics the local step hands to the global step (added up over minibatches)
     acc_y_0 = s.acc_y_0
     acc_y_1 = s.acc_y_1
@@ -514,7 +521,7 @@ def _bind_items(s, data):
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, zeros_K=zeros_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, E_W_outer=E_W_outer, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, outer_zeros_K=outer_zeros_K, dim_f=dim_f, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, zeros_K=zeros_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, pre_f_3=pre_f_3, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, outer_zeros_K=outer_zeros_K, dim_f=dim_f, E_W_outer=E_W_outer, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -608,7 +615,7 @@ def fit(
         s.acc_y_1[...] = 0.0
         s.acc_y_2[...] = 0.0
         s.acc_y_3[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_3, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.E_W_outer, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
         update_W(1.0, s.lam_W_value, s.lam_W_outer, s.n_K, s.eye_K_c, s.zeros_K, s.acc_y_2, s.E_psi_value, s.acc_y_3, True, s.E_W_value, s.E_W_outer, s.n_P)
         update_psi(1.0, s.lam_psi_log, s.lam_psi_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_K, s.acc_y_2, s.E_W_value, s.acc_y_3, s.E_W_outer, True, s.E_psi_log, s.E_psi_value, s.n_P)
         elbo = elbo_global(s.n_P, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_W_outer, s.E_W_value, s.zeros_K, s.outer_zeros_K, s.dim_W, s.a0, s.log_b0, s.lgamma_a0, s.E_psi_log, s.b0, s.E_psi_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_W_value, s.lam_W_outer, s.lam_psi_log, s.lam_psi_value)
@@ -725,7 +732,7 @@ def fit_svi(
             if sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
                 rt.sample_mvn(s.lam_W_value, s.lam_W_outer, sampler, s.E_W_value, s.E_W_outer)
                 rt.sample_gamma(s.lam_psi_log, s.lam_psi_value, sampler, s.E_psi_log, s.E_psi_value)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_3, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.E_W_outer, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             if sample_globals:
                 refresh_globals(s.lam_W_value, s.E_W_value, s.lam_W_outer, s.E_W_outer, s.n_P, s.lam_psi_log, s.E_psi_log, s.lam_psi_value, s.E_psi_value)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
@@ -761,12 +768,12 @@ def fit_svi(
             s.acc_y_2[...] = 0.0
             s.acc_y_3[...] = 0.0
             if source is None:
-                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_3, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.E_W_outer, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             else:  # out of core: a minibatch at a time; the statistics add up
                 elbo = 0.0
                 for chunk in source.chunks(batch_size):
                     s = _bind_items(s, source.read(chunk))
-                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_3, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.E_W_outer, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             elbo_global_part = elbo_global(s.n_P, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_W_outer, s.E_W_value, s.zeros_K, s.outer_zeros_K, s.dim_W, s.a0, s.log_b0, s.lgamma_a0, s.E_psi_log, s.b0, s.E_psi_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_W_value, s.lam_W_outer, s.lam_psi_log, s.lam_psi_value)
             elbo += elbo_global_part
             trace.append(elbo)

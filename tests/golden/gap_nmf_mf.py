@@ -71,8 +71,7 @@ def update_H(
         b,
         n_F,
         E_Y_split_value,
-        E_theta_value,
-        E_W_value,
+        pre_H_4,
         E_H_log,
         E_H_value,
         X_H_log,
@@ -97,9 +96,9 @@ def update_H(
             # from Y ~ Poisson·split (gap_nmf.cem:34:9)
             for i_bins in range(n_F):
                 lam_H_log[i_frames, i_activations] += E_Y_split_value[i_bins, i_activations]
-            # from Y ~ Poisson·split (gap_nmf.cem:34:9)
-            for i_bins in range(n_F):
-                lam_H_value[i_frames, i_activations] += -E_theta_value[i_activations] * E_W_value[i_bins, i_activations]
+            # from Y ~ Poisson·split
+            # precomputed by hoist_messages (gap_nmf.cem:34:9)
+            lam_H_value[i_frames, i_activations] += pre_H_4[i_activations]
         E_H_log[i_frames, i_activations], E_H_value[i_frames, i_activations] = rt.gamma_expected_stats(lam_H_log[i_frames, i_activations], lam_H_value[i_frames, i_activations])
         X_H_log[i_frames, i_activations] = np.exp(E_H_log[i_frames, i_activations])
 
@@ -228,8 +227,7 @@ def local_step(
         lam_H_value,
         b,
         n_F,
-        E_theta_value,
-        E_W_value,
+        pre_H_4,
         E_H_log,
         E_H_value,
         X_H_log,
@@ -242,6 +240,8 @@ def local_step(
         warm,
         log_b,
         lgamma_b,
+        E_theta_value,
+        E_W_value,
         lgamma1p_Y,
         guard,
         item_weight,
@@ -262,6 +262,11 @@ def local_step(
     and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
+    # pre_H_4: to q(H) from Y ~ Poisson·split (gap_nmf.cem:34:9), the same for every item
+    pre_H_4[...] = 0.0
+    for i_activations in range(n_K):
+        for i_bins in range(n_F):
+            pre_H_4[i_activations] += -E_theta_value[i_activations] * E_W_value[i_bins, i_activations]
     n_threads = lam_Y_split_value_threads.shape[0]
     elbo_threads = np.zeros(n_threads)
     for thread in prange(n_threads):
@@ -299,12 +304,12 @@ def local_step(
                 # the previous state, re-optimised in its scratch locals
                 previous = item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split)
             if not warm:
-                update_H(i_frames, False, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, E_theta_value, E_W_value, E_H_log, E_H_value, X_H_log, n_K)
+                update_H(i_frames, False, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, pre_H_4, E_H_log, E_H_value, X_H_log, n_K)
             for sweep in range(max_local_iter):
                 change = 0.0
                 old_H[...] = lam_H_log[i_frames]
                 update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
-                update_H(i_frames, True, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, E_theta_value, E_W_value, E_H_log, E_H_value, X_H_log, n_K)
+                update_H(i_frames, True, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, pre_H_4, E_H_log, E_H_value, X_H_log, n_K)
                 change += rt.mean_abs_change(lam_H_log[i_frames], old_H)
                 if change < local_tol:
                     break
@@ -584,6 +589,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     X_theta_log = np.zeros_like(E_theta_log)  # exp(E[log theta])
     X_W_log = np.zeros_like(E_W_log)  # exp(E[log W])
     X_H_log = np.zeros_like(E_H_log)  # exp(E[log H])
+    pre_H_4 = np.zeros((n_K,))  # a message to q(H) that no item changes (hoist_messages)
     H_Y_split = np.zeros(E_Y_split_value.shape[0])  # entropy of each row of q(Y_split)
     logZ_Y_split = np.zeros_like(H_Y_split)  # log Σ_c exp λ_c of each row of q(Y_split)
     # sufficient statistics the local step hands to the global step
@@ -611,14 +617,14 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     if start is None:
         start = DEFAULT_START
     if init is None and start == 'random':
-        # each Gamma global's rate jittered: breaks the symmetry of products of latent variables
+        # each Gamma global concentrated near its prior mean, jittered: breaks the symmetry of products of latent variables
         rng = np.random.default_rng(seed)
-        rt.jitter_gamma_rate(lam_W_value, rng)
-        rt.jitter_gamma_rate(lam_theta_value, rng)
+        rt.start_gamma_near_mean(lam_W_log, lam_W_value, rng)
+        rt.start_gamma_near_mean(lam_theta_log, lam_theta_value, rng)
         refresh_globals(lam_W_log, E_W_log, lam_W_value, E_W_value, X_W_log, n_F, n_K, lam_theta_log, E_theta_log, lam_theta_value, E_theta_value, X_theta_log)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, n_F=n_F, E_theta_value=E_theta_value, E_W_value=E_W_value, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, n_K=n_K, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, log_b=log_b, lgamma_b=lgamma_b, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
+    return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, n_F=n_F, pre_H_4=pre_H_4, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, n_K=n_K, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, log_b=log_b, lgamma_b=lgamma_b, E_theta_value=E_theta_value, E_W_value=E_W_value, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
 
 
 def _bind_items(s, data):
@@ -666,6 +672,7 @@ def _bind_items(s, data):
     X_theta_log = s.X_theta_log
     X_W_log = s.X_W_log
     X_H_log = np.zeros_like(E_H_log)  # exp(E[log H])
+    pre_H_4 = np.zeros((n_K,))  # a message to q(H) that no item changes (hoist_messages)
     H_Y_split = np.zeros(E_Y_split_value.shape[0])  # entropy of each row of q(Y_split)
     logZ_Y_split = np.zeros_like(H_Y_split)  # log Σ_c exp λ_c of each row of q(Y_split)
     # sufficient statistics the local step hands to the global step (added up over minibatches)
@@ -683,7 +690,7 @@ def _bind_items(s, data):
     all_items = np.arange(n_T)  # the local step runs over these
     item_weight = np.ones(n_T)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_T, -1)
-    return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, n_F=n_F, E_theta_value=E_theta_value, E_W_value=E_W_value, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, n_K=n_K, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, log_b=log_b, lgamma_b=lgamma_b, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
+    return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, n_F=n_F, pre_H_4=pre_H_4, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, n_K=n_K, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, log_b=log_b, lgamma_b=lgamma_b, E_theta_value=E_theta_value, E_W_value=E_W_value, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds, items=True):
@@ -758,7 +765,7 @@ def fit(
         s.acc_Y_0[...] = 0.0
         s.acc_Y_1[...] = 0.0
         s.acc_Y_3[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.E_theta_value, s.E_W_value, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, warm_start and iteration > 0, s.log_b, s.lgamma_b, s.lgamma1p_Y, not warm_start and iteration > 0, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, warm_start and iteration > 0, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, not warm_start and iteration > 0, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
         update_W(1.0, s.lam_W_log, s.lam_W_value, s.a, s.acc_Y_1, s.acc_Y_3, s.E_theta_value, True, s.E_W_log, s.E_W_value, s.X_W_log, s.n_F, s.n_K)
         update_theta(1.0, s.lam_theta_log, s.lam_theta_value, s.alpha_K, s.alpha_c, s.acc_Y_0, s.n_F, s.acc_Y_3, s.E_W_value, True, s.E_theta_log, s.E_theta_value, s.X_theta_log, s.n_K)
         elbo = elbo_global(s.n_K, s.alpha_K, s.log_alpha_c, s.lgamma_alpha_K, s.E_theta_log, s.alpha_c, s.E_theta_value, s.n_F, s.a, s.log_a, s.lgamma_a, s.E_W_log, s.E_W_value, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3, s.lam_W_log, s.lam_W_value, s.lam_theta_log, s.lam_theta_value)
@@ -886,7 +893,7 @@ def fit_svi(
                 else:
                     rt.sample_gamma(s.lam_theta_log, s.lam_theta_value, sampler, s.E_theta_log, s.E_theta_value)
                 s.X_theta_log[...] = np.exp(s.E_theta_log)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.E_theta_value, s.E_W_value, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, False, s.log_b, s.lgamma_b, s.lgamma1p_Y, False, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, False, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, False, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
             if sample_globals:
                 refresh_globals(s.lam_W_log, s.E_W_log, s.lam_W_value, s.E_W_value, s.X_W_log, s.n_F, s.n_K, s.lam_theta_log, s.E_theta_log, s.lam_theta_value, s.E_theta_value, s.X_theta_log)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
@@ -941,12 +948,12 @@ def fit_svi(
             s.acc_Y_1[...] = 0.0
             s.acc_Y_3[...] = 0.0
             if source is None:
-                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.E_theta_value, s.E_W_value, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, False, s.log_b, s.lgamma_b, s.lgamma1p_Y, False, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, False, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, False, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
             else:  # out of core: a minibatch at a time; the statistics add up
                 elbo = 0.0
                 for chunk in source.chunks(batch_size):
                     s = _bind_items(s, source.read(chunk))
-                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.E_theta_value, s.E_W_value, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, False, s.log_b, s.lgamma_b, s.lgamma1p_Y, False, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, False, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, False, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
             elbo_global_part = elbo_global(s.n_K, s.alpha_K, s.log_alpha_c, s.lgamma_alpha_K, s.E_theta_log, s.alpha_c, s.E_theta_value, s.n_F, s.a, s.log_a, s.lgamma_a, s.E_W_log, s.E_W_value, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3, s.lam_W_log, s.lam_W_value, s.lam_theta_log, s.lam_theta_value)
             elbo += elbo_global_part
             trace.append(elbo)
