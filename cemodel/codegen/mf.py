@@ -673,7 +673,9 @@ class MeanFieldEmitter:
             if (name, m) in hoisted:  # item-independent: computed once per step
                 pre = args.use(hoisted[(name, m)])
                 lam = args.use(self.layout.lam(name, message.target.stat))
-                nodes = [Line(f"{lam}[{row}] += {pre}[{self._hoisted_index(var)}]",
+                index = self._hoisted_index(var)
+                read = pre if index == "..." else f"{pre}[{index}]"  # numba reads no a[...]
+                nodes = [Line(f"{lam}[{row}] += {read}",
                               f"precomputed by hoist_messages ({self.factor_comment(factor)})")]
                 child_nodes += [Comment(f"from {factor.child} ~ {factor.family}")] + nodes
                 continue

@@ -90,7 +90,7 @@ def update_z(
                 lam_z_onehot[i_points, t_g0] += x[i_points, i_dims] * E_p_log[t_g0, i_dims]
         # from x ~ Bernoulli
         # precomputed by hoist_messages (bernoulli_mixture.cem:28:9)
-        lam_z_onehot[i_points] += pre_z_2[...]
+        lam_z_onehot[i_points] += pre_z_2
         # from x ~ Bernoulli (bernoulli_mixture.cem:28:9)
         for i_dims in range(n_P):
             for t_g0 in range(n_K):

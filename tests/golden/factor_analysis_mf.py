@@ -99,7 +99,7 @@ def update_f(
                 lam_f_value[i_points, t_i0] += E_psi_value[i_dims] * y[i_points, i_dims] * E_W_value[i_dims, t_i0]
         # from y ~ Normal
         # precomputed by hoist_messages (factor_analysis.cem:25:9)
-        lam_f_outer[i_points] += pre_f_3[...]
+        lam_f_outer[i_points] += pre_f_3
     rt.mvn_expected_stats(lam_f_value[i_points], lam_f_outer[i_points], E_f_value[i_points], E_f_outer[i_points])
 
 

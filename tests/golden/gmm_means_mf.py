@@ -88,8 +88,7 @@ def update_z(
                 for t_g0 in range(n_K):
                     lam_z_onehot[i_points, t_g0] += x[i_points, t_i] * P[t_i, t_j] * E_mu_value[t_g0, t_j]
         # from x ~ MultivariateNormal
-        # precomputed by hoist_messages (gmm_means.cem:26:5)
-        lam_z_onehot[i_points] += pre_z_2[...]
+        lam_z_onehot[i_points] += pre_z_2  # precomputed by hoist_messages (gmm_means.cem:26:5)
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
