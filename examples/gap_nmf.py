@@ -15,7 +15,16 @@ how many exceed 0.9; the plot of the sorted correlations (the paper's Figure 5) 
 examples/out/gap_nmf.png. The paper: SSVI-A recovers good approximations of nearly all 50
 bases, mean field far fewer (it explains the data with too few components).
 
-Results: see the end of this docstring once run (filled in from the printed output).
+Results (`python examples/gap_nmf.py --iters 100`, K = 100, 50 local sweeps per item and
+step; MF 220 s, SSVI-A 470 s on a busy 2-core machine): mean field matched 40 of the 50 true
+columns with correlation > 0.9 (45 > 0.8), ELBO −1.550e6; SSVI-A 13 (29 > 0.8), ELBO −2.846e6.
+The paper's shape does NOT reproduce here: mean field does far better than in the paper's
+Figure 5, and SSVI-A worse. Both start from the same concentrated q near the prior mean
+(Hoffman et al. 2010's start), from which mean field does not fall into the few-component
+optimum the paper describes; SSVI-A's averaged λ after 100 steps (ρ_t = (t + 1)^−0.7) still
+carries the noise of its draws. With 10 local sweeps (H warm-started under MF only) the gap
+is wider: MF 19–24 columns > 0.9, SSVI-A 0–4. What start or schedule the paper used is not
+stated; this script is the place to vary them (--iters, --max-local-iter, --K).
 """
 
 from __future__ import annotations
@@ -68,7 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iters", type=int, default=200, help="MF iterations = SSVI-A steps")
     parser.add_argument("--K", type=int, default=100, help="the truncation of the fit")
-    parser.add_argument("--max-local-iter", type=int, default=10,
+    parser.add_argument("--max-local-iter", type=int, default=50,
                         help="local mean-field sweeps per item and step (H is warm-started)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scale", type=float, default=2.0,
