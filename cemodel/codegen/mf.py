@@ -297,6 +297,60 @@ class MeanFieldEmitter:
         self._hoisted = found
         return found
 
+    def partial(self) -> dict[tuple[str, int], tuple[str, tuple, tuple, tuple[str, ...]]]:
+        """Messages to a local of the data plate alone whose global slots, multiplied
+        together, sum over a letter the data do not touch: xᵀ E[Λ_k] E[μ_k] in a Gaussian
+        mixture is Σ_i x_i (E[Λ_k] E[μ_k])_i, and the product E[Λ_k] E[μ_k] is the same for
+        every item. (message -> (array, global slots, data slots, the array's letters))"""
+        if hasattr(self, "_partial"):
+            return self._partial
+        found: dict = {}
+        data_plate = self.model.data_plate
+        hoisted = self.hoisted()
+        for name in self.plan.locals:
+            var = self.var(name)
+            if self.family(name) == "markov" or len(var.plates) != 1:
+                continue
+            for m, (message, factor, monomial) in enumerate(self._messages_to(name)):
+                if ((name, m) in hoisted or factor.child == name
+                        or factor.plates != (data_plate,)
+                        or self._implicit_source(name, monomial) is not None):
+                    continue
+                dims = dict(factor.index_dims)
+                glob, data = [], []
+                for slot in monomial.without(message.target):
+                    if isinstance(slot, Stat) and slot.var in self.plan.globals and all(
+                            i in dims for i in slot.index):
+                        glob.append(slot)
+                    elif isinstance(slot, Known) and not slot.plates and not (
+                            self.layout.onehot_binding(slot)):
+                        glob.append(slot)
+                    elif isinstance(slot, Known):
+                        data.append(slot)
+                    else:
+                        break
+                else:
+                    if not data or sum(isinstance(g, Stat) for g in glob) < 2:
+                        continue
+                    _, letters = self._target_bindings(var, message.target)
+                    bound = set(letters) | set(message.target.tensor)
+                    used = {e for g in glob for e in g.tensor
+                            + (g.index if isinstance(g, Stat) else ())}
+                    touched = {e for d in data for e in d.tensor}
+                    if not used - touched - bound:
+                        continue  # nothing to sum ahead of the data
+                    key = tuple(e for e in message.target.tensor) + tuple(
+                        sorted((used & touched) - set(message.target.tensor)))
+                    found[(name, m)] = (f"pre_{name}_{m}", tuple(glob), tuple(data), key)
+        self._partial = found
+        return found
+
+    def _pre_slot(self, pre: str, key: tuple[str, ...]) -> Known:
+        """A precomputed product read as a known array indexed by its letters."""
+        slot = Known(pre, (), key, ())
+        self.layout.known_names[slot.key] = pre
+        return slot
+
     def _hoisted_index(self, var: VarDef) -> str:
         """The index of a hoisted array at the row: the local's inner plates (or 0)."""
         inner = [plate_var(p) for p in var.plates[1:]]
@@ -335,6 +389,14 @@ class MeanFieldEmitter:
             nodes += [Comment(f"{pre}: to q({name}) from {factor.child} ~ {factor.family} "
                               f"({self.factor_comment(factor)}), the same for every item"),
                       Line(f"{pre}[...] = 0.0"), *inner]
+        for (name, m), (pre, glob, _, key) in self.partial().items():
+            _, factor, _ = list(self._messages_to(name))[m]
+            nodes += [Comment(f"{pre}: the global part of a message to q({name}) from "
+                              f"{factor.child} ~ {factor.family} ({self.factor_comment(factor)})"),
+                      Line(f"{pre}[...] = 0.0"),
+                      *emit_contraction(self.layout, args,
+                                        Contraction(1.0, glob, (), dict(factor.index_dims)),
+                                        args.use(pre), key, {}, {})]
         return nodes
 
     # -- product form ----------------------------------------------------------
@@ -678,6 +740,21 @@ class MeanFieldEmitter:
                 nodes = [Line(f"{lam}[{row}] += {read}",
                               f"precomputed by hoist_messages ({self.factor_comment(factor)})")]
                 child_nodes += [Comment(f"from {factor.child} ~ {factor.family}")] + nodes
+                continue
+            if (name, m) in self.partial():  # its data-free part contracted once per step
+                pre, _, data, key = self.partial()[(name, m)]
+                plates, letters = self._target_bindings(var, message.target)
+                lam = args.use(self.layout.lam(name, message.target.stat))
+                nodes = emit_contraction(
+                    self.layout, args,
+                    Contraction(monomial.coef, data + (self._pre_slot(pre, key),),
+                                factor.plates, dict(factor.index_dims)),
+                    lam, tuple(self.layout.row(name, var.plates, {}, args))
+                    + message.target.tensor, plates, letters,
+                )
+                child_nodes += [Comment(f"from {factor.child} ~ {factor.family} "
+                                        f"({self.factor_comment(factor)}), its global part "
+                                        f"precomputed by hoist_messages")] + nodes
                 continue
             nodes = self._contribution(factor, monomial, message.target, var, args, {})
             implicit = self._implicit_source(name, monomial)
@@ -1477,6 +1554,11 @@ class MeanFieldEmitter:
         for (name, m), pre in self.hoisted().items():
             body.append(Line(f"{pre} = np.zeros({self._hoisted_shape(name, m)})",
                              f"a message to q({name}) that no item changes (hoist_messages)"))
+        for (name, m), (pre, _, _, key) in self.partial().items():
+            dims = dict(self.analysis.factors[
+                self.analysis.conditional(name).messages[m].factor].index_dims)
+            body.append(Line(f"{pre} = np.zeros({_tuple(dim_name(dims[e]) for e in key)})",
+                             f"the global part of a message to q({name}) (hoist_messages)"))
         for name in self.plan.locals:
             if self.family(name) == "markov":
                 body.append(Line(f"H_{name} = np.zeros(1)",

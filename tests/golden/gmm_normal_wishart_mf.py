@@ -69,7 +69,7 @@ def update_z(
         n_D,
         E_Lambda_value,
         x,
-        E_mu_value,
+        pre_z_3,
         pre_z_4,
         E_z_onehot,
 ):
@@ -91,11 +91,10 @@ def update_z(
             for t_j in range(n_D):
                 for t_g0 in range(n_K):
                     lam_z_onehot[i_points, t_g0] += -0.5 * E_Lambda_value[t_g0, t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
-        # from x ~ MultivariateNormal (gmm_normal_wishart.cem:28:5)
+        # from x ~ MultivariateNormal (gmm_normal_wishart.cem:28:5), its global part precomputed by hoist_messages
         for t_i in range(n_D):
-            for t_j in range(n_D):
-                for t_g0 in range(n_K):
-                    lam_z_onehot[i_points, t_g0] += x[i_points, t_i] * E_Lambda_value[t_g0, t_i, t_j] * E_mu_value[t_g0, t_j]
+            for t_g0 in range(n_K):
+                lam_z_onehot[i_points, t_g0] += x[i_points, t_i] * pre_z_3[t_g0, t_i]
         # from x ~ MultivariateNormal
         # precomputed by hoist_messages (gmm_normal_wishart.cem:28:5)
         lam_z_onehot[i_points] += pre_z_4
@@ -117,11 +116,12 @@ def local_step(
         n_D,
         E_Lambda_value,
         x,
-        E_mu_value,
+        pre_z_3,
         pre_z_4,
         item_weight,
         dim_x,
         E_mu_outer,
+        E_mu_value,
         acc_z_0_threads,
         acc_x_0_threads,
         acc_x_1_threads,
@@ -145,6 +145,12 @@ def local_step(
         for t_j in range(n_D):
             for t_g0 in range(n_K):
                 pre_z_4[t_g0] += -0.5 * E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+    # pre_z_3: the global part of a message to q(z) from x ~ MultivariateNormal (gmm_normal_wishart.cem:28:5)
+    pre_z_3[...] = 0.0
+    for t_j in range(n_D):
+        for t_g0 in range(n_K):
+            for t_i in range(n_D):
+                pre_z_3[t_g0, t_i] += E_Lambda_value[t_g0, t_i, t_j] * E_mu_value[t_g0, t_j]
     n_threads = acc_z_0_threads.shape[0]
     elbo_threads = np.zeros(n_threads)
     for thread in prange(n_threads):
@@ -166,7 +172,7 @@ def local_step(
                 if 0 <= seed_category[i_points] < n_K:
                     E_z_onehot[i_points, seed_category[i_points]] = 1.0
             else:
-                update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, pre_z_4, E_z_onehot)
+                update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, pre_z_3, pre_z_4, E_z_onehot)
             # acc_z_0[k] += q(z[points]=k)  (gmm_normal_wishart.cem:27:5)
             for t_k in range(n_K):
                 acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
@@ -712,6 +718,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     lam_z_onehot = np.zeros((n_N, n_K))
     E_z_onehot = np.zeros((n_N, n_K))
     pre_z_4 = np.zeros((n_K,))  # a message to q(z) that no item changes (hoist_messages)
+    pre_z_3 = np.zeros((n_K, n_D))  # the global part of a message to q(z) (hoist_messages)
     # sufficient statistics the local step hands to the global step
     acc_z_0 = np.zeros((n_K,))
     acc_x_0 = np.zeros((n_K,))
@@ -745,7 +752,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
         acc_x_3[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, pre_z_4, item_weight, dim_x, E_mu_outer, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads, acc_x_3_threads, acc_z_0, acc_x_0, acc_x_1, acc_x_2, acc_x_3)
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, pre_z_3, pre_z_4, item_weight, dim_x, E_mu_outer, E_mu_value, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads, acc_x_3_threads, acc_z_0, acc_x_0, acc_x_1, acc_x_2, acc_x_3)
         update_Lambda(1.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, kappa0, E_mu_outer, E_mu_value, m0, outer_m0, acc_x_0, acc_x_1, acc_x_2, acc_x_3, True, E_Lambda_value, E_Lambda_logdet, n_K)
         update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, kappa0, E_Lambda_value, m0, acc_x_2, acc_x_3, True, E_mu_value, E_mu_outer, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
@@ -757,7 +764,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_Lambda_value, E_Lambda_value, lam_Lambda_logdet, E_Lambda_logdet, n_K, lam_mu_value, E_mu_value, lam_mu_outer, E_mu_outer, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, m0=m0, kappa0=kappa0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, n_D=n_D, E_Lambda_value=E_Lambda_value, x=x, E_mu_value=E_mu_value, pre_z_4=pre_z_4, item_weight=item_weight, dim_x=dim_x, E_mu_outer=E_mu_outer, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, logdet_kappa0_eye_D=logdet_kappa0_eye_D, outer_m0=outer_m0, dim_mu=dim_mu, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, m0=m0, kappa0=kappa0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, n_D=n_D, E_Lambda_value=E_Lambda_value, x=x, pre_z_3=pre_z_3, pre_z_4=pre_z_4, item_weight=item_weight, dim_x=dim_x, E_mu_outer=E_mu_outer, E_mu_value=E_mu_value, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, logdet_kappa0_eye_D=logdet_kappa0_eye_D, outer_m0=outer_m0, dim_mu=dim_mu, all_items=all_items)
 
 
 def _bind_items(s, data):
@@ -802,6 +809,7 @@ def _bind_items(s, data):
     lam_z_onehot = np.zeros((n_N, n_K))
     E_z_onehot = np.zeros((n_N, n_K))
     pre_z_4 = np.zeros((n_K,))  # a message to q(z) that no item changes (hoist_messages)
+    pre_z_3 = np.zeros((n_K, n_D))  # the global part of a message to q(z) (hoist_messages)
     # sufficient statistics the local step hands to the global step (added up over minibatches)
     acc_z_0 = s.acc_z_0
     acc_x_0 = s.acc_x_0
@@ -817,7 +825,7 @@ def _bind_items(s, data):
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
-    return rt.State(bound=bound, alpha=alpha, m0=m0, kappa0=kappa0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, n_D=n_D, E_Lambda_value=E_Lambda_value, x=x, E_mu_value=E_mu_value, pre_z_4=pre_z_4, item_weight=item_weight, dim_x=dim_x, E_mu_outer=E_mu_outer, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, logdet_kappa0_eye_D=logdet_kappa0_eye_D, outer_m0=outer_m0, dim_mu=dim_mu, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, m0=m0, kappa0=kappa0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, n_D=n_D, E_Lambda_value=E_Lambda_value, x=x, pre_z_3=pre_z_3, pre_z_4=pre_z_4, item_weight=item_weight, dim_x=dim_x, E_mu_outer=E_mu_outer, E_mu_value=E_mu_value, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, logdet_kappa0_eye_D=logdet_kappa0_eye_D, outer_m0=outer_m0, dim_mu=dim_mu, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -916,7 +924,7 @@ def fit(
         s.acc_x_1[...] = 0.0
         s.acc_x_2[...] = 0.0
         s.acc_x_3[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.E_mu_value, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
         update_Lambda(1.0, s.lam_Lambda_value, s.lam_Lambda_logdet, s.nu0, s.dim_Lambda, s.n_D, s.inv_W0, s.kappa0, s.E_mu_outer, s.E_mu_value, s.m0, s.outer_m0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, True, s.E_Lambda_value, s.E_Lambda_logdet, s.n_K)
         update_mu(1.0, s.lam_mu_value, s.lam_mu_outer, s.n_D, s.kappa0, s.E_Lambda_value, s.m0, s.acc_x_2, s.acc_x_3, True, s.E_mu_value, s.E_mu_outer, s.n_K)
         update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, True, s.E_pi_log)
@@ -1049,7 +1057,7 @@ def fit_svi(
             elif local == 'cvb0':
                 local_step_cvb0(batch, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
             else:  # mean field; 'exact' when no local depends on another
-                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.E_mu_value, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
             if sample_globals:
                 refresh_globals(s.lam_Lambda_value, s.E_Lambda_value, s.lam_Lambda_logdet, s.E_Lambda_logdet, s.n_K, s.lam_mu_value, s.E_mu_value, s.lam_mu_outer, s.E_mu_outer, s.lam_pi_log, s.E_pi_log)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
@@ -1089,12 +1097,12 @@ def fit_svi(
             s.acc_x_2[...] = 0.0
             s.acc_x_3[...] = 0.0
             if source is None:
-                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.E_mu_value, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
             else:  # out of core: a minibatch at a time; the statistics add up
                 elbo = 0.0
                 for chunk in source.chunks(batch_size):
                     s = _bind_items(s, source.read(chunk))
-                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.E_mu_value, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
             elbo_global_part = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.nu0, s.E_Lambda_logdet, s.dim_Lambda, s.n_D, s.inv_W0, s.E_Lambda_value, s.wishart_lognorm_nu0_W0, s.logdet_kappa0_eye_D, s.kappa0, s.E_mu_outer, s.E_mu_value, s.m0, s.outer_m0, s.dim_mu, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.lam_Lambda_value, s.lam_Lambda_logdet, s.lam_mu_value, s.lam_mu_outer, s.lam_pi_log)
             elbo += elbo_global_part
             trace.append(elbo)
