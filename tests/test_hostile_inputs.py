@@ -151,11 +151,13 @@ def _assert_finite(result, label: str) -> None:
 
 # Where a method answers a case differently from the others: batch MF fits the 1e8-scale
 # mixture, but a stochastic step's Wishart update (Σ x xᵀ − 2 x μᵀ + μ μᵀ from a minibatch,
-# mixed with the current λ) loses positive definiteness to cancellation: refused, naming the
-# data scale as the cause.
+# mixed with the current λ) can lose positive definiteness to cancellation: then it is
+# refused, naming the data scale as the cause. SVI does; whether SSVI-A's step does depends on
+# its draws and the summation order of the responsibilities, so it may also fit: EITHER.
+EITHER = "either a finite fit or this refusal"
 BY_METHOD = {
-    ("gmm-huge-scale-more-components", method): ["scale too far from the prior's"]
-    for method in ("svi", "ssvi-a")
+    ("gmm-huge-scale-more-components", "svi"): ["scale too far from the prior's"],
+    ("gmm-huge-scale-more-components", "ssvi-a"): [EITHER, "scale too far from the prior's"],
 }
 
 
@@ -173,8 +175,16 @@ def test_hostile_input(compiled, method, model, data, options, expected):
     if expected is None:
         _assert_finite(_run(module, method, data, options), label)
         return
-    with pytest.raises(CemError) as info:
-        _run(module, method, data, options)
+    if expected[0] == EITHER:
+        expected = expected[1:]
+        try:
+            _assert_finite(_run(module, method, data, options), label)
+            return
+        except CemError as exc:
+            info = pytest.ExceptionInfo.from_exc_info((type(exc), exc, exc.__traceback__))
+    else:
+        with pytest.raises(CemError) as info:
+            _run(module, method, data, options)
     message = str(info.value)
     assert isinstance(info.value, CemDataError), message
     for text in expected:
