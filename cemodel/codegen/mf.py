@@ -2203,6 +2203,10 @@ class MeanFieldEmitter:
     def default_start(self) -> str:
         """'random' when every global selected by a categorical is count-type (Dirichlet or
         Beta: topic models, mixtures of categoricals/Bernoullis), else 'seeds'."""
+        return self._default_start()[0]
+
+    def _default_start(self) -> tuple[str, str]:
+        """The default start and why (the generated module's comment)."""
         gated = set()
         for factor in self.analysis.factors:
             gates = dict(factor.gates)
@@ -2212,12 +2216,16 @@ class MeanFieldEmitter:
                         if slot.var in self.plan.globals:
                             gated.add(slot.var)
         if gated and all(self.family(n) in ("dirichlet", "beta") for n in gated):
-            return "random"
+            return "random", "random pseudo-counts: every gated global is a Dirichlet or Beta"
         categorical = any(self.family(n) == "categorical" for n in self.plan.locals)
         if not categorical:
-            normal = any(self.family(n) in ("normal", "mvn") for n in self.plan.globals)
-            return "random" if normal or self._gamma_products() else "prior"
-        return "seeds"
+            if any(self.family(n) in ("normal", "mvn") for n in self.plan.globals):
+                return "random", "Normal/MVN means drawn from the prior: breaks the symmetry"
+            if self._gamma_products():
+                return "random", ("Gamma components of a summed product start apart: breaks "
+                                  "their symmetry")
+            return "prior", "nothing to break: every global starts at its prior"
+        return "seeds", "k-means++ seed items for the categorical locals"
 
     def _gamma_products(self) -> tuple[str, ...]:
         """Gamma globals whose components a term sums over, each multiplied by another
@@ -2348,8 +2356,7 @@ class MeanFieldEmitter:
         body: list[Node] = [
             Line(f"SOURCE = {m.source.filename!r}"),
             Line(f"SOURCE_SHA256 = {source_hash(m)!r}"),
-            Line(f"DEFAULT_START = {self.default_start()!r}",
-                 "random pseudo-counts when every gated global is a Dirichlet or Beta"),
+            Line(f"DEFAULT_START = {self.default_start()!r}", self._default_start()[1]),
             Line(f"LEARNABLE = {tuple(i.hyper for i in self.plan.learnable)!r}",
                  "hyperparameters empirical Bayes can set (fit(..., learn=...))"),
             Comment("the global steps (fit, fit_svi, ..., fit_klc) and whether each applies"),

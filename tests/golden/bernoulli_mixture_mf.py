@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'bernoulli_mixture.cem'
 SOURCE_SHA256 = 'fd5efa9b016ca8ebfbd88bf3b415f81e2bb093de0ae7d1ed118df0ad1588b4be'
-DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'random'  # random pseudo-counts: every gated global is a Dirichlet or Beta
 LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'beta_bernoulli.cem'
 SOURCE_SHA256 = '9d1fd898b0c9100e2526f39860a346cf1cbed2633c45f9378ab242ce88a7276e'
-DEFAULT_START = 'prior'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'prior'  # nothing to break: every global starts at its prior
 LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'dirichlet_categorical.cem'
 SOURCE_SHA256 = '9969c96eb90d0fa3eb3da5ca38f7e6d7467afcef440aa946bd58be8f18abdd07'
-DEFAULT_START = 'prior'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'prior'  # nothing to break: every global starts at its prior
 LEARNABLE = ('alpha',)  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'factor_analysis.cem'
 SOURCE_SHA256 = 'a26a6829d024ce420699d6d145eeaab06a863575c7acb01ddd4c412778aac578'
-DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'random'  # Normal/MVN means drawn from the prior: breaks the symmetry
 LEARNABLE = ('a0', 'b0')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

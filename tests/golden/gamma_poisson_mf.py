@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'gamma_poisson.cem'
 SOURCE_SHA256 = 'ad8f75390a1bd4ac48ff056424273622276a9b9f1671d6da42f166636f26db3e'
-DEFAULT_START = 'prior'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'prior'  # nothing to break: every global starts at its prior
 LEARNABLE = ('a', 'b')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

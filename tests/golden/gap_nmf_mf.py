@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'gap_nmf.cem'
 SOURCE_SHA256 = '852b45f7cc64eab8e780db812afee87751caa2ffbc239d6d659e6929f2681c6a'
-DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'random'  # Gamma components of a summed product start apart: breaks their symmetry
 LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'gmm_means.cem'
 SOURCE_SHA256 = '12022da4eb345557725d0ccce180763f651a8a1e9ba9af8d634efd7d4bf6b3db'
-DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'seeds'  # k-means++ seed items for the categorical locals
 LEARNABLE = ('alpha',)  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'gmm.cem'
 SOURCE_SHA256 = 'f2898c2111cbf597b5ec0e6583ee39e8550844680832db5cf9971bbfc759b9b0'
-DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'seeds'  # k-means++ seed items for the categorical locals
 LEARNABLE = ('alpha',)  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'gmm_normal_wishart.cem'
 SOURCE_SHA256 = '92434406ee01adc0f4bdce19f4fbd9b09d9fa571862a08de760022c926439333'
-DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'seeds'  # k-means++ seed items for the categorical locals
 LEARNABLE = ('alpha',)  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'hierarchical_normal.cem'
 SOURCE_SHA256 = '1b556e77c4c54408ad47807220d257f9a64792c470eac19457414d32f98361be'
-DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'random'  # Normal/MVN means drawn from the prior: breaks the symmetry
 LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

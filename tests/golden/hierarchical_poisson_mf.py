@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'hierarchical_poisson.cem'
 SOURCE_SHA256 = 'a68bb58be09fe90c405d821c6856573062957a64f8f1c08166b8fbeffe76ed83'
-DEFAULT_START = 'prior'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'prior'  # nothing to break: every global starts at its prior
 LEARNABLE = ('a0', 'b0')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

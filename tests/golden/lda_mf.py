@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'lda.cem'
 SOURCE_SHA256 = '62ac1137aac8c2c458ee0a8b9a285f7d1f30b7d1d96aeea2639a874fa1328625'
-DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'random'  # random pseudo-counts: every gated global is a Dirichlet or Beta
 LEARNABLE = ('eta', 'alpha')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

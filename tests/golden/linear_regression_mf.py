@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'linear_regression.cem'
 SOURCE_SHA256 = '038ca782a38c2aca935ee4951db8b9d19b47cf7668f7b69192672b47066c1a37'
-DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'random'  # Normal/MVN means drawn from the prior: breaks the symmetry
 LEARNABLE = ('a0', 'b0')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'mixture_of_multinomials.cem'
 SOURCE_SHA256 = 'ace81691712def857242e5b931508b5098b95da1f201447aab0f4283cf2663e2'
-DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'random'  # random pseudo-counts: every gated global is a Dirichlet or Beta
 LEARNABLE = ('eta', 'alpha')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

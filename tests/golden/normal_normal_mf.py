@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'normal_normal.cem'
 SOURCE_SHA256 = 'ffa3e5f7316ed4680de0c03616741c28ec3bb09c1a7f8a503a06a49c2ea6d30b'
-DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'random'  # Normal/MVN means drawn from the prior: breaks the symmetry
 LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

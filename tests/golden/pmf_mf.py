@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'pmf.cem'
 SOURCE_SHA256 = '3bfabfe4d3eaede13df174541d4783b15dff9312c895a3245e9a4091dd9188fe'
-DEFAULT_START = 'random'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'random'  # Normal/MVN means drawn from the prior: breaks the symmetry
 LEARNABLE = ('a0', 'b0')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {

@@ -16,7 +16,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'poisson_mixture.cem'
 SOURCE_SHA256 = '6c7b4c337855db5d6804bd5765455d766e176d077ea201fd8388f2986c3300e2'
-DEFAULT_START = 'seeds'  # random pseudo-counts when every gated global is a Dirichlet or Beta
+DEFAULT_START = 'seeds'  # k-means++ seed items for the categorical locals
 LEARNABLE = ('alpha', 'a', 'b')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {
