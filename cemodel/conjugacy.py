@@ -541,17 +541,8 @@ def _plates_in(expr: RExpr) -> list[str]:
     if isinstance(expr, (RVar, RData)):
         return [i.plate for i in expr.indices if isinstance(i, PlateIndex)]
     found: list[str] = []
-    if isinstance(expr, RBin):
-        found = _plates_in(expr.left) + _plates_in(expr.right)
-    elif isinstance(expr, RNeg):
-        found = _plates_in(expr.operand)
-    elif isinstance(expr, RCall):
-        for arg in expr.args:
-            found += _plates_in(arg)
-    elif isinstance(expr, RRepeat):
-        found = _plates_in(expr.value)
-    elif isinstance(expr, RSum):
-        found = _plates_in(expr.body)
+    for child in sub_exprs(expr):
+        found += _plates_in(child)
     return found
 
 

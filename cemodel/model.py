@@ -1074,17 +1074,9 @@ def expr_vars(expr: RExpr) -> list[tuple[str, str]]:
         for index in expr.indices:
             if isinstance(index, GateIndex):
                 found.append((index.var.name, "gate"))
-    elif isinstance(expr, (RBin,)):
-        found += expr_vars(expr.left) + expr_vars(expr.right)
-    elif isinstance(expr, RNeg):
-        found += expr_vars(expr.operand)
-    elif isinstance(expr, RCall):
-        for arg in expr.args:
-            found += expr_vars(arg)
-    elif isinstance(expr, RRepeat):
-        found += expr_vars(expr.value)
-    elif isinstance(expr, RSum):
-        found += expr_vars(expr.body)
+    else:
+        for child in sub_exprs(expr):
+            found += expr_vars(child)
     return found
 
 
