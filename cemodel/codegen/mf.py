@@ -351,14 +351,13 @@ class MeanFieldEmitter:
         self.layout.known_names[slot.key] = pre
         return slot
 
-    def _hoisted_index(self, var: VarDef) -> str:
-        """The index of a hoisted array at the row: the local's inner plates (or 0)."""
+    def _hoisted_read(self, var: VarDef, pre: str) -> str:
+        """A hoisted array at the row: indexed by the local's inner plates; whole when it is
+        the row's statistic itself (numba reads no a[...]); its one entry for a scalar."""
         inner = [plate_var(p) for p in var.plates[1:]]
-        return ", ".join(inner) if inner else ("..." if self._hoisted_tensor(var) else "0")
-
-    def _hoisted_tensor(self, var: VarDef) -> list[str]:
-        rank = self.stats(var.name)[0][1]
-        return self._stat_shape(var, self.stats(var.name)[0][0], rank)
+        if inner:
+            return f"{pre}[{', '.join(inner)}]"
+        return pre if self.stats(var.name)[0][1] else f"{pre}[0]"
 
     def _hoisted_shape(self, name: str, m: int) -> str:
         var = self.var(name)
@@ -640,20 +639,16 @@ class MeanFieldEmitter:
         lam = args.use(self.layout.lam(var.name, first))
         H = args.use(f"H_{var.name}")
         logZ = args.use('logZ_' + var.name)
-        if self.family(var.name) == "split":
+        if self.family(var.name) == "split":  # E[c] = n·φ
             n = self._split_total(var, args)
-            normalise = [Line("scale = 1.0 / total"), Line(f"count = {n}", "the count it splits")]
-            scaled = [Line(f"{E}[{row}, t_c] *= scale")]
-            entropy = Line(f"{H}[{row}] = count * ({logZ}[{row}] - cross)",
-                           "H = n·(log Σ_c exp λ_c − Σ_c λ_c φ_c), without the base measure")
-            finish = [Block(f"for t_c in range({size})", (Line(f"{E}[{row}, t_c] *= count"),),
-                            comment="E[c] = n·φ")]
+            normalise = [Line(f"count = {n}", "the count it splits"),
+                         Line("scale = count / total")]
+            entropy = Line(f"{H}[{row}] = count * {logZ}[{row}] - cross",
+                           "H = n·log Σ_c exp λ_c − Σ_c λ_c E[c_c], without the base measure")
         else:
             normalise = [Line("scale = 1.0 / total")]
-            scaled = [Line(f"{E}[{row}, t_c] *= scale")]
             entropy = Line(f"{H}[{row}] = {logZ}[{row}] - cross",
                            "H = log Σ_c exp λ_c − Σ_c λ_c q_c")
-            finish = []
         nodes += [
             Line("total = 0.0"),
             Block(f"for t_c in range({size})", (
@@ -664,13 +659,12 @@ class MeanFieldEmitter:
                 *normalise,
                 Line("cross = 0.0"),
                 Block(f"for t_c in range({size})", (
-                    *scaled,
+                    Line(f"{E}[{row}, t_c] *= scale"),
                     Line(f"{lam}[{row}, t_c] = {' + '.join(log_terms)}"),
                     Line(f"cross += {lam}[{row}, t_c] * {E}[{row}, t_c]"),
                 )),
                 Line(f"{logZ}[{row}] = np.log(total)", "log Σ_c exp λ_c"),
                 entropy,
-                *finish,
                 Line("done = True"),
             )),
         ]
@@ -735,9 +729,7 @@ class MeanFieldEmitter:
             if (name, m) in hoisted:  # item-independent: computed once per step
                 pre = args.use(hoisted[(name, m)])
                 lam = args.use(self.layout.lam(name, message.target.stat))
-                index = self._hoisted_index(var)
-                read = pre if index == "..." else f"{pre}[{index}]"  # numba reads no a[...]
-                nodes = [Line(f"{lam}[{row}] += {read}",
+                nodes = [Line(f"{lam}[{row}] += {self._hoisted_read(var, pre)}",
                               f"precomputed by hoist_messages ({self.factor_comment(factor)})")]
                 child_nodes += [Comment(f"from {factor.child} ~ {factor.family}")] + nodes
                 continue
@@ -1659,13 +1651,16 @@ class MeanFieldEmitter:
             )))
         categorical = [n for n in self.plan.locals if self.family(n) == "categorical"]
         draws: list[Node] = []
+        moved: list[str] = []  # what the draws do, for the comment
         for name in self.plan.globals:
             if self.family(name) in ("normal", "mvn"):
+                moved.append("each Normal/MVN global's mean drawn from its prior")
                 second = self.stats(name)[1][0]
                 draws.append(Line(f"rt.start_at_draw({self.family(name)!r}, "
                                   f"{self.layout.lam(name, 'value')}, "
                                   f"{self.layout.lam(name, second)}, rng)"))
             elif name in self._gamma_products():
+                moved.append("each Gamma global concentrated near its prior mean, jittered")
                 draws.append(Line(f"rt.start_gamma_near_mean({self.layout.lam(name, 'log')}, "
                                   f"{self.layout.lam(name, 'value')}, rng)"))
         count_lams = [self.layout.lam(n, st) for n in self.plan.globals
@@ -1678,15 +1673,9 @@ class MeanFieldEmitter:
                   ] if self.default_start() == "random" else []
         if (draws or counts) and not (self.model.data_plate is not None and categorical):
             why = [Comment("random pseudo-counts on the count-type globals")] if counts else []
-            moved = [w for w, kind in (("each Normal/MVN global's mean drawn from its prior",
-                                        ("normal", "mvn")),
-                                       ("each Gamma global concentrated near its prior "
-                                        "mean, jittered", ("gamma",)))
-                     if any(self.family(n) in kind for n in self.plan.globals
-                            if kind != ("gamma",) or n in self._gamma_products())]
             if draws:
-                why.append(Comment(", ".join(moved) + ": breaks the symmetry of products of "
-                                   "latent variables"))
+                why.append(Comment(", ".join(dict.fromkeys(moved)) + ": breaks the symmetry "
+                                   "of products of latent variables"))
             body.append(Block("if start is None", (Line("start = DEFAULT_START"),)))
             body.append(Block("if init is None and start == 'random'", (
                 *why,

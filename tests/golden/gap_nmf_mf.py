@@ -134,18 +134,16 @@ def update_Y_split(
                 E_Y_split_value[i_bins, t_c] = X_theta_log[t_c] * X_W_log[i_bins, t_c] * X_H_log[i_frames, t_c]
                 total += E_Y_split_value[i_bins, t_c]
             if total > 0.0 and np.isfinite(total):
-                scale = 1.0 / total
                 count = Y[i_frames, i_bins]  # the count it splits
+                scale = count / total
                 cross = 0.0
                 for t_c in range(n_K):
                     E_Y_split_value[i_bins, t_c] *= scale
                     lam_Y_split_value[i_bins, t_c] = E_theta_log[t_c] + E_W_log[i_bins, t_c] + E_H_log[i_frames, t_c]
                     cross += lam_Y_split_value[i_bins, t_c] * E_Y_split_value[i_bins, t_c]
                 logZ_Y_split[i_bins] = np.log(total)  # log Σ_c exp λ_c
-                # H = n·(log Σ_c exp λ_c − Σ_c λ_c φ_c), without the base measure
-                H_Y_split[i_bins] = count * (logZ_Y_split[i_bins] - cross)
-                for t_c in range(n_K):  # E[c] = n·φ
-                    E_Y_split_value[i_bins, t_c] *= count
+                # H = n·log Σ_c exp λ_c − Σ_c λ_c E[c_c], without the base measure
+                H_Y_split[i_bins] = count * logZ_Y_split[i_bins] - cross
                 done = True
         if not done:  # in log space: the prior-only start, or after an underflow
             lam_Y_split_value[i_bins] = 0.0
