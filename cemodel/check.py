@@ -36,6 +36,15 @@ _USUAL = {
                 [("dof", "logdet", 2.0, [(1.0, "D"), (1.0, "")]),
                  ("scale⁻¹", "value", -2.0, [])]),
     "bernoulli": ("Bernoulli", [("logit p", "value", 1.0, [])]),
+    # a joint block (cemodel.blocks): τ ~ Gamma(shape, rate), μ | τ ~ Normal(mean, β·τ)
+    "normal_gamma": ("Normal-Gamma(mean, β, shape, rate)",
+                     [("β", "quad", -2.0, []), ("β·mean", "prec_mean", 1.0, []),
+                      ("shape", "log", 1.0, [(0.5, "")]),
+                      ("rate + β·mean²/2", "value", -1.0, [])]),
+    "normal_wishart": ("Normal-Wishart(mean, β, dof, scale)",
+                       [("β", "quad", -2.0, []), ("β·mean", "prec_mean", 1.0, []),
+                        ("dof", "logdet", 2.0, [(1.0, "D")]),
+                        ("scale⁻¹ + β·mean meanᵀ", "value", -2.0, [])]),
     "markov": ("MarkovChain, exact by forward–backward over each sequence, with log-potentials",
                [("emission", "onehot", 1.0, []), ("initial", "first", 1.0, []),
                 ("transition", "pair", 1.0, [])]),
@@ -142,6 +151,18 @@ class _Renderer:
             before = ref[:-1] + " − 1]" if ref.endswith(f"{step}]") else f"{ref} before"
             return (f"q({before} = {self.letter(slot.tensor[0])}, "
                     f"{ref} = {self.letter(slot.tensor[1])})")
+        block = self.model.block(slot.var)
+        if block is not None:  # the joint statistics of a mean and its precision
+            mean = self.ref(block.mean.name, slot.index)
+            prec = self.ref(block.precision.name, slot.index)
+            vector = bool(block.mean.shape)
+            return {
+                "log": f"E[log {prec}]",
+                "logdet": f"E[log|{prec}|]",
+                "value": f"E[{prec}]{sub}",
+                "prec_mean": f"E[{prec} {mean}]{sub}" if vector else f"E[{prec}·{mean}]",
+                "quad": f"E[{mean}ᵀ {prec} {mean}]" if vector else f"E[{prec}·{mean}²]",
+            }[slot.stat]
         return {
             "log": f"E[log {ref}]{sub}",
             "log1m": f"E[log(1 − {ref})]",
@@ -260,6 +281,12 @@ def check_report(plan: InferencePlan) -> str:
         out.append("introduced by cemodel (to make the model conditionally conjugate):")
         for item in model.introduced:
             out.append(f"  {item.name}: {item.why}")
+        out.append("")
+    if model.blocks:
+        out.append("joint blocks (one factor q(mean, precision) instead of two):")
+        for block in model.blocks:
+            out.append(f"  {block.name} = ({block.mean.name}, {block.precision.name}): "
+                       f"{block.why}")
         out.append("")
     for var in model.variables:
         family = FAMILIES[var.family]

@@ -1,6 +1,7 @@
 """The driver: composes the stages in order (STYLE.md habit 1).
 
-    source --parse--> AST --build_model--> Model --augment--> Model --analyse--> Analysis
+    source --parse--> AST --build_model--> Model --augment--> Model --form_blocks--> Model
+           --analyse--> Analysis
            --make_plan--> InferencePlan --generate_mf--> Python source
 
 ``compile_model`` writes the generated source to a real file in a cache
@@ -20,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 from .augment import augment
+from .blocks import form_blocks
 from .codegen.mf import generate_mf
 from .conjugacy import Analysis, analyse
 from .errors import CemError, Span
@@ -94,7 +96,7 @@ def run_stages(text: str, filename: str, settings: dict[str, float] | None = Non
     """Parse, build, analyse and plan; raises a ``CemError`` for any user mistake.
     ``collapse`` names the KLC set X (overrides the model file's ``collapse``)."""
     program = parse(text, filename)
-    model = augment(apply_settings(build_model(program), settings or {}))
+    model = form_blocks(augment(apply_settings(build_model(program), settings or {})))
     analysis = analyse(model)
     plan = make_plan(analysis, collapse)
     return Stages(model, analysis, plan)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from .errors import CemConjugacyError, Span
 from .families import CHILD, FAMILIES, FamilySpec, View
+from .families.blocks import FUSED
 from .model import (
     GateIndex,
     Model,
@@ -187,7 +188,7 @@ class _Expander:
     def event_shape(self, expr: RExpr) -> Shape:
         m = self.model
         if isinstance(expr, RVar):
-            return m.var(expr.name).shape
+            return m.member(expr).shape
         if isinstance(expr, RData):
             return m.datum(expr.name).shape
         if isinstance(expr, RHyper):
@@ -223,6 +224,9 @@ class _Expander:
             categories = self.model.var(expr.name).categories
             return (categories, categories)
         shape = self.event_shape(expr)
+        if isinstance(expr, RVar) and expr.part is None and self.model.block(expr.name):
+            # a block's statistics: Λ (D, D), Λμ (D,), log|Λ| and μᵀΛμ scalars
+            return shape[:dict(FAMILIES[self.model.var(expr.name).family].stats)[fn]]
         if fn in ("outer",):
             return (shape[0], shape[0])
         if fn == "square":
@@ -236,8 +240,46 @@ class _Expander:
             poly: Poly = [(term.coef, ())]
             for view in term.views:
                 poly = _multiply(poly, self.expand_view(view))
-            result += self.add_gates(poly)
+            result += self.fuse(self.add_gates(poly))
         return self.simplify(result)
+
+    def fuse(self, poly: Poly) -> Poly:
+        """A block's members met in one term become one statistic of the block
+        (``families.blocks.FUSED``): Λ_ij·μ_j is (Λμ)_i, Λ_ij·μ_iμ_j is μᵀΛμ, Λ alone is Λ."""
+        out: Poly = []
+        for coef, slots in poly:
+            parts = [s for s in slots if isinstance(s, Stat) and "." in s.stat]
+            if not parts:
+                out.append((coef, slots))
+                continue
+            rest = [s for s in slots if s not in parts]
+            for key in dict.fromkeys((s.var, s.index) for s in parts):
+                group = [s for s in parts if (s.var, s.index) == key]
+                rest.append(self.fuse_group(group, [s for s in slots if s not in group]))
+            out.append((coef, tuple(rest)))
+        return out
+
+    def fuse_group(self, group: list[Stat], others: list[Slot]) -> Stat:
+        block = self.model.block(group[0].var)
+        assert block is not None
+        precision = [s for s in group if s.stat.startswith("precision.")]
+        mean = [s for s in group if s.stat.startswith("mean.")]
+        if len(precision) == 1 and not mean:
+            only = precision[0]
+            return Stat(only.var, only.index, only.stat.split(".", 1)[1], only.tensor)
+        fused = None
+        if len(precision) == 1 and len(mean) == 1:
+            p, m = precision[0], mean[0]
+            fused = FUSED.get((p.stat.split(".", 1)[1], m.stat.split(".", 1)[1]))
+            elsewhere = {i for s in others for i in s.tensor}
+            if fused and set(m.tensor) <= set(p.tensor) and not set(m.tensor) & elsewhere:
+                return Stat(p.var, p.index, fused,
+                            tuple(i for i in p.tensor if i not in m.tensor))
+        raise self.error(
+            f"not conjugate: {self.family.name} '{self.var.name}' reads '{block.mean.name}' "
+            f"in a term that is not linear in the joint statistics of '{block.mean.name}' and "
+            f"'{block.precision.name}'", self.var.span,
+        )
 
     def add_gates(self, poly: Poly) -> Poly:
         """Multiply each monomial by onehot(z)_g once for each gate letter g it uses."""
@@ -344,6 +386,11 @@ class _Expander:
                 raise self.error("a sum runs over latent terms; an observed variable cannot "
                                  "take the sum's index", expr.span)
             return self.known(fn, (expr,), letters)
+        if expr.part is not None:  # a block member: fused with its partner in ``fuse``
+            member = self.model.member(expr)
+            if fn not in dict(FAMILIES[member.family].stats):
+                raise self.conjugacy_error(member, fn, expr)
+            return Stat(var.name, tuple(index), f"{expr.part}.{fn}", letters)
         stats = dict(FAMILIES[var.family].stats)
         if fn not in stats:
             raise self.conjugacy_error(var, fn, expr)

@@ -66,11 +66,14 @@ RIndex = PlateIndex | GateIndex | SumIndex
 
 @dataclass(frozen=True)
 class RVar:
-    """A reference to a random variable (latent or observed) at given indices."""
+    """A reference to a random variable (latent or observed) at given indices. ``part``:
+    which member of a joint block (``mean`` or ``precision``, see ``cemodel.blocks``) it
+    reads; None for a plain variable."""
 
     name: str
     indices: tuple[RIndex, ...]
     span: Span
+    part: str | None = None
 
 
 @dataclass(frozen=True)
@@ -207,6 +210,17 @@ class Introduced:
 
 
 @dataclass(frozen=True)
+class Block:
+    """A mean and the precision its prior is scaled by, fitted as one joint factor
+    q(mean, precision) (see ``cemodel.blocks``): the variable ``name`` replaces both."""
+
+    name: str
+    mean: VarDef
+    precision: VarDef
+    why: str
+
+
+@dataclass(frozen=True)
 class Model:
     name: str
     source: Source
@@ -221,6 +235,22 @@ class Model:
     collapse_span: Span | None = None
     # variables the compiler introduced (cemodel.augment), shown by `cemodel check`
     introduced: tuple[Introduced, ...] = ()
+    # means and precisions fitted as one joint factor (cemodel.blocks)
+    blocks: tuple[Block, ...] = ()
+
+    def block(self, name: str) -> Block | None:
+        for block in self.blocks:
+            if block.name == name:
+                return block
+        return None
+
+    def member(self, ref: RVar) -> VarDef:
+        """The variable a reference reads: a block's member for ``ref.part``, else itself."""
+        if ref.part is None:
+            return self.var(ref.name)
+        block = self.block(ref.name)
+        assert block is not None
+        return block.mean if ref.part == "mean" else block.precision
 
     def introduced_for(self, name: str) -> Introduced | None:
         for item in self.introduced:

@@ -321,7 +321,8 @@ def _methods(model: Model) -> tuple[tuple[str, str], ...]:
         "no: the model has no single data plate to subsample (observations must all sit in "
         "one top-level plate)"
     )
-    sampled = {"dirichlet", "beta", "gamma", "normal", "mvn", "wishart"}
+    sampled = {"dirichlet", "beta", "gamma", "normal", "mvn", "wishart", "normal_gamma",
+               "normal_wishart"}
     unsampled = sorted({FAMILIES[v.family].variational for v in model.latents
                         if not model.is_local(v)} - sampled)
     ssvi_a = stochastic if stochastic != "yes" or not unsampled else (

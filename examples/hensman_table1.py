@@ -1,18 +1,21 @@
 """KLC-CG on a mixture of Gaussians: Table 1 of Hensman, Rattray & Lawrence (2012), §5.1.
 
     python examples/hensman_table1.py [--restarts 100] [--points 500] [--max-iter 3000]
-                                      [--radii 1 2 3 4 5] [--seed 0] [--quick]
+                                      [--radii 1 2 3 4 5] [--seed 0] [--known-covariance]
+                                      [--quick]
 
 Data (Honkela et al. 2010, as in the paper): five 2-D Gaussians with unit spherical
 covariance and equal weights, centred at (0, 0) and (±R, ±R), R = 1 (almost completely
 overlapping) to 5 (separate); N = 500 points per R (the paper does not give N), one data set
 per R.
 
-Model: stdlib_models/gmm_means.cem with K = 8 components: π ~ Dirichlet(1), μ_k ~ N(0, 100·I),
-z_n ~ Categorical(π), x_n ~ N(μ_{z_n}, I). The component covariance is the data's own (the
-identity); the paper gives its components a full Bayesian treatment of the covariances too
-(a joint Normal–Wishart factor that cemodel does not have yet). KLC-CG collapses π and μ (d-
-separated given z and x) and optimises q(z), softmax-parameterised.
+Model: stdlib_models/gmm_normal_wishart.cem with K = 8 components, the paper's fully
+Bayesian treatment of the cluster parameters: π ~ Dirichlet(1), Λ_k ~ Wishart(D + 2, I),
+μ_k | Λ_k ~ N(0, (0.01·Λ_k)⁻¹), z_n ~ Categorical(π), x_n ~ N(μ_{z_n}, Λ_{z_n}⁻¹). cemodel fits
+each (μ_k, Λ_k) as one joint Normal-Wishart factor (cemodel.blocks), so KLC-CG collapses π and
+the blocks (d-separated given z and x, each with a conjugate effective likelihood) and
+optimises q(z), softmax-parameterised. ``--known-covariance`` runs the simpler
+stdlib_models/gmm_means.cem instead (unit covariances known, only π and μ_k collapsed).
 
 Methods, from the same initial q(z) for each restart (softmax of N(0, 1) logits): VBEM
 (steepest ascent with unit steps on the KLC bound, ``cg="none"``), and Riemannian conjugate
@@ -89,7 +92,8 @@ def table_entry(traces: list[np.ndarray], best: float) -> tuple[float, float]:
 
 
 def run(args: argparse.Namespace) -> None:
-    module = cemodel.compile("stdlib_models/gmm_means.cem", K=8)
+    model = "gmm_means" if args.known_covariance else "gmm_normal_wishart"
+    module = cemodel.compile(f"stdlib_models/{model}.cem", K=8)
     rng = np.random.default_rng(args.seed)
     warm = hensman_data(1.0, 50, rng)
     module.fit_klc({"x": warm}, cg="fr", max_iter=5)  # compile the kernels before timing
@@ -138,6 +142,8 @@ def main() -> None:
     parser.add_argument("--max-iter", type=int, default=3000)
     parser.add_argument("--radii", type=float, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--known-covariance", action="store_true",
+                        help="fit stdlib_models/gmm_means.cem (unit covariances known)")
     parser.add_argument("--quick", action="store_true",
                         help="10 restarts, R = 1 and 5 (a smoke run)")
     args = parser.parse_args()

@@ -56,6 +56,10 @@ _ROW_EXPECT = {
     "wishart": "{E_logdet} = rt.wishart_expected_stats({lam_value}, {lam_logdet}, {E_value})",
     "bernoulli": "{E_value} = rt.bernoulli_expected_stats({lam_value})",
     "split": "rt.split_expected_stats({lam_value}, {E_value}, {total})",
+    "normal_gamma": "{E_log}, {E_value}, {E_prec_mean}, {E_quad} = rt.normal_gamma_expected_stats("
+                    "{lam_log}, {lam_value}, {lam_prec_mean}, {lam_quad})",
+    "normal_wishart": "{E_logdet}, {E_quad} = rt.normal_wishart_expected_stats({lam_value}, "
+                      "{lam_logdet}, {lam_prec_mean}, {lam_quad}, {E_value}, {E_prec_mean})",
 }
 _LOG_NORMALIZER = {
     "dirichlet": "rt.dirichlet_log_normalizer({lam_log})",
@@ -66,6 +70,10 @@ _LOG_NORMALIZER = {
     "mvn": "rt.mvn_log_normalizer({lam_value}, {lam_outer})",
     "wishart": "rt.wishart_log_normalizer({lam_value}, {lam_logdet})",
     "bernoulli": "rt.bernoulli_log_normalizer({lam_value})",
+    "normal_gamma": "rt.normal_gamma_log_normalizer({lam_log}, {lam_value}, {lam_prec_mean}, "
+                    "{lam_quad})",
+    "normal_wishart": "rt.normal_wishart_log_normalizer({lam_value}, {lam_logdet}, "
+                      "{lam_prec_mean}, {lam_quad})",
 }
 _PARAMS = {
     "dirichlet": ("dirichlet_params", ("alpha",)),
@@ -77,6 +85,8 @@ _PARAMS = {
     "wishart": ("wishart_params", ("dof", "scale")),
     "bernoulli": ("bernoulli_params", ("p",)),
     "split": ("categorical_params", ("probs",)),
+    "normal_gamma": ("normal_gamma_params", ("mean", "beta", "shape", "rate")),
+    "normal_wishart": ("normal_wishart_params", ("mean", "beta", "dof", "scale")),
 }
 
 
@@ -1782,6 +1792,15 @@ class MeanFieldEmitter:
             squeeze = "[0]" if not var.plates else ""
             for n in names:
                 into.append(Line(f"posterior[{name + '.' + n!r}] = {name}__{n}{squeeze}"))
+            block = m.block(name)
+            if block is not None:  # the members' marginals: q(precision) exactly, E[mean]
+                into.append(Comment(f"q({block.precision.name}) is the block's marginal; "
+                                    f"E[{block.mean.name}] its mean"))
+                for n in names[2:]:
+                    into.append(Line(f"posterior[{block.precision.name + '.' + n!r}] = "
+                                     f"{name}__{n}{squeeze}"))
+                into.append(Line(f"posterior[{block.mean.name + '.mean'!r}] = "
+                                 f"{name}__mean{squeeze}"))
             for st, _ in self.stats(name):
                 into.append(Line(f"posterior[{'E[' + st + ' ' + name + ']'!r}] = "
                                  f"s.{self.layout.E(name, st)}{squeeze}"))
@@ -2283,7 +2302,7 @@ class MeanFieldEmitter:
             return []
         if stat == "outer":
             return [dim_name(var.shape[0])] * 2
-        return [dim_name(s) for s in var.shape]
+        return [dim_name(s) for s in var.shape[:rank]]
 
     # -- module ------------------------------------------------------------------
     def module(self) -> Module:
@@ -2389,7 +2408,8 @@ def _key_plates(acc) -> tuple[str, ...]:
 
 
 # variational families the runtime can sample (cemodel.runtime.sampling)
-_SAMPLED = ("dirichlet", "beta", "gamma", "normal", "mvn", "wishart")
+_SAMPLED = ("dirichlet", "beta", "gamma", "normal", "mvn", "wishart", "normal_gamma",
+            "normal_wishart")
 
 # families whose V(β, λ) the runtime applies, and how many auxiliary draws each keeps
 _SSVI_AUX = {"dirichlet": 1, "beta": 2, "gamma": 1, "normal": 1}

@@ -11,6 +11,7 @@ from . import (
     bernoulli,
     beta,
     binomial,
+    blocks,
     categorical,
     dirichlet,
     exponential,
@@ -33,9 +34,9 @@ for _module in (
     FAMILIES[_spec.name] = _spec
     for _alias in _spec.aliases:
         FAMILIES[_alias] = _spec
-# introduced by the compiler (cemodel.augment), never written in a model file: their names
-# are not identifiers, so the parser cannot produce them
-for _spec in (split.SPLIT, split.POISSON_SPLIT):
+# introduced by the compiler (cemodel.augment, cemodel.blocks), never written in a model
+# file: their names are not identifiers, so the parser cannot produce them
+for _spec in (split.SPLIT, split.POISSON_SPLIT, blocks.NORMAL_GAMMA, blocks.NORMAL_WISHART):
     FAMILIES[_spec.name] = _spec
 
 __all__ = ["CHILD", "FAMILIES", "FamilySpec", "Param", "Term", "View"]

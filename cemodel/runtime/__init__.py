@@ -54,9 +54,17 @@ from .families import mvn_log_normalizer as mvn_log_normalizer
 from .families import mvn_natural as mvn_natural
 from .families import mvn_params as mvn_params
 from .families import normal_expected_stats as normal_expected_stats
+from .families import normal_gamma_expected_stats as normal_gamma_expected_stats
+from .families import normal_gamma_log_normalizer as normal_gamma_log_normalizer
+from .families import normal_gamma_natural as normal_gamma_natural
+from .families import normal_gamma_params as normal_gamma_params
 from .families import normal_log_normalizer as normal_log_normalizer
 from .families import normal_natural as normal_natural
 from .families import normal_params as normal_params
+from .families import normal_wishart_expected_stats as normal_wishart_expected_stats
+from .families import normal_wishart_log_normalizer as normal_wishart_log_normalizer
+from .families import normal_wishart_natural as normal_wishart_natural
+from .families import normal_wishart_params as normal_wishart_params
 from .families import normalize_inplace as normalize_inplace
 from .families import split_entropy as split_entropy
 from .families import split_expected_stats as split_expected_stats
@@ -81,6 +89,8 @@ from .sampling import sample_dirichlet as sample_dirichlet
 from .sampling import sample_gamma as sample_gamma
 from .sampling import sample_mvn as sample_mvn
 from .sampling import sample_normal as sample_normal
+from .sampling import sample_normal_gamma as sample_normal_gamma
+from .sampling import sample_normal_wishart as sample_normal_wishart
 from .sampling import sample_wishart as sample_wishart
 from .sampling import start_at_draw as start_at_draw
 from .sampling import start_gamma_near_mean as start_gamma_near_mean

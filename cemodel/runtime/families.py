@@ -11,9 +11,14 @@ through the Frobenius product.  For each family:
 * ``<fam>_params`` / ``<fam>_natural`` convert to / from the usual parameters (plain numpy,
   vectorised over leading batch axes; ``_natural`` always returns a tuple in statistic order).
 
-Matrix coefficients (MVN ``outer``, Wishart ``value``) are symmetrised as (L + L^T) / 2 before
-use, so A is a function of all D*D entries and its gradient with respect to each entry is the
-corresponding entry of the (symmetric) expected statistic.
+Matrix coefficients (MVN ``outer``, Wishart and Normal-Wishart ``value``) are symmetrised as
+(L + L^T) / 2 before use, so A is a function of all D*D entries and its gradient with respect to
+each entry is the corresponding entry of the (symmetric) expected statistic.
+
+The Normal-Gamma and Normal-Wishart families are joint blocks q(mu, tau) / q(mu, Lambda) of a
+mean and its precision; their statistics are (log tau, tau, tau mu, tau mu^2) and
+(Lambda, log|Lambda|, Lambda mu, mu^T Lambda mu).  The conditional normal's normaliser adds
+1/2 log tau (1/2 log|Lambda|), so the log coefficient is shape - 1/2 ((dof - D) / 2).
 """
 
 import math
@@ -228,6 +233,110 @@ def wishart_log_normalizer(lam_value: np.ndarray, lam_logdet: float) -> float:
     return 0.5 * nu * n * _LOG_2 + 0.5 * nu * logdet_w + multigammaln(0.5 * nu, n)
 
 
+# Normal-Gamma block q(mu, tau) (mean m, beta, shape a, rate b): tau ~ Gamma(a, b),
+# mu | tau ~ Normal(m, precision beta tau); t = (log tau, tau, tau mu, tau mu^2),
+# lam = (a - 1/2, -b - beta m^2 / 2, beta m, -beta / 2) ------------------------------------
+
+
+@jit
+def normal_gamma_expected_stats(
+    lam_log: float, lam_value: float, lam_prec_mean: float, lam_quad: float
+) -> tuple[float, float, float, float]:
+    """(E[log tau], E[tau], E[tau mu], E[tau mu^2]) = (psi(a) - log b, a/b, m a/b,
+    1/beta + m^2 a/b), beta = -2 lam_quad, m = lam_prec_mean / beta, a = lam_log + 1/2,
+    b = -lam_value - beta m^2 / 2."""
+    beta = -2.0 * lam_quad
+    m = lam_prec_mean / beta
+    a = lam_log + 0.5
+    b = -lam_value - 0.5 * beta * m * m
+    e_tau = a / b
+    return digamma(a) - math.log(b), e_tau, m * e_tau, 1.0 / beta + m * m * e_tau
+
+
+@jit
+def normal_gamma_log_normalizer(
+    lam_log: float, lam_value: float, lam_prec_mean: float, lam_quad: float
+) -> float:
+    """A = lnGamma(a) - a log b + log(2 pi) / 2 - log(beta) / 2 (a, b, beta as above)."""
+    beta = -2.0 * lam_quad
+    m = lam_prec_mean / beta
+    a = lam_log + 0.5
+    b = -lam_value - 0.5 * beta * m * m
+    return lgamma(a) - a * math.log(b) + 0.5 * _LOG_2PI - 0.5 * math.log(beta)
+
+
+# Normal-Wishart block q(mu, Lambda) (mean m, beta, dof nu, scale W): Lambda ~ Wishart(nu, W),
+# mu | Lambda ~ MVN(m, precision beta Lambda); t = (Lambda, log|Lambda|, Lambda mu,
+# mu^T Lambda mu), lam = (-(W^{-1} + beta m m^T)/2, (nu - D)/2, beta m, -beta/2) -------------
+
+
+@jit
+def _normal_wishart_chol(
+    lam_value: np.ndarray, lam_prec_mean: np.ndarray, lam_quad: float
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """(beta, m, L) with L L^T = W^{-1} = -2 sym(lam_value) - beta m m^T."""
+    n = lam_value.shape[0]
+    beta = -2.0 * lam_quad
+    m = np.empty(n)
+    for i in range(n):
+        m[i] = lam_prec_mean[i] / beta
+    w_inv = _neg_sym2(lam_value)
+    for i in range(n):
+        for j in range(n):
+            w_inv[i, j] -= beta * m[i] * m[j]
+    return beta, m, cholesky_spd(w_inv)
+
+
+@jit
+def normal_wishart_expected_stats(
+    lam_value: np.ndarray,
+    lam_logdet: float,
+    lam_prec_mean: np.ndarray,
+    lam_quad: float,
+    out_value: np.ndarray,
+    out_prec_mean: np.ndarray,
+) -> tuple[float, float]:
+    """out_value = E[Lambda] = nu W, out_prec_mean = E[Lambda mu] = nu W m; returns
+    (E[log|Lambda|], E[mu^T Lambda mu]) = (sum_{i<D} psi((nu - i)/2) + D log 2 + log|W|,
+    D / beta + nu m^T W m), nu = 2 lam_logdet + D."""
+    n = lam_value.shape[0]
+    beta, m, chol = _normal_wishart_chol(lam_value, lam_prec_mean, lam_quad)
+    scale = inv_from_cholesky(chol)
+    nu = 2.0 * lam_logdet + n
+    quad = 0.0
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            out_value[i, j] = nu * scale[i, j]
+            acc += out_value[i, j] * m[j]
+        out_prec_mean[i] = acc
+        quad += m[i] * acc
+    e_logdet = n * _LOG_2
+    for i in range(n):
+        e_logdet += digamma(0.5 * (nu - i)) - 2.0 * math.log(chol[i, i])
+    return e_logdet, n / beta + quad
+
+
+@jit
+def normal_wishart_log_normalizer(
+    lam_value: np.ndarray, lam_logdet: float, lam_prec_mean: np.ndarray, lam_quad: float
+) -> float:
+    """A = (D/2) log(2 pi) - (D/2) log beta + (nu D / 2) log 2 + (nu / 2) log|W|
+    + ln Gamma_D(nu / 2), W^{-1} = -2 sym(lam_value) - beta m m^T, nu = 2 lam_logdet + D."""
+    n = lam_value.shape[0]
+    beta, _m, chol = _normal_wishart_chol(lam_value, lam_prec_mean, lam_quad)
+    logdet_w = 0.0
+    for i in range(n):
+        logdet_w -= 2.0 * math.log(chol[i, i])
+    nu = 2.0 * lam_logdet + n
+    return (
+        0.5 * n * (_LOG_2PI - math.log(beta))
+        + 0.5 * nu * n * _LOG_2
+        + 0.5 * nu * logdet_w
+        + multigammaln(0.5 * nu, n)
+    )
+
+
 # Categorical: t = onehot(x), lam = unnormalised log-probabilities ----------------------------
 
 
@@ -395,6 +504,67 @@ def wishart_natural(dof: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.
     d = scale.shape[-1]
     lam_value = -0.5 * _sym(np.linalg.inv(scale))
     return lam_value, 0.5 * (np.asarray(dof, dtype=np.float64) - d - 1.0)
+
+
+def normal_gamma_params(
+    lam_log: np.ndarray, lam_value: np.ndarray, lam_prec_mean: np.ndarray, lam_quad: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, beta, shape, rate) = (lam_prec_mean / beta, -2 lam_quad, lam_log + 1/2,
+    -lam_value - beta mean^2 / 2)."""
+    beta = -2.0 * np.asarray(lam_quad, dtype=np.float64)
+    mean = np.asarray(lam_prec_mean, dtype=np.float64) / beta
+    shape = np.asarray(lam_log, dtype=np.float64) + 0.5
+    rate = -np.asarray(lam_value, dtype=np.float64) - 0.5 * beta * mean * mean
+    return mean, beta, shape, rate
+
+
+def normal_gamma_natural(
+    mean: np.ndarray, beta: np.ndarray, shape: np.ndarray, rate: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(lam_log, lam_value, lam_prec_mean, lam_quad)
+    = (shape - 1/2, -rate - beta mean^2 / 2, beta mean, -beta / 2)."""
+    mean = np.asarray(mean, dtype=np.float64)
+    beta = np.asarray(beta, dtype=np.float64)
+    return (
+        np.asarray(shape, dtype=np.float64) - 0.5,
+        -np.asarray(rate, dtype=np.float64) - 0.5 * beta * mean * mean,
+        beta * mean,
+        -0.5 * beta,
+    )
+
+
+def normal_wishart_params(
+    lam_value: np.ndarray, lam_logdet: np.ndarray, lam_prec_mean: np.ndarray, lam_quad: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, beta, dof, scale) = (lam_prec_mean / beta, -2 lam_quad, 2 lam_logdet + D,
+    (-2 sym(lam_value) - beta mean mean^T)^{-1})."""
+    lam_value = np.asarray(lam_value, dtype=np.float64)
+    d = lam_value.shape[-1]
+    beta = -2.0 * np.asarray(lam_quad, dtype=np.float64)
+    mean = np.asarray(lam_prec_mean, dtype=np.float64) / beta[..., None]
+    outer = mean[..., :, None] * mean[..., None, :]
+    w_inv = -2.0 * _sym(lam_value) - beta[..., None, None] * outer
+    scale = _sym(np.linalg.inv(w_inv))
+    return mean, beta, 2.0 * np.asarray(lam_logdet, dtype=np.float64) + d, scale
+
+
+def normal_wishart_natural(
+    mean: np.ndarray, beta: np.ndarray, dof: np.ndarray, scale: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(lam_value, lam_logdet, lam_prec_mean, lam_quad)
+    = (-(W^{-1} + beta mean mean^T) / 2, (dof - D) / 2, beta mean, -beta / 2)."""
+    scale = np.asarray(scale, dtype=np.float64)
+    d = scale.shape[-1]
+    mean = np.asarray(mean, dtype=np.float64)
+    beta = np.asarray(beta, dtype=np.float64)
+    outer = mean[..., :, None] * mean[..., None, :]
+    lam_value = -0.5 * (_sym(np.linalg.inv(scale)) + beta[..., None, None] * outer)
+    return (
+        lam_value,
+        0.5 * (np.asarray(dof, dtype=np.float64) - d),
+        beta[..., None] * mean,
+        -0.5 * beta,
+    )
 
 
 def categorical_params(lam: np.ndarray) -> np.ndarray:

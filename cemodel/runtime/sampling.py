@@ -85,6 +85,52 @@ def sample_wishart(lam_value: np.ndarray, lam_logdet: np.ndarray, rng: np.random
         out_logdet[row] = np.linalg.slogdet(draw)[1]
 
 
+def sample_normal_gamma(lam_log: np.ndarray, lam_value: np.ndarray, lam_prec_mean: np.ndarray,
+                        lam_quad: np.ndarray, rng: np.random.Generator, out_log: np.ndarray,
+                        out_value: np.ndarray, out_prec_mean: np.ndarray,
+                        out_quad: np.ndarray) -> None:
+    """log τ, τ, τμ and τμ² of τ ~ Gamma(a, b), μ | τ ~ Normal(m, precision β·τ), with
+    β = −2·lam_quad, m = lam_prec_mean / β, a = lam_log + 1/2, b = −lam_value − β·m²/2."""
+    beta = -2.0 * np.asarray(lam_quad, dtype=float)
+    mean = np.asarray(lam_prec_mean, dtype=float) / beta
+    shape = np.asarray(lam_log, dtype=float) + 0.5
+    rate = -np.asarray(lam_value, dtype=float) - 0.5 * beta * mean * mean
+    log_tau = log_gamma_draws(shape, rng) - np.log(rate)
+    tau = np.exp(log_tau)
+    mu = mean + rng.standard_normal(beta.shape) / np.sqrt(beta * tau)
+    out_log[...] = log_tau
+    out_value[...] = tau
+    out_prec_mean[...] = tau * mu
+    out_quad[...] = tau * mu * mu
+
+
+def sample_normal_wishart(lam_value: np.ndarray, lam_logdet: np.ndarray,
+                          lam_prec_mean: np.ndarray, lam_quad: np.ndarray,
+                          rng: np.random.Generator, out_value: np.ndarray,
+                          out_logdet: np.ndarray, out_prec_mean: np.ndarray,
+                          out_quad: np.ndarray) -> None:
+    """Λ, log|Λ|, Λμ and μᵀΛμ of Λ ~ Wishart(ν, W), μ | Λ ~ MVN(m, precision β·Λ), per
+    leading row, with β = −2·lam_quad, m = lam_prec_mean / β, ν = 2·lam_logdet + D and
+    W = (−2·sym(lam_value) − β·m mᵀ)⁻¹."""
+    D = lam_value.shape[-1]
+    for row in np.ndindex(lam_value.shape[:-2]):
+        beta = -2.0 * lam_quad[row]
+        mean = lam_prec_mean[row] / beta
+        w_inv = -(lam_value[row] + lam_value[row].T) - beta * np.outer(mean, mean)
+        scale = np.linalg.inv(w_inv)
+        scale = 0.5 * (scale + scale.T)
+        dof = 2.0 * lam_logdet[row] + D
+        draw = np.atleast_2d(scipy.stats.wishart(df=dof, scale=scale).rvs(random_state=rng))
+        L = np.linalg.cholesky(beta * draw)
+        # μ = m + L^{-T} ε has covariance (β Λ)^{-1}
+        mu = mean + np.linalg.solve(L.T, rng.standard_normal(D))
+        prec_mean = draw @ mu
+        out_value[row] = draw
+        out_logdet[row] = np.linalg.slogdet(draw)[1]
+        out_prec_mean[row] = prec_mean
+        out_quad[row] = mu @ prec_mean
+
+
 SAMPLERS = {
     "dirichlet": sample_dirichlet,
     "beta": sample_beta,
@@ -92,6 +138,8 @@ SAMPLERS = {
     "normal": sample_normal,
     "mvn": sample_mvn,
     "wishart": sample_wishart,
+    "normal_gamma": sample_normal_gamma,
+    "normal_wishart": sample_normal_wishart,
 }
 
 

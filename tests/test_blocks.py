@@ -1,0 +1,237 @@
+"""Joint blocks q(mean, precision): a Normal mean whose prior precision is a Gamma / Wishart
+precision scaled by a constant is fitted together with it as one Normal-Gamma /
+Normal-Wishart factor (cemodel.blocks; Bishop 2006 §10.2.1), found by the form of the model."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.special import gammaln, multigammaln
+
+import cemodel.runtime as rt
+from cemodel.check import check_report
+from cemodel.compiler import compile_model, read_source, run_stages
+
+REPO = Path(__file__).resolve().parents[1]
+
+NORMAL_GAMMA = """model ng
+dim N
+hyper m0 = 0.0
+hyper k0 = 0.5
+hyper a0 = 2.0
+hyper b0 = 1.0
+tau ~ Gamma(a0, b0)
+mu ~ Normal(m0, k0 * tau)
+plate obs n in N:
+    observe y[n] ~ Normal(mu, tau)
+"""
+
+NORMAL_WISHART = """model nw
+dim D
+dim N
+hyper m0 = zeros(D)
+hyper k0 = 0.5
+hyper nu0 = D + 2
+hyper W0 = eye(D)
+Lambda ~ Wishart(nu0, W0)
+mu ~ MultivariateNormal(m0, k0 * Lambda)
+plate obs n in N:
+    observe x[n] ~ MultivariateNormal(mu, Lambda)
+"""
+
+
+def _write(tmp_path, text: str, name: str = "m.cem") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _monotone(elbo) -> bool:
+    elbo = np.asarray(elbo)
+    return bool(np.all(np.diff(elbo) >= -1e-9 * np.abs(elbo[:-1])))
+
+
+def test_check_shows_the_block_and_its_conditional(tmp_path):
+    out = check_report(run_stages(*read_source(_write(tmp_path, NORMAL_GAMMA))).plan)
+    assert "joint blocks (one factor q(mean, precision) instead of two):" in out
+    assert "mu_tau = (mu, tau)" in out
+    assert "q(mu_tau) = Normal-Gamma(mean, β, shape, rate)" in out
+    # the textbook Normal-Gamma update (Bishop 2006, eqs. 2.150-2.153 in natural form)
+    assert "β = k0 + Σ_{n} 1" in out
+    assert "β·mean = k0·m0 + Σ_{n} y[n]" in out
+    assert "shape = a0 + 0.5·Σ_{n} 1" in out
+    assert "rate + β·mean²/2 = 0.5·k0·square(m0) + b0 + 0.5·Σ_{n} y[n]·y[n]" in out
+    assert "\ntau ~" not in out and "\nmu ~" not in out  # no separate factors
+
+    out = check_report(run_stages(*read_source(REPO / "stdlib_models" /
+                                               "gmm_normal_wishart.cem")).plan)
+    assert "q(mu_Lambda[k]) = Normal-Wishart(mean, β, dof, scale)" in out
+    assert "dof = nu0 + Σ_{n} q(z[n] = k)" in out
+    # the responsibilities read the joint statistics, E[Λμ] and E[μᵀΛμ], not E[Λ]E[μ]
+    assert "Σ_{i} x[n]_i·E[Lambda[v] mu[v]]_i - 0.5·E[mu[v]ᵀ Lambda[v] mu[v]]" in out
+    assert "X (integrated out): pi, mu_Lambda" in out  # KLC can now collapse the pair
+
+
+def test_normal_gamma_block_is_the_exact_posterior(tmp_path):
+    """iid Normal data under a Normal-Gamma prior: q(mu, tau) is the exact posterior and the
+    ELBO is the log marginal likelihood (mean field q(mu)q(tau) could be neither)."""
+    y = np.random.default_rng(0).normal(1.5, 0.7, 50)
+    res = compile_model(_write(tmp_path, NORMAL_GAMMA)).fit({"y": y}, max_iter=20)
+    m0, k0, a0, b0, n = 0.0, 0.5, 2.0, 1.0, len(y)
+    kn = k0 + n
+    mn = (k0 * m0 + y.sum()) / kn
+    an = a0 + n / 2
+    bn = b0 + 0.5 * (np.sum(y ** 2) + k0 * m0 ** 2 - kn * mn ** 2)
+    assert res["mu_tau.beta"] == pytest.approx(kn, rel=1e-12)
+    assert res["mu_tau.mean"] == pytest.approx(mn, rel=1e-12)
+    assert res["mu_tau.shape"] == pytest.approx(an, rel=1e-12)
+    assert res["mu_tau.rate"] == pytest.approx(bn, rel=1e-10)
+    # the members' marginals: q(tau) = Gamma(an, bn) exactly, E[mu] = mn
+    assert (res["tau.shape"], res["tau.rate"]) == (res["mu_tau.shape"], res["mu_tau.rate"])
+    assert res["mu.mean"] == res["mu_tau.mean"]
+    log_marginal = (gammaln(an) - gammaln(a0) + a0 * np.log(b0) - an * np.log(bn)
+                    + 0.5 * np.log(k0 / kn) - n / 2 * np.log(2 * np.pi))
+    assert res.elbo[-1] == pytest.approx(log_marginal, abs=1e-9)
+
+
+def test_normal_wishart_block_is_the_exact_posterior(tmp_path):
+    rng = np.random.default_rng(1)
+    d, n = 3, 40
+    x = rng.multivariate_normal([1.0, -1.0, 0.5], np.diag([0.5, 1.0, 2.0]), n)
+    res = compile_model(_write(tmp_path, NORMAL_WISHART)).fit({"x": x}, max_iter=20)
+    m0, k0, nu0, w0 = np.zeros(d), 0.5, d + 2.0, np.eye(d)
+    xbar = x.mean(0)
+    scatter = (x - xbar).T @ (x - xbar)
+    kn, nun = k0 + n, nu0 + n
+    mn = (k0 * m0 + x.sum(0)) / kn
+    wn_inv = np.linalg.inv(w0) + scatter + k0 * n / kn * np.outer(xbar - m0, xbar - m0)
+    assert res["mu_Lambda.beta"] == pytest.approx(kn, rel=1e-12)
+    assert res["mu_Lambda.dof"] == pytest.approx(nun, rel=1e-12)
+    np.testing.assert_allclose(res["mu_Lambda.mean"], mn, rtol=1e-12)
+    np.testing.assert_allclose(res["mu_Lambda.scale"], np.linalg.inv(wn_inv), rtol=1e-10)
+    np.testing.assert_allclose(res["Lambda.scale"], res["mu_Lambda.scale"])
+    np.testing.assert_allclose(res["E[value mu_Lambda]"], nun * np.linalg.inv(wn_inv),
+                               rtol=1e-10)
+    log_marginal = (-n * d / 2 * np.log(np.pi) + multigammaln(nun / 2, d)
+                    - multigammaln(nu0 / 2, d) - nu0 / 2 * np.linalg.slogdet(w0)[1]
+                    - nun / 2 * np.linalg.slogdet(wn_inv)[1] + d / 2 * np.log(k0 / kn))
+    assert res.elbo[-1] == pytest.approx(log_marginal, abs=1e-9)
+
+
+def _mixture(seed: int = 11, n: int = 300):
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 5.0]])
+    truth = rng.integers(0, 3, n)
+    cov = np.array([[1.0, 0.4], [0.4, 0.6]])
+    return centres[truth] + rng.multivariate_normal(np.zeros(2), cov, n), truth
+
+
+def test_gmm_step_equals_scikit_learns_variational_step():
+    """Same algorithm, same answer: from the same q, one cemodel MF iteration (E-step, then
+    the Normal-Wishart update) gives what BayesianGaussianMixture's next iteration gives."""
+    sklearn = pytest.importorskip("sklearn.mixture")
+    x, _ = _mixture()
+    k, d = 3, 2
+    module = compile_model(REPO / "stdlib_models" / "gmm_normal_wishart.cem", {"K": k})
+    hypers = dict(alpha=1.0, m0=np.zeros(d), kappa0=0.01, nu0=d + 2.0, W0=np.eye(d))
+    theirs = sklearn.BayesianGaussianMixture(
+        n_components=k, covariance_type="full",
+        weight_concentration_prior_type="dirichlet_distribution", weight_concentration_prior=1.0,
+        mean_precision_prior=0.01, mean_prior=np.zeros(d), degrees_of_freedom_prior=d + 2.0,
+        covariance_prior=np.eye(d), reg_covar=0.0, max_iter=1, warm_start=True, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one iteration per call: sklearn warns it stopped
+        theirs.fit(x)
+        for _ in range(3):
+            # sklearn's q: covariances_ = W⁻¹ / ν (its precisions_ are E[Λ] = ν W)
+            scale = np.linalg.inv(theirs.covariances_ * theirs.degrees_of_freedom_[:, None, None])
+            value, logdet, prec_mean, quad = rt.normal_wishart_natural(
+                theirs.means_, theirs.mean_precision_, theirs.degrees_of_freedom_, scale)
+            init = {"lam_pi_log": rt.dirichlet_natural(theirs.weight_concentration_)[0][None],
+                    "lam_mu_Lambda_value": value, "lam_mu_Lambda_logdet": logdet,
+                    "lam_mu_Lambda_prec_mean": prec_mean, "lam_mu_Lambda_quad": quad}
+            ours = module.fit({"x": x}, hypers=hypers, max_iter=1, init=init)
+            theirs.fit(x)
+            np.testing.assert_allclose(ours["pi.alpha"], theirs.weight_concentration_,
+                                       rtol=1e-10)
+            np.testing.assert_allclose(ours["mu_Lambda.beta"], theirs.mean_precision_,
+                                       rtol=1e-10)
+            np.testing.assert_allclose(ours["mu_Lambda.mean"], theirs.means_, rtol=1e-9,
+                                       atol=1e-12)
+            np.testing.assert_allclose(ours["mu_Lambda.dof"], theirs.degrees_of_freedom_,
+                                       rtol=1e-10)
+            np.testing.assert_allclose(ours["E[value mu_Lambda]"], theirs.precisions_,
+                                       rtol=1e-9)
+
+
+def test_gmm_block_fits_with_every_method():
+    from sklearn.metrics import adjusted_rand_score
+
+    x, truth = _mixture()
+    module = compile_model(REPO / "stdlib_models" / "gmm_normal_wishart.cem", {"K": 3})
+    res = module.fit({"x": x}, max_iter=200, tol=1e-9)
+    assert _monotone(res.elbo)
+    assert adjusted_rand_score(truth, res["z.probs"].argmax(1)) > 0.95
+    np.testing.assert_allclose(np.sort(res["mu.mean"][:, 0]), [0.0, 0.0, 5.0], atol=0.3)
+    for method, options in (("svi", {}), ("svi+", {"effective_batch_size": 50}),
+                            ("ssvi-a", {})):
+        fitter = module.fit_ssvi_a if method == "ssvi-a" else module.fit_svi
+        fit = fitter({"x": x}, batch_size=100, epochs=15, seed=0, **options)
+        assert np.all(np.isfinite(fit["mu_Lambda.mean"])), method
+        assert adjusted_rand_score(truth, module.fit({"x": x}, init=fit.state, max_iter=1)[
+            "z.probs"].argmax(1)) > 0.9, method
+    # KLC-CG with the blocks collapsed, from the mean-field q(z): L_KL ≥ L_MF there, with
+    # equality at a mean-field fixed point (Hensman et al. 2012, eq. 9), and CG only climbs
+    klc = module.fit_klc({"x": x}, cg="fr", max_iter=300,
+                         init={"z": np.log(np.maximum(res["z.probs"], 1e-300))})
+    assert klc.elbo[0] == pytest.approx(res.elbo[-1], abs=1e-3)
+    assert klc.elbo[-1] >= klc.elbo[0] - 1e-9
+    random = module.fit_klc({"x": x}, cg="fr", max_iter=500, seed=1)
+    assert adjusted_rand_score(truth, random["z.probs"].argmax(1)) > 0.9
+
+
+def test_a_mean_read_any_other_way_stays_mean_field(tmp_path):
+    """A second child reading mu with a known precision breaks the joint conjugacy: the
+    pair stays two factors (and still fits)."""
+    text = NORMAL_GAMMA + "    observe w[n] ~ Normal(mu, 4.0)\n"
+    plan = run_stages(*read_source(_write(tmp_path, text))).plan
+    assert not plan.model.blocks
+    assert {v.name for v in plan.model.latents} == {"mu", "tau"}
+    # a child whose precision is another variable's
+    text = NORMAL_GAMMA.replace("observe y[n] ~ Normal(mu, tau)", "observe y[n] ~ Normal(mu, s)")
+    text = text.replace("tau ~ Gamma(a0, b0)\n", "tau ~ Gamma(a0, b0)\ns ~ Gamma(a0, b0)\n")
+    assert not run_stages(*read_source(_write(tmp_path, text))).plan.model.blocks
+
+
+def test_blocks_under_gates_with_a_latent_prior_mean(tmp_path):
+    """A 1-D mixture whose component means share a latent centre: mu[k] and tau[k] form
+    per-component Normal-Gamma blocks, gated by z; the centre m gets its messages through
+    the blocks' joint statistics. The MF ELBO never decreases and the components are found."""
+    text = """model mix
+dim K = 2
+dim N
+m ~ Normal(0.0, 0.01)
+pi ~ Dirichlet(1.0, K)
+plate comps k in K:
+    tau[k] ~ Gamma(2.0, 1.0)
+    mu[k] ~ Normal(m, 0.1 * tau[k])
+plate obs n in N:
+    z[n] ~ Categorical(pi)
+    observe y[n] ~ Normal(mu[z[n]], tau[z[n]])
+"""
+    stages = run_stages(*read_source(_write(tmp_path, text)))
+    assert [b.name for b in stages.model.blocks] == ["mu_tau"]
+    out = check_report(stages.plan)
+    assert "precision = 0.01 + Σ_{k} 0.1·E[tau[k]]" in out
+    assert "precision·mean = 0.01·0 + Σ_{k} 0.1·E[tau[k]·mu[k]]" in out
+    assert "β·mean = 0.1·E[m] + Σ_{n} y[n]·q(z[n] = k)" in out
+    rng = np.random.default_rng(3)
+    truth = rng.integers(0, 2, 400)
+    y = np.where(truth == 0, -3.0, 4.0) + rng.normal(0.0, 0.5, 400)
+    res = compile_model(_write(tmp_path, text)).fit({"y": y}, max_iter=300, tol=1e-10)
+    assert _monotone(res.elbo)
+    np.testing.assert_allclose(np.sort(res["mu.mean"]), [-3.0, 4.0], atol=0.15)
+    np.testing.assert_allclose(res["tau.shape"] / res["tau.rate"], [4.0, 4.0], rtol=0.25)
