@@ -328,10 +328,11 @@ def _methods(model: Model) -> tuple[tuple[str, str], ...]:
     ssvi_a = stochastic if stochastic != "yes" or not unsampled else (
         f"no: cemodel cannot sample a {', '.join(unsampled)} global")
     no_v = sorted({FAMILIES[v.family].variational for v in model.latents
-                   if not model.is_local(v)} - {"dirichlet", "beta", "gamma", "normal"})
+                   if not model.is_local(v)} - {"dirichlet", "beta", "gamma", "normal",
+                                                "normal_gamma"})
     ssvi = ssvi_a if ssvi_a != "yes" or not no_v else (
         f"no: V(β, λ) needs the quantile derivative of q(β), which cemodel has for Dirichlet, "
-        f"Beta, Gamma and Normal globals, not {', '.join(no_v)}")
+        f"Beta, Gamma, Normal and Normal-Gamma globals, not {', '.join(no_v)}")
     return (
         ("mf", "yes"),
         ("svi", stochastic),

@@ -81,8 +81,11 @@ LAMS = {
     "beta": fam.beta_natural(np.array([0.3, 5.0, 80.0]), np.array([2.0, 0.7, 60.0])),
     "gamma": fam.gamma_natural(np.array([0.3, 5.0, 800.0]), np.array([2.0, 0.5, 10.0])),
     "normal": fam.normal_natural(np.array([1.5, -3.0, 0.0]), np.array([4.0, 0.1, 100.0])),
+    "normal_gamma": fam.normal_gamma_natural(
+        np.array([1.5, -3.0, 0.0]), np.array([4.0, 0.1, 100.0]),
+        np.array([0.3, 5.0, 800.0]), np.array([2.0, 0.5, 10.0])),
 }
-N_STATS = {"dirichlet": 1, "beta": 2, "gamma": 2, "normal": 2}
+N_STATS = {"dirichlet": 1, "beta": 2, "gamma": 2, "normal": 2, "normal_gamma": 4}
 
 
 @pytest.mark.parametrize("family", sorted(ssvi.SSVI_FAMILIES))
@@ -108,6 +111,11 @@ def test_aux_samplers_match_plain_samplers(family):
         assert_allclose(np.exp(stats[0]), 1 / (1 + np.exp(aux[1] - aux[0])), rtol=1e-12)
     elif family == "gamma":
         assert_allclose(stats[0], aux[0] - np.log(-lam[1]), rtol=1e-14)
+    elif family == "normal_gamma":  # τ = G / rate, τμ with μ = m + ε / √(βτ)
+        mean, beta, _, rate = fam.normal_gamma_params(*lam)
+        tau = np.exp(aux[0]) / rate
+        assert_allclose(stats[1], tau, rtol=1e-12)
+        assert_allclose(stats[2], tau * (mean + aux[1] / np.sqrt(beta * tau)), rtol=1e-12)
     else:
         mean, prec = fam.normal_params(*lam)
         assert_allclose(stats[0], mean + aux[0] / np.sqrt(prec), rtol=1e-14)

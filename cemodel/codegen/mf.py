@@ -2126,6 +2126,8 @@ class MeanFieldEmitter:
                 "checkpoint=None", "checkpoint_every=1", "resume=None")
         if self.plan.assignment_locals:
             args += ("gibbs_sweeps=10", "gibbs_burn_in=5")
+        if self._warmable():
+            args += ("warm_start=False",)
         if self.plan.learnable:
             args += ("learn=()",)
         args += ("sample_globals=False",)
@@ -2143,7 +2145,10 @@ class MeanFieldEmitter:
                "'gibbs', 'cvb0'); Gibbs runs\ngibbs_sweeps sweeps per item and averages "
                "those after gibbs_burn_in.\n"
                "ramp: grow N over the first epoch as items are seen (SSVI §2.6).\n"
-               "checkpoint / checkpoint_every / resume: as fit, per epoch.\n"
+               + ("warm_start: start each item's local step from its values at its last "
+                  "visit (its kept locals),\nnot from their prior: the local step's sweeps "
+                  "add up over the steps.\n" if self._warmable() else "")
+               + "checkpoint / checkpoint_every / resume: as fit, per epoch.\n"
                "evaluate=False skips the full-data ELBO after each epoch (no trace, no "
                "stopping rule).\non_epoch(epoch, result): called after each epoch's steps "
                "with the fit so far (its time not counted).\n"
@@ -2193,10 +2198,15 @@ class MeanFieldEmitter:
                               "the step, shortened where V's noise would leave the domain"))
         return nodes
 
+    def _warmable(self) -> bool:
+        """Whether the local step can start from the kept locals' previous values."""
+        return "warm" in self.kernel_args.get("local_step", ())
+
     def _local_step_switch(self) -> list[Node]:
         """The chosen E-step on the minibatch."""
         mf = self._driver_call("local_step", {"seeding": "False", "items": "batch",
-                                              "warm": "False", "guard": "False"})
+                                              "warm": "warm_start" if self._warmable() else
+                                              "False", "guard": "False"})
         if not self.plan.assignment_locals:
             return [mf]
         return [
@@ -2412,7 +2422,7 @@ _SAMPLED = ("dirichlet", "beta", "gamma", "normal", "mvn", "wishart", "normal_ga
             "normal_wishart")
 
 # families whose V(β, λ) the runtime applies, and how many auxiliary draws each keeps
-_SSVI_AUX = {"dirichlet": 1, "beta": 2, "gamma": 1, "normal": 1}
+_SSVI_AUX = {"dirichlet": 1, "beta": 2, "gamma": 1, "normal": 1, "normal_gamma": 2}
 
 # names a driver supplies itself rather than reading from the state
 _DRIVER_ARGS = ("scale", "seeding", "items", "warm", "guard", "max_local_iter", "local_tol",

@@ -113,12 +113,15 @@ from .special import trigamma as trigamma
 from .special import weighted_sum as weighted_sum
 from .ssvi import SSVI_FAMILIES as SSVI_FAMILIES
 from .ssvi import gamma_log_quantile_shape_derivative as gamma_log_quantile_shape_derivative
+from .ssvi import in_domain as in_domain
 from .ssvi import sample_beta_aux as sample_beta_aux
 from .ssvi import sample_dirichlet_aux as sample_dirichlet_aux
 from .ssvi import sample_gamma_aux as sample_gamma_aux
 from .ssvi import sample_normal_aux as sample_normal_aux
+from .ssvi import sample_normal_gamma_aux as sample_normal_gamma_aux
 from .ssvi import ssvi_beta as ssvi_beta
 from .ssvi import ssvi_blend as ssvi_blend
 from .ssvi import ssvi_dirichlet as ssvi_dirichlet
 from .ssvi import ssvi_gamma as ssvi_gamma
 from .ssvi import ssvi_normal as ssvi_normal
+from .ssvi import ssvi_normal_gamma as ssvi_normal_gamma

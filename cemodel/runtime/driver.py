@@ -136,17 +136,16 @@ def check_step(expectations: dict[str, np.ndarray], step: int, effective_batch_s
     """Every global expectation is finite after a stochastic step, and every natural
     parameter in its family's domain (``naturals``: (family, λ arrays) pairs; digamma of a
     negative Dirichlet parameter is finite, so finiteness alone does not show it), or a clear
-    error."""
-    from .ssvi import _DOMAIN
+    error. The domains are ``ssvi.in_domain``'s (a box per statistic, and for the
+    Normal-Gamma also a positive rate)."""
+    from .ssvi import in_domain
 
     for array in expectations.values():
         if not np.all(np.isfinite(array)):
             raise invalid_step(step, effective_batch_size)
     for family, lams in naturals:
-        for lam, (low, high) in zip(lams, _DOMAIN.get(family, ()), strict=False):
-            if (low is not None and not np.all(lam > low)) or (
-                    high is not None and not np.all(lam < high)):
-                raise invalid_step(step, effective_batch_size)
+        if not np.all(in_domain(family, lams)):
+            raise invalid_step(step, effective_batch_size)
 
 
 class NoisyStop:

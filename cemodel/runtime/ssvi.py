@@ -65,8 +65,14 @@ the auxiliary draws V needs) and ``ssvi_<fam>(*lam, *aux, *g, *out)`` writing V 
 * Normal(mean m, precision p): aux ε ~ N(0, 1), x = m + ε/√p. J = [1, 2x]ᵀ [1, m + x] / p,
   F = [[1/p, 2m/p], [2m/p, 4m²/p + 2/p²]], so V g = (g_value + 2x g_square)
   [1 − √p m ε, √p ε / 2].
+* Normal-Gamma(mean m, β, shape a, rate b), t = (log τ, τ, τμ, τμ²): aux log G,
+  G ~ Gamma(a, 1), and ε ~ N(0, 1); τ = G / b, μ = m + ε/√(βτ). J by the chain rule through
+  (a, b, m, β) (see :func:`ssvi_normal_gamma`); F⁻¹ in closed form: the statistics
+  (log τ, τ, τ(μ − m), τ(μ − m)²) = L(m) t are uncorrelated across the blocks
+  {log τ, τ}, {τ(μ − m)}, {τ(μ − m)²}, so L F Lᵀ is block diagonal.
 
-MVN and Wishart have no V here (:data:`SSVI_FAMILIES` lists the families that do).
+MVN, Wishart and Normal-Wishart have no V here (:data:`SSVI_FAMILIES` lists the families
+that do).
 """
 
 from __future__ import annotations
@@ -413,6 +419,33 @@ def sample_normal_aux(lam_value: np.ndarray, lam_square: np.ndarray, rng: np.ran
     out_square[...] = x * x
 
 
+def sample_normal_gamma_aux(lam_log: np.ndarray, lam_value: np.ndarray,
+                            lam_prec_mean: np.ndarray, lam_quad: np.ndarray,
+                            rng: np.random.Generator, out_log: np.ndarray,
+                            out_value: np.ndarray, out_prec_mean: np.ndarray,
+                            out_quad: np.ndarray, aux_log_gamma: np.ndarray,
+                            aux_eps: np.ndarray) -> None:
+    """log τ, τ, τμ, τμ² of τ ~ Gamma(a, b), μ | τ ~ Normal(m, precision βτ), as
+    ``sample_normal_gamma`` (same random stream, same arithmetic); also aux_log_gamma = log G
+    for the unit-rate draw G ~ Gamma(a, 1), τ = G / b, and aux_eps = ε ~ N(0, 1) with
+    μ = m + ε / √(βτ) (both shaped like lam_log)."""
+    beta = -2.0 * np.asarray(lam_quad, dtype=float)
+    mean = np.asarray(lam_prec_mean, dtype=float) / beta
+    shape = np.asarray(lam_log, dtype=float) + 0.5
+    rate = -np.asarray(lam_value, dtype=float) - 0.5 * beta * mean * mean
+    log_g = log_gamma_draws(shape, rng)
+    log_tau = log_g - np.log(rate)
+    tau = np.exp(log_tau)
+    eps = rng.standard_normal(beta.shape)
+    mu = mean + eps / np.sqrt(beta * tau)
+    aux_log_gamma[...] = log_g
+    aux_eps[...] = eps
+    out_log[...] = log_tau
+    out_value[...] = tau
+    out_prec_mean[...] = tau * mu
+    out_quad[...] = tau * mu * mu
+
+
 # ---------------------------------------------------------------------------------------------
 # V g
 # ---------------------------------------------------------------------------------------------
@@ -505,11 +538,110 @@ def ssvi_normal(lam_value: np.ndarray, lam_square: np.ndarray, aux_eps: np.ndarr
     out_square[...] = v_square
 
 
+def _normal_gamma_usual(lam_log, lam_value, lam_prec_mean, lam_quad):
+    """(a, b, m, β) of the Normal-Gamma coefficients, as float arrays."""
+    beta = -2.0 * np.asarray(lam_quad, dtype=float)
+    mean = np.asarray(lam_prec_mean, dtype=float) / beta
+    shape = np.asarray(lam_log, dtype=float) + 0.5
+    rate = -np.asarray(lam_value, dtype=float) - 0.5 * beta * mean * mean
+    return shape, rate, mean, beta
+
+
+def _normal_gamma_jacobian(lam_log, lam_value, lam_prec_mean, lam_quad, aux_log_gamma,
+                           aux_eps, d=None) -> np.ndarray:
+    """J = ∂t(R(u, λ))/∂λ at fixed (u, ε), shape (..., 4, 4) (rows: statistics log τ, τ,
+    τμ, τμ²; columns: λ in the same order), at the draw ``sample_normal_gamma_aux`` left in
+    the aux arrays; ``d`` = d log G/da if already computed. See :func:`ssvi_normal_gamma`."""
+    a, b, m, beta = _normal_gamma_usual(lam_log, lam_value, lam_prec_mean, lam_quad)
+    log_g = np.asarray(aux_log_gamma, dtype=float)
+    eps = np.asarray(aux_eps, dtype=float)
+    if d is None:
+        d = _derivative_and_trigamma(a, log_g, False)[0]
+    a, b, m, beta, log_g, eps, d = np.broadcast_arrays(a, b, m, beta, log_g, eps, d)
+    zero = np.zeros(a.shape)
+    tau = np.exp(log_g) / b
+    w = eps * np.sqrt(tau / beta)  # τ (μ − m)
+    t3 = tau * m + w  # τμ
+    sigma = np.stack([d, 1.0 / b, m / b, m * m / b], axis=-1)  # ∂ log τ/∂λ
+    e4 = np.stack([zero, zero, zero, np.ones(a.shape)], axis=-1)
+    dm = np.stack([zero, zero, 1.0 / beta, 2.0 * m / beta], axis=-1)  # ∂m/∂λ
+    dw = w[..., None] * (0.5 * sigma + e4 / beta[..., None])
+    tau_sigma = tau[..., None] * sigma
+    rows = [
+        sigma,
+        tau_sigma,
+        m[..., None] * tau_sigma + tau[..., None] * dm + dw,
+        (m * m)[..., None] * tau_sigma + 2.0 * t3[..., None] * dm + 2.0 * m[..., None] * dw
+        + (2.0 * eps * eps / (beta * beta))[..., None] * e4,
+    ]
+    return np.stack(rows, axis=-2)
+
+
+def _normal_gamma_fisher(lam_log, lam_value, lam_prec_mean, lam_quad) -> np.ndarray:
+    """F = ∇²A(λ) = ∂E[t]/∂λ, shape (..., 4, 4), written out entry by entry (for tests;
+    :func:`ssvi_normal_gamma` uses the closed-form inverse)."""
+    a, b, m, beta = np.broadcast_arrays(*_normal_gamma_usual(lam_log, lam_value, lam_prec_mean,
+                                                             lam_quad))
+    tri = _trigamma(a)
+    r = a / (b * b)
+    k = a / (b * beta)
+    f = np.empty(a.shape + (4, 4))
+    f[..., 0, :] = np.stack([tri, 1.0 / b, m / b, m * m / b], axis=-1)
+    f[..., 1, 1:] = np.stack([r, r * m, r * m * m], axis=-1)
+    f[..., 2, 2] = k + r * m * m
+    f[..., 2, 3] = 2.0 * k * m + r * m ** 3
+    f[..., 3, 3] = 2.0 / (beta * beta) + 4.0 * k * m * m + r * m ** 4
+    for i in range(1, 4):
+        f[..., i, :i] = f[..., :i, i]
+    return f
+
+
+def ssvi_normal_gamma(lam_log: np.ndarray, lam_value: np.ndarray, lam_prec_mean: np.ndarray,
+                      lam_quad: np.ndarray, aux_log_gamma: np.ndarray, aux_eps: np.ndarray,
+                      g_log: np.ndarray, g_value: np.ndarray, g_prec_mean: np.ndarray,
+                      g_quad: np.ndarray, out_log: np.ndarray, out_value: np.ndarray,
+                      out_prec_mean: np.ndarray, out_quad: np.ndarray) -> None:
+    """out = V g for the Normal-Gamma q(μ, τ) (β = −2·lam_quad, m = lam_prec_mean/β,
+    a = lam_log + ½, b = −lam_value − βm²/2; statistics log τ, τ, τμ, τμ²), element-wise, at
+    the draw ``sample_normal_gamma_aux`` left in aux_log_gamma (log G) and aux_eps (ε).
+
+    J, through (a, b, m, β): τ = G/b and ∂b/∂λ = −(0, 1, m, m²), so with d = d log G/da
+    σ = ∂ log τ/∂λ = (d, 1/b, m/b, m²/b); ∂m/∂λ = (0, 0, 1, 2m)/β, ∂ log β/∂λ = −2e₄/β;
+    w = τ(μ − m) = ε√(τ/β) has ∂w = w (σ/2 + e₄/β). Then ∂τ = τσ,
+    ∂(τμ) = mτσ + τ ∂m + ∂w and ∂(τμ²) = m²τσ + 2τμ ∂m + 2m ∂w + (2ε²/β²) e₄.
+
+    F: z = √(βτ)(μ − m) ~ N(0, 1) is independent of τ, so the statistics L t =
+    (log τ, τ, τ(μ − m), τ(μ − m)²) = (log τ, τ, √(τ/β) z, z²/β), L the shear
+    t₃ − m t₂, t₄ − 2m t₃ + m² t₂, have covariance L F Lᵀ = D = [[ψ'(a), 1/b], [1/b, a/b²]]
+    ⊕ a/(bβ) ⊕ 2/β². Hence V g = Lᵀ D⁻¹ L Jᵀ g, with the Gamma block inverted as in
+    :func:`ssvi_gamma`. The outputs may be the g arrays."""
+    a, b, m, beta = _normal_gamma_usual(lam_log, lam_value, lam_prec_mean, lam_quad)
+    d, tri = _derivative_and_trigamma(a, aux_log_gamma, True)
+    jac = _normal_gamma_jacobian(lam_log, lam_value, lam_prec_mean, lam_quad, aux_log_gamma,
+                                 aux_eps, d)
+    g = (g_log, g_value, g_prec_mean, g_quad)
+    y1, y2, y3, y4 = (sum(g[s] * jac[..., s, k] for s in range(4)) for k in range(4))
+    # L y (y₄ − 2m y₃ + m² y₂ = y₄ − 2m (y₃ − m y₂) − m² y₂), then D⁻¹
+    y3 = y3 - m * y2
+    y4 = y4 - 2.0 * m * y3 - m * m * y2
+    det = a * tri - 1.0
+    z1 = (a * y1 - b * y2) / det
+    z2 = b * (b * tri * y2 - y1) / det
+    z3 = (b * beta / a) * y3
+    z4 = (0.5 * beta * beta) * y4
+    # Lᵀ z
+    out_log[...] = z1
+    out_value[...] = z2 - m * z3 + m * m * z4
+    out_prec_mean[...] = z3 - 2.0 * m * z4
+    out_quad[...] = z4
+
+
 SSVI_FAMILIES = {
     "dirichlet": (sample_dirichlet_aux, ssvi_dirichlet, 1),
     "beta": (sample_beta_aux, ssvi_beta, 2),
     "gamma": (sample_gamma_aux, ssvi_gamma, 1),
     "normal": (sample_normal_aux, ssvi_normal, 1),
+    "normal_gamma": (sample_normal_gamma_aux, ssvi_normal_gamma, 2),
 }
 """family → (sampler, ssvi, n_aux) for the families that have V.
 
@@ -522,7 +654,8 @@ the natural-gradient arrays (statistic order) and ``out`` where V g goes::
 
 Every aux array has the shape of the first λ array (the whole λ array, batch axes included):
 dirichlet 1 (log of the Gamma(α, 1) draws), beta 2 (log G_a, log G_b), gamma 1 (log of the
-unit-rate Gamma draw), normal 1 (the standard-normal draw ε). V depends only on λ and aux,
+unit-rate Gamma draw), normal 1 (the standard-normal draw ε), normal_gamma 2 (log G of the
+unit-rate Gamma draw for τ, then ε of μ). V depends only on λ and aux,
 so ``stats`` may be overwritten between the two calls.
 """
 
@@ -537,17 +670,74 @@ _DOMAIN = {
 }
 
 
+# Normal-Gamma (lam_log, lam_value, lam_prec_mean, lam_quad): the box part of its domain,
+# shape a = lam_log + ½ > 0 and β = −2·lam_quad > 0; the rate b > 0 is not a box constraint:
+# with lam_quad < 0, b = −lam_value + lam_prec_mean²/(4·lam_quad) > 0 ⇔
+# 4·lam_quad·lam_value − lam_prec_mean² > 0 (the natural parameter space, convex).
+_NORMAL_GAMMA_BOX = ((-0.5, None), (None, None), (None, None), (None, 0.0))
+
+
+def _normal_gamma_rate_form(lam_value, lam_prec_mean, lam_quad):
+    """4·lam_quad·lam_value − lam_prec_mean² (= −4·lam_quad·b, > 0 inside the domain)."""
+    return 4.0 * lam_quad * lam_value - lam_prec_mean * lam_prec_mean
+
+
+def in_domain(family: str, lams) -> np.ndarray | bool:
+    """Element-wise: are the natural parameters ``lams`` (statistic order, coefficient form)
+    valid for ``family``? A bool array of their common shape (per element, not per Dirichlet
+    row); True for families with no constraint recorded here (MVN, Wishart, …). NaN is
+    invalid. For the box families only the arrays that have a bound are looked at."""
+    if family == "normal_gamma":
+        lam_log, lam_value, lam_prec_mean, lam_quad = (np.asarray(v) for v in lams)
+        return ((lam_log > -0.5) & (lam_quad < 0.0)
+                & (_normal_gamma_rate_form(lam_value, lam_prec_mean, lam_quad) > 0.0))
+    ok = True
+    for lam, (low, high) in zip(lams, _DOMAIN.get(family, ()), strict=False):
+        lam = np.asarray(lam)
+        if low is not None:
+            ok = ok & (lam > low)
+        if high is not None:
+            ok = ok & (lam < high)
+    return ok
+
+
+def _normal_gamma_rate_limit(olds: tuple, news: tuple) -> np.ndarray:
+    """The smallest r > 0 at which q(r) = 4 (l₄ + r δ₄)(l₂ + r δ₂) − (l₃ + r δ₃)² reaches 0
+    (∞ if none), δ = new − old, q(0) > 0. With q = c₀ + c₁ r + c₂ r² and D = c₁² − 4 c₂ c₀:
+    c₂ < 0 gives one positive root; c₂ ≥ 0 gives positive roots only if c₁ < 0 and D ≥ 0, the
+    smaller being 2c₀/(−c₁ + √D). Both as the cancellation-free one of the two root forms.
+    Where q(0) ≤ 0 already (an invalid old λ), 0."""
+    _, l2, l3, l4 = olds
+    d2, d3, d4 = (new - old for old, new in zip(olds[1:], news[1:], strict=True))
+    c0 = _normal_gamma_rate_form(l2, l3, l4)
+    c1 = 4.0 * (l4 * d2 + l2 * d4) - 2.0 * l3 * d3
+    c2 = 4.0 * d4 * d2 - d3 * d3
+    disc = c1 * c1 - 4.0 * c2 * c0
+    root = np.sqrt(np.where(disc > 0.0, disc, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        small_c1 = 2.0 * c0 / (root - c1)  # c₁ ≤ 0: no cancellation in √D − c₁
+        large_c1 = (c1 + root) / (-2.0 * c2)  # c₁ > 0 (then c₂ < 0 for a root > 0)
+    crosses = (disc >= 0.0) & ((c2 < 0.0) | (c1 < 0.0))
+    limit = np.where(crosses, np.where(c1 <= 0.0, small_c1, large_c1), np.inf)
+    return np.where(c0 > 0.0, limit, 0.0)
+
+
 def ssvi_blend(family: str, rho: float, olds: tuple, news: tuple, margin: float = 0.5) -> int:
     """λ ← λ_old + ρ_r (λ̂ − λ_old) in place of ``news``, with ρ_r = ρ unless that step would
     leave the family's domain for row r (one distribution: a Dirichlet row, one scalar
     otherwise); then ρ_r = ``margin`` × the largest step that stays inside. V(β, λ) is unbiased
     but heavy-tailed (its noise is largest along the Dirichlet's concentration, where the
     Fisher matrix is nearly singular), so a full step can make λ̂ invalid. Returns the number
-    of rows whose step was shortened."""
+    of rows whose step was shortened. The Normal-Gamma's domain is not a box (see
+    :func:`in_domain`): its limit is the least of the box limits and the first root of the
+    rate's quadratic along the line (:func:`_normal_gamma_rate_limit`)."""
     vector = family == "dirichlet"
     shape = olds[0].shape[:-1] if vector else olds[0].shape
     limit = np.full(shape, np.inf)
-    for old, new, (low, high) in zip(olds, news, _DOMAIN[family], strict=True):
+    if family == "normal_gamma":
+        limit = np.minimum(limit, _normal_gamma_rate_limit(olds, news))
+    box = _NORMAL_GAMMA_BOX if family == "normal_gamma" else _DOMAIN[family]
+    for old, new, (low, high) in zip(olds, news, box, strict=True):
         delta = new - old
         for bound, sign in ((low, -1.0), (high, 1.0)):
             if bound is None:

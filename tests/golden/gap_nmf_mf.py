@@ -808,6 +808,7 @@ def fit_svi(
         checkpoint=None,
         checkpoint_every=1,
         resume=None,
+        warm_start=False,
         sample_globals=False,
         apply_v=False,
 ):
@@ -821,6 +822,8 @@ def fit_svi(
     local: the E-step, one of LOCAL_STEPS that applies ('mf', 'exact', 'gibbs', 'cvb0'); Gibbs runs
     gibbs_sweeps sweeps per item and averages those after gibbs_burn_in.
     ramp: grow N over the first epoch as items are seen (SSVI §2.6).
+    warm_start: start each item's local step from its values at its last visit (its kept locals),
+    not from their prior: the local step's sweeps add up over the steps.
     checkpoint / checkpoint_every / resume: as fit, per epoch.
     evaluate=False skips the full-data ELBO after each epoch (no trace, no stopping rule).
     on_epoch(epoch, result): called after each epoch's steps with the fit so far (its time not counted).
@@ -891,7 +894,7 @@ def fit_svi(
                 else:
                     rt.sample_gamma(s.lam_theta_log, s.lam_theta_value, sampler, s.E_theta_log, s.E_theta_value)
                 s.X_theta_log[...] = np.exp(s.E_theta_log)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, False, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, False, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, warm_start, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, False, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
             if sample_globals:
                 refresh_globals(s.lam_W_log, s.E_W_log, s.lam_W_value, s.E_W_value, s.X_W_log, s.n_F, s.n_K, s.lam_theta_log, s.E_theta_log, s.lam_theta_value, s.E_theta_value, s.X_theta_log)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]

@@ -24,7 +24,7 @@ METHODS = {
     'svi': 'yes',
     'svi+': 'yes',
     'ssvi-a': 'yes',
-    'ssvi': 'no: V(β, λ) needs the quantile derivative of q(β), which cemodel has for Dirichlet, Beta, Gamma and Normal globals, not mvn, wishart',
+    'ssvi': 'no: V(β, λ) needs the quantile derivative of q(β), which cemodel has for Dirichlet, Beta, Gamma, Normal and Normal-Gamma globals, not mvn, wishart',
     'klc': "no: 'mu' and 'Lambda' are not d-separated given z and the data: the path mu → x ← Lambda is active",
 }
 # the E-steps (fit_svi(..., local=...)) and whether each applies

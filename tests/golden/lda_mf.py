@@ -1029,6 +1029,7 @@ def fit_svi(
         resume=None,
         gibbs_sweeps=10,
         gibbs_burn_in=5,
+        warm_start=False,
         learn=(),
         sample_globals=False,
         apply_v=False,
@@ -1043,6 +1044,8 @@ def fit_svi(
     local: the E-step, one of LOCAL_STEPS that applies ('mf', 'exact', 'gibbs', 'cvb0'); Gibbs runs
     gibbs_sweeps sweeps per item and averages those after gibbs_burn_in.
     ramp: grow N over the first epoch as items are seen (SSVI §2.6).
+    warm_start: start each item's local step from its values at its last visit (its kept locals),
+    not from their prior: the local step's sweeps add up over the steps.
     checkpoint / checkpoint_every / resume: as fit, per epoch.
     evaluate=False skips the full-data ELBO after each epoch (no trace, no stopping rule).
     on_epoch(epoch, result): called after each epoch's steps with the fit so far (its time not counted).
@@ -1114,7 +1117,7 @@ def fit_svi(
             elif local == 'cvb0':
                 local_step_cvb0(batch, max_local_iter, local_tol, s.lam_theta_log, s.n_K, s.alpha, s.tokens_ptr, s.E_z_onehot, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, s.lam_z_onehot, s.w, s.E_beta_log, s.item_weight, s.acc_w_0)
             else:  # mean field; 'exact' when no local depends on another
-                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, False, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads, s.acc_w_0)
+                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, warm_start, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads, s.acc_w_0)
             if sample_globals:
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_V, s.n_K)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]

@@ -24,7 +24,7 @@ METHODS = {
     'svi': 'yes',
     'svi+': 'yes',
     'ssvi-a': 'yes',
-    'ssvi': 'no: V(β, λ) needs the quantile derivative of q(β), which cemodel has for Dirichlet, Beta, Gamma and Normal globals, not mvn',
+    'ssvi': 'no: V(β, λ) needs the quantile derivative of q(β), which cemodel has for Dirichlet, Beta, Gamma, Normal and Normal-Gamma globals, not mvn',
     'klc': 'no: KLC-CG keeps the categorical assignments of the data plate in Z (softmax-parameterised), and this model has none',
 }
 # the E-steps (fit_svi(..., local=...)) and whether each applies
