@@ -390,6 +390,9 @@ def cmd_graph(args) -> int:
     try:  # the KLC collapse set, drawn dashed, where the model's plan has one
         plan = _stages(args).plan
         collapsed = plan.collapse.collapsed if plan.collapse is not None else ()
+        for block in plan.model.blocks:  # the diagram draws a joint block's members
+            if block.name in collapsed:
+                collapsed += (block.mean.name, block.precision.name)
     except CemError:
         if args.collapse is not None:
             raise

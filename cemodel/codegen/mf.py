@@ -1982,10 +1982,10 @@ class MeanFieldEmitter:
                      comment="SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]")]
               if globals_ else []),
             *self._local_step_switch(),
-            *([Block("if sample_globals", (self._driver_call("refresh_globals", {}),))]
-              if globals_ else []),
             Comment("λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current "
-                    "q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]"),
+                    "q of the others (SSVI-A: from the same draw β the local step saw, so "
+                    "that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then "
+                    "λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]"),
             *[Line(f"old_{n}_{st}[...] = s.{self.layout.lam(n, st)}") for n, st in lams],
             Line(f"seen = {item_dim}_total if not ramp or epoch > 0 else "
                  f"min({item_dim}_total, begin + len(batch))",

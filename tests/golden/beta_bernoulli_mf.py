@@ -431,9 +431,7 @@ def fit_svi(
                 else:
                     rt.sample_beta(s.lam_p_log, s.lam_p_log1m, sampler, s.E_p_log, s.E_p_log1m)
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_0, s.acc_x_1, s.acc_x_2)
-            if sample_globals:
-                refresh_globals(s.lam_p_log, s.E_p_log, s.lam_p_log1m, s.E_p_log1m)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_p_log[...] = s.lam_p_log
             old_p_log1m[...] = s.lam_p_log1m
             # N, ramped up over the first sweep if asked (SSVI §2.6)

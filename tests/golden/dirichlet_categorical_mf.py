@@ -390,9 +390,7 @@ def fit_svi(
                 else:
                     rt.sample_dirichlet(s.lam_p_log, sampler, s.E_p_log)
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.x, s.acc_x_0_threads, s.acc_x_0)
-            if sample_globals:
-                refresh_globals(s.lam_p_log, s.E_p_log)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_p_log[...] = s.lam_p_log
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))

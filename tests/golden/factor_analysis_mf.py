@@ -733,9 +733,7 @@ def fit_svi(
                 rt.sample_mvn(s.lam_W_value, s.lam_W_outer, sampler, s.E_W_value, s.E_W_outer)
                 rt.sample_gamma(s.lam_psi_log, s.lam_psi_value, sampler, s.E_psi_log, s.E_psi_value)
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_3, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.E_W_outer, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
-            if sample_globals:
-                refresh_globals(s.lam_W_value, s.E_W_value, s.lam_W_outer, s.E_W_outer, s.n_P, s.lam_psi_log, s.E_psi_log, s.lam_psi_value, s.E_psi_value)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_W_value[...] = s.lam_W_value
             old_W_outer[...] = s.lam_W_outer
             old_psi_log[...] = s.lam_psi_log

@@ -437,9 +437,7 @@ def fit_svi(
                 else:
                     rt.sample_gamma(s.lam_rate_log, s.lam_rate_value, sampler, s.E_rate_log, s.E_rate_value)
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.lgamma1p_x, s.acc_x_0, s.acc_x_1)
-            if sample_globals:
-                refresh_globals(s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_rate_log[...] = s.lam_rate_log
             old_rate_value[...] = s.lam_rate_value
             # N, ramped up over the first sweep if asked (SSVI §2.6)

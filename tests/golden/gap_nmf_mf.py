@@ -895,9 +895,7 @@ def fit_svi(
                     rt.sample_gamma(s.lam_theta_log, s.lam_theta_value, sampler, s.E_theta_log, s.E_theta_value)
                 s.X_theta_log[...] = np.exp(s.E_theta_log)
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, warm_start, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, False, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
-            if sample_globals:
-                refresh_globals(s.lam_W_log, s.E_W_log, s.lam_W_value, s.E_W_value, s.X_W_log, s.n_F, s.n_K, s.lam_theta_log, s.E_theta_log, s.lam_theta_value, s.E_theta_value, s.X_theta_log)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_W_log[...] = s.lam_W_log
             old_W_value[...] = s.lam_W_value
             old_theta_log[...] = s.lam_theta_log

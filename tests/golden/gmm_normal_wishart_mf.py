@@ -1096,9 +1096,7 @@ def fit_svi(
                 local_step_cvb0(batch, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
             else:  # mean field; 'exact' when no local depends on another
                 local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
-            if sample_globals:
-                refresh_globals(s.lam_mu_Lambda_value, s.E_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.E_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.E_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, s.E_mu_Lambda_quad, s.n_K, s.lam_pi_log, s.E_pi_log)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_mu_Lambda_value[...] = s.lam_mu_Lambda_value
             old_mu_Lambda_logdet[...] = s.lam_mu_Lambda_logdet
             old_mu_Lambda_prec_mean[...] = s.lam_mu_Lambda_prec_mean

@@ -711,9 +711,7 @@ def fit_svi(
                 else:
                     rt.sample_normal(s.lam_theta_value, s.lam_theta_square, sampler, s.E_theta_value, s.E_theta_square)
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.group, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
-            if sample_globals:
-                refresh_globals(s.lam_mu_tau_b_log, s.E_mu_tau_b_log, s.lam_mu_tau_b_value, s.E_mu_tau_b_value, s.lam_mu_tau_b_prec_mean, s.E_mu_tau_b_prec_mean, s.lam_mu_tau_b_quad, s.E_mu_tau_b_quad, s.lam_tau_w_log, s.E_tau_w_log, s.lam_tau_w_value, s.E_tau_w_value, s.lam_theta_value, s.E_theta_value, s.lam_theta_square, s.E_theta_square, s.n_G)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_mu_tau_b_log[...] = s.lam_mu_tau_b_log
             old_mu_tau_b_value[...] = s.lam_mu_tau_b_value
             old_mu_tau_b_prec_mean[...] = s.lam_mu_tau_b_prec_mean

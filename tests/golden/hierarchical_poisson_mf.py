@@ -558,9 +558,7 @@ def fit_svi(
                 else:
                     rt.sample_gamma(s.lam_lam_log, s.lam_lam_value, sampler, s.E_lam_log, s.E_lam_value)
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.group, s.x, s.e, s.log_e, s.lgamma1p_x, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_1, s.acc_x_2)
-            if sample_globals:
-                refresh_globals(s.lam_beta_log, s.E_beta_log, s.lam_beta_value, s.E_beta_value, s.lam_lam_log, s.E_lam_log, s.lam_lam_value, s.E_lam_value, s.n_G)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_beta_log[...] = s.lam_beta_log
             old_beta_value[...] = s.lam_beta_value
             old_lam_log[...] = s.lam_lam_log

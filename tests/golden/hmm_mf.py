@@ -683,9 +683,7 @@ def fit_svi(
                 else:
                     rt.sample_dirichlet(s.lam_pi0_log, sampler, s.E_pi0_log)
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.n_K, s.E_pi0_log, s.E_A_log, s.x, s.E_phi_log, s.steps_ptr, s.item_weight, s.steps_weight, s.lam_z_onehot_threads, s.lam_z_first_threads, s.lam_z_pair_threads, s.E_z_onehot_threads, s.E_z_first_threads, s.E_z_pair_threads, s.H_z_threads, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads, s.acc_z_0, s.acc_z_1, s.acc_x_0)
-            if sample_globals:
-                refresh_globals(s.lam_A_log, s.E_A_log, s.n_K, s.lam_phi_log, s.E_phi_log, s.lam_pi0_log, s.E_pi0_log)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_A_log[...] = s.lam_A_log
             old_phi_log[...] = s.lam_phi_log
             old_pi0_log[...] = s.lam_pi0_log

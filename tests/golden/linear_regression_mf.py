@@ -599,9 +599,7 @@ def fit_svi(
                 rt.sample_gamma(s.lam_tau_log, s.lam_tau_value, sampler, s.E_tau_log, s.E_tau_value)
                 rt.sample_mvn(s.lam_w_value, s.lam_w_outer, sampler, s.E_w_value, s.E_w_outer)
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.n_P, s.x, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
-            if sample_globals:
-                refresh_globals(s.lam_tau_log, s.E_tau_log, s.lam_tau_value, s.E_tau_value, s.lam_w_value, s.E_w_value, s.lam_w_outer, s.E_w_outer)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_tau_log[...] = s.lam_tau_log
             old_tau_value[...] = s.lam_tau_value
             old_w_value[...] = s.lam_w_value

@@ -838,9 +838,7 @@ def fit_svi(
                 local_step_cvb0(batch, max_local_iter, local_tol, s.lam_c_onehot, s.n_K, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.E_c_onehot, s.item_weight, s.acc_c_0, s.acc_w_0)
             else:  # mean field; 'exact' when no local depends on another
                 local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, s.acc_c_0_threads, s.acc_w_0_threads, s.acc_c_0, s.acc_w_0)
-            if sample_globals:
-                refresh_globals(s.lam_phi_log, s.E_phi_log, s.n_K, s.lam_pi_log, s.E_pi_log)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_phi_log[...] = s.lam_phi_log
             old_pi_log[...] = s.lam_pi_log
             # N, ramped up over the first sweep if asked (SSVI §2.6)

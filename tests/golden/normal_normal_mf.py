@@ -429,9 +429,7 @@ def fit_svi(
                 else:
                     rt.sample_normal(s.lam_mu_value, s.lam_mu_square, sampler, s.E_mu_value, s.E_mu_square)
             local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2_threads, s.tau, s.x, s.acc_x_3_threads, s.log_tau, s.acc_x_2, s.acc_x_3)
-            if sample_globals:
-                refresh_globals(s.lam_mu_value, s.E_mu_value, s.lam_mu_square, s.E_mu_square)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_mu_value[...] = s.lam_mu_value
             old_mu_square[...] = s.lam_mu_square
             # N, ramped up over the first sweep if asked (SSVI §2.6)

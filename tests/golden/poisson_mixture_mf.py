@@ -891,9 +891,7 @@ def fit_svi(
                 local_step_cvb0(batch, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.x, s.E_rate_log, s.E_rate_value, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1)
             else:  # mean field; 'exact' when no local depends on another
                 local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.x, s.E_rate_log, s.E_rate_value, s.item_weight, s.lgamma1p_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1)
-            if sample_globals:
-                refresh_globals(s.lam_pi_log, s.E_pi_log, s.lam_rate_log, s.E_rate_log, s.lam_rate_value, s.E_rate_value, s.n_K)
-            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others; then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
+            # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_pi_log[...] = s.lam_pi_log
             old_rate_log[...] = s.lam_rate_log
             old_rate_value[...] = s.lam_rate_value
