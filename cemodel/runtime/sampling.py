@@ -14,6 +14,32 @@ from __future__ import annotations
 import numpy as np
 import scipy.stats
 
+from ..errors import CemDataError
+from .special import _NOT_POSITIVE_DEFINITE
+
+
+def _wishart_draw(dof: float, scale: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Λ ~ Wishart(dof, scale); a scale that is not positive definite in floating point (a
+    posterior on a scale too far from its prior's) is a clear data error, not LinAlgError."""
+    try:
+        return np.atleast_2d(scipy.stats.wishart(df=dof, scale=scale).rvs(random_state=rng))
+    except np.linalg.LinAlgError:
+        raise CemDataError(_NOT_POSITIVE_DEFINITE) from None
+
+
+def _inverse(matrix: np.ndarray) -> np.ndarray:
+    try:
+        return np.linalg.inv(matrix)
+    except np.linalg.LinAlgError:
+        raise CemDataError(_NOT_POSITIVE_DEFINITE) from None
+
+
+def _cholesky(matrix: np.ndarray) -> np.ndarray:
+    try:
+        return np.linalg.cholesky(matrix)
+    except np.linalg.LinAlgError:
+        raise CemDataError(_NOT_POSITIVE_DEFINITE) from None
+
 
 def log_gamma_draws(shape: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """log of Gamma(shape, 1) draws, finite even for tiny shapes."""
@@ -64,7 +90,7 @@ def sample_mvn(lam_value: np.ndarray, lam_outer: np.ndarray, rng: np.random.Gene
     """x and x xᵀ of x ~ MVN(mean, precision P = −2·sym(lam_outer)), per leading row."""
     for row in np.ndindex(lam_value.shape[:-1]):
         P = -(lam_outer[row] + lam_outer[row].T)
-        L = np.linalg.cholesky(P)
+        L = _cholesky(P)
         mean = np.linalg.solve(P, lam_value[row])
         # x = mean + L^{-T} ε has covariance P^{-1}
         x = mean + np.linalg.solve(L.T, rng.standard_normal(len(mean)))
@@ -77,10 +103,9 @@ def sample_wishart(lam_value: np.ndarray, lam_logdet: np.ndarray, rng: np.random
     """Λ and log|Λ| of Λ ~ Wishart(dof = 2·lam_logdet + D + 1, scale = (−2·sym(lam_value))⁻¹)."""
     D = lam_value.shape[-1]
     for row in np.ndindex(lam_value.shape[:-2]):
-        scale = np.linalg.inv(-(lam_value[row] + lam_value[row].T))
+        scale = _inverse(-(lam_value[row] + lam_value[row].T))
         dof = 2.0 * lam_logdet[row] + D + 1.0
-        draw = scipy.stats.wishart(df=dof, scale=scale).rvs(random_state=rng)
-        draw = np.atleast_2d(draw)
+        draw = _wishart_draw(dof, scale, rng)
         out_value[row] = draw
         out_logdet[row] = np.linalg.slogdet(draw)[1]
 
@@ -117,11 +142,11 @@ def sample_normal_wishart(lam_value: np.ndarray, lam_logdet: np.ndarray,
         beta = -2.0 * lam_quad[row]
         mean = lam_prec_mean[row] / beta
         w_inv = -(lam_value[row] + lam_value[row].T) - beta * np.outer(mean, mean)
-        scale = np.linalg.inv(w_inv)
+        scale = _inverse(w_inv)
         scale = 0.5 * (scale + scale.T)
         dof = 2.0 * lam_logdet[row] + D
-        draw = np.atleast_2d(scipy.stats.wishart(df=dof, scale=scale).rvs(random_state=rng))
-        L = np.linalg.cholesky(beta * draw)
+        draw = _wishart_draw(dof, scale, rng)
+        L = _cholesky(beta * draw)
         # μ = m + L^{-T} ε has covariance (β Λ)^{-1}
         mu = mean + np.linalg.solve(L.T, rng.standard_normal(D))
         prec_mean = draw @ mu
