@@ -533,7 +533,7 @@ def render_kernels(row: Row, markdown: bool) -> str:
     return table(["cemodel kernel", "s", "calls", "s/iter", "% of loop"], body, markdown)
 
 
-def ratio_line(rows: list[Row]) -> str:
+def ratio_lines(rows: list[Row]) -> list[str]:
     theirs = next((r for r in rows if r.method == "sklearn"), None)
     lines = []
     for method, what in (("cemodel", "cemodel"),
@@ -549,7 +549,7 @@ def ratio_line(rows: list[Row]) -> str:
         lines.append(f"{what} is {speed:.2f}× faster per iteration than scikit-learn "
                      f"(target ≥ {TARGET}×: {verdict}); held-out lpd/point {method} − "
                      f"scikit-learn = {fmt(ours.lpd - theirs.lpd, '+.4f')}")
-    return "\n\n".join(lines)
+    return lines
 
 
 def notes(rows: list[Row], cfg: Config, truth_lpd: float) -> list[str]:
@@ -654,8 +654,7 @@ def main(argv: list[str] | None = None) -> int:
     ours = next((r for r in rows if r.method == "cemodel" and r.kernels), None)
     out = [f"**{title}**  " if args.markdown else title, ", ".join(versions), "",
            render(rows, args.markdown), ""]
-    line = ratio_line(rows)
-    if line:
+    for line in ratio_lines(rows):
         out += [("- " if args.markdown else "") + line, ""]
     if ours is not None:
         out += ["Where cemodel's time goes (wrapped kernels, the whole fit call):", "",

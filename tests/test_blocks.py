@@ -256,3 +256,39 @@ def test_ssvi_applies_to_a_normal_gamma_block(compiled):
         mf["tau_b.shape"] / mf["tau_b.rate"], rel=0.05)
     np.testing.assert_allclose(fit["theta.mean"], theta, atol=0.2)
     assert fit.elbo[-1] == pytest.approx(mf.elbo[-1], abs=5.0)
+
+
+def test_a_block_read_through_a_linear_mean_and_a_scaled_precision_stays_exact(tmp_path):
+    """Children may read the mean as a + b·mu and the precision as c·tau, and other children
+    may read tau alone: every term is still linear in (log τ, τ, τμ, τμ²), the posterior is
+    Normal-Gamma, and the ELBO equals the log marginal likelihood (here by quadrature)."""
+    from scipy import integrate, stats
+
+    text = """model corner
+dim N
+hyper k = 0.5
+tau ~ Gamma(2.0, 1.0)
+mu ~ Normal(0.0, k * tau)
+plate obs n in N:
+    observe y[n] ~ Normal(mu, tau)
+    observe w[n] ~ Normal(0.0, tau)
+    observe v[n] ~ Normal(2.0 * mu + 1.0, tau * 3.0)
+"""
+    stages = run_stages(*read_source(_write(tmp_path, text)))
+    assert [b.name for b in stages.model.blocks] == ["mu_tau"]
+    rng = np.random.default_rng(0)
+    n = 50
+    y, w = rng.normal(1.0, 1.0, n), rng.normal(0.0, 1.0, n)
+    v = 3.0 + rng.normal(0.0, 1.0 / np.sqrt(3.0), n)
+    res = compile_model(_write(tmp_path, text)).fit({"y": y, "w": w, "v": v}, max_iter=10)
+
+    def log_joint(mu, tau):
+        return (stats.gamma.logpdf(tau, 2.0) + stats.norm.logpdf(mu, 0, 1 / np.sqrt(0.5 * tau))
+                + stats.norm.logpdf(y, mu, 1 / np.sqrt(tau)).sum()
+                + stats.norm.logpdf(w, 0, 1 / np.sqrt(tau)).sum()
+                + stats.norm.logpdf(v, 2 * mu + 1, 1 / np.sqrt(3 * tau)).sum())
+
+    top = log_joint(res["mu.mean"], res["tau.shape"] / res["tau.rate"])
+    mass, _ = integrate.dblquad(lambda mu, tau: np.exp(log_joint(mu, tau) - top),
+                                0.05, 5.0, 0.5, 1.6, epsabs=1e-12)
+    assert res.elbo[-1] == pytest.approx(top + np.log(mass), abs=1e-6)
