@@ -14,7 +14,8 @@ variables by one ``Normal-Gamma`` / ``Normal-Wishart`` variable named ``<mu>_<ta
 reference to a member becomes a reference to the block with ``part`` = "mean" or
 "precision" (``cemodel.conjugacy`` fuses the members' statistics met in one term into the
 block's, see ``cemodel.families.blocks``). A pair whose mean is read any other way stays
-mean field. ``cemodel check`` lists the blocks formed.
+mean field. ``cemodel check`` lists the blocks formed, and the pairs left as two factors with
+the statement that kept them apart.
 """
 
 from __future__ import annotations
@@ -48,12 +49,17 @@ def form_blocks(model: Model) -> Model:
     blocks: list[Block] = []
     taken = {v.name for v in model.variables} | {d.name for d in model.data} | {
         h.name for h in model.hypers} | {d.name for d in model.dims}
+    declined: list[Block] = []
     for mean in model.latents:
-        found = _pair(model, mean)
+        found = _prior_pair(model, mean)
         if found is None:
             continue
         precision, scale = found
         if any(precision.name in (b.mean.name, b.precision.name) for b in blocks):
+            continue
+        broken = _broken_by(model, mean, precision)
+        if broken is not None:
+            declined.append(Block("", mean, precision, broken))
             continue
         position = _position(variables, mean, precision)
         if position is None:
@@ -75,16 +81,17 @@ def form_blocks(model: Model) -> Model:
             f"pair's complete conditional is {family.name}, fitted as one factor",
         ))
     if not blocks:
-        return model
+        return replace(model, declined_blocks=tuple(declined)) if declined else model
     renames = {b.mean.name: (b.name, "mean") for b in blocks} | {
         b.precision.name: (b.name, "precision") for b in blocks}
     variables = [replace(v, args=tuple(_rename(a, renames) for a in v.args)) for v in variables]
-    return replace(model, variables=tuple(variables), blocks=tuple(blocks))
+    return replace(model, variables=tuple(variables), blocks=tuple(blocks),
+                   declined_blocks=tuple(declined))
 
 
-def _pair(model: Model, mean: VarDef) -> tuple[VarDef, RExpr] | None:
-    """(precision, scale) when ``mean``'s prior precision is ``scale`` × a latent precision
-    over the same plates and every other use of ``mean`` keeps the pair conjugate."""
+def _prior_pair(model: Model, mean: VarDef) -> tuple[VarDef, RExpr] | None:
+    """(precision, scale) when ``mean``'s prior precision is ``scale`` × a latent Gamma /
+    Wishart precision over the same plates (the Normal-Gamma / Normal-Wishart prior)."""
     if mean.family not in ("Normal", "MultivariateNormal") or mean.observed:
         return None
     found = _scaled_precision(mean.args[1])
@@ -99,23 +106,33 @@ def _pair(model: Model, mean: VarDef) -> tuple[VarDef, RExpr] | None:
             or _reads(mean.args[0], {precision.name, mean.name})
             or _reads(scale, {precision.name, mean.name})):
         return None
+    return precision, scale
+
+
+def _broken_by(model: Model, mean: VarDef, precision: VarDef) -> str | None:
+    """Why a child keeps the pair from being one factor, or None: each child must be a Normal
+    of the mean's kind that reads ``mean`` once, in its mean, with the matching element of
+    ``precision`` (times a constant) as its precision."""
     for child in model.variables:
         if child.name in (mean.name, precision.name):
             continue
         uses = [r for a in child.args for r in _refs(a, mean.name)]
         if not uses:
             continue
-        # the child must be a Normal of the same kind whose mean reads ``mean`` once and
-        # whose precision is the matching element of ``precision`` (times a constant)
-        if child.family != mean.family or len(uses) != 1 or _refs(child.args[1], mean.name):
-            return None
+        where = f"'{child.name}' ({model.source.filename}:{child.span.line})"
+        if child.family != mean.family:
+            return f"{where} reads {mean.name} in a {child.family}"
+        if len(uses) != 1 or _refs(child.args[1], mean.name):
+            return f"{where} reads {mean.name} more than once or in its precision"
         used = _scaled_precision(child.args[1])
         if (used is None or used[0].name != precision.name
                 or _key(used[0]) != _key(uses[0])
-                or _reads(used[1], {precision.name, mean.name})
-                or _refs(child.args[0], precision.name)):
-            return None
-    return precision, scale
+                or _reads(used[1], {precision.name, mean.name})):
+            return (f"{where} reads {mean.name} with a precision other than the matching "
+                    f"{precision.name} times a constant")
+        if _refs(child.args[0], precision.name):
+            return f"{where} reads {precision.name} in its mean"
+    return None
 
 
 def _scaled_precision(expr: RExpr) -> tuple[RVar, RExpr] | None:

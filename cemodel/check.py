@@ -282,11 +282,14 @@ def check_report(plan: InferencePlan) -> str:
         for item in model.introduced:
             out.append(f"  {item.name}: {item.why}")
         out.append("")
-    if model.blocks:
+    if model.blocks or model.declined_blocks:
         out.append("joint blocks (one factor q(mean, precision) instead of two):")
         for block in model.blocks:
             out.append(f"  {block.name} = ({block.mean.name}, {block.precision.name}): "
                        f"{block.why}")
+        for block in model.declined_blocks:
+            out.append(f"  {block.mean.name}, {block.precision.name} stay two factors "
+                       f"q({block.mean.name}) q({block.precision.name}): {block.why}")
         out.append("")
     for var in model.variables:
         family = FAMILIES[var.family]

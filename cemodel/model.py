@@ -237,6 +237,8 @@ class Model:
     introduced: tuple[Introduced, ...] = ()
     # means and precisions fitted as one joint factor (cemodel.blocks)
     blocks: tuple[Block, ...] = ()
+    # pairs with a Normal-Gamma / Normal-Wishart prior kept as two factors, and why
+    declined_blocks: tuple[Block, ...] = ()
 
     def block(self, name: str) -> Block | None:
         for block in self.blocks:

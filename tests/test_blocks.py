@@ -200,6 +200,9 @@ def test_a_mean_read_any_other_way_stays_mean_field(tmp_path):
     plan = run_stages(*read_source(_write(tmp_path, text))).plan
     assert not plan.model.blocks
     assert {v.name for v in plan.model.latents} == {"mu", "tau"}
+    # check says which statement kept them apart
+    assert ("mu, tau stay two factors q(mu) q(tau): 'w' (m.cem:11) reads mu with a precision "
+            "other than the matching tau times a constant") in check_report(plan)
     # a child whose precision is another variable's
     text = NORMAL_GAMMA.replace("observe y[n] ~ Normal(mu, tau)", "observe y[n] ~ Normal(mu, s)")
     text = text.replace("tau ~ Gamma(a0, b0)\n", "tau ~ Gamma(a0, b0)\ns ~ Gamma(a0, b0)\n")
