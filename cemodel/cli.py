@@ -415,12 +415,15 @@ def _posterior(args):
         raise CemError(f"--top takes a whole number >= 1, found {args.top}")
     model = None
     if args.model:
+        from .augment import augment
+        from .blocks import form_blocks
         from .compiler import read_source
         from .model import build_model
         from .syntax import parse
 
         text, filename = read_source(args.model)
-        model = build_model(parse(text, filename))
+        # the variables a fit writes: with the introduced ones and the joint blocks
+        model = form_blocks(augment(build_model(parse(text, filename))))
     vocab = read_vocab(args.vocab) if args.vocab else None
     return load_posterior(args.posterior, model), vocab
 

@@ -160,13 +160,18 @@ _FAMILY_PARAMS = {
     ("mean", "precision"): "Normal",  # MultivariateNormal when the precision is a matrix
     ("dof", "scale"): "Wishart",
     ("p",): "Bernoulli",
+    # a joint block (cemodel.blocks) and its mean member's marginal mean
+    ("beta", "mean", "rate", "shape"): "Normal-Gamma",
+    ("beta", "dof", "mean", "scale"): "Normal-Wishart",
+    ("mean",): "Normal",  # MultivariateNormal when a Normal-Wishart block's mean has its shape
 }
 
 
 # each family's parameter that gives the plate shape, and its number of event axes
 _MAIN_PARAM = {"Dirichlet": ("alpha", 1), "Categorical": ("probs", 1), "Beta": ("a", 0),
                "Gamma": ("shape", 0), "Normal": ("mean", 0), "MultivariateNormal": ("mean", 1),
-               "Wishart": ("scale", 2), "Bernoulli": ("p", 0)}
+               "Wishart": ("scale", 2), "Bernoulli": ("p", 0), "Normal-Gamma": ("mean", 0),
+               "Normal-Wishart": ("mean", 1)}
 
 
 @dataclass(frozen=True)
@@ -246,7 +251,8 @@ def load_posterior(path: str | Path, model: Model | None = None) -> Posterior:
         if re.fullmatch(r"[A-Za-z_]\w*\.\w+", key):
             name, _, param = key.partition(".")
             groups.setdefault(name, {})[param] = value
-    variables = tuple(_variable(path, name, params, model) for name, params in groups.items())
+    variables = tuple(_variable(path, name, params, model, groups)
+                      for name, params in groups.items())
     elbo = dict(arrays)["elbo"]
     if elbo.ndim != 1 or elbo.size == 0:
         raise CemError(f"{path}: 'elbo' should be a non-empty trace, found shape {elbo.shape}")
@@ -254,10 +260,14 @@ def load_posterior(path: str | Path, model: Model | None = None) -> Posterior:
 
 
 def _variable(path: Path, name: str, params: dict[str, np.ndarray],
-              model: Model | None) -> Variable:
+              model: Model | None, groups: dict[str, dict[str, np.ndarray]]) -> Variable:
     ordered = tuple(sorted(params.items()))
     if model is not None:
         names = [v.name for v in model.latents]
+        members = {m.name: m for b in model.blocks for m in (b.mean, b.precision)}
+        if name in members:  # a block member's marginal (q(Λ) exactly, E[μ])
+            member = members[name]
+            return Variable(name, model.family(member).name, model.is_local(member), ordered)
         if name not in names:
             raise CemError(f"{path} holds variable '{name}', which model '{model.name}' has "
                            "not as a latent variable", hint="is --model the model that was "
@@ -265,7 +275,12 @@ def _variable(path: Path, name: str, params: dict[str, np.ndarray],
         var = model.var(name)
         return Variable(name, model.family(var).name, model.is_local(var), ordered)
     family = _FAMILY_PARAMS.get(tuple(sorted(params)), "unknown")
-    if family == "Normal" and params["precision"].ndim > params["mean"].ndim:
+    if family == "Normal" and "precision" in params and \
+            params["precision"].ndim > params["mean"].ndim:
+        family = "MultivariateNormal"
+    if family == "Normal" and "precision" not in params and any(
+            _FAMILY_PARAMS.get(tuple(sorted(g))) == "Normal-Wishart"
+            and g["mean"].shape == params["mean"].shape for g in groups.values()):
         family = "MultivariateNormal"
     return Variable(name, family, True if family == "Categorical" else None, ordered)
 

@@ -219,3 +219,31 @@ def test_help_has_examples(command, capsys):
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert f"cemodel {command} post.npz" in out
+
+
+def test_a_normal_wishart_block_posterior_summarizes_and_plots(gmm_fit, tmp_path, capsys):
+    """gmm_normal_wishart.cem fits (mu, Lambda) as one block mu_Lambda; the posterior also
+    holds the members' marginals, from which the clusters are recognised, with or without
+    --model."""
+    folder, _ = gmm_fit
+    model = MODELS / "gmm_normal_wishart.cem"
+    post = _fit(model, folder / "points.npz", tmp_path / "nw.npz", "K=2")
+    for extra in ([], ["--model", str(model)]):
+        capsys.readouterr()
+        assert main(["summarize", str(post), *extra]) == 0
+        out = capsys.readouterr().out
+        assert "2-D components (mu, Lambda):" in out, extra
+        lines = out.splitlines()
+        assert any(line.split()[:2] == ["mu_Lambda", "Normal-Wishart"] for line in lines)
+        assert any(line.split()[:2] == ["Lambda", "Wishart"] for line in lines)
+    text, name = read_source(model)
+    from cemodel.augment import augment
+    from cemodel.blocks import form_blocks
+
+    posterior = load_posterior(post, form_blocks(augment(build_model(parse(text, name)))))
+    (c,) = recognise(posterior)[2]
+    order = np.argsort(c.means[:, 0])
+    np.testing.assert_allclose(c.means[order], CENTRES, atol=0.25)
+    out = tmp_path / "nw.png"
+    assert main(["plot", str(post), "-o", str(out), "--model", str(model)]) == 0
+    _not_blank(out)
