@@ -239,16 +239,23 @@ def wishart_log_normalizer(lam_value: np.ndarray, lam_logdet: float) -> float:
 
 
 @jit
+def _normal_gamma_usual(
+    lam_log: float, lam_value: float, lam_prec_mean: float, lam_quad: float
+) -> tuple[float, float, float, float]:
+    """(m, beta, a, b): beta = -2 lam_quad, m = lam_prec_mean / beta, a = lam_log + 1/2,
+    b = -lam_value - beta m^2 / 2 (``normal_gamma_params`` for one element)."""
+    beta = -2.0 * lam_quad
+    m = lam_prec_mean / beta
+    return m, beta, lam_log + 0.5, -lam_value - 0.5 * beta * m * m
+
+
+@jit
 def normal_gamma_expected_stats(
     lam_log: float, lam_value: float, lam_prec_mean: float, lam_quad: float
 ) -> tuple[float, float, float, float]:
     """(E[log tau], E[tau], E[tau mu], E[tau mu^2]) = (psi(a) - log b, a/b, m a/b,
-    1/beta + m^2 a/b), beta = -2 lam_quad, m = lam_prec_mean / beta, a = lam_log + 1/2,
-    b = -lam_value - beta m^2 / 2."""
-    beta = -2.0 * lam_quad
-    m = lam_prec_mean / beta
-    a = lam_log + 0.5
-    b = -lam_value - 0.5 * beta * m * m
+    1/beta + m^2 a/b)."""
+    m, beta, a, b = _normal_gamma_usual(lam_log, lam_value, lam_prec_mean, lam_quad)
     e_tau = a / b
     return digamma(a) - math.log(b), e_tau, m * e_tau, 1.0 / beta + m * m * e_tau
 
@@ -257,11 +264,8 @@ def normal_gamma_expected_stats(
 def normal_gamma_log_normalizer(
     lam_log: float, lam_value: float, lam_prec_mean: float, lam_quad: float
 ) -> float:
-    """A = lnGamma(a) - a log b + log(2 pi) / 2 - log(beta) / 2 (a, b, beta as above)."""
-    beta = -2.0 * lam_quad
-    m = lam_prec_mean / beta
-    a = lam_log + 0.5
-    b = -lam_value - 0.5 * beta * m * m
+    """A = lnGamma(a) - a log b + log(2 pi) / 2 - log(beta) / 2."""
+    _m, beta, a, b = _normal_gamma_usual(lam_log, lam_value, lam_prec_mean, lam_quad)
     return lgamma(a) - a * math.log(b) + 0.5 * _LOG_2PI - 0.5 * math.log(beta)
 
 

@@ -11,32 +11,22 @@ whose log is −inf; log-gammas use log G(a) = log G(a + 1) + log(U) / a (Marsag
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import scipy.stats
 
 from ..errors import CemDataError
+from .families import normal_gamma_params, normal_wishart_params
 from .special import _NOT_POSITIVE_DEFINITE
 
 
-def _wishart_draw(dof: float, scale: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Λ ~ Wishart(dof, scale); a scale that is not positive definite in floating point (a
-    posterior on a scale too far from its prior's) is a clear data error, not LinAlgError."""
+@contextmanager
+def _positive_definite():
+    """A scale or precision that is not positive definite in floating point (a posterior on a
+    scale too far from its prior's) is the runtime's clear data error, not LinAlgError."""
     try:
-        return np.atleast_2d(scipy.stats.wishart(df=dof, scale=scale).rvs(random_state=rng))
-    except np.linalg.LinAlgError:
-        raise CemDataError(_NOT_POSITIVE_DEFINITE) from None
-
-
-def _inverse(matrix: np.ndarray) -> np.ndarray:
-    try:
-        return np.linalg.inv(matrix)
-    except np.linalg.LinAlgError:
-        raise CemDataError(_NOT_POSITIVE_DEFINITE) from None
-
-
-def _cholesky(matrix: np.ndarray) -> np.ndarray:
-    try:
-        return np.linalg.cholesky(matrix)
+        yield
     except np.linalg.LinAlgError:
         raise CemDataError(_NOT_POSITIVE_DEFINITE) from None
 
@@ -90,7 +80,8 @@ def sample_mvn(lam_value: np.ndarray, lam_outer: np.ndarray, rng: np.random.Gene
     """x and x xᵀ of x ~ MVN(mean, precision P = −2·sym(lam_outer)), per leading row."""
     for row in np.ndindex(lam_value.shape[:-1]):
         P = -(lam_outer[row] + lam_outer[row].T)
-        L = _cholesky(P)
+        with _positive_definite():
+            L = np.linalg.cholesky(P)
         mean = np.linalg.solve(P, lam_value[row])
         # x = mean + L^{-T} ε has covariance P^{-1}
         x = mean + np.linalg.solve(L.T, rng.standard_normal(len(mean)))
@@ -103,26 +94,32 @@ def sample_wishart(lam_value: np.ndarray, lam_logdet: np.ndarray, rng: np.random
     """Λ and log|Λ| of Λ ~ Wishart(dof = 2·lam_logdet + D + 1, scale = (−2·sym(lam_value))⁻¹)."""
     D = lam_value.shape[-1]
     for row in np.ndindex(lam_value.shape[:-2]):
-        scale = _inverse(-(lam_value[row] + lam_value[row].T))
         dof = 2.0 * lam_logdet[row] + D + 1.0
-        draw = _wishart_draw(dof, scale, rng)
+        with _positive_definite():
+            scale = np.linalg.inv(-(lam_value[row] + lam_value[row].T))
+            draw = np.atleast_2d(scipy.stats.wishart(df=dof, scale=scale).rvs(random_state=rng))
         out_value[row] = draw
         out_logdet[row] = np.linalg.slogdet(draw)[1]
 
 
 def sample_normal_gamma(lam_log: np.ndarray, lam_value: np.ndarray, lam_prec_mean: np.ndarray,
                         lam_quad: np.ndarray, rng: np.random.Generator, out_log: np.ndarray,
-                        out_value: np.ndarray, out_prec_mean: np.ndarray,
-                        out_quad: np.ndarray) -> None:
-    """log τ, τ, τμ and τμ² of τ ~ Gamma(a, b), μ | τ ~ Normal(m, precision β·τ), with
-    β = −2·lam_quad, m = lam_prec_mean / β, a = lam_log + 1/2, b = −lam_value − β·m²/2."""
-    beta = -2.0 * np.asarray(lam_quad, dtype=float)
-    mean = np.asarray(lam_prec_mean, dtype=float) / beta
-    shape = np.asarray(lam_log, dtype=float) + 0.5
-    rate = -np.asarray(lam_value, dtype=float) - 0.5 * beta * mean * mean
-    log_tau = log_gamma_draws(shape, rng) - np.log(rate)
+                        out_value: np.ndarray, out_prec_mean: np.ndarray, out_quad: np.ndarray,
+                        aux_log_gamma: np.ndarray | None = None,
+                        aux_eps: np.ndarray | None = None) -> None:
+    """log τ, τ, τμ and τμ² of τ ~ Gamma(a, b), μ | τ ~ Normal(m, precision β·τ), the usual
+    parameters from ``normal_gamma_params``: τ = G / b with G ~ Gamma(a, 1), μ = m + ε/√(βτ).
+    The aux arrays, if given, receive log G and ε (what SSVI's V needs)."""
+    mean, beta, shape, rate = normal_gamma_params(lam_log, lam_value, lam_prec_mean, lam_quad)
+    log_g = log_gamma_draws(shape, rng)
+    log_tau = log_g - np.log(rate)
     tau = np.exp(log_tau)
-    mu = mean + rng.standard_normal(beta.shape) / np.sqrt(beta * tau)
+    eps = rng.standard_normal(beta.shape)
+    mu = mean + eps / np.sqrt(beta * tau)
+    if aux_log_gamma is not None:
+        aux_log_gamma[...] = log_g
+    if aux_eps is not None:
+        aux_eps[...] = eps
     out_log[...] = log_tau
     out_value[...] = tau
     out_prec_mean[...] = tau * mu
@@ -135,20 +132,18 @@ def sample_normal_wishart(lam_value: np.ndarray, lam_logdet: np.ndarray,
                           out_logdet: np.ndarray, out_prec_mean: np.ndarray,
                           out_quad: np.ndarray) -> None:
     """Λ, log|Λ|, Λμ and μᵀΛμ of Λ ~ Wishart(ν, W), μ | Λ ~ MVN(m, precision β·Λ), per
-    leading row, with β = −2·lam_quad, m = lam_prec_mean / β, ν = 2·lam_logdet + D and
-    W = (−2·sym(lam_value) − β·m mᵀ)⁻¹."""
-    D = lam_value.shape[-1]
+    leading row, the usual parameters from ``normal_wishart_params``."""
+    with _positive_definite():
+        means, betas, dofs, scales = normal_wishart_params(lam_value, lam_logdet,
+                                                           lam_prec_mean, lam_quad)
     for row in np.ndindex(lam_value.shape[:-2]):
-        beta = -2.0 * lam_quad[row]
-        mean = lam_prec_mean[row] / beta
-        w_inv = -(lam_value[row] + lam_value[row].T) - beta * np.outer(mean, mean)
-        scale = _inverse(w_inv)
-        scale = 0.5 * (scale + scale.T)
-        dof = 2.0 * lam_logdet[row] + D
-        draw = _wishart_draw(dof, scale, rng)
-        L = _cholesky(beta * draw)
+        mean, beta = means[row], betas[row]
+        with _positive_definite():
+            draw = np.atleast_2d(scipy.stats.wishart(df=dofs[row], scale=scales[row]).rvs(
+                random_state=rng))
+            L = np.linalg.cholesky(beta * draw)
         # μ = m + L^{-T} ε has covariance (β Λ)^{-1}
-        mu = mean + np.linalg.solve(L.T, rng.standard_normal(D))
+        mu = mean + np.linalg.solve(L.T, rng.standard_normal(len(mean)))
         prec_mean = draw @ mu
         out_value[row] = draw
         out_logdet[row] = np.linalg.slogdet(draw)[1]

@@ -82,7 +82,8 @@ import math
 import numba
 import numpy as np
 
-from .sampling import log_gamma_draws
+from .families import normal_gamma_params
+from .sampling import log_gamma_draws, sample_normal_gamma
 from .special import digamma, trigamma
 
 # Not disk-cached: numba would keep a stale copy of a helper from another file that this
@@ -425,25 +426,12 @@ def sample_normal_gamma_aux(lam_log: np.ndarray, lam_value: np.ndarray,
                             out_value: np.ndarray, out_prec_mean: np.ndarray,
                             out_quad: np.ndarray, aux_log_gamma: np.ndarray,
                             aux_eps: np.ndarray) -> None:
-    """log τ, τ, τμ, τμ² of τ ~ Gamma(a, b), μ | τ ~ Normal(m, precision βτ), as
-    ``sample_normal_gamma`` (same random stream, same arithmetic); also aux_log_gamma = log G
-    for the unit-rate draw G ~ Gamma(a, 1), τ = G / b, and aux_eps = ε ~ N(0, 1) with
-    μ = m + ε / √(βτ) (both shaped like lam_log)."""
-    beta = -2.0 * np.asarray(lam_quad, dtype=float)
-    mean = np.asarray(lam_prec_mean, dtype=float) / beta
-    shape = np.asarray(lam_log, dtype=float) + 0.5
-    rate = -np.asarray(lam_value, dtype=float) - 0.5 * beta * mean * mean
-    log_g = log_gamma_draws(shape, rng)
-    log_tau = log_g - np.log(rate)
-    tau = np.exp(log_tau)
-    eps = rng.standard_normal(beta.shape)
-    mu = mean + eps / np.sqrt(beta * tau)
-    aux_log_gamma[...] = log_g
-    aux_eps[...] = eps
-    out_log[...] = log_tau
-    out_value[...] = tau
-    out_prec_mean[...] = tau * mu
-    out_quad[...] = tau * mu * mu
+    """log τ, τ, τμ, τμ² of τ ~ Gamma(a, b), μ | τ ~ Normal(m, precision βτ): the draw of
+    ``sample_normal_gamma``, which also writes aux_log_gamma = log G for the unit-rate draw
+    G ~ Gamma(a, 1), τ = G / b, and aux_eps = ε ~ N(0, 1) with μ = m + ε / √(βτ) (both shaped
+    like lam_log)."""
+    sample_normal_gamma(lam_log, lam_value, lam_prec_mean, lam_quad, rng, out_log, out_value,
+                        out_prec_mean, out_quad, aux_log_gamma, aux_eps)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -540,10 +528,7 @@ def ssvi_normal(lam_value: np.ndarray, lam_square: np.ndarray, aux_eps: np.ndarr
 
 def _normal_gamma_usual(lam_log, lam_value, lam_prec_mean, lam_quad):
     """(a, b, m, β) of the Normal-Gamma coefficients, as float arrays."""
-    beta = -2.0 * np.asarray(lam_quad, dtype=float)
-    mean = np.asarray(lam_prec_mean, dtype=float) / beta
-    shape = np.asarray(lam_log, dtype=float) + 0.5
-    rate = -np.asarray(lam_value, dtype=float) - 0.5 * beta * mean * mean
+    mean, beta, shape, rate = normal_gamma_params(lam_log, lam_value, lam_prec_mean, lam_quad)
     return shape, rate, mean, beta
 
 
