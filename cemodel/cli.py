@@ -415,15 +415,9 @@ def _posterior(args):
         raise CemError(f"--top takes a whole number >= 1, found {args.top}")
     model = None
     if args.model:
-        from .augment import augment
-        from .blocks import form_blocks
-        from .compiler import read_source
-        from .model import build_model
-        from .syntax import parse
+        from .compiler import fitted_model, read_source
 
-        text, filename = read_source(args.model)
-        # the variables a fit writes: with the introduced ones and the joint blocks
-        model = form_blocks(augment(build_model(parse(text, filename))))
+        model = fitted_model(*read_source(args.model))
     vocab = read_vocab(args.vocab) if args.vocab else None
     return load_posterior(args.posterior, model), vocab
 

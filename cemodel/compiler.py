@@ -91,12 +91,18 @@ def apply_settings(model: Model, settings: dict[str, float]) -> Model:
     return replace(model, dims=tuple(dims.values()), hypers=tuple(hypers.values()))
 
 
+def fitted_model(text: str, filename: str, settings: dict[str, float] | None = None) -> Model:
+    """The model as a fit sees it: parsed, built, ``--set`` applied, with the variables cemodel
+    introduces and its joint blocks (the names a posterior holds)."""
+    model = apply_settings(build_model(parse(text, filename)), settings or {})
+    return form_blocks(augment(model))
+
+
 def run_stages(text: str, filename: str, settings: dict[str, float] | None = None,
                collapse: tuple[str, ...] | None = None) -> Stages:
     """Parse, build, analyse and plan; raises a ``CemError`` for any user mistake.
     ``collapse`` names the KLC set X (overrides the model file's ``collapse``)."""
-    program = parse(text, filename)
-    model = form_blocks(augment(apply_settings(build_model(program), settings or {})))
+    model = fitted_model(text, filename, settings)
     analysis = analyse(model)
     plan = make_plan(analysis, collapse)
     return Stages(model, analysis, plan)

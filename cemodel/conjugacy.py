@@ -267,7 +267,6 @@ class _Expander:
         if len(precision) == 1 and not mean:
             only = precision[0]
             return Stat(only.var, only.index, only.stat.split(".", 1)[1], only.tensor)
-        fused = None
         if len(precision) == 1 and len(mean) == 1:
             p, m = precision[0], mean[0]
             fused = FUSED.get((p.stat.split(".", 1)[1], m.stat.split(".", 1)[1]))

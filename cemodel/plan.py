@@ -315,21 +315,27 @@ def _learnable(model: Model, kept: tuple[str, ...]) -> tuple[Learnable, ...]:
     return tuple(found)
 
 
+# The variational families cemodel.runtime.sampling draws from (its SAMPLERS), and those
+# whose V(β, λ) cemodel.runtime.ssvi applies, with the auxiliary draws V keeps (its
+# SSVI_FAMILIES); compile-side copies, so that planning imports no numba
+# (tests/test_ssvi_runtime.py checks that they match the runtime's)
+SAMPLED_FAMILIES = ("dirichlet", "beta", "gamma", "normal", "mvn", "wishart", "normal_gamma",
+                    "normal_wishart")
+SSVI_AUX_DRAWS = {"dirichlet": 1, "beta": 2, "gamma": 1, "normal": 1, "normal_gamma": 2}
+
+
 def _methods(model: Model) -> tuple[tuple[str, str], ...]:
     """Each global step and whether it applies (or why not); only what is implemented."""
     stochastic = "yes" if model.data_plate else (
         "no: the model has no single data plate to subsample (observations must all sit in "
         "one top-level plate)"
     )
-    sampled = {"dirichlet", "beta", "gamma", "normal", "mvn", "wishart", "normal_gamma",
-               "normal_wishart"}
     unsampled = sorted({FAMILIES[v.family].variational for v in model.latents
-                        if not model.is_local(v)} - sampled)
+                        if not model.is_local(v)} - set(SAMPLED_FAMILIES))
     ssvi_a = stochastic if stochastic != "yes" or not unsampled else (
         f"no: cemodel cannot sample a {', '.join(unsampled)} global")
     no_v = sorted({FAMILIES[v.family].variational for v in model.latents
-                   if not model.is_local(v)} - {"dirichlet", "beta", "gamma", "normal",
-                                                "normal_gamma"})
+                   if not model.is_local(v)} - set(SSVI_AUX_DRAWS))
     ssvi = ssvi_a if ssvi_a != "yes" or not no_v else (
         f"no: V(β, λ) needs the quantile derivative of q(β), which cemodel has for Dirichlet, "
         f"Beta, Gamma, Normal and Normal-Gamma globals, not {', '.join(no_v)}")

@@ -236,11 +236,9 @@ def test_a_normal_wishart_block_posterior_summarizes_and_plots(gmm_fit, tmp_path
         lines = out.splitlines()
         assert any(line.split()[:2] == ["mu_Lambda", "Normal-Wishart"] for line in lines)
         assert any(line.split()[:2] == ["Lambda", "Wishart"] for line in lines)
-    text, name = read_source(model)
-    from cemodel.augment import augment
-    from cemodel.blocks import form_blocks
+    from cemodel.compiler import fitted_model
 
-    posterior = load_posterior(post, form_blocks(augment(build_model(parse(text, name)))))
+    posterior = load_posterior(post, fitted_model(*read_source(model)))
     (c,) = recognise(posterior)[2]
     order = np.argsort(c.means[:, 0])
     np.testing.assert_allclose(c.means[order], CENTRES, atol=0.25)

@@ -88,6 +88,15 @@ LAMS = {
 N_STATS = {"dirichlet": 1, "beta": 2, "gamma": 2, "normal": 2, "normal_gamma": 4}
 
 
+def test_the_planner_knows_what_the_runtime_samples():
+    """plan.SAMPLED_FAMILIES / SSVI_AUX_DRAWS decide which methods apply and how many aux
+    arrays the generated code allocates: they must be the runtime's own registries."""
+    from cemodel.plan import SAMPLED_FAMILIES, SSVI_AUX_DRAWS
+
+    assert set(SAMPLED_FAMILIES) == set(sampling.SAMPLERS)
+    assert SSVI_AUX_DRAWS == {f: n for f, (_, _, n) in ssvi.SSVI_FAMILIES.items()}
+
+
 @pytest.mark.parametrize("family", sorted(ssvi.SSVI_FAMILIES))
 def test_aux_samplers_match_plain_samplers(family):
     """Same statistics as sampling.SAMPLERS from the same random stream, and the aux

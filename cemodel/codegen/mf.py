@@ -29,7 +29,7 @@ from ..model import (
     RVector,
     VarDef,
 )
-from ..plan import InferencePlan, describe_slot
+from ..plan import SAMPLED_FAMILIES, SSVI_AUX_DRAWS, InferencePlan, describe_slot
 from .assignments import AssignmentStep
 from .klc import KlcEmitter
 from .loops import (
@@ -1915,7 +1915,7 @@ class MeanFieldEmitter:
 
     def _aux(self, name: str) -> list[str]:
         """The auxiliary draws V(β, λ) of a global needs (cemodel.runtime.ssvi)."""
-        return [f"aux_{name}_{i}" for i in range(_SSVI_AUX[self.family(name)])]
+        return [f"aux_{name}_{i}" for i in range(SSVI_AUX_DRAWS[self.family(name)])]
 
     def _sample_lines(self) -> list[Node]:
         """β ~ q(β) for every global, written where E[t(β)] lives (and its exp arrays)."""
@@ -2172,7 +2172,7 @@ class MeanFieldEmitter:
         return nodes
 
     def _ssvi_applies(self) -> bool:
-        return bool(self.plan.globals) and all(self.family(n) in _SSVI_AUX
+        return bool(self.plan.globals) and all(self.family(n) in SSVI_AUX_DRAWS
                                                for n in self.plan.globals)
 
     def _v_lines(self) -> list[Node]:
@@ -2359,7 +2359,7 @@ class MeanFieldEmitter:
             drivers.insert(2, self.learn_function())
         if m.data_plate is not None:
             drivers.append(self.fit_svi_function())
-            if all(self.family(n) in _SAMPLED for n in self.plan.globals):
+            if all(self.family(n) in SAMPLED_FAMILIES for n in self.plan.globals):
                 drivers.append(self.fit_ssvi_a_function())
             if self._ssvi_applies():
                 drivers.append(self.fit_ssvi_function())
@@ -2416,13 +2416,6 @@ def _key_plates(acc) -> tuple[str, ...]:
     """Inner plates an accumulator keeps (``@plate`` entries of its key)."""
     return tuple(k[1:] for k in acc.key if k.startswith("@"))
 
-
-# variational families the runtime can sample (cemodel.runtime.sampling)
-_SAMPLED = ("dirichlet", "beta", "gamma", "normal", "mvn", "wishart", "normal_gamma",
-            "normal_wishart")
-
-# families whose V(β, λ) the runtime applies, and how many auxiliary draws each keeps
-_SSVI_AUX = {"dirichlet": 1, "beta": 2, "gamma": 1, "normal": 1, "normal_gamma": 2}
 
 # names a driver supplies itself rather than reading from the state
 _DRIVER_ARGS = ("scale", "seeding", "items", "warm", "guard", "max_local_iter", "local_tol",
