@@ -36,8 +36,7 @@ def augment(model: Model) -> Model:
     sum anywhere else (with the place and the reason)."""
     variables: list[VarDef] = []
     introduced: list[Introduced] = []
-    taken = {v.name for v in model.variables} | {d.name for d in model.data} | {
-        h.name for h in model.hypers} | {d.name for d in model.dims}
+    taken: set[str] = set()  # the names given here
     for var in model.variables:
         split_rate = (var.family == "Poisson" and var.observed and isinstance(var.args[0], RSum))
         for position, arg in enumerate(var.args):
@@ -50,10 +49,7 @@ def augment(model: Model) -> Model:
             continue
         rate = var.args[0]
         assert isinstance(rate, RSum)
-        name = f"{var.name}_split"
-        while name in taken:
-            name += "_"
-        taken.add(name)
+        name = model.fresh_name(f"{var.name}_split", taken)
         split = VarDef(name, var.plates, "SplitCounts", (), False, (rate.dim,), None,
                        var.span, var.dist_span)
         ref = RVar(name, tuple(PlateIndex(p, var.span) for p in var.plates), var.span)

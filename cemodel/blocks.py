@@ -47,8 +47,7 @@ def form_blocks(model: Model) -> Model:
     """Fit each conjugate (mean, precision) pair as one joint factor."""
     variables = list(model.variables)
     blocks: list[Block] = []
-    taken = {v.name for v in model.variables} | {d.name for d in model.data} | {
-        h.name for h in model.hypers} | {d.name for d in model.dims}
+    taken: set[str] = set()  # the names given here
     declined: list[Block] = []
     for mean in model.latents:
         found = _prior_pair(model, mean)
@@ -65,10 +64,7 @@ def form_blocks(model: Model) -> Model:
         if position is None:
             continue
         family = BLOCKS[(mean.family, precision.family)]
-        name = f"{mean.name}_{precision.name}"
-        while name in taken:
-            name += "_"
-        taken.add(name)
+        name = model.fresh_name(f"{mean.name}_{precision.name}", taken)
         var = VarDef(name, mean.plates, family.name,
                      (mean.args[0], scale, *precision.args), False, precision.shape, None,
                      mean.span, mean.dist_span)

@@ -254,6 +254,17 @@ class Model:
         assert block is not None
         return block.mean if ref.part == "mean" else block.precision
 
+    def fresh_name(self, base: str, taken: set[str]) -> str:
+        """``base``, with "_" appended until it names nothing in the model nor in ``taken``
+        (the names a stage has already given); the result is added to ``taken``."""
+        used = taken | {v.name for v in self.variables} | {d.name for d in self.data} | {
+            h.name for h in self.hypers} | {d.name for d in self.dims}
+        name = base
+        while name in used:
+            name += "_"
+        taken.add(name)
+        return name
+
     def introduced_for(self, name: str) -> Introduced | None:
         for item in self.introduced:
             if item.name == name:
