@@ -143,3 +143,17 @@ def test_a_sum_is_refused_where_it_is_not_conjugate(tmp_path):
         _stages(tmp_path, head + "    observe y[n] ~ Poisson(sum(2.0 for k in K))\n")
     with pytest.raises(CemModelError, match="already the index"):
         _stages(tmp_path, head + "    observe y[n] ~ Poisson(sum(lam[n] for n in K))\n")
+
+
+def test_the_elbo_pass_does_not_change_a_warm_started_fit(compiled):
+    """With warm_start the local step continues from each item's kept locals; the per-epoch
+    ELBO re-solves them at E_q[β] and must not hand that state to the next step: the fit
+    with evaluate=True equals the one with evaluate=False to the last bit."""
+    rng = np.random.default_rng(5)
+    _, _, Y = _gap_data(rng, F=12, T=40, K=2)
+    model = compiled("gap_nmf", K=4)
+    fits = [model.fit_ssvi_a({"Y": Y.T}, batch_size=20, epochs=4, seed=2, max_local_iter=3,
+                             warm_start=True, evaluate=evaluate) for evaluate in (True, False)]
+    assert len(fits[0].elbo) == 4 and len(fits[1].elbo) == 0
+    for key in ("W.shape", "W.rate", "theta.shape", "theta.rate", "H.shape", "H.rate"):
+        np.testing.assert_array_equal(fits[0][key], fits[1][key], err_msg=key)

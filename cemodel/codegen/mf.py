@@ -1183,14 +1183,8 @@ class MeanFieldEmitter:
         least as good as the previous state (re-optimised in the scratch locals), so the
         ELBO never decreases."""
         item = plate_var(self.model.data_plate)
-        kept = self.plan.kept_locals
         scratch = [n for n in reversed(self.plan.locals) if n in self.layout.scratch]
-        arrays = []
-        for name in kept:
-            for stat, _ in self.stats(name):
-                arrays += [self.layout.lam(name, stat), self.layout.E(name, stat)]
-            if f"X_{name}_log" in self._state_candidates():
-                arrays.append(f"X_{name}_log")
+        arrays = self._kept_arrays()
         rebuild = [self._call_update(n, "True", args) for n in scratch]
         fast = self._fast_guard()
         if fast is not None:
@@ -1225,6 +1219,16 @@ class MeanFieldEmitter:
         ]
         self._guard_arrays = arrays
         return before, after
+
+    def _kept_arrays(self) -> list[str]:
+        """The state arrays that hold the kept locals' q: what a warm start continues from."""
+        arrays = []
+        for name in self.plan.kept_locals:
+            for stat, _ in self.stats(name):
+                arrays += [self.layout.lam(name, stat), self.layout.E(name, stat)]
+            if f"X_{name}_log" in self._state_candidates():
+                arrays.append(f"X_{name}_log")
+        return arrays
 
     def _state_candidates(self) -> set[str]:
         names = set()
@@ -2031,6 +2035,8 @@ class MeanFieldEmitter:
             )),
             Block("if evaluate", (
                 Comment("the full-data ELBO at optimal locals for the current globals"),
+                *self._keep_warm_lines(stream_ok, "kept_locals = " + _tuple(
+                    f"s.{a}.copy()" for a in self._kept_arrays())),
                 Line("s.item_weight[...] = 1.0"),
                 *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
                 *([Block("if source is None", (full_elbo,)),
@@ -2044,6 +2050,9 @@ class MeanFieldEmitter:
                   if stream_ok else [full_elbo]),
                 self._driver_call("elbo_global", {}, result="elbo_global_part"),
                 Line("elbo += elbo_global_part"),
+                *self._keep_warm_lines(stream_ok, *(
+                    f"s.{a}[...] = kept_locals[{i}]"
+                    for i, a in enumerate(self._kept_arrays()))),
                 Line("trace.append(elbo)"),
                 Block("if callback is not None", (
                     Line("callback(epoch, elbo, time.perf_counter() - clock)"),)),
@@ -2162,6 +2171,17 @@ class MeanFieldEmitter:
                "(_bind_items), the ELBO reads the\nitems a minibatch at a time, and the result "
                "holds the globals only (Model.infer gives the\nlocals of any items).")
         return Function("fit_svi", args, tuple(body), doc)
+
+    def _keep_warm_lines(self, stream_ok: bool, *lines: str) -> list[Node]:
+        """Lines run only under warm_start (in memory): the ELBO pass re-solves the kept
+        locals at E_q[β], and the fit must continue from its own, so that evaluating never
+        changes the trajectory."""
+        if not self._warmable():
+            return []
+        condition = "warm_start and source is None" if stream_ok else "warm_start"
+        return [Block(f"if {condition}", tuple(Line(x) for x in lines),
+                      comment="the fit continues from its own kept locals, not the ELBO "
+                              "pass's")]
 
     def _blend_lines(self, lams) -> list[Node]:
         """λ ← (1 − ρ)λ + ρλ̂ (SSVI blends inside its V block)."""

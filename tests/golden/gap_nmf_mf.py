@@ -942,6 +942,9 @@ def fit_svi(
             clock += time.perf_counter() - paused  # not part of the fit's time
         if evaluate:
             # the full-data ELBO at optimal locals for the current globals
+            # the fit continues from its own kept locals, not the ELBO pass's
+            if warm_start and source is None:
+                kept_locals = (s.lam_H_log.copy(), s.E_H_log.copy(), s.lam_H_value.copy(), s.E_H_value.copy(), s.X_H_log.copy())
             s.item_weight[...] = 1.0
             s.acc_Y_0[...] = 0.0
             s.acc_Y_1[...] = 0.0
@@ -955,6 +958,13 @@ def fit_svi(
                     elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, False, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, False, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
             elbo_global_part = elbo_global(s.n_K, s.alpha_K, s.log_alpha_c, s.lgamma_alpha_K, s.E_theta_log, s.alpha_c, s.E_theta_value, s.n_F, s.a, s.log_a, s.lgamma_a, s.E_W_log, s.E_W_value, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3, s.lam_W_log, s.lam_W_value, s.lam_theta_log, s.lam_theta_value)
             elbo += elbo_global_part
+            # the fit continues from its own kept locals, not the ELBO pass's
+            if warm_start and source is None:
+                s.lam_H_log[...] = kept_locals[0]
+                s.E_H_log[...] = kept_locals[1]
+                s.lam_H_value[...] = kept_locals[2]
+                s.E_H_value[...] = kept_locals[3]
+                s.X_H_log[...] = kept_locals[4]
             trace.append(elbo)
             if callback is not None:
                 callback(epoch, elbo, time.perf_counter() - clock)

@@ -1147,6 +1147,9 @@ def fit_svi(
             clock += time.perf_counter() - paused  # not part of the fit's time
         if evaluate:
             # the full-data ELBO at optimal locals for the current globals
+            # the fit continues from its own kept locals, not the ELBO pass's
+            if warm_start and source is None:
+                kept_locals = (s.lam_theta_log.copy(), s.E_theta_log.copy(), s.X_theta_log.copy())
             s.item_weight[...] = 1.0
             s.acc_w_0[...] = 0.0
             if source is None:
@@ -1158,6 +1161,11 @@ def fit_svi(
                     elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, False, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, False, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads, s.acc_w_0)
             elbo_global_part = elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
             elbo += elbo_global_part
+            # the fit continues from its own kept locals, not the ELBO pass's
+            if warm_start and source is None:
+                s.lam_theta_log[...] = kept_locals[0]
+                s.E_theta_log[...] = kept_locals[1]
+                s.X_theta_log[...] = kept_locals[2]
             trace.append(elbo)
             if callback is not None:
                 callback(epoch, elbo, time.perf_counter() - clock)
