@@ -24,16 +24,12 @@ import networkx as nx
 from .model import (
     GateIndex,
     Model,
-    RBin,
-    RCall,
     RData,
     RExpr,
     RHyper,
-    RNeg,
-    RRepeat,
     RVar,
-    RVector,
     model_graph,
+    sub_exprs,
 )
 
 # ---------------------------------------------------------------------------
@@ -105,7 +101,7 @@ def _leaves(expr: RExpr) -> Iterator[tuple[str, str, bool]]:
         for index in expr.indices:
             if isinstance(index, GateIndex) and isinstance(index.var, RData):
                 yield index.var.name, "data", True
-    for child in _subexpressions(expr):
+    for child in sub_exprs(expr):
         yield from _leaves(child)
 
 
@@ -115,22 +111,8 @@ def _gates(expr: RExpr) -> Iterator[tuple[str, str]]:
         for index in expr.indices:
             if isinstance(index, GateIndex):
                 yield index.var.name, expr.name
-    for child in _subexpressions(expr):
+    for child in sub_exprs(expr):
         yield from _gates(child)
-
-
-def _subexpressions(expr: RExpr) -> tuple[RExpr, ...]:
-    if isinstance(expr, RBin):
-        return expr.left, expr.right
-    if isinstance(expr, RNeg):
-        return (expr.operand,)
-    if isinstance(expr, RCall):
-        return expr.args
-    if isinstance(expr, RRepeat):
-        return (expr.value,)
-    if isinstance(expr, RVector):
-        return expr.items
-    return ()
 
 
 def plate_label(model: Model, name: str) -> str:

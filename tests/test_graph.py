@@ -279,3 +279,21 @@ def test_math_labels():
     assert math_label("tau_w", ("g",)) == "$\\tau_{\\mathrm{w},g}$"
     assert math_label("rate", ("k",)) == "$\\mathrm{rate}_{k}$"
     assert math_label("my_var") == "$\\mathrm{my\\_var}$"
+
+
+def test_hyperparameters_and_covariates_inside_a_sum_are_drawn():
+    text = """model exposures
+dim K = 3
+dim N
+hyper c = 2.0
+plate comps k in K:
+    lam[k] ~ Gamma(1.0, 1.0)
+plate items n in N:
+    data x[n] : real
+    observe y[n] ~ Poisson(sum(c * x[n] * lam[k] for k in K))
+"""
+    d = diagram(build_model(parse(text, "exposures.cem")))
+    kinds = {n.name: n.kind for n in d.nodes}
+    assert kinds["c"] == "hyper" and kinds["x"] == "data"
+    edges = {(e.source, e.target) for e in d.edges}
+    assert {("c", "y"), ("x", "y"), ("lam", "y")} <= edges
