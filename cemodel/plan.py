@@ -27,7 +27,9 @@ from .model import Model, model_graph
 
 @dataclass(frozen=True)
 class Accumulator:
-    """Σ over the data plate of the local part of one monomial, by ``key`` letters."""
+    """Σ over the data plate of the local part of one monomial, by ``key`` letters. Monomials
+    of one factor with the same local part and key share one array (``name``): the
+    Normal-Wishart's log|Λ| and μᵀΛμ terms both need Σ_n q(z_n = k)."""
 
     name: str
     factor: int
@@ -66,6 +68,14 @@ class InferencePlan:
     assignment_locals: tuple[str, ...] = ()
     # KLC-CG: the collapsed set X and the softmax-parameterised Z (None: KLC does not apply)
     collapse: Collapse | None = None
+
+    @property
+    def stored_accumulators(self) -> tuple[Accumulator, ...]:
+        """One accumulator per array: what the local step allocates, zeroes and fills."""
+        seen: dict[str, Accumulator] = {}
+        for acc in self.accumulators:
+            seen.setdefault(acc.name, acc)
+        return tuple(seen.values())
 
     def accumulator_for(self, factor: int, monomial: int) -> Accumulator | None:
         for acc in self.accumulators:
@@ -133,7 +143,9 @@ def make_plan(analysis: Analysis, collapse: tuple[str, ...] | None = None) -> In
                         and s.fn == "onehot" and s.tensor} & shared
             key = (tuple(sorted(observed)) + tuple(sorted(shared - observed))
                    + tuple(sorted(inner)))
-            accumulators.append(Accumulator(f"acc_{factor.child}_{mi}", fi, mi, local, glob, key))
+            name = next((a.name for a in accumulators if a.factor == fi and a.local == local
+                         and a.key == key), f"acc_{factor.child}_{mi}")
+            accumulators.append(Accumulator(name, fi, mi, local, glob, key))
 
     klc, chosen = _klc(analysis, graph, collapse)
     methods = _methods(model) + (("klc", klc),)

@@ -159,7 +159,8 @@ class KlcEmitter:
     # -- drivers ---------------------------------------------------------------
     def functions(self) -> list[Function]:
         e = self.e
-        bound: list[Node] = [Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators]
+        bound: list[Node] = [Line(f"s.{acc.name}[...] = 0.0")
+                             for acc in self.plan.stored_accumulators]
         overrides = {"items": "s.all_items", **{f"theta_{z}": f"theta[{i}]"
                                                 for i, z in enumerate(self.Z)}}
         bound.append(e._driver_call("klc_stats", overrides, result="value"))

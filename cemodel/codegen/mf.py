@@ -975,15 +975,15 @@ class MeanFieldEmitter:
         they read are contracted first (hoisted)."""
         item = plate_var(self.model.data_plate)
         private = self.thread_private()
-        accs = [a.name for a in self.plan.accumulators] if accumulate else []
+        accs = [a.name for a in self.plan.stored_accumulators] if accumulate else []
         threaded = private + accs
         count = f"{threaded[0]}_threads.shape[0]" if threaded else args.use(threads)
         bind = [Line(f"{n} = {n}_threads[thread]") for n in private]
-        vector_accs = [a.name for a in self.plan.accumulators if a.key] if accumulate else []
+        vector_accs = [a.name for a in self.plan.stored_accumulators if a.key] if accumulate else []
         bind += [Line(f"{a}_t = {a}_threads[thread]") for a in vector_accs]
         bind += [Line(f"{a}_t[...] = 0.0") for a in vector_accs]
         if accumulate:
-            bind += [Line(f"{a.name}_threads[thread] = 0.0") for a in self.plan.accumulators
+            bind += [Line(f"{a.name}_threads[thread] = 0.0") for a in self.plan.stored_accumulators
                      if not a.key]
         body: list[Node] = [
             *(self.hoist_nodes(args) if hoist else ()),
@@ -1067,7 +1067,7 @@ class MeanFieldEmitter:
         data_plate = self.model.data_plate
         item = plate_var(data_plate)
         nodes: list[Node] = []
-        for acc in self.plan.accumulators:
+        for acc in self.plan.stored_accumulators:
             factor = self.analysis.factors[acc.factor]
             nodes.append(Comment(f"{acc.name}[{', '.join(acc.key)}] += "
                                  + " · ".join(describe_slot(s) for s in acc.local)
@@ -1587,7 +1587,7 @@ class MeanFieldEmitter:
                 body.append(Line(f"s_{name} = np.zeros({rows})", "per-row normalisers"))
         body.append(Comment("sufficient statistics the local step hands to the global step"
                             + (" (added up over minibatches)" if items_only else "")))
-        for acc in self.plan.accumulators:
+        for acc in self.plan.stored_accumulators:
             if items_only:
                 body.append(Line(f"{acc.name} = s.{acc.name}"))
                 continue
@@ -1600,7 +1600,7 @@ class MeanFieldEmitter:
                              "the local step's threads (NUMBA_NUM_THREADS, --threads)"))
             for name in self.thread_private():
                 body.append(Line(f"{name}_threads = np.zeros((n_threads,) + {name}.shape)"))
-            for name in [a.name for a in self.plan.accumulators]:
+            for name in [a.name for a in self.plan.stored_accumulators]:
                 body.append(Line(f"{name}_threads = s.{name}_threads" if items_only else
                                  f"{name}_threads = np.zeros((n_threads,) + {name}.shape)"))
             item_dim = dim_name(self.model.plate(self.model.data_plate).dim)
@@ -1710,7 +1710,7 @@ class MeanFieldEmitter:
                         "not part of the ELBO trace"),
                 Line(f"seed_category = rt.seed_categories(SPEC, bound.arrays, "
                      f"{self.model.data_plate!r}, {item_dim}, {n_cat}, seed)"),
-                *[Line(f"{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
+                *[Line(f"{acc.name}[...] = 0.0") for acc in self.plan.stored_accumulators],
                 self._driver_call("local_step", {
                     "seeding": "True", "items": "all_items", "warm": "False",
                     "guard": "False"}, prefix=""),
@@ -1852,7 +1852,7 @@ class MeanFieldEmitter:
             body.append(Line("learn = rt.check_learn(learn, LEARNABLE)"))
             loop.append(Block("if learn and iteration > 0", (Line("_learn(s, learn)"),),
                               comment="empirical Bayes, before the local step"))
-        loop += [Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators]
+        loop += [Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.stored_accumulators]
         if self.model.data_plate is not None:
             loop.append(self._driver_call(
                 "local_step", {"seeding": "False", "items": "s.all_items",
@@ -1981,7 +1981,7 @@ class MeanFieldEmitter:
                 Line("size_m = rt.effective_size(effective_batch_size, step, len(batch))"),
                 Line("s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)"),
             ), comment="SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)"),
-            *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
+            *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.stored_accumulators],
             *([Block("if sample_globals", tuple(self._sample_lines()),
                      comment="SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]")]
               if globals_ else []),
@@ -2038,7 +2038,7 @@ class MeanFieldEmitter:
                 *self._keep_warm_lines(stream_ok, "kept_locals = " + _tuple(
                     f"s.{a}.copy()" for a in self._kept_arrays())),
                 Line("s.item_weight[...] = 1.0"),
-                *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.accumulators],
+                *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.stored_accumulators],
                 *([Block("if source is None", (full_elbo,)),
                    Block("else", (
                        Line("elbo = 0.0"),

@@ -118,11 +118,9 @@ def local_step(
         acc_z_0_threads,
         acc_x_0_threads,
         acc_x_1_threads,
-        acc_x_2_threads,
         acc_z_0,
         acc_x_0,
         acc_x_1,
-        acc_x_2,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
@@ -141,11 +139,9 @@ def local_step(
         acc_z_0_t = acc_z_0_threads[thread]
         acc_x_0_t = acc_x_0_threads[thread]
         acc_x_1_t = acc_x_1_threads[thread]
-        acc_x_2_t = acc_x_2_threads[thread]
         acc_z_0_t[...] = 0.0
         acc_x_0_t[...] = 0.0
         acc_x_1_t[...] = 0.0
-        acc_x_2_t[...] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_points = items[position]
@@ -166,10 +162,6 @@ def local_step(
             for i_dims in range(n_P):
                 for t_g0 in range(n_K):
                     acc_x_1_t[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-            # acc_x_2[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
-            for i_dims in range(n_P):
-                for t_g0 in range(n_K):
-                    acc_x_2_t[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
             # ELBO: local terms and local entropies
             elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
         elbo_threads[thread] = elbo
@@ -179,8 +171,6 @@ def local_step(
         acc_x_0 += acc_x_0_threads[thread]
     for thread in range(n_threads):
         acc_x_1 += acc_x_1_threads[thread]
-    for thread in range(n_threads):
-        acc_x_2 += acc_x_2_threads[thread]
     return elbo_threads.sum()
 
 
@@ -228,7 +218,6 @@ def local_step_gibbs(
         acc_z_0,
         acc_x_0,
         acc_x_1,
-        acc_x_2,
 ):
     """Gibbs local step: each item's assignments sampled from their conditionals with no proportions integrated out,
     `sweeps` sweeps, q(z) = the one-hot counts averaged over the sweeps after burn_in (Mimno et al. 2012).
@@ -297,10 +286,6 @@ def local_step_gibbs(
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
                 acc_x_1[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_2[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
-        for i_dims in range(n_P):
-            for t_g0 in range(n_K):
-                acc_x_2[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
 
 
 @njit(cache=True, nogil=True)
@@ -320,7 +305,6 @@ def local_step_cvb0(
         acc_z_0,
         acc_x_0,
         acc_x_1,
-        acc_x_2,
 ):
     """CVB0 local step: each item's q(z) updated with no proportions integrated out, until the mean absolute
     change of q(z) is below local_tol (Asuncion et al. 2009).
@@ -353,10 +337,6 @@ def local_step_cvb0(
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
                 acc_x_1[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_2[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
-        for i_dims in range(n_P):
-            for t_g0 in range(n_K):
-                acc_x_2[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -368,7 +348,6 @@ def update_p(
         b,
         acc_x_0,
         acc_x_1,
-        acc_x_2,
         expect,
         E_p_log,
         E_p_log1m,
@@ -398,7 +377,7 @@ def update_p(
             # from x ~ Bernoulli (bernoulli_mixture.cem:28:9)
             lam_p_log1m[i_components, i_features] += scale * acc_x_1[i_components, i_features]
             # from x ~ Bernoulli (bernoulli_mixture.cem:28:9)
-            lam_p_log1m[i_components, i_features] += -scale * acc_x_2[i_components, i_features]
+            lam_p_log1m[i_components, i_features] += -scale * acc_x_0[i_components, i_features]
             if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
                 E_p_log[i_components, i_features], E_p_log1m[i_components, i_features] = rt.beta_expected_stats(lam_p_log[i_components, i_features], lam_p_log1m[i_components, i_features])
 
@@ -449,7 +428,6 @@ def elbo_global(
         acc_z_0,
         acc_x_0,
         acc_x_1,
-        acc_x_2,
         lam_p_log,
         lam_p_log1m,
         lam_pi_log,
@@ -492,7 +470,7 @@ def elbo_global(
             elbo += acc_x_1[t_g0, i_dims] * E_p_log1m[t_g0, i_dims]
     for i_dims in range(n_P):
         for t_g0 in range(n_K):
-            elbo += -acc_x_2[t_g0, i_dims] * E_p_log1m[t_g0, i_dims]
+            elbo += -acc_x_0[t_g0, i_dims] * E_p_log1m[t_g0, i_dims]
     # entropy of q(p)
     for i_components in range(n_K):
         for i_features in range(n_P):
@@ -517,11 +495,9 @@ def klc_stats(
         acc_z_0_threads,
         acc_x_0_threads,
         acc_x_1_threads,
-        acc_x_2_threads,
         acc_z_0,
         acc_x_0,
         acc_x_1,
-        acc_x_2,
 ):
     """KLC statistics: q(Z) = softmax(θ), each collapsed local's mean-field update given q(Z),
     and the collapsed globals' sufficient statistics (accumulators).
@@ -538,11 +514,9 @@ def klc_stats(
         acc_z_0_t = acc_z_0_threads[thread]
         acc_x_0_t = acc_x_0_threads[thread]
         acc_x_1_t = acc_x_1_threads[thread]
-        acc_x_2_t = acc_x_2_threads[thread]
         acc_z_0_t[...] = 0.0
         acc_x_0_t[...] = 0.0
         acc_x_1_t[...] = 0.0
-        acc_x_2_t[...] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_points = items[position]
@@ -560,10 +534,6 @@ def klc_stats(
             for i_dims in range(n_P):
                 for t_g0 in range(n_K):
                     acc_x_1_t[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-            # acc_x_2[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
-            for i_dims in range(n_P):
-                for t_g0 in range(n_K):
-                    acc_x_2_t[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
             # ELBO: local terms and local entropies
             elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
         elbo_threads[thread] = elbo
@@ -573,8 +543,6 @@ def klc_stats(
         acc_x_0 += acc_x_0_threads[thread]
     for thread in range(n_threads):
         acc_x_1 += acc_x_1_threads[thread]
-    for thread in range(n_threads):
-        acc_x_2 += acc_x_2_threads[thread]
     return elbo_threads.sum()
 
 
@@ -664,17 +632,15 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     acc_z_0 = np.zeros((n_K,))
     acc_x_0 = np.zeros((n_K, n_P))
     acc_x_1 = np.zeros((n_K, n_P))
-    acc_x_2 = np.zeros((n_K, n_P))
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
     acc_z_0_threads = np.zeros((n_threads,) + acc_z_0.shape)
     acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape)
     acc_x_1_threads = np.zeros((n_threads,) + acc_x_1.shape)
-    acc_x_2_threads = np.zeros((n_threads,) + acc_x_2.shape)
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     # start every global at its prior
-    update_p(0.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, True, E_p_log, E_p_log1m, n_K, n_P)
+    update_p(0.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, True, E_p_log, E_p_log1m, n_K, n_P)
     update_pi(0.0, lam_pi_log, n_K, alpha_K, acc_z_0, True, E_pi_log)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
@@ -688,9 +654,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         acc_z_0[...] = 0.0
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
-        acc_x_2[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, pre_z_2, E_p_log1m, item_weight, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads, acc_z_0, acc_x_0, acc_x_1, acc_x_2)
-        update_p(1.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, True, E_p_log, E_p_log1m, n_K, n_P)
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, pre_z_2, E_p_log1m, item_weight, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_z_0, acc_x_0, acc_x_1)
+        update_p(1.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, True, E_p_log, E_p_log1m, n_K, n_P)
         update_pi(1.0, lam_pi_log, n_K, alpha_K, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -701,7 +666,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m, n_K, n_P, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, pre_z_2=pre_z_2, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, pre_z_2=pre_z_2, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
 
 
 def _bind_items(s, data):
@@ -739,16 +704,14 @@ def _bind_items(s, data):
     acc_z_0 = s.acc_z_0
     acc_x_0 = s.acc_x_0
     acc_x_1 = s.acc_x_1
-    acc_x_2 = s.acc_x_2
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
     acc_z_0_threads = s.acc_z_0_threads
     acc_x_0_threads = s.acc_x_0_threads
     acc_x_1_threads = s.acc_x_1_threads
-    acc_x_2_threads = s.acc_x_2_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
-    return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, pre_z_2=pre_z_2, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, pre_z_2=pre_z_2, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds, items=True):
@@ -824,11 +787,10 @@ def fit(
         s.acc_z_0[...] = 0.0
         s.acc_x_0[...] = 0.0
         s.acc_x_1[...] = 0.0
-        s.acc_x_2[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
-        update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, True, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1)
+        update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, True, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
         update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, True, s.E_pi_log)
-        elbo = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
+        elbo = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
         elbo += elbo_local
         trace.append(elbo)
         rt.check_elbo_increase(trace, warn_decrease)
@@ -949,7 +911,6 @@ def fit_svi(
             s.acc_z_0[...] = 0.0
             s.acc_x_0[...] = 0.0
             s.acc_x_1[...] = 0.0
-            s.acc_x_2[...] = 0.0
             if sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
                 if apply_v:  # keeps the draws V needs
                     rt.sample_beta_aux(s.lam_p_log, s.lam_p_log1m, sampler, s.E_p_log, s.E_p_log1m, aux_p_0, aux_p_1)
@@ -960,11 +921,11 @@ def fit_svi(
                 else:
                     rt.sample_dirichlet(s.lam_pi_log, sampler, s.E_pi_log)
             if local == 'gibbs':
-                local_step_gibbs(batch, gibbs_sweeps, gibbs_burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+                local_step_gibbs(batch, gibbs_sweeps, gibbs_burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1)
             elif local == 'cvb0':
-                local_step_cvb0(batch, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+                local_step_cvb0(batch, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1)
             else:  # mean field; 'exact' when no local depends on another
-                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_p_log[...] = s.lam_p_log
             old_p_log1m[...] = s.lam_p_log1m
@@ -972,12 +933,12 @@ def fit_svi(
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_p(seen / len(batch), s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, False, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
+                update_p(seen / len(batch), s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, False, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
                 update_pi(seen / len(batch), s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, False, s.E_pi_log)
                 if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_p_log = s.lam_p_log.copy()
                     data_p_log1m = s.lam_p_log1m.copy()
-                    update_p(0.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, False, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
+                    update_p(0.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, False, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
                     data_p_log -= s.lam_p_log
                     data_p_log1m -= s.lam_p_log1m
                     rt.ssvi_beta(old_p_log, old_p_log1m, aux_p_0, aux_p_1, data_p_log, data_p_log1m, data_p_log, data_p_log1m)
@@ -1011,15 +972,14 @@ def fit_svi(
             s.acc_z_0[...] = 0.0
             s.acc_x_0[...] = 0.0
             s.acc_x_1[...] = 0.0
-            s.acc_x_2[...] = 0.0
             if source is None:
-                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1)
             else:  # out of core: a minibatch at a time; the statistics add up
                 elbo = 0.0
                 for chunk in source.chunks(batch_size):
                     s = _bind_items(s, source.read(chunk))
-                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
-            elbo_global_part = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1)
+            elbo_global_part = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
             elbo += elbo_global_part
             trace.append(elbo)
             if callback is not None:
@@ -1057,12 +1017,11 @@ def _klc_bound(s, theta):
     s.acc_z_0[...] = 0.0
     s.acc_x_0[...] = 0.0
     s.acc_x_1[...] = 0.0
-    s.acc_x_2[...] = 0.0
-    value = klc_stats(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_P, s.x, s.pre_z_2, s.E_p_log1m, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+    value = klc_stats(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_P, s.x, s.pre_z_2, s.E_p_log1m, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1)
     # the collapsed globals at their optimum given q(Z)
-    update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, True, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
+    update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, True, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
     update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, True, s.E_pi_log)
-    value_global = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
+    value_global = elbo_global(s.n_K, s.alpha_K, s.E_pi_log, s.lgamma_sum_alpha_K, s.lgamma_alpha_K, s.n_P, s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.lam_p_log, s.lam_p_log1m, s.lam_pi_log)
     return value + value_global
 
 

@@ -66,10 +66,8 @@ def local_step(
         acc_x_0_threads,
         x,
         acc_x_1_threads,
-        acc_x_2_threads,
         acc_x_0,
         acc_x_1,
-        acc_x_2,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
@@ -82,7 +80,6 @@ def local_step(
     for thread in prange(n_threads):
         acc_x_0_threads[thread] = 0.0
         acc_x_1_threads[thread] = 0.0
-        acc_x_2_threads[thread] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_trials = items[position]
@@ -90,33 +87,17 @@ def local_step(
             acc_x_0_threads[thread] += item_weight[i_trials] * x[i_trials]
             # acc_x_1[] +=   (beta_bernoulli.cem:13:5)
             acc_x_1_threads[thread] += item_weight[i_trials]
-            # acc_x_2[] += x[trials]  (beta_bernoulli.cem:13:5)
-            acc_x_2_threads[thread] += item_weight[i_trials] * x[i_trials]
             # ELBO: local terms and local entropies
         elbo_threads[thread] = elbo
     for thread in range(n_threads):
         acc_x_0 += acc_x_0_threads[thread]
     for thread in range(n_threads):
         acc_x_1 += acc_x_1_threads[thread]
-    for thread in range(n_threads):
-        acc_x_2 += acc_x_2_threads[thread]
     return elbo_threads.sum()
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_p(
-        scale,
-        lam_p_log,
-        lam_p_log1m,
-        a,
-        b,
-        acc_x_0,
-        acc_x_1,
-        acc_x_2,
-        expect,
-        E_p_log,
-        E_p_log1m,
-):
+def update_p(scale, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, expect, E_p_log, E_p_log1m):
     """q(p) = Beta(a, b)
         a = a + Σ_{n} x[n]
         b = b + Σ_{n} 1 - Σ_{n} x[n]
@@ -138,7 +119,7 @@ def update_p(
     # from x ~ Bernoulli (beta_bernoulli.cem:13:5)
     lam_p_log1m[0] += scale * acc_x_1
     # from x ~ Bernoulli (beta_bernoulli.cem:13:5)
-    lam_p_log1m[0] += -scale * acc_x_2
+    lam_p_log1m[0] += -scale * acc_x_0
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         E_p_log[0], E_p_log1m[0] = rt.beta_expected_stats(lam_p_log[0], lam_p_log1m[0])
 
@@ -150,18 +131,7 @@ def refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m):
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def elbo_global(
-        a,
-        E_p_log,
-        b,
-        E_p_log1m,
-        lbeta_a_b,
-        acc_x_0,
-        acc_x_1,
-        acc_x_2,
-        lam_p_log,
-        lam_p_log1m,
-):
+def elbo_global(a, E_p_log, b, E_p_log1m, lbeta_a_b, acc_x_0, acc_x_1, lam_p_log, lam_p_log1m):
     """ELBO terms of the global factors (see elbo_terms in the README)."""
     elbo = 0.0
     # E[log p(p | ...)]  (beta_bernoulli.cem:11:1)
@@ -173,7 +143,7 @@ def elbo_global(
     # E[log p(x | ...)]  (beta_bernoulli.cem:13:5)
     elbo += acc_x_0 * E_p_log[0]
     elbo += acc_x_1 * E_p_log1m[0]
-    elbo += -acc_x_2 * E_p_log1m[0]
+    elbo += -acc_x_0 * E_p_log1m[0]
     # entropy of q(p)
     elbo += rt.beta_log_normalizer(lam_p_log[0], lam_p_log1m[0]) - lam_p_log[0] * E_p_log[0] - lam_p_log1m[0] * E_p_log1m[0]
     return elbo
@@ -201,21 +171,19 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     # sufficient statistics the local step hands to the global step
     acc_x_0 = np.zeros(())
     acc_x_1 = np.zeros(())
-    acc_x_2 = np.zeros(())
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
     acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape)
     acc_x_1_threads = np.zeros((n_threads,) + acc_x_1.shape)
-    acc_x_2_threads = np.zeros((n_threads,) + acc_x_2.shape)
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     # start every global at its prior
-    update_p(0.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, acc_x_2, True, E_p_log, E_p_log1m)
+    update_p(0.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, True, E_p_log, E_p_log1m)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_p_log': lam_p_log, 'lam_p_log1m': lam_p_log1m})
         refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m)
-    return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_p_log=lam_p_log, E_p_log=E_p_log, lam_p_log1m=lam_p_log1m, E_p_log1m=E_p_log1m, lbeta_a_b=lbeta_a_b, all_items=all_items)
+    return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, acc_x_1_threads=acc_x_1_threads, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, E_p_log=E_p_log, lam_p_log1m=lam_p_log1m, E_p_log1m=E_p_log1m, lbeta_a_b=lbeta_a_b, all_items=all_items)
 
 
 def _bind_items(s, data):
@@ -241,15 +209,13 @@ def _bind_items(s, data):
     # sufficient statistics the local step hands to the global step (added up over minibatches)
     acc_x_0 = s.acc_x_0
     acc_x_1 = s.acc_x_1
-    acc_x_2 = s.acc_x_2
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
     acc_x_0_threads = s.acc_x_0_threads
     acc_x_1_threads = s.acc_x_1_threads
-    acc_x_2_threads = s.acc_x_2_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
-    return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_p_log=lam_p_log, E_p_log=E_p_log, lam_p_log1m=lam_p_log1m, E_p_log1m=E_p_log1m, lbeta_a_b=lbeta_a_b, all_items=all_items)
+    return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, acc_x_1_threads=acc_x_1_threads, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, E_p_log=E_p_log, lam_p_log1m=lam_p_log1m, E_p_log1m=E_p_log1m, lbeta_a_b=lbeta_a_b, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds, items=True):
@@ -310,10 +276,9 @@ def fit(
     for iteration in range(first, max_iter):
         s.acc_x_0[...] = 0.0
         s.acc_x_1[...] = 0.0
-        s.acc_x_2[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_0, s.acc_x_1, s.acc_x_2)
-        update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, True, s.E_p_log, s.E_p_log1m)
-        elbo = elbo_global(s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.acc_x_0, s.acc_x_1)
+        update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, True, s.E_p_log, s.E_p_log1m)
+        elbo = elbo_global(s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_x_0, s.acc_x_1, s.lam_p_log, s.lam_p_log1m)
         elbo += elbo_local
         trace.append(elbo)
         rt.check_elbo_increase(trace, warn_decrease)
@@ -424,24 +389,23 @@ def fit_svi(
                 s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)
             s.acc_x_0[...] = 0.0
             s.acc_x_1[...] = 0.0
-            s.acc_x_2[...] = 0.0
             if sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
                 if apply_v:  # keeps the draws V needs
                     rt.sample_beta_aux(s.lam_p_log, s.lam_p_log1m, sampler, s.E_p_log, s.E_p_log1m, aux_p_0, aux_p_1)
                 else:
                     rt.sample_beta(s.lam_p_log, s.lam_p_log1m, sampler, s.E_p_log, s.E_p_log1m)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.acc_x_0, s.acc_x_1)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_p_log[...] = s.lam_p_log
             old_p_log1m[...] = s.lam_p_log1m
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_p(seen / len(batch), s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, False, s.E_p_log, s.E_p_log1m)
+                update_p(seen / len(batch), s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, False, s.E_p_log, s.E_p_log1m)
                 if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_p_log = s.lam_p_log.copy()
                     data_p_log1m = s.lam_p_log1m.copy()
-                    update_p(0.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, s.acc_x_2, False, s.E_p_log, s.E_p_log1m)
+                    update_p(0.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, False, s.E_p_log, s.E_p_log1m)
                     data_p_log -= s.lam_p_log
                     data_p_log1m -= s.lam_p_log1m
                     rt.ssvi_beta(old_p_log, old_p_log1m, aux_p_0, aux_p_1, data_p_log, data_p_log1m, data_p_log, data_p_log1m)
@@ -466,15 +430,14 @@ def fit_svi(
             s.item_weight[...] = 1.0
             s.acc_x_0[...] = 0.0
             s.acc_x_1[...] = 0.0
-            s.acc_x_2[...] = 0.0
             if source is None:
-                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.acc_x_0, s.acc_x_1)
             else:  # out of core: a minibatch at a time; the statistics add up
                 elbo = 0.0
                 for chunk in source.chunks(batch_size):
                     s = _bind_items(s, source.read(chunk))
-                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_0, s.acc_x_1, s.acc_x_2)
-            elbo_global_part = elbo_global(s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_p_log, s.lam_p_log1m)
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.acc_x_0, s.acc_x_1)
+            elbo_global_part = elbo_global(s.a, s.E_p_log, s.b, s.E_p_log1m, s.lbeta_a_b, s.acc_x_0, s.acc_x_1, s.lam_p_log, s.lam_p_log1m)
             elbo += elbo_global_part
             trace.append(elbo)
             if callback is not None:

@@ -125,12 +125,10 @@ def local_step(
         acc_x_0_threads,
         acc_x_1_threads,
         acc_x_2_threads,
-        acc_x_3_threads,
         acc_z_0,
         acc_x_0,
         acc_x_1,
         acc_x_2,
-        acc_x_3,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
@@ -157,12 +155,10 @@ def local_step(
         acc_x_0_t = acc_x_0_threads[thread]
         acc_x_1_t = acc_x_1_threads[thread]
         acc_x_2_t = acc_x_2_threads[thread]
-        acc_x_3_t = acc_x_3_threads[thread]
         acc_z_0_t[...] = 0.0
         acc_x_0_t[...] = 0.0
         acc_x_1_t[...] = 0.0
         acc_x_2_t[...] = 0.0
-        acc_x_3_t[...] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_points = items[position]
@@ -187,9 +183,6 @@ def local_step(
             for t_g0 in range(n_K):
                 for t_i in range(n_D):
                     acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
-            # acc_x_3[g0] += q(z[points]=g0)  (gmm.cem:28:5)
-            for t_g0 in range(n_K):
-                acc_x_3_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
             # ELBO: local terms and local entropies
             elbo += -0.9189385332046727 * dim_x
             elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
@@ -202,8 +195,6 @@ def local_step(
         acc_x_1 += acc_x_1_threads[thread]
     for thread in range(n_threads):
         acc_x_2 += acc_x_2_threads[thread]
-    for thread in range(n_threads):
-        acc_x_3 += acc_x_3_threads[thread]
     return elbo_threads.sum()
 
 
@@ -271,7 +262,6 @@ def local_step_gibbs(
         acc_x_0,
         acc_x_1,
         acc_x_2,
-        acc_x_3,
 ):
     """Gibbs local step: each item's assignments sampled from their conditionals with no proportions integrated out,
     `sweeps` sweeps, q(z) = the one-hot counts averaged over the sweeps after burn_in (Mimno et al. 2012).
@@ -344,9 +334,6 @@ def local_step_gibbs(
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
-        # acc_x_3[g0] += q(z[points]=g0)  (gmm.cem:28:5)
-        for t_g0 in range(n_K):
-            acc_x_3[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
 
 
 @njit(cache=True, nogil=True)
@@ -369,7 +356,6 @@ def local_step_cvb0(
         acc_x_0,
         acc_x_1,
         acc_x_2,
-        acc_x_3,
 ):
     """CVB0 local step: each item's q(z) updated with no proportions integrated out, until the mean absolute
     change of q(z) is below local_tol (Asuncion et al. 2009).
@@ -406,9 +392,6 @@ def local_step_cvb0(
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
-        # acc_x_3[g0] += q(z[points]=g0)  (gmm.cem:28:5)
-        for t_g0 in range(n_K):
-            acc_x_3[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -424,7 +407,6 @@ def update_Lambda(
         acc_x_1,
         acc_x_2,
         E_mu_value,
-        acc_x_3,
         E_mu_outer,
         expect,
         E_Lambda_value,
@@ -463,7 +445,7 @@ def update_Lambda(
         # from x ~ MultivariateNormal (gmm.cem:28:5)
         for t_i in range(n_D):
             for t_j in range(n_D):
-                lam_Lambda_value[i_components, t_i, t_j] += -0.5 * scale * acc_x_3[i_components] * E_mu_outer[i_components, t_i, t_j]
+                lam_Lambda_value[i_components, t_i, t_j] += -0.5 * scale * acc_x_0[i_components] * E_mu_outer[i_components, t_i, t_j]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             E_Lambda_logdet[i_components] = rt.wishart_expected_stats(lam_Lambda_value[i_components], lam_Lambda_logdet[i_components], E_Lambda_value[i_components])
 
@@ -478,7 +460,7 @@ def update_mu(
         m0,
         acc_x_2,
         E_Lambda_value,
-        acc_x_3,
+        acc_x_0,
         expect,
         E_mu_value,
         E_mu_outer,
@@ -508,7 +490,7 @@ def update_mu(
         # from x ~ MultivariateNormal (gmm.cem:28:5)
         for t_i in range(n_D):
             for t_j in range(n_D):
-                lam_mu_outer[i_components, t_i, t_j] += -0.5 * scale * acc_x_3[i_components] * E_Lambda_value[i_components, t_i, t_j]
+                lam_mu_outer[i_components, t_i, t_j] += -0.5 * scale * acc_x_0[i_components] * E_Lambda_value[i_components, t_i, t_j]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             rt.mvn_expected_stats(lam_mu_value[i_components], lam_mu_outer[i_components], E_mu_value[i_components], E_mu_outer[i_components])
 
@@ -581,7 +563,6 @@ def elbo_global(
         acc_x_0,
         acc_x_1,
         acc_x_2,
-        acc_x_3,
         lam_Lambda_value,
         lam_Lambda_logdet,
         lam_mu_value,
@@ -645,7 +626,7 @@ def elbo_global(
     for t_g0 in range(n_K):
         for t_i in range(n_D):
             for t_j in range(n_D):
-                elbo += -0.5 * acc_x_3[t_g0] * E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+                elbo += -0.5 * acc_x_0[t_g0] * E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
     # entropy of q(Lambda)
     for i_components in range(n_K):
         elbo += rt.wishart_log_normalizer(lam_Lambda_value[i_components], lam_Lambda_logdet[i_components]) - rt.frobenius(lam_Lambda_value[i_components], E_Lambda_value[i_components]) - lam_Lambda_logdet[i_components] * E_Lambda_logdet[i_components]
@@ -704,19 +685,17 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     acc_x_0 = np.zeros((n_K,))
     acc_x_1 = np.zeros((n_K, n_D, n_D))
     acc_x_2 = np.zeros((n_K, n_D))
-    acc_x_3 = np.zeros((n_K,))
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
     acc_z_0_threads = np.zeros((n_threads,) + acc_z_0.shape)
     acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape)
     acc_x_1_threads = np.zeros((n_threads,) + acc_x_1.shape)
     acc_x_2_threads = np.zeros((n_threads,) + acc_x_2.shape)
-    acc_x_3_threads = np.zeros((n_threads,) + acc_x_3.shape)
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     # start every global at its prior
-    update_Lambda(0.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, acc_x_3, E_mu_outer, True, E_Lambda_value, E_Lambda_logdet, n_K)
-    update_mu(0.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_3, True, E_mu_value, E_mu_outer, n_K)
+    update_Lambda(0.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, E_mu_outer, True, E_Lambda_value, E_Lambda_logdet, n_K)
+    update_mu(0.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_0, True, E_mu_value, E_mu_outer, n_K)
     update_pi(0.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
@@ -731,10 +710,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
-        acc_x_3[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, pre_z_3, pre_z_4, item_weight, dim_x, E_mu_outer, E_mu_value, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads, acc_x_3_threads, acc_z_0, acc_x_0, acc_x_1, acc_x_2, acc_x_3)
-        update_Lambda(1.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, acc_x_3, E_mu_outer, True, E_Lambda_value, E_Lambda_logdet, n_K)
-        update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_3, True, E_mu_value, E_mu_outer, n_K)
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, pre_z_3, pre_z_4, item_weight, dim_x, E_mu_outer, E_mu_value, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads, acc_z_0, acc_x_0, acc_x_1, acc_x_2)
+        update_Lambda(1.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, E_mu_outer, True, E_Lambda_value, E_Lambda_logdet, n_K)
+        update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_0, True, E_mu_value, E_mu_outer, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -744,7 +722,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_Lambda_value, E_Lambda_value, lam_Lambda_logdet, E_Lambda_logdet, n_K, lam_mu_value, E_mu_value, lam_mu_outer, E_mu_outer, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, n_D=n_D, E_Lambda_value=E_Lambda_value, x=x, pre_z_3=pre_z_3, pre_z_4=pre_z_4, item_weight=item_weight, dim_x=dim_x, E_mu_outer=E_mu_outer, E_mu_value=E_mu_value, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, n_D=n_D, E_Lambda_value=E_Lambda_value, x=x, pre_z_3=pre_z_3, pre_z_4=pre_z_4, item_weight=item_weight, dim_x=dim_x, E_mu_outer=E_mu_outer, E_mu_value=E_mu_value, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
 
 
 def _bind_items(s, data):
@@ -795,17 +773,15 @@ def _bind_items(s, data):
     acc_x_0 = s.acc_x_0
     acc_x_1 = s.acc_x_1
     acc_x_2 = s.acc_x_2
-    acc_x_3 = s.acc_x_3
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
     acc_z_0_threads = s.acc_z_0_threads
     acc_x_0_threads = s.acc_x_0_threads
     acc_x_1_threads = s.acc_x_1_threads
     acc_x_2_threads = s.acc_x_2_threads
-    acc_x_3_threads = s.acc_x_3_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
-    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, n_D=n_D, E_Lambda_value=E_Lambda_value, x=x, pre_z_3=pre_z_3, pre_z_4=pre_z_4, item_weight=item_weight, dim_x=dim_x, E_mu_outer=E_mu_outer, E_mu_value=E_mu_value, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, n_D=n_D, E_Lambda_value=E_Lambda_value, x=x, pre_z_3=pre_z_3, pre_z_4=pre_z_4, item_weight=item_weight, dim_x=dim_x, E_mu_outer=E_mu_outer, E_mu_value=E_mu_value, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -903,12 +879,11 @@ def fit(
         s.acc_x_0[...] = 0.0
         s.acc_x_1[...] = 0.0
         s.acc_x_2[...] = 0.0
-        s.acc_x_3[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.E_mu_value, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
-        update_Lambda(1.0, s.lam_Lambda_value, s.lam_Lambda_logdet, s.nu0, s.dim_Lambda, s.n_D, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_mu_value, s.acc_x_3, s.E_mu_outer, True, s.E_Lambda_value, s.E_Lambda_logdet, s.n_K)
-        update_mu(1.0, s.lam_mu_value, s.lam_mu_outer, s.n_D, s.P0, s.m0, s.acc_x_2, s.E_Lambda_value, s.acc_x_3, True, s.E_mu_value, s.E_mu_outer, s.n_K)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.E_mu_value, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+        update_Lambda(1.0, s.lam_Lambda_value, s.lam_Lambda_logdet, s.nu0, s.dim_Lambda, s.n_D, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_mu_value, s.E_mu_outer, True, s.E_Lambda_value, s.E_Lambda_logdet, s.n_K)
+        update_mu(1.0, s.lam_mu_value, s.lam_mu_outer, s.n_D, s.P0, s.m0, s.acc_x_2, s.E_Lambda_value, s.acc_x_0, True, s.E_mu_value, s.E_mu_outer, s.n_K)
         update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, True, s.E_pi_log)
-        elbo = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.logdet_P0, s.n_D, s.P0, s.E_mu_outer, s.E_mu_value, s.m0, s.outer_m0, s.dim_mu, s.nu0, s.E_Lambda_logdet, s.dim_Lambda, s.inv_W0, s.E_Lambda_value, s.wishart_lognorm_nu0_W0, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.lam_Lambda_value, s.lam_Lambda_logdet, s.lam_mu_value, s.lam_mu_outer, s.lam_pi_log)
+        elbo = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.logdet_P0, s.n_D, s.P0, s.E_mu_outer, s.E_mu_value, s.m0, s.outer_m0, s.dim_mu, s.nu0, s.E_Lambda_logdet, s.dim_Lambda, s.inv_W0, s.E_Lambda_value, s.wishart_lognorm_nu0_W0, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_Lambda_value, s.lam_Lambda_logdet, s.lam_mu_value, s.lam_mu_outer, s.lam_pi_log)
         elbo += elbo_local
         trace.append(elbo)
         rt.check_elbo_increase(trace, warn_decrease)
@@ -1027,17 +1002,16 @@ def fit_svi(
             s.acc_x_0[...] = 0.0
             s.acc_x_1[...] = 0.0
             s.acc_x_2[...] = 0.0
-            s.acc_x_3[...] = 0.0
             if sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
                 rt.sample_wishart(s.lam_Lambda_value, s.lam_Lambda_logdet, sampler, s.E_Lambda_value, s.E_Lambda_logdet)
                 rt.sample_mvn(s.lam_mu_value, s.lam_mu_outer, sampler, s.E_mu_value, s.E_mu_outer)
                 rt.sample_dirichlet(s.lam_pi_log, sampler, s.E_pi_log)
             if local == 'gibbs':
-                local_step_gibbs(batch, gibbs_sweeps, gibbs_burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+                local_step_gibbs(batch, gibbs_sweeps, gibbs_burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             elif local == 'cvb0':
-                local_step_cvb0(batch, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+                local_step_cvb0(batch, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             else:  # mean field; 'exact' when no local depends on another
-                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.E_mu_value, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.E_mu_value, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_Lambda_value[...] = s.lam_Lambda_value
             old_Lambda_logdet[...] = s.lam_Lambda_logdet
@@ -1047,8 +1021,8 @@ def fit_svi(
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_Lambda(seen / len(batch), s.lam_Lambda_value, s.lam_Lambda_logdet, s.nu0, s.dim_Lambda, s.n_D, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_mu_value, s.acc_x_3, s.E_mu_outer, False, s.E_Lambda_value, s.E_Lambda_logdet, s.n_K)
-                update_mu(seen / len(batch), s.lam_mu_value, s.lam_mu_outer, s.n_D, s.P0, s.m0, s.acc_x_2, s.E_Lambda_value, s.acc_x_3, False, s.E_mu_value, s.E_mu_outer, s.n_K)
+                update_Lambda(seen / len(batch), s.lam_Lambda_value, s.lam_Lambda_logdet, s.nu0, s.dim_Lambda, s.n_D, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.E_mu_value, s.E_mu_outer, False, s.E_Lambda_value, s.E_Lambda_logdet, s.n_K)
+                update_mu(seen / len(batch), s.lam_mu_value, s.lam_mu_outer, s.n_D, s.P0, s.m0, s.acc_x_2, s.E_Lambda_value, s.acc_x_0, False, s.E_mu_value, s.E_mu_outer, s.n_K)
                 update_pi(seen / len(batch), s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, False, s.E_pi_log)
                 rt.blend(s.lam_Lambda_value, old_Lambda_value, rho)
                 rt.blend(s.lam_Lambda_logdet, old_Lambda_logdet, rho)
@@ -1073,15 +1047,14 @@ def fit_svi(
             s.acc_x_0[...] = 0.0
             s.acc_x_1[...] = 0.0
             s.acc_x_2[...] = 0.0
-            s.acc_x_3[...] = 0.0
             if source is None:
-                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.E_mu_value, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.E_mu_value, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             else:  # out of core: a minibatch at a time; the statistics add up
                 elbo = 0.0
                 for chunk in source.chunks(batch_size):
                     s = _bind_items(s, source.read(chunk))
-                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.E_mu_value, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
-            elbo_global_part = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.logdet_P0, s.n_D, s.P0, s.E_mu_outer, s.E_mu_value, s.m0, s.outer_m0, s.dim_mu, s.nu0, s.E_Lambda_logdet, s.dim_Lambda, s.inv_W0, s.E_Lambda_value, s.wishart_lognorm_nu0_W0, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.lam_Lambda_value, s.lam_Lambda_logdet, s.lam_mu_value, s.lam_mu_outer, s.lam_pi_log)
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.E_mu_value, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+            elbo_global_part = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.logdet_P0, s.n_D, s.P0, s.E_mu_outer, s.E_mu_value, s.m0, s.outer_m0, s.dim_mu, s.nu0, s.E_Lambda_logdet, s.dim_Lambda, s.inv_W0, s.E_Lambda_value, s.wishart_lognorm_nu0_W0, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_Lambda_value, s.lam_Lambda_logdet, s.lam_mu_value, s.lam_mu_outer, s.lam_pi_log)
             elbo += elbo_global_part
             trace.append(elbo)
             if callback is not None:

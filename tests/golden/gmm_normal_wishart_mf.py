@@ -124,12 +124,10 @@ def local_step(
         acc_x_0_threads,
         acc_x_1_threads,
         acc_x_2_threads,
-        acc_x_3_threads,
         acc_z_0,
         acc_x_0,
         acc_x_1,
         acc_x_2,
-        acc_x_3,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
@@ -144,12 +142,10 @@ def local_step(
         acc_x_0_t = acc_x_0_threads[thread]
         acc_x_1_t = acc_x_1_threads[thread]
         acc_x_2_t = acc_x_2_threads[thread]
-        acc_x_3_t = acc_x_3_threads[thread]
         acc_z_0_t[...] = 0.0
         acc_x_0_t[...] = 0.0
         acc_x_1_t[...] = 0.0
         acc_x_2_t[...] = 0.0
-        acc_x_3_t[...] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_points = items[position]
@@ -174,9 +170,6 @@ def local_step(
             for t_g0 in range(n_K):
                 for t_i in range(n_D):
                     acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
-            # acc_x_3[g0] += q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
-            for t_g0 in range(n_K):
-                acc_x_3_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
             # ELBO: local terms and local entropies
             elbo += -0.9189385332046727 * dim_x
             elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
@@ -189,8 +182,6 @@ def local_step(
         acc_x_1 += acc_x_1_threads[thread]
     for thread in range(n_threads):
         acc_x_2 += acc_x_2_threads[thread]
-    for thread in range(n_threads):
-        acc_x_3 += acc_x_3_threads[thread]
     return elbo_threads.sum()
 
 
@@ -255,7 +246,6 @@ def local_step_gibbs(
         acc_x_0,
         acc_x_1,
         acc_x_2,
-        acc_x_3,
 ):
     """Gibbs local step: each item's assignments sampled from their conditionals with no proportions integrated out,
     `sweeps` sweeps, q(z) = the one-hot counts averaged over the sweeps after burn_in (Mimno et al. 2012).
@@ -328,9 +318,6 @@ def local_step_gibbs(
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
-        # acc_x_3[g0] += q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
-        for t_g0 in range(n_K):
-            acc_x_3[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
 
 
 @njit(cache=True, nogil=True)
@@ -353,7 +340,6 @@ def local_step_cvb0(
         acc_x_0,
         acc_x_1,
         acc_x_2,
-        acc_x_3,
 ):
     """CVB0 local step: each item's q(z) updated with no proportions integrated out, until the mean absolute
     change of q(z) is below local_tol (Asuncion et al. 2009).
@@ -390,9 +376,6 @@ def local_step_cvb0(
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
-        # acc_x_3[g0] += q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
-        for t_g0 in range(n_K):
-            acc_x_3[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -412,7 +395,6 @@ def update_mu_Lambda(
         acc_x_0,
         acc_x_1,
         acc_x_2,
-        acc_x_3,
         expect,
         E_mu_Lambda_value,
         E_mu_Lambda_logdet,
@@ -460,7 +442,7 @@ def update_mu_Lambda(
         for t_i in range(n_D):
             lam_mu_Lambda_prec_mean[i_components, t_i] += scale * acc_x_2[i_components, t_i]
         # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
-        lam_mu_Lambda_quad[i_components] += -0.5 * scale * acc_x_3[i_components]
+        lam_mu_Lambda_quad[i_components] += -0.5 * scale * acc_x_0[i_components]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             E_mu_Lambda_logdet[i_components], E_mu_Lambda_quad[i_components] = rt.normal_wishart_expected_stats(lam_mu_Lambda_value[i_components], lam_mu_Lambda_logdet[i_components], lam_mu_Lambda_prec_mean[i_components], lam_mu_Lambda_quad[i_components], E_mu_Lambda_value[i_components], E_mu_Lambda_prec_mean[i_components])
 
@@ -530,7 +512,6 @@ def elbo_global(
         acc_x_0,
         acc_x_1,
         acc_x_2,
-        acc_x_3,
         lam_mu_Lambda_value,
         lam_mu_Lambda_logdet,
         lam_mu_Lambda_prec_mean,
@@ -585,7 +566,7 @@ def elbo_global(
         for t_i in range(n_D):
             elbo += acc_x_2[t_g0, t_i] * E_mu_Lambda_prec_mean[t_g0, t_i]
     for t_g0 in range(n_K):
-        elbo += -0.5 * acc_x_3[t_g0] * E_mu_Lambda_quad[t_g0]
+        elbo += -0.5 * acc_x_0[t_g0] * E_mu_Lambda_quad[t_g0]
     # entropy of q(mu_Lambda)
     for i_components in range(n_K):
         elbo += rt.normal_wishart_log_normalizer(lam_mu_Lambda_value[i_components], lam_mu_Lambda_logdet[i_components], lam_mu_Lambda_prec_mean[i_components], lam_mu_Lambda_quad[i_components]) - rt.frobenius(lam_mu_Lambda_value[i_components], E_mu_Lambda_value[i_components]) - lam_mu_Lambda_logdet[i_components] * E_mu_Lambda_logdet[i_components] - rt.frobenius(lam_mu_Lambda_prec_mean[i_components], E_mu_Lambda_prec_mean[i_components]) - lam_mu_Lambda_quad[i_components] * E_mu_Lambda_quad[i_components]
@@ -609,12 +590,10 @@ def klc_stats(
         acc_x_0_threads,
         acc_x_1_threads,
         acc_x_2_threads,
-        acc_x_3_threads,
         acc_z_0,
         acc_x_0,
         acc_x_1,
         acc_x_2,
-        acc_x_3,
 ):
     """KLC statistics: q(Z) = softmax(θ), each collapsed local's mean-field update given q(Z),
     and the collapsed globals' sufficient statistics (accumulators).
@@ -627,12 +606,10 @@ def klc_stats(
         acc_x_0_t = acc_x_0_threads[thread]
         acc_x_1_t = acc_x_1_threads[thread]
         acc_x_2_t = acc_x_2_threads[thread]
-        acc_x_3_t = acc_x_3_threads[thread]
         acc_z_0_t[...] = 0.0
         acc_x_0_t[...] = 0.0
         acc_x_1_t[...] = 0.0
         acc_x_2_t[...] = 0.0
-        acc_x_3_t[...] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_points = items[position]
@@ -654,9 +631,6 @@ def klc_stats(
             for t_g0 in range(n_K):
                 for t_i in range(n_D):
                     acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
-            # acc_x_3[g0] += q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
-            for t_g0 in range(n_K):
-                acc_x_3_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
             # ELBO: local terms and local entropies
             elbo += -0.9189385332046727 * dim_x
             elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
@@ -669,8 +643,6 @@ def klc_stats(
         acc_x_1 += acc_x_1_threads[thread]
     for thread in range(n_threads):
         acc_x_2 += acc_x_2_threads[thread]
-    for thread in range(n_threads):
-        acc_x_3 += acc_x_3_threads[thread]
     return elbo_threads.sum()
 
 
@@ -766,18 +738,16 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     acc_x_0 = np.zeros((n_K,))
     acc_x_1 = np.zeros((n_K, n_D, n_D))
     acc_x_2 = np.zeros((n_K, n_D))
-    acc_x_3 = np.zeros((n_K,))
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
     acc_z_0_threads = np.zeros((n_threads,) + acc_z_0.shape)
     acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape)
     acc_x_1_threads = np.zeros((n_threads,) + acc_x_1.shape)
     acc_x_2_threads = np.zeros((n_threads,) + acc_x_2.shape)
-    acc_x_3_threads = np.zeros((n_threads,) + acc_x_3.shape)
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     # start every global at its prior
-    update_mu_Lambda(0.0, lam_mu_Lambda_value, lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad, nu0, dim_mu_Lambda, kappa0, n_D, m0, outer_m0, inv_W0, acc_x_0, acc_x_1, acc_x_2, acc_x_3, True, E_mu_Lambda_value, E_mu_Lambda_logdet, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, n_K)
+    update_mu_Lambda(0.0, lam_mu_Lambda_value, lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad, nu0, dim_mu_Lambda, kappa0, n_D, m0, outer_m0, inv_W0, acc_x_0, acc_x_1, acc_x_2, True, E_mu_Lambda_value, E_mu_Lambda_logdet, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, n_K)
     update_pi(0.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
@@ -792,9 +762,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
-        acc_x_3[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_mu_Lambda_logdet, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, item_weight, dim_x, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads, acc_x_3_threads, acc_z_0, acc_x_0, acc_x_1, acc_x_2, acc_x_3)
-        update_mu_Lambda(1.0, lam_mu_Lambda_value, lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad, nu0, dim_mu_Lambda, kappa0, n_D, m0, outer_m0, inv_W0, acc_x_0, acc_x_1, acc_x_2, acc_x_3, True, E_mu_Lambda_value, E_mu_Lambda_logdet, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, n_K)
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_mu_Lambda_logdet, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, item_weight, dim_x, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads, acc_z_0, acc_x_0, acc_x_1, acc_x_2)
+        update_mu_Lambda(1.0, lam_mu_Lambda_value, lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad, nu0, dim_mu_Lambda, kappa0, n_D, m0, outer_m0, inv_W0, acc_x_0, acc_x_1, acc_x_2, True, E_mu_Lambda_value, E_mu_Lambda_logdet, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -803,7 +772,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_mu_Lambda_value, E_mu_Lambda_value, lam_mu_Lambda_logdet, E_mu_Lambda_logdet, lam_mu_Lambda_prec_mean, E_mu_Lambda_prec_mean, lam_mu_Lambda_quad, E_mu_Lambda_quad, n_K, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, m0=m0, kappa0=kappa0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_mu_Lambda_logdet=E_mu_Lambda_logdet, n_D=n_D, x=x, E_mu_Lambda_value=E_mu_Lambda_value, E_mu_Lambda_prec_mean=E_mu_Lambda_prec_mean, E_mu_Lambda_quad=E_mu_Lambda_quad, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_Lambda_value=lam_mu_Lambda_value, lam_mu_Lambda_logdet=lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean=lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad=lam_mu_Lambda_quad, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, dim_mu_Lambda=dim_mu_Lambda, log_kappa0=log_kappa0, outer_m0=outer_m0, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, m0=m0, kappa0=kappa0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_mu_Lambda_logdet=E_mu_Lambda_logdet, n_D=n_D, x=x, E_mu_Lambda_value=E_mu_Lambda_value, E_mu_Lambda_prec_mean=E_mu_Lambda_prec_mean, E_mu_Lambda_quad=E_mu_Lambda_quad, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_mu_Lambda_value=lam_mu_Lambda_value, lam_mu_Lambda_logdet=lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean=lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad=lam_mu_Lambda_quad, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, dim_mu_Lambda=dim_mu_Lambda, log_kappa0=log_kappa0, outer_m0=outer_m0, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
 
 
 def _bind_items(s, data):
@@ -851,17 +820,15 @@ def _bind_items(s, data):
     acc_x_0 = s.acc_x_0
     acc_x_1 = s.acc_x_1
     acc_x_2 = s.acc_x_2
-    acc_x_3 = s.acc_x_3
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
     acc_z_0_threads = s.acc_z_0_threads
     acc_x_0_threads = s.acc_x_0_threads
     acc_x_1_threads = s.acc_x_1_threads
     acc_x_2_threads = s.acc_x_2_threads
-    acc_x_3_threads = s.acc_x_3_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
-    return rt.State(bound=bound, alpha=alpha, m0=m0, kappa0=kappa0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_mu_Lambda_logdet=E_mu_Lambda_logdet, n_D=n_D, x=x, E_mu_Lambda_value=E_mu_Lambda_value, E_mu_Lambda_prec_mean=E_mu_Lambda_prec_mean, E_mu_Lambda_quad=E_mu_Lambda_quad, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_Lambda_value=lam_mu_Lambda_value, lam_mu_Lambda_logdet=lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean=lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad=lam_mu_Lambda_quad, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, dim_mu_Lambda=dim_mu_Lambda, log_kappa0=log_kappa0, outer_m0=outer_m0, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, m0=m0, kappa0=kappa0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_mu_Lambda_logdet=E_mu_Lambda_logdet, n_D=n_D, x=x, E_mu_Lambda_value=E_mu_Lambda_value, E_mu_Lambda_prec_mean=E_mu_Lambda_prec_mean, E_mu_Lambda_quad=E_mu_Lambda_quad, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_mu_Lambda_value=lam_mu_Lambda_value, lam_mu_Lambda_logdet=lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean=lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad=lam_mu_Lambda_quad, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, dim_mu_Lambda=dim_mu_Lambda, log_kappa0=log_kappa0, outer_m0=outer_m0, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -962,11 +929,10 @@ def fit(
         s.acc_x_0[...] = 0.0
         s.acc_x_1[...] = 0.0
         s.acc_x_2[...] = 0.0
-        s.acc_x_3[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
-        update_mu_Lambda(1.0, s.lam_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, s.nu0, s.dim_mu_Lambda, s.kappa0, s.n_D, s.m0, s.outer_m0, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, True, s.E_mu_Lambda_value, s.E_mu_Lambda_logdet, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.n_K)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+        update_mu_Lambda(1.0, s.lam_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, s.nu0, s.dim_mu_Lambda, s.kappa0, s.n_D, s.m0, s.outer_m0, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, True, s.E_mu_Lambda_value, s.E_mu_Lambda_logdet, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.n_K)
         update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, True, s.E_pi_log)
-        elbo = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.dim_mu_Lambda, s.log_kappa0, s.nu0, s.E_mu_Lambda_logdet, s.kappa0, s.E_mu_Lambda_quad, s.n_D, s.m0, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_value, s.outer_m0, s.inv_W0, s.wishart_lognorm_nu0_W0, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.lam_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, s.lam_pi_log)
+        elbo = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.dim_mu_Lambda, s.log_kappa0, s.nu0, s.E_mu_Lambda_logdet, s.kappa0, s.E_mu_Lambda_quad, s.n_D, s.m0, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_value, s.outer_m0, s.inv_W0, s.wishart_lognorm_nu0_W0, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, s.lam_pi_log)
         elbo += elbo_local
         trace.append(elbo)
         rt.check_elbo_increase(trace, warn_decrease)
@@ -1086,16 +1052,15 @@ def fit_svi(
             s.acc_x_0[...] = 0.0
             s.acc_x_1[...] = 0.0
             s.acc_x_2[...] = 0.0
-            s.acc_x_3[...] = 0.0
             if sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
                 rt.sample_normal_wishart(s.lam_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, sampler, s.E_mu_Lambda_value, s.E_mu_Lambda_logdet, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad)
                 rt.sample_dirichlet(s.lam_pi_log, sampler, s.E_pi_log)
             if local == 'gibbs':
-                local_step_gibbs(batch, gibbs_sweeps, gibbs_burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+                local_step_gibbs(batch, gibbs_sweeps, gibbs_burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             elif local == 'cvb0':
-                local_step_cvb0(batch, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+                local_step_cvb0(batch, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             else:  # mean field; 'exact' when no local depends on another
-                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+                local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_mu_Lambda_value[...] = s.lam_mu_Lambda_value
             old_mu_Lambda_logdet[...] = s.lam_mu_Lambda_logdet
@@ -1105,7 +1070,7 @@ def fit_svi(
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_mu_Lambda(seen / len(batch), s.lam_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, s.nu0, s.dim_mu_Lambda, s.kappa0, s.n_D, s.m0, s.outer_m0, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, False, s.E_mu_Lambda_value, s.E_mu_Lambda_logdet, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.n_K)
+                update_mu_Lambda(seen / len(batch), s.lam_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, s.nu0, s.dim_mu_Lambda, s.kappa0, s.n_D, s.m0, s.outer_m0, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, False, s.E_mu_Lambda_value, s.E_mu_Lambda_logdet, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.n_K)
                 update_pi(seen / len(batch), s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, False, s.E_pi_log)
                 rt.blend(s.lam_mu_Lambda_value, old_mu_Lambda_value, rho)
                 rt.blend(s.lam_mu_Lambda_logdet, old_mu_Lambda_logdet, rho)
@@ -1130,15 +1095,14 @@ def fit_svi(
             s.acc_x_0[...] = 0.0
             s.acc_x_1[...] = 0.0
             s.acc_x_2[...] = 0.0
-            s.acc_x_3[...] = 0.0
             if source is None:
-                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
             else:  # out of core: a minibatch at a time; the statistics add up
                 elbo = 0.0
                 for chunk in source.chunks(batch_size):
                     s = _bind_items(s, source.read(chunk))
-                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
-            elbo_global_part = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.dim_mu_Lambda, s.log_kappa0, s.nu0, s.E_mu_Lambda_logdet, s.kappa0, s.E_mu_Lambda_quad, s.n_D, s.m0, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_value, s.outer_m0, s.inv_W0, s.wishart_lognorm_nu0_W0, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.lam_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, s.lam_pi_log)
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+            elbo_global_part = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.dim_mu_Lambda, s.log_kappa0, s.nu0, s.E_mu_Lambda_logdet, s.kappa0, s.E_mu_Lambda_quad, s.n_D, s.m0, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_value, s.outer_m0, s.inv_W0, s.wishart_lognorm_nu0_W0, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, s.lam_pi_log)
             elbo += elbo_global_part
             trace.append(elbo)
             if callback is not None:
@@ -1166,12 +1130,11 @@ def _klc_bound(s, theta):
     s.acc_x_0[...] = 0.0
     s.acc_x_1[...] = 0.0
     s.acc_x_2[...] = 0.0
-    s.acc_x_3[...] = 0.0
-    value = klc_stats(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_D, s.x, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3)
+    value = klc_stats(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_D, s.x, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
     # the collapsed globals at their optimum given q(Z)
-    update_mu_Lambda(1.0, s.lam_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, s.nu0, s.dim_mu_Lambda, s.kappa0, s.n_D, s.m0, s.outer_m0, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, True, s.E_mu_Lambda_value, s.E_mu_Lambda_logdet, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.n_K)
+    update_mu_Lambda(1.0, s.lam_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, s.nu0, s.dim_mu_Lambda, s.kappa0, s.n_D, s.m0, s.outer_m0, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, True, s.E_mu_Lambda_value, s.E_mu_Lambda_logdet, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.n_K)
     update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, True, s.E_pi_log)
-    value_global = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.dim_mu_Lambda, s.log_kappa0, s.nu0, s.E_mu_Lambda_logdet, s.kappa0, s.E_mu_Lambda_quad, s.n_D, s.m0, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_value, s.outer_m0, s.inv_W0, s.wishart_lognorm_nu0_W0, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.acc_x_3, s.lam_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, s.lam_pi_log)
+    value_global = elbo_global(s.n_K, s.alpha, s.E_pi_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.dim_mu_Lambda, s.log_kappa0, s.nu0, s.E_mu_Lambda_logdet, s.kappa0, s.E_mu_Lambda_quad, s.n_D, s.m0, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_value, s.outer_m0, s.inv_W0, s.wishart_lognorm_nu0_W0, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2, s.lam_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, s.lam_pi_log)
     return value + value_global
 
 
