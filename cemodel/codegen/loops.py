@@ -192,12 +192,8 @@ def emit_contraction(
     # target letters innermost, for contiguous writes
     free.sort(key=lambda letter: (letter in target_index, target_index.index(letter)
                                   if letter in target_index else 0))
-    letter_loops = []
     for letter in free:
-        size = dim_name(c.letter_dims[letter])
-        if not size.isdigit():
-            args.use(size)
-        letter_loops.append(f"for {letter_var(letter)} in range({size})")
+        _loop_header(letter, c, args)  # records the size argument in loop order
         letters[letter] = letter_var(letter)
     # the product
     factors: list[str] = list(c.extra)
@@ -222,15 +218,56 @@ def emit_contraction(
         rhs = f"{fmt_float(c.coef)} * {product}" if factors else fmt_float(c.coef)
     index = [letters.get(e, plate_var(e[1:]) if e.startswith("@") else e) for e in target_index]
     lhs = f"{target}[{', '.join(index)}]" if index else target
-    body: list[Node] = [Line(f"{lhs} *= {product}" if multiply is not None else f"{lhs} += {rhs}")]
-    for header in reversed(letter_loops):
-        body = [Block(header, tuple(body))]
+    summed = [letter for letter in free if letter not in target_index]
+    if multiply is None and summed and not loops and _reads_target_first(
+            factors, [letters[x] for x in free if x in target_index],
+            [letters[x] for x in summed]):
+        # a reduction over letters that follow the target's in the arrays read (tr(E[Λ_k] x xᵀ)
+        # reads E[Λ][k, i, j]): the target's letters outermost, the sum in a scalar, so the
+        # reads are contiguous instead of strided by the summed block
+        outer = [x for x in free if x in target_index]
+        inner: list[Node] = [Line(f"partial_sum += {product}")]
+        for letter in reversed(summed):
+            inner = [Block(_loop_header(letter, c, args), tuple(inner))]
+        total = "partial_sum" if c.coef == 1.0 else f"{fmt_float(c.coef)} * partial_sum"
+        body: list[Node] = [Line("partial_sum = 0.0"), *inner, Line(f"{lhs} += {total}")]
+        for letter in reversed(outer):
+            body = [Block(_loop_header(letter, c, args), tuple(body))]
+    else:
+        body = [Line(f"{lhs} *= {product}" if multiply is not None else f"{lhs} += {rhs}")]
+        for letter in reversed(free):
+            body = [Block(_loop_header(letter, c, args), tuple(body))]
     if guards:
         body = [Block("if " + " and ".join(guards), tuple(body))]
     body = assigns + body
     for header in reversed(loops):
         body = [Block(header, tuple(body))]
     return body
+
+
+def _loop_header(letter: str, c: Contraction, args: ArgRecorder) -> str:
+    size = dim_name(c.letter_dims[letter])
+    if not size.isdigit():
+        args.use(size)
+    return f"for {letter_var(letter)} in range({size})"
+
+
+def _reads_target_first(factors: list[str], targets: list[str], summed: list[str]) -> bool:
+    """Whether some array read indexes a target letter before a summed one, and none the
+    other way round: then a loop over the target outside the sum reads it contiguously."""
+    before = after = False
+    for factor in factors:
+        if "[" not in factor:
+            continue
+        entries = [e.strip() for e in factor[factor.index("[") + 1:factor.rindex("]")].split(",")]
+        where_target = [entries.index(v) for v in targets if v in entries]
+        where_summed = [entries.index(v) for v in summed if v in entries]
+        if where_target and where_summed:
+            if max(where_target) < min(where_summed):
+                before = True
+            else:
+                after = True
+    return before and not after
 
 
 def _uses(c: Contraction, letter: str, target_index: tuple[str, ...]) -> bool:

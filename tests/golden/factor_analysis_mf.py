@@ -89,9 +89,11 @@ def update_f(
         for t_j in range(n_K):
             lam_f_outer[i_points, t_i, t_j] += -0.5 * eye_K[t_i, t_j]
     # from f ~ MultivariateNormal (factor_analysis.cem:23:5)
-    for t_j in range(n_K):
-        for t_i in range(n_K):
-            lam_f_value[i_points, t_i] += eye_K[t_i, t_j] * zeros_K[t_j]
+    for t_i in range(n_K):
+        partial_sum = 0.0
+        for t_j in range(n_K):
+            partial_sum += eye_K[t_i, t_j] * zeros_K[t_j]
+        lam_f_value[i_points, t_i] += partial_sum
     if with_children:
         # from y ~ Normal (factor_analysis.cem:25:9)
         for i_dims in range(n_P):
@@ -235,9 +237,11 @@ def update_W(
             for t_j in range(n_K):
                 lam_W_outer[i_outputs, t_i, t_j] += -0.5 * eye_K_c[t_i, t_j]
         # from W ~ MultivariateNormal (factor_analysis.cem:20:5)
-        for t_j in range(n_K):
-            for t_i in range(n_K):
-                lam_W_value[i_outputs, t_i] += eye_K_c[t_i, t_j] * zeros_K[t_j]
+        for t_i in range(n_K):
+            partial_sum = 0.0
+            for t_j in range(n_K):
+                partial_sum += eye_K_c[t_i, t_j] * zeros_K[t_j]
+            lam_W_value[i_outputs, t_i] += partial_sum
         # from y ~ Normal (factor_analysis.cem:25:9)
         for t_i0 in range(n_K):
             lam_W_value[i_outputs, t_i0] += scale * acc_y_2[t_i0, i_outputs] * E_psi_value[i_outputs]

@@ -83,10 +83,12 @@ def update_z(
         lam_z_onehot[i_points, t_k] += E_pi_log[0, t_k]
     if with_children:
         # from x ~ MultivariateNormal (gmm_means.cem:26:5)
-        for t_i in range(n_D):
-            for t_j in range(n_D):
-                for t_g0 in range(n_K):
-                    lam_z_onehot[i_points, t_g0] += x[i_points, t_i] * P[t_i, t_j] * E_mu_value[t_g0, t_j]
+        for t_g0 in range(n_K):
+            partial_sum = 0.0
+            for t_i in range(n_D):
+                for t_j in range(n_D):
+                    partial_sum += x[i_points, t_i] * P[t_i, t_j] * E_mu_value[t_g0, t_j]
+            lam_z_onehot[i_points, t_g0] += partial_sum
         # from x ~ MultivariateNormal
         lam_z_onehot[i_points] += pre_z_2  # precomputed by hoist_messages (gmm_means.cem:26:5)
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
@@ -127,10 +129,12 @@ def local_step(
     """
     # pre_z_2: to q(z) from x ~ MultivariateNormal (gmm_means.cem:26:5), the same for every item
     pre_z_2[...] = 0.0
-    for t_i in range(n_D):
-        for t_j in range(n_D):
-            for t_g0 in range(n_K):
-                pre_z_2[t_g0] += -0.5 * P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+    for t_g0 in range(n_K):
+        partial_sum = 0.0
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                partial_sum += P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+        pre_z_2[t_g0] += -0.5 * partial_sum
     n_threads = acc_z_0_threads.shape[0]
     elbo_threads = np.zeros(n_threads)
     for thread in prange(n_threads):
@@ -190,15 +194,19 @@ def evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_D, x, P, E_mu_value, E_m
     for t_k in range(n_K):
         lam_z_onehot[i_points, t_k] += E_pi_log[0, t_k]
     # from x ~ MultivariateNormal (gmm_means.cem:26:5)
-    for t_i in range(n_D):
-        for t_j in range(n_D):
-            for t_g0 in range(n_K):
-                lam_z_onehot[i_points, t_g0] += x[i_points, t_i] * P[t_i, t_j] * E_mu_value[t_g0, t_j]
+    for t_g0 in range(n_K):
+        partial_sum = 0.0
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                partial_sum += x[i_points, t_i] * P[t_i, t_j] * E_mu_value[t_g0, t_j]
+        lam_z_onehot[i_points, t_g0] += partial_sum
     # from x ~ MultivariateNormal (gmm_means.cem:26:5)
-    for t_i in range(n_D):
-        for t_j in range(n_D):
-            for t_g0 in range(n_K):
-                lam_z_onehot[i_points, t_g0] += -0.5 * P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+    for t_g0 in range(n_K):
+        partial_sum = 0.0
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                partial_sum += P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+        lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
     top = lam_z_onehot[i_points].max()
     for t_c in range(n_K):
         lam_z_onehot[i_points, t_c] = np.exp(lam_z_onehot[i_points, t_c] - top)
@@ -377,9 +385,11 @@ def update_mu(
             for t_j in range(n_D):
                 lam_mu_outer[i_components, t_i, t_j] += -0.5 * P0[t_i, t_j]
         # from mu ~ MultivariateNormal (gmm_means.cem:22:5)
-        for t_j in range(n_D):
-            for t_i in range(n_D):
-                lam_mu_value[i_components, t_i] += P0[t_i, t_j] * m0[t_j]
+        for t_i in range(n_D):
+            partial_sum = 0.0
+            for t_j in range(n_D):
+                partial_sum += P0[t_i, t_j] * m0[t_j]
+            lam_mu_value[i_components, t_i] += partial_sum
         # from x ~ MultivariateNormal (gmm_means.cem:26:5)
         for t_j in range(n_D):
             lam_mu_value[i_components, t_j] += scale * acc_x_2[i_components, t_j]
@@ -516,10 +526,12 @@ def klc_stats(
     """
     # pre_z_2: to q(z) from x ~ MultivariateNormal (gmm_means.cem:26:5), the same for every item
     pre_z_2[...] = 0.0
-    for t_i in range(n_D):
-        for t_j in range(n_D):
-            for t_g0 in range(n_K):
-                pre_z_2[t_g0] += -0.5 * P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+    for t_g0 in range(n_K):
+        partial_sum = 0.0
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                partial_sum += P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+        pre_z_2[t_g0] += -0.5 * partial_sum
     n_threads = acc_z_0_threads.shape[0]
     elbo_threads = np.zeros(n_threads)
     for thread in prange(n_threads):
@@ -589,10 +601,12 @@ def klc_gradient(
     """
     # pre_z_2: to q(z) from x ~ MultivariateNormal (gmm_means.cem:26:5), the same for every item
     pre_z_2[...] = 0.0
-    for t_i in range(n_D):
-        for t_j in range(n_D):
-            for t_g0 in range(n_K):
-                pre_z_2[t_g0] += -0.5 * P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+    for t_g0 in range(n_K):
+        partial_sum = 0.0
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                partial_sum += P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+        pre_z_2[t_g0] += -0.5 * partial_sum
     n_threads = threads
     norm_threads = np.zeros(n_threads)
     for thread in prange(n_threads):

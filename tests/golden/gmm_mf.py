@@ -87,14 +87,18 @@ def update_z(
         for t_g0 in range(n_K):
             lam_z_onehot[i_points, t_g0] += 0.5 * E_Lambda_logdet[t_g0]
         # from x ~ MultivariateNormal (gmm.cem:28:5)
-        for t_i in range(n_D):
-            for t_j in range(n_D):
-                for t_g0 in range(n_K):
-                    lam_z_onehot[i_points, t_g0] += -0.5 * E_Lambda_value[t_g0, t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
+        for t_g0 in range(n_K):
+            partial_sum = 0.0
+            for t_i in range(n_D):
+                for t_j in range(n_D):
+                    partial_sum += E_Lambda_value[t_g0, t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
+            lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
         # from x ~ MultivariateNormal (gmm.cem:28:5), its global part precomputed by hoist_messages
-        for t_i in range(n_D):
-            for t_g0 in range(n_K):
-                lam_z_onehot[i_points, t_g0] += x[i_points, t_i] * pre_z_3[t_g0, t_i]
+        for t_g0 in range(n_K):
+            partial_sum = 0.0
+            for t_i in range(n_D):
+                partial_sum += x[i_points, t_i] * pre_z_3[t_g0, t_i]
+            lam_z_onehot[i_points, t_g0] += partial_sum
         # from x ~ MultivariateNormal
         lam_z_onehot[i_points] += pre_z_4  # precomputed by hoist_messages (gmm.cem:28:5)
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
@@ -138,16 +142,20 @@ def local_step(
     """
     # pre_z_4: to q(z) from x ~ MultivariateNormal (gmm.cem:28:5), the same for every item
     pre_z_4[...] = 0.0
-    for t_i in range(n_D):
-        for t_j in range(n_D):
-            for t_g0 in range(n_K):
-                pre_z_4[t_g0] += -0.5 * E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+    for t_g0 in range(n_K):
+        partial_sum = 0.0
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+        pre_z_4[t_g0] += -0.5 * partial_sum
     # pre_z_3: the global part of a message to q(z) from x ~ MultivariateNormal (gmm.cem:28:5)
     pre_z_3[...] = 0.0
-    for t_j in range(n_D):
-        for t_g0 in range(n_K):
-            for t_i in range(n_D):
-                pre_z_3[t_g0, t_i] += E_Lambda_value[t_g0, t_i, t_j] * E_mu_value[t_g0, t_j]
+    for t_g0 in range(n_K):
+        for t_i in range(n_D):
+            partial_sum = 0.0
+            for t_j in range(n_D):
+                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_value[t_g0, t_j]
+            pre_z_3[t_g0, t_i] += partial_sum
     n_threads = acc_z_0_threads.shape[0]
     elbo_threads = np.zeros(n_threads)
     for thread in prange(n_threads):
@@ -223,20 +231,26 @@ def evidence_z(
     for t_g0 in range(n_K):
         lam_z_onehot[i_points, t_g0] += 0.5 * E_Lambda_logdet[t_g0]
     # from x ~ MultivariateNormal (gmm.cem:28:5)
-    for t_i in range(n_D):
-        for t_j in range(n_D):
-            for t_g0 in range(n_K):
-                lam_z_onehot[i_points, t_g0] += -0.5 * E_Lambda_value[t_g0, t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
+    for t_g0 in range(n_K):
+        partial_sum = 0.0
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
+        lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
     # from x ~ MultivariateNormal (gmm.cem:28:5)
-    for t_i in range(n_D):
-        for t_j in range(n_D):
-            for t_g0 in range(n_K):
-                lam_z_onehot[i_points, t_g0] += x[i_points, t_i] * E_Lambda_value[t_g0, t_i, t_j] * E_mu_value[t_g0, t_j]
+    for t_g0 in range(n_K):
+        partial_sum = 0.0
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                partial_sum += x[i_points, t_i] * E_Lambda_value[t_g0, t_i, t_j] * E_mu_value[t_g0, t_j]
+        lam_z_onehot[i_points, t_g0] += partial_sum
     # from x ~ MultivariateNormal (gmm.cem:28:5)
-    for t_i in range(n_D):
-        for t_j in range(n_D):
-            for t_g0 in range(n_K):
-                lam_z_onehot[i_points, t_g0] += -0.5 * E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+    for t_g0 in range(n_K):
+        partial_sum = 0.0
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+        lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
     top = lam_z_onehot[i_points].max()
     for t_c in range(n_K):
         lam_z_onehot[i_points, t_c] = np.exp(lam_z_onehot[i_points, t_c] - top)
@@ -480,9 +494,11 @@ def update_mu(
             for t_j in range(n_D):
                 lam_mu_outer[i_components, t_i, t_j] += -0.5 * P0[t_i, t_j]
         # from mu ~ MultivariateNormal (gmm.cem:23:5)
-        for t_j in range(n_D):
-            for t_i in range(n_D):
-                lam_mu_value[i_components, t_i] += P0[t_i, t_j] * m0[t_j]
+        for t_i in range(n_D):
+            partial_sum = 0.0
+            for t_j in range(n_D):
+                partial_sum += P0[t_i, t_j] * m0[t_j]
+            lam_mu_value[i_components, t_i] += partial_sum
         # from x ~ MultivariateNormal (gmm.cem:28:5)
         for t_i in range(n_D):
             for t_j in range(n_D):

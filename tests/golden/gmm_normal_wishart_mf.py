@@ -87,14 +87,18 @@ def update_z(
         for t_g0 in range(n_K):
             lam_z_onehot[i_points, t_g0] += 0.5 * E_mu_Lambda_logdet[t_g0]
         # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
-        for t_i in range(n_D):
-            for t_j in range(n_D):
-                for t_g0 in range(n_K):
-                    lam_z_onehot[i_points, t_g0] += -0.5 * x[i_points, t_i] * x[i_points, t_j] * E_mu_Lambda_value[t_g0, t_i, t_j]
+        for t_g0 in range(n_K):
+            partial_sum = 0.0
+            for t_i in range(n_D):
+                for t_j in range(n_D):
+                    partial_sum += x[i_points, t_i] * x[i_points, t_j] * E_mu_Lambda_value[t_g0, t_i, t_j]
+            lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
         # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
-        for t_i in range(n_D):
-            for t_g0 in range(n_K):
-                lam_z_onehot[i_points, t_g0] += x[i_points, t_i] * E_mu_Lambda_prec_mean[t_g0, t_i]
+        for t_g0 in range(n_K):
+            partial_sum = 0.0
+            for t_i in range(n_D):
+                partial_sum += x[i_points, t_i] * E_mu_Lambda_prec_mean[t_g0, t_i]
+            lam_z_onehot[i_points, t_g0] += partial_sum
         # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
             lam_z_onehot[i_points, t_g0] += -0.5 * E_mu_Lambda_quad[t_g0]
@@ -210,14 +214,18 @@ def evidence_z(
     for t_g0 in range(n_K):
         lam_z_onehot[i_points, t_g0] += 0.5 * E_mu_Lambda_logdet[t_g0]
     # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
-    for t_i in range(n_D):
-        for t_j in range(n_D):
-            for t_g0 in range(n_K):
-                lam_z_onehot[i_points, t_g0] += -0.5 * x[i_points, t_i] * x[i_points, t_j] * E_mu_Lambda_value[t_g0, t_i, t_j]
+    for t_g0 in range(n_K):
+        partial_sum = 0.0
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                partial_sum += x[i_points, t_i] * x[i_points, t_j] * E_mu_Lambda_value[t_g0, t_i, t_j]
+        lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
     # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
-    for t_i in range(n_D):
-        for t_g0 in range(n_K):
-            lam_z_onehot[i_points, t_g0] += x[i_points, t_i] * E_mu_Lambda_prec_mean[t_g0, t_i]
+    for t_g0 in range(n_K):
+        partial_sum = 0.0
+        for t_i in range(n_D):
+            partial_sum += x[i_points, t_i] * E_mu_Lambda_prec_mean[t_g0, t_i]
+        lam_z_onehot[i_points, t_g0] += partial_sum
     # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
     for t_g0 in range(n_K):
         lam_z_onehot[i_points, t_g0] += -0.5 * E_mu_Lambda_quad[t_g0]

@@ -195,9 +195,11 @@ def update_w(
         for t_j in range(n_P):
             lam_w_outer[0, t_i, t_j] += -0.5 * eye_P_c[t_i, t_j]
     # from w ~ MultivariateNormal (linear_regression.cem:15:1)
-    for t_j in range(n_P):
-        for t_i in range(n_P):
-            lam_w_value[0, t_i] += eye_P_c[t_i, t_j] * zeros_P[t_j]
+    for t_i in range(n_P):
+        partial_sum = 0.0
+        for t_j in range(n_P):
+            partial_sum += eye_P_c[t_i, t_j] * zeros_P[t_j]
+        lam_w_value[0, t_i] += partial_sum
     # from y ~ Normal (linear_regression.cem:19:5)
     for t_i0 in range(n_P):
         lam_w_value[0, t_i0] += scale * acc_y_2[t_i0] * E_tau_value[0]

@@ -214,9 +214,11 @@ def update_u(
             for t_j in range(n_K):
                 lam_u_outer[i_users, t_i, t_j] += -0.5 * eye_K_c[t_i, t_j]
         # from u ~ MultivariateNormal (pmf.cem:24:5)
-        for t_j in range(n_K):
-            for t_i in range(n_K):
-                lam_u_value[i_users, t_i] += eye_K_c[t_i, t_j] * zeros_K[t_j]
+        for t_i in range(n_K):
+            partial_sum = 0.0
+            for t_j in range(n_K):
+                partial_sum += eye_K_c[t_i, t_j] * zeros_K[t_j]
+            lam_u_value[i_users, t_i] += partial_sum
         # from y ~ Normal (pmf.cem:31:5)
         for t_g1 in range(n_I):
             for t_i0 in range(n_K):
@@ -263,9 +265,11 @@ def update_v(
             for t_j in range(n_K):
                 lam_v_outer[i_items, t_i, t_j] += -0.5 * eye_K_c[t_i, t_j]
         # from v ~ MultivariateNormal (pmf.cem:26:5)
-        for t_j in range(n_K):
-            for t_i in range(n_K):
-                lam_v_value[i_items, t_i] += eye_K_c[t_i, t_j] * zeros_K[t_j]
+        for t_i in range(n_K):
+            partial_sum = 0.0
+            for t_j in range(n_K):
+                partial_sum += eye_K_c[t_i, t_j] * zeros_K[t_j]
+            lam_v_value[i_items, t_i] += partial_sum
         # from y ~ Normal (pmf.cem:31:5)
         for t_g0 in range(n_U):
             for t_i0 in range(n_K):
