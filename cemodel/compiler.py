@@ -11,9 +11,11 @@ compiled kernels between runs.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass, replace
@@ -24,10 +26,10 @@ from .augment import augment
 from .blocks import form_blocks
 from .codegen.mf import generate_mf
 from .conjugacy import Analysis, analyse
-from .errors import CemError, Span
+from .errors import CemError, CemModelError, Source, Span
 from .model import Model, RConst, build_model
 from .plan import InferencePlan, make_plan
-from .syntax import parse
+from .syntax import parse, user_name_tokens
 
 
 @dataclass(frozen=True)
@@ -102,10 +104,109 @@ def run_stages(text: str, filename: str, settings: dict[str, float] | None = Non
                collapse: tuple[str, ...] | None = None) -> Stages:
     """Parse, build, analyse and plan; raises a ``CemError`` for any user mistake.
     ``collapse`` names the KLC set X (overrides the model file's ``collapse``)."""
+    stages = _stages(text, filename, settings, collapse)
+    try:
+        source = generate(stages)
+    except CemError:
+        return stages  # reported when the module is generated
+    check_generated_names(source, text, filename, settings, collapse)
+    return stages
+
+
+def _stages(text: str, filename: str, settings: dict[str, float] | None,
+            collapse: tuple[str, ...] | None) -> Stages:
     model = fitted_model(text, filename, settings)
     analysis = analyse(model)
     plan = make_plan(analysis, collapse)
     return Stages(model, analysis, plan)
+
+
+def check_generated_names(source: str, text: str, filename: str,
+                          settings: dict[str, float] | None = None,
+                          collapse: tuple[str, ...] | None = None) -> None:
+    """Refuse a model whose names would collide with the generated code's own in one Python
+    scope (a data array called ``scale`` or ``item_weight``, a plate ``item``, whose
+    ``item_weight`` is the runtime's): the module would fail or, worse, read the wrong
+    array. The model is generated once more with every user name replaced by a unique
+    marker, so that nothing collides; a function of ``source`` (the module as generated)
+    with fewer distinct identifiers than the same function there has two of them merged.
+    The culprit is the marked name that reads as one of the generator's own names, or as
+    another marked name, once the markers are undone."""
+    tokens = user_name_tokens(text)
+    marker = {name: f"cemU{i}Z" for i, name in enumerate(dict.fromkeys(n for n, *_ in tokens))}
+    first: dict[str, Span] = {}
+    for name, span, _, _ in tokens:
+        first.setdefault(name, span)
+    marked = text
+    for name, _, start, end in sorted(tokens, key=lambda tok: -tok[2]):
+        marked = marked[:start] + marker[name] + marked[end:]
+    try:
+        apart = generate(_stages(
+            marked, filename, {marker.get(k, k): v for k, v in (settings or {}).items()},
+            None if collapse is None else tuple(marker.get(c, c) for c in collapse)))
+    except CemError:
+        return  # not expected (the model compiled); nothing to compare with
+    back = {v: k for k, v in marker.items()}
+    unmark = re.compile(r"cemU\d+Z")
+
+    def real(name: str) -> str:
+        return unmark.sub(lambda m: back[m.group()], name)
+
+    generated = dict(_scopes(ast.parse(source)))
+    for scope, names in _scopes(ast.parse(apart)):
+        if len(generated.get(real(scope), names)) >= len(names):
+            continue
+        mine = {n for n in names if "cemU" not in n}
+        seen: dict[str, str] = {}
+        for name in sorted(n for n in names if "cemU" in n):
+            owner = back[unmark.search(name).group()]
+            if real(name) in mine or seen.setdefault(real(name), name) != name:
+                what = (f"'{owner}' is" if real(name) == owner else
+                        f"'{owner}' gives the identifier '{real(name)}', which is")
+                why = ("a name the generated code uses itself" if real(name) in mine else
+                       "also made from another of the model's names")
+                raise CemModelError(f"{what} {why} (in {real(scope)})", first[owner],
+                                    Source(filename, text),
+                                    hint=f"rename '{owner}' (e.g. '{owner}_')")
+
+
+def _scopes(tree: ast.Module):
+    """(scope name, the identifiers it binds or reads) for the module and each function. A
+    comprehension's or lambda's own variables are its own scope (Python 3), not the
+    function's."""
+    top: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            names = {node.name}
+            _collect(node, names, frozenset())
+            top.add(node.name)
+            yield f"function {node.name}", names
+        else:
+            _collect(node, top, frozenset())
+            if isinstance(node, ast.ClassDef):
+                top.add(node.name)
+    yield "module level", top
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _collect(node: ast.AST, names: set[str], own: frozenset[str]) -> None:
+    """Add the identifiers under ``node`` to ``names``, except those in ``own`` (the
+    variables of an enclosing comprehension or lambda)."""
+    if isinstance(node, _COMPREHENSIONS):
+        own = own | {n.id for gen in node.generators for n in ast.walk(gen.target)
+                     if isinstance(n, ast.Name)}
+    elif isinstance(node, ast.Lambda):
+        own = own | {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+    elif isinstance(node, ast.Name) and node.id not in own:
+        names.add(node.id)
+    elif isinstance(node, ast.arg) and node.arg not in own:
+        names.add(node.arg)
+    elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        names.add(node.name)
+    for child in ast.iter_child_nodes(node):
+        _collect(child, names, own)
 
 
 def generate(stages: Stages, method: str = "mf") -> str:

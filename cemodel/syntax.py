@@ -343,6 +343,22 @@ def _describe_expected(expected: set[str]) -> str:
     return ", ".join(words)
 
 
+def user_name_tokens(text: str) -> list[tuple[str, Span, int, int]]:
+    """Every name in valid source that the user chose (variables, data, hyperparameters,
+    dimensions, plates, indices): (name, span, start, end offsets). Not the model's name, a
+    distribution or function, or a data type."""
+    tree = _parser().parse(text if text.endswith("\n") else text + "\n")
+    found = []
+    for node in tree.iter_subtrees():
+        names = [c for c in node.children if isinstance(c, lark.Token) and c.type == "NAME"]
+        if node.data == "model_decl":
+            continue
+        if node.data in ("type_spec", "call", "reduce", "sample") and names:
+            names = names[1:] if node.data != "sample" else []  # the type, function, family
+        found += [(str(tok), _span(tok), tok.start_pos, tok.end_pos) for tok in names]
+    return sorted(found, key=lambda tok: tok[2])
+
+
 def parse(text: str, filename: str = "<model>") -> Program:
     """Parse .cem source text into a ``Program``; raises ``CemSyntaxError``."""
     source = Source(filename, text if text.endswith("\n") else text + "\n")

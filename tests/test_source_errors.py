@@ -231,6 +231,30 @@ CASES = [
     ("normal-prior-on-bernoulli-probability",
      src(*HEAD, "t ~ Normal(0, 1)", "plate points n in N:", "    observe y[n] ~ Bernoulli(t)"),
      CemConjugacyError, 5, 30, "edge t -> y", "Beta"),
+    # -- names the generated code uses itself (in one Python scope) --------------------------
+    ("hyper-named-like-a-kernel-argument",
+     src(*HEAD, "hyper scale = 1.0", "lam ~ Gamma(scale, 1.0)", "plate items n in N:",
+         "    observe y[n] ~ Poisson(lam)"),
+     CemModelError, 3, 7, "'scale' is a name the generated code uses itself", "rename 'scale'"),
+    ("data-named-like-the-runtime-weights",
+     src(*HEAD, "lam ~ Gamma(1.0, 1.0)", "plate items n in N:",
+         "    data item_weight[n] : real", "    observe y[n] ~ Poisson(item_weight[n] * lam)"),
+     CemModelError, 5, 10, "'item_weight' is a name the generated code uses itself",
+     "rename 'item_weight'"),
+    ("plate-whose-weights-clash",
+     src(*LDA_HEAD, "hyper alpha = 0.1", "plate topics k in K:", "    beta[k] ~ Dirichlet(0.1, V)",
+         "plate docs d in D:", "    theta[d] ~ Dirichlet(alpha, K)",
+         "    plate item n in N[d]:", "        z[d, n] ~ Categorical(theta[d])",
+         "        observe w[d, n] ~ Categorical(beta[z[d, n]])"),
+     CemModelError, 11, 11, "'item' gives the identifier 'item_weight'", "rename 'item'"),
+    ("two-names-that-make-one-identifier",
+     src(*LDA_HEAD, "hyper tokens_ptr = 0.1", "plate topics k in K:",
+         "    beta[k] ~ Dirichlet(0.1, V)", "plate docs d in D:",
+         "    theta[d] ~ Dirichlet(tokens_ptr, K)", "    plate tokens n in N[d]:",
+         "        z[d, n] ~ Categorical(theta[d])",
+         "        observe w[d, n] ~ Categorical(beta[z[d, n]])"),
+     CemModelError, 6, 7, "'tokens_ptr' is also made from another of the model's names",
+     "rename 'tokens_ptr'"),
 ]
 
 
@@ -293,3 +317,48 @@ def test_every_stdlib_model_still_compiles():
     for path in sorted(root.glob("*.cem")):
         stages = run_stages(path.read_text(), path.name)
         assert stages.model.latents
+
+
+@pytest.mark.parametrize("name", ["tau", "kappa", "rho", "step", "theta", "state", "trace",
+                                  "value", "total"])
+def test_names_the_generated_code_does_not_share_a_scope_with_are_accepted(name):
+    """Only a real clash is refused: the SVI options kappa, tau and the like are names of
+    fit_svi's, but a hyperparameter of that name is read as s.<name> there."""
+    stages = run_stages(src(*HEAD, f"hyper {name} = 1.0", f"lam ~ Gamma({name}, 1.0)",
+                            "plate items n in N:", "    observe y[n] ~ Poisson(lam)"), "ok.cem")
+    assert [h.name for h in stages.model.hypers] == [name]
+
+
+def test_a_hyperparameter_named_like_an_svi_option_fits_exactly(tmp_path):
+    """kappa and tau are fit_svi's step-size options and hyperparameters here: both fits give
+    the exact Gamma-Poisson posterior (one full-batch SVI step with rho = 1 is exact)."""
+    import numpy as np
+
+    from cemodel.compiler import compile_model
+
+    path = tmp_path / "named.cem"
+    path.write_text(src(*HEAD, "hyper kappa = 2.0", "hyper tau = 3.0", "lam ~ Gamma(kappa, tau)",
+                        "plate items n in N:", "    observe y[n] ~ Poisson(lam)"))
+    module = compile_model(path)
+    y = np.array([1.0, 4.0, 2.0, 0.0])
+    for result in (module.fit({"y": y}), module.fit_svi({"y": y}, batch_size=4, epochs=1,
+                                                        kappa=0.5, tau=0.0)):
+        assert result["lam.shape"] == pytest.approx(2.0 + y.sum())
+        assert result["lam.rate"] == pytest.approx(3.0 + len(y))
+
+
+def test_data_named_like_a_constant_is_read_as_the_data(tmp_path):
+    """The constant 1 of Dirichlet(1.0, K) is a known quantity cemodel names 'c'; data called
+    'c' must still be the data (it was overwritten by the constant: the rate was 1 + N)."""
+    import numpy as np
+
+    from cemodel.compiler import compile_model
+
+    path = tmp_path / "exposure.cem"
+    path.write_text(src(*HEAD, "dim K = 2", "lam ~ Gamma(1.0, 1.0)", "pi ~ Dirichlet(1.0, K)",
+                        "plate items n in N:", "    z[n] ~ Categorical(pi)",
+                        "    data c[n] : real", "    observe y[n] ~ Poisson(c[n] * lam)"))
+    c = np.array([2.0, 0.5, 3.0, 1.5])
+    result = compile_model(path).fit({"y": np.array([1.0, 0.0, 4.0, 2.0]), "c": c})
+    assert result["lam.shape"] == pytest.approx(1.0 + 7.0)
+    assert result["lam.rate"] == pytest.approx(1.0 + c.sum())

@@ -137,10 +137,10 @@ class AssignmentStep:
         """t_c ~ p_<name> / total by inversion of one uniform."""
         size = dim_name(self.e.var(name).categories)
         return [
-            Line("u = np.random.random() * total"),
+            Line("uniform = np.random.random() * total"),
             Line("t_c = 0"),
             Line(f"cumulative = p_{name}[0]"),
-            Block(f"while cumulative < u and t_c < {size} - 1", (
+            Block(f"while cumulative < uniform and t_c < {size} - 1", (
                 Line("t_c += 1"),
                 Line(f"cumulative += p_{name}[t_c]"),
             )),

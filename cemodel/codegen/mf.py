@@ -110,6 +110,9 @@ class MeanFieldEmitter:
 
     # -- knowns ------------------------------------------------------------
     def _collect_knowns(self) -> None:
+        # a known quantity may be named as a data array or hyperparameter only when it is
+        # that array or value itself: a constant named 'c' must not overwrite data 'c'
+        users = {d.name for d in self.model.data} | {h.name for h in self.model.hypers}
         used: set[str] = set()
         for factor in self.analysis.factors:
             for monomial in factor.monomials:
@@ -121,7 +124,7 @@ class MeanFieldEmitter:
                     name, expr = self._known_numpy(slot)
                     self.known_slots[slot.key] = slot
                     base, n = name, 1
-                    while name in used:
+                    while name in used or (name in users and expr != name):
                         n += 1
                         name = f"{base}_{n}"
                     used.add(name)
@@ -1489,12 +1492,12 @@ class MeanFieldEmitter:
     def _prepare_nodes(self, items_only: bool) -> list[Node]:
         """The binding and allocations of ``_prepare``; ``items_only`` (``_bind_items``): a
         minibatch's own data, locals and buffers, and the globals, hyperparameters and
-        statistics of the state ``s``, shared rather than copied."""
+        statistics of the fit's state ``fit_state``, shared rather than copied."""
         m = self.model
         body: list[Node] = []
         if items_only:
             body.append(Line("bound = rt.bind_data(SPEC, data, {k: v for k, v in "
-                             "s.bound.dims.items() if k not in ITEM_DIMS})",
+                             "fit_state.bound.dims.items() if k not in ITEM_DIMS})",
                              "the sizes of everything but the items are the fit's"))
         else:
             body.append(Line("hypers = dict(hypers or {})"))
@@ -1516,7 +1519,7 @@ class MeanFieldEmitter:
             if m.hypers:
                 body.append(Comment("hyperparameters: the fit's current values"))
             for h in m.hypers:
-                body.append(Line(f"{h.name} = s.{h.name}"))
+                body.append(Line(f"{h.name} = fit_state.{h.name}"))
         else:
             body.append(Comment("hyperparameters (defaults from the model file)"))
         domains = self._hyper_domains()
@@ -1542,12 +1545,12 @@ class MeanFieldEmitter:
                 full = _tuple(shape + event)
                 for array in (self.layout.lam(name, stat), self.layout.E(name, stat)):
                     shared = items_only and name in self.plan.globals
-                    body.append(Line(f"{array} = s.{array}" if shared
+                    body.append(Line(f"{array} = fit_state.{array}" if shared
                                      else f"{array} = np.zeros({full})"))
         for name, layouts in self.exp_needed.items():
             E = self.layout.E(name, "log")
             if items_only and name in self.plan.globals:
-                body += [Line(f"{array} = s.{array}") for array in self._exp_arrays(name)]
+                body += [Line(f"{array} = fit_state.{array}") for array in self._exp_arrays(name)]
                 continue
             for transposed in sorted(layouts):
                 if transposed:
@@ -1589,7 +1592,7 @@ class MeanFieldEmitter:
                             + (" (added up over minibatches)" if items_only else "")))
         for acc in self.plan.stored_accumulators:
             if items_only:
-                body.append(Line(f"{acc.name} = s.{acc.name}"))
+                body.append(Line(f"{acc.name} = fit_state.{acc.name}"))
                 continue
             factor = self.analysis.factors[acc.factor]
             dims = [dim_name(self.model.plate(k[1:]).dim) if k.startswith("@")
@@ -1601,7 +1604,7 @@ class MeanFieldEmitter:
             for name in self.thread_private():
                 body.append(Line(f"{name}_threads = np.zeros((n_threads,) + {name}.shape)"))
             for name in [a.name for a in self.plan.stored_accumulators]:
-                body.append(Line(f"{name}_threads = s.{name}_threads" if items_only else
+                body.append(Line(f"{name}_threads = fit_state.{name}_threads" if items_only else
                                  f"{name}_threads = np.zeros((n_threads,) + {name}.shape)"))
             item_dim = dim_name(self.model.plate(self.model.data_plate).dim)
             body.append(Line(f"all_items = np.arange({item_dim})",
@@ -1647,8 +1650,9 @@ class MeanFieldEmitter:
         doc = ("Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`\n"
                "holding its items only. Its data, per-item parameters and the local step's "
                "buffers are\nits own, sized by the minibatch; the globals, hyperparameters and "
-               "statistics are s's,\nshared (not copied), so the steps on it move the fit.")
-        return Function("_bind_items", ("s", "data"), tuple(body), doc)
+               "statistics are fit_state's,\nshared (not copied), so the steps on it move the "
+               "fit.")
+        return Function("_bind_items", ("fit_state", "data"), tuple(body), doc)
 
     def prepare_function(self) -> Function:
         body = self._prepare_nodes(items_only=False)

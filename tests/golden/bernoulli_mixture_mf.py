@@ -244,10 +244,10 @@ def local_step_gibbs(
             for t_c in range(n_K):
                 p_z[t_c] = lam_z_onehot[i_points, t_c]
                 total += p_z[t_c]
-            u = np.random.random() * total
+            uniform = np.random.random() * total
             t_c = 0
             cumulative = p_z[0]
-            while cumulative < u and t_c < n_K - 1:
+            while cumulative < uniform and t_c < n_K - 1:
                 t_c += 1
                 cumulative += p_z[t_c]
             assign_z[position_z] = t_c
@@ -260,10 +260,10 @@ def local_step_gibbs(
                 for t_c in range(n_K):
                     p_z[t_c] = lam_z_onehot[i_points, t_c]
                     total += p_z[t_c]
-                u = np.random.random() * total
+                uniform = np.random.random() * total
                 t_c = 0
                 cumulative = p_z[0]
-                while cumulative < u and t_c < n_K - 1:
+                while cumulative < uniform and t_c < n_K - 1:
                     t_c += 1
                     cumulative += p_z[t_c]
                 assign_z[position_z] = t_c
@@ -669,45 +669,45 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, pre_z_2=pre_z_2, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
 
 
-def _bind_items(s, data):
+def _bind_items(fit_state, data):
     """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
     holding its items only. Its data, per-item parameters and the local step's buffers are
-    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are fit_state's,
     shared (not copied), so the steps on it move the fit.
     """
     # the sizes of everything but the items are the fit's
-    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in fit_state.bound.dims.items() if k not in ITEM_DIMS})
     n_K = bound.dims['K']
     n_P = bound.dims['P']
     n_N = bound.dims['N']
     x = bound.arrays['x']
     # hyperparameters: the fit's current values
-    alpha = s.alpha
-    a = s.a
-    b = s.b
+    alpha = fit_state.alpha
+    a = fit_state.a
+    b = fit_state.b
     # known quantities: functions of hyperparameters and data
     alpha_K = (alpha / n_K)  # value(repeat((alpha / K), K))
     lgamma_sum_alpha_K = rt.gammaln(n_K * (alpha / n_K))  # lgamma_sum(repeat((alpha / K), K))
     lgamma_alpha_K = rt.gammaln((alpha / n_K))  # lgamma(repeat((alpha / K), K))
     lbeta_a_b = rt.lbeta(a, b)  # lbeta(a, b)
     # variational parameters (natural, coefficient form) and E[t]
-    lam_p_log = s.lam_p_log
-    E_p_log = s.E_p_log
-    lam_p_log1m = s.lam_p_log1m
-    E_p_log1m = s.E_p_log1m
-    lam_pi_log = s.lam_pi_log
-    E_pi_log = s.E_pi_log
+    lam_p_log = fit_state.lam_p_log
+    E_p_log = fit_state.E_p_log
+    lam_p_log1m = fit_state.lam_p_log1m
+    E_p_log1m = fit_state.E_p_log1m
+    lam_pi_log = fit_state.lam_pi_log
+    E_pi_log = fit_state.E_pi_log
     lam_z_onehot = np.zeros((n_N, n_K))
     E_z_onehot = np.zeros((n_N, n_K))
     pre_z_2 = np.zeros((n_K,))  # a message to q(z) that no item changes (hoist_messages)
     # sufficient statistics the local step hands to the global step (added up over minibatches)
-    acc_z_0 = s.acc_z_0
-    acc_x_0 = s.acc_x_0
-    acc_x_1 = s.acc_x_1
+    acc_z_0 = fit_state.acc_z_0
+    acc_x_0 = fit_state.acc_x_0
+    acc_x_1 = fit_state.acc_x_1
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
-    acc_z_0_threads = s.acc_z_0_threads
-    acc_x_0_threads = s.acc_x_0_threads
-    acc_x_1_threads = s.acc_x_1_threads
+    acc_z_0_threads = fit_state.acc_z_0_threads
+    acc_x_0_threads = fit_state.acc_x_0_threads
+    acc_x_1_threads = fit_state.acc_x_1_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)

@@ -186,32 +186,32 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, acc_x_1_threads=acc_x_1_threads, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, E_p_log=E_p_log, lam_p_log1m=lam_p_log1m, E_p_log1m=E_p_log1m, lbeta_a_b=lbeta_a_b, all_items=all_items)
 
 
-def _bind_items(s, data):
+def _bind_items(fit_state, data):
     """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
     holding its items only. Its data, per-item parameters and the local step's buffers are
-    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are fit_state's,
     shared (not copied), so the steps on it move the fit.
     """
     # the sizes of everything but the items are the fit's
-    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in fit_state.bound.dims.items() if k not in ITEM_DIMS})
     n_N = bound.dims['N']
     x = bound.arrays['x']
     # hyperparameters: the fit's current values
-    a = s.a
-    b = s.b
+    a = fit_state.a
+    b = fit_state.b
     # known quantities: functions of hyperparameters and data
     lbeta_a_b = rt.lbeta(a, b)  # lbeta(a, b)
     # variational parameters (natural, coefficient form) and E[t]
-    lam_p_log = s.lam_p_log
-    E_p_log = s.E_p_log
-    lam_p_log1m = s.lam_p_log1m
-    E_p_log1m = s.E_p_log1m
+    lam_p_log = fit_state.lam_p_log
+    E_p_log = fit_state.E_p_log
+    lam_p_log1m = fit_state.lam_p_log1m
+    E_p_log1m = fit_state.E_p_log1m
     # sufficient statistics the local step hands to the global step (added up over minibatches)
-    acc_x_0 = s.acc_x_0
-    acc_x_1 = s.acc_x_1
+    acc_x_0 = fit_state.acc_x_0
+    acc_x_1 = fit_state.acc_x_1
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
-    acc_x_0_threads = s.acc_x_0_threads
-    acc_x_1_threads = s.acc_x_1_threads
+    acc_x_0_threads = fit_state.acc_x_0_threads
+    acc_x_1_threads = fit_state.acc_x_1_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)

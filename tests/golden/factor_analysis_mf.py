@@ -471,22 +471,22 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, zeros_K=zeros_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, pre_f_3=pre_f_3, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, outer_zeros_K=outer_zeros_K, dim_f=dim_f, E_W_outer=E_W_outer, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
-def _bind_items(s, data):
+def _bind_items(fit_state, data):
     """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
     holding its items only. Its data, per-item parameters and the local step's buffers are
-    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are fit_state's,
     shared (not copied), so the steps on it move the fit.
     """
     # the sizes of everything but the items are the fit's
-    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in fit_state.bound.dims.items() if k not in ITEM_DIMS})
     n_K = bound.dims['K']
     n_P = bound.dims['P']
     n_N = bound.dims['N']
     y = bound.arrays['y']
     # hyperparameters: the fit's current values
-    c = s.c
-    a0 = s.a0
-    b0 = s.b0
+    c = fit_state.c
+    a0 = fit_state.a0
+    b0 = fit_state.b0
     # known quantities: functions of hyperparameters and data
     logdet_eye_K_c = rt.logdet((np.eye(n_K) * c))  # logdet((eye(K) * c))
     eye_K_c = (np.eye(n_K) * c)  # value((eye(K) * c))
@@ -499,29 +499,29 @@ def _bind_items(s, data):
     eye_K = np.eye(n_K)  # value(eye(K))
     dim_f = n_K  # dim(f[points])
     # variational parameters (natural, coefficient form) and E[t]
-    lam_W_value = s.lam_W_value
-    E_W_value = s.E_W_value
-    lam_W_outer = s.lam_W_outer
-    E_W_outer = s.E_W_outer
-    lam_psi_log = s.lam_psi_log
-    E_psi_log = s.E_psi_log
-    lam_psi_value = s.lam_psi_value
-    E_psi_value = s.E_psi_value
+    lam_W_value = fit_state.lam_W_value
+    E_W_value = fit_state.E_W_value
+    lam_W_outer = fit_state.lam_W_outer
+    E_W_outer = fit_state.E_W_outer
+    lam_psi_log = fit_state.lam_psi_log
+    E_psi_log = fit_state.E_psi_log
+    lam_psi_value = fit_state.lam_psi_value
+    E_psi_value = fit_state.E_psi_value
     lam_f_value = np.zeros((n_N, n_K))
     E_f_value = np.zeros((n_N, n_K))
     lam_f_outer = np.zeros((n_N, n_K, n_K))
     E_f_outer = np.zeros((n_N, n_K, n_K))
     pre_f_3 = np.zeros((n_K, n_K))  # a message to q(f) that no item changes (hoist_messages)
     # sufficient statistics the local step hands to the global step (added up over minibatches)
-    acc_y_0 = s.acc_y_0
-    acc_y_1 = s.acc_y_1
-    acc_y_2 = s.acc_y_2
-    acc_y_3 = s.acc_y_3
+    acc_y_0 = fit_state.acc_y_0
+    acc_y_1 = fit_state.acc_y_1
+    acc_y_2 = fit_state.acc_y_2
+    acc_y_3 = fit_state.acc_y_3
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
-    acc_y_0_threads = s.acc_y_0_threads
-    acc_y_1_threads = s.acc_y_1_threads
-    acc_y_2_threads = s.acc_y_2_threads
-    acc_y_3_threads = s.acc_y_3_threads
+    acc_y_0_threads = fit_state.acc_y_0_threads
+    acc_y_1_threads = fit_state.acc_y_1_threads
+    acc_y_2_threads = fit_state.acc_y_2_threads
+    acc_y_3_threads = fit_state.acc_y_3_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)

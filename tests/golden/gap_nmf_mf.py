@@ -625,23 +625,23 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, n_F=n_F, pre_H_4=pre_H_4, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, n_K=n_K, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, log_b=log_b, lgamma_b=lgamma_b, E_theta_value=E_theta_value, E_W_value=E_W_value, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
 
 
-def _bind_items(s, data):
+def _bind_items(fit_state, data):
     """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
     holding its items only. Its data, per-item parameters and the local step's buffers are
-    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are fit_state's,
     shared (not copied), so the steps on it move the fit.
     """
     # the sizes of everything but the items are the fit's
-    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in fit_state.bound.dims.items() if k not in ITEM_DIMS})
     n_K = bound.dims['K']
     n_F = bound.dims['F']
     n_T = bound.dims['T']
     Y = bound.arrays['Y']
     # hyperparameters: the fit's current values
-    a = s.a
-    b = s.b
-    alpha = s.alpha
-    c = s.c
+    a = fit_state.a
+    b = fit_state.b
+    alpha = fit_state.alpha
+    c = fit_state.c
     # known quantities: functions of hyperparameters and data
     alpha_K = (alpha / n_K)  # value((alpha / K))
     log_alpha_c = np.log((alpha * c))  # log((alpha * c))
@@ -653,38 +653,38 @@ def _bind_items(s, data):
     lgamma_b = rt.gammaln(b)  # lgamma(b)
     lgamma1p_Y = rt.gammaln(Y + 1.0)  # lgamma1p(Y[frames, bins])
     # variational parameters (natural, coefficient form) and E[t]
-    lam_W_log = s.lam_W_log
-    E_W_log = s.E_W_log
-    lam_W_value = s.lam_W_value
-    E_W_value = s.E_W_value
-    lam_theta_log = s.lam_theta_log
-    E_theta_log = s.E_theta_log
-    lam_theta_value = s.lam_theta_value
-    E_theta_value = s.E_theta_value
+    lam_W_log = fit_state.lam_W_log
+    E_W_log = fit_state.E_W_log
+    lam_W_value = fit_state.lam_W_value
+    E_W_value = fit_state.E_W_value
+    lam_theta_log = fit_state.lam_theta_log
+    E_theta_log = fit_state.E_theta_log
+    lam_theta_value = fit_state.lam_theta_value
+    E_theta_value = fit_state.E_theta_value
     lam_H_log = np.zeros((n_T, n_K))
     E_H_log = np.zeros((n_T, n_K))
     lam_H_value = np.zeros((n_T, n_K))
     E_H_value = np.zeros((n_T, n_K))
     lam_Y_split_value = np.zeros((n_F, n_K))
     E_Y_split_value = np.zeros((n_F, n_K))
-    X_theta_log = s.X_theta_log
-    X_W_log = s.X_W_log
+    X_theta_log = fit_state.X_theta_log
+    X_W_log = fit_state.X_W_log
     X_H_log = np.zeros_like(E_H_log)  # exp(E[log H])
     pre_H_4 = np.zeros((n_K,))  # a message to q(H) that no item changes (hoist_messages)
     H_Y_split = np.zeros(E_Y_split_value.shape[0])  # entropy of each row of q(Y_split)
     logZ_Y_split = np.zeros_like(H_Y_split)  # log Σ_c exp λ_c of each row of q(Y_split)
     # sufficient statistics the local step hands to the global step (added up over minibatches)
-    acc_Y_0 = s.acc_Y_0
-    acc_Y_1 = s.acc_Y_1
-    acc_Y_3 = s.acc_Y_3
+    acc_Y_0 = fit_state.acc_Y_0
+    acc_Y_1 = fit_state.acc_Y_1
+    acc_Y_3 = fit_state.acc_Y_3
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
     lam_Y_split_value_threads = np.zeros((n_threads,) + lam_Y_split_value.shape)
     E_Y_split_value_threads = np.zeros((n_threads,) + E_Y_split_value.shape)
     H_Y_split_threads = np.zeros((n_threads,) + H_Y_split.shape)
     logZ_Y_split_threads = np.zeros((n_threads,) + logZ_Y_split.shape)
-    acc_Y_0_threads = s.acc_Y_0_threads
-    acc_Y_1_threads = s.acc_Y_1_threads
-    acc_Y_3_threads = s.acc_Y_3_threads
+    acc_Y_0_threads = fit_state.acc_Y_0_threads
+    acc_Y_1_threads = fit_state.acc_Y_1_threads
+    acc_Y_3_threads = fit_state.acc_Y_3_threads
     all_items = np.arange(n_T)  # the local step runs over these
     item_weight = np.ones(n_T)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_T, -1)

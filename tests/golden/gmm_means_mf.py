@@ -256,10 +256,10 @@ def local_step_gibbs(
             for t_c in range(n_K):
                 p_z[t_c] = lam_z_onehot[i_points, t_c]
                 total += p_z[t_c]
-            u = np.random.random() * total
+            uniform = np.random.random() * total
             t_c = 0
             cumulative = p_z[0]
-            while cumulative < u and t_c < n_K - 1:
+            while cumulative < uniform and t_c < n_K - 1:
                 t_c += 1
                 cumulative += p_z[t_c]
             assign_z[position_z] = t_c
@@ -272,10 +272,10 @@ def local_step_gibbs(
                 for t_c in range(n_K):
                     p_z[t_c] = lam_z_onehot[i_points, t_c]
                     total += p_z[t_c]
-                u = np.random.random() * total
+                uniform = np.random.random() * total
                 t_c = 0
                 cumulative = p_z[0]
-                while cumulative < u and t_c < n_K - 1:
+                while cumulative < uniform and t_c < n_K - 1:
                     t_c += 1
                     cumulative += p_z[t_c]
                 assign_z[position_z] = t_c
@@ -707,23 +707,23 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, P=P, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_D=n_D, x=x, E_mu_value=E_mu_value, pre_z_2=pre_z_2, item_weight=item_weight, logdet_P=logdet_P, dim_x=dim_x, E_mu_outer=E_mu_outer, acc_z_0_threads=acc_z_0_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, all_items=all_items)
 
 
-def _bind_items(s, data):
+def _bind_items(fit_state, data):
     """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
     holding its items only. Its data, per-item parameters and the local step's buffers are
-    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are fit_state's,
     shared (not copied), so the steps on it move the fit.
     """
     # the sizes of everything but the items are the fit's
-    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in fit_state.bound.dims.items() if k not in ITEM_DIMS})
     n_K = bound.dims['K']
     n_D = bound.dims['D']
     n_N = bound.dims['N']
     x = bound.arrays['x']
     # hyperparameters: the fit's current values
-    alpha = s.alpha
-    m0 = s.m0
-    P0 = s.P0
-    P = s.P
+    alpha = fit_state.alpha
+    m0 = fit_state.m0
+    P0 = fit_state.P0
+    P = fit_state.P
     # known quantities: functions of hyperparameters and data
     lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
     lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))
@@ -733,23 +733,23 @@ def _bind_items(s, data):
     logdet_P = rt.logdet(P)  # logdet(P)
     dim_x = n_D  # dim(x[points])
     # variational parameters (natural, coefficient form) and E[t]
-    lam_mu_value = s.lam_mu_value
-    E_mu_value = s.E_mu_value
-    lam_mu_outer = s.lam_mu_outer
-    E_mu_outer = s.E_mu_outer
-    lam_pi_log = s.lam_pi_log
-    E_pi_log = s.E_pi_log
+    lam_mu_value = fit_state.lam_mu_value
+    E_mu_value = fit_state.E_mu_value
+    lam_mu_outer = fit_state.lam_mu_outer
+    E_mu_outer = fit_state.E_mu_outer
+    lam_pi_log = fit_state.lam_pi_log
+    E_pi_log = fit_state.E_pi_log
     lam_z_onehot = np.zeros((n_N, n_K))
     E_z_onehot = np.zeros((n_N, n_K))
     pre_z_2 = np.zeros((n_K,))  # a message to q(z) that no item changes (hoist_messages)
     # sufficient statistics the local step hands to the global step (added up over minibatches)
-    acc_z_0 = s.acc_z_0
-    acc_x_2 = s.acc_x_2
-    acc_x_3 = s.acc_x_3
+    acc_z_0 = fit_state.acc_z_0
+    acc_x_2 = fit_state.acc_x_2
+    acc_x_3 = fit_state.acc_x_3
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
-    acc_z_0_threads = s.acc_z_0_threads
-    acc_x_2_threads = s.acc_x_2_threads
-    acc_x_3_threads = s.acc_x_3_threads
+    acc_z_0_threads = fit_state.acc_z_0_threads
+    acc_x_2_threads = fit_state.acc_x_2_threads
+    acc_x_3_threads = fit_state.acc_x_3_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)

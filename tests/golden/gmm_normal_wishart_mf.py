@@ -280,10 +280,10 @@ def local_step_gibbs(
             for t_c in range(n_K):
                 p_z[t_c] = lam_z_onehot[i_points, t_c]
                 total += p_z[t_c]
-            u = np.random.random() * total
+            uniform = np.random.random() * total
             t_c = 0
             cumulative = p_z[0]
-            while cumulative < u and t_c < n_K - 1:
+            while cumulative < uniform and t_c < n_K - 1:
                 t_c += 1
                 cumulative += p_z[t_c]
             assign_z[position_z] = t_c
@@ -296,10 +296,10 @@ def local_step_gibbs(
                 for t_c in range(n_K):
                     p_z[t_c] = lam_z_onehot[i_points, t_c]
                     total += p_z[t_c]
-                u = np.random.random() * total
+                uniform = np.random.random() * total
                 t_c = 0
                 cumulative = p_z[0]
-                while cumulative < u and t_c < n_K - 1:
+                while cumulative < uniform and t_c < n_K - 1:
                     t_c += 1
                     cumulative += p_z[t_c]
                 assign_z[position_z] = t_c
@@ -783,24 +783,24 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, alpha=alpha, m0=m0, kappa0=kappa0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_mu_Lambda_logdet=E_mu_Lambda_logdet, n_D=n_D, x=x, E_mu_Lambda_value=E_mu_Lambda_value, E_mu_Lambda_prec_mean=E_mu_Lambda_prec_mean, E_mu_Lambda_quad=E_mu_Lambda_quad, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_mu_Lambda_value=lam_mu_Lambda_value, lam_mu_Lambda_logdet=lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean=lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad=lam_mu_Lambda_quad, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, dim_mu_Lambda=dim_mu_Lambda, log_kappa0=log_kappa0, outer_m0=outer_m0, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
 
 
-def _bind_items(s, data):
+def _bind_items(fit_state, data):
     """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
     holding its items only. Its data, per-item parameters and the local step's buffers are
-    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are fit_state's,
     shared (not copied), so the steps on it move the fit.
     """
     # the sizes of everything but the items are the fit's
-    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in fit_state.bound.dims.items() if k not in ITEM_DIMS})
     n_K = bound.dims['K']
     n_D = bound.dims['D']
     n_N = bound.dims['N']
     x = bound.arrays['x']
     # hyperparameters: the fit's current values
-    alpha = s.alpha
-    m0 = s.m0
-    kappa0 = s.kappa0
-    nu0 = s.nu0
-    W0 = s.W0
+    alpha = fit_state.alpha
+    m0 = fit_state.m0
+    kappa0 = fit_state.kappa0
+    nu0 = fit_state.nu0
+    W0 = fit_state.W0
     # known quantities: functions of hyperparameters and data
     lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
     lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))
@@ -811,28 +811,28 @@ def _bind_items(s, data):
     wishart_lognorm_nu0_W0 = rt.wishart_lognorm(nu0, W0)  # wishart_lognorm(nu0, W0)
     dim_x = n_D  # dim(x[points])
     # variational parameters (natural, coefficient form) and E[t]
-    lam_mu_Lambda_value = s.lam_mu_Lambda_value
-    E_mu_Lambda_value = s.E_mu_Lambda_value
-    lam_mu_Lambda_logdet = s.lam_mu_Lambda_logdet
-    E_mu_Lambda_logdet = s.E_mu_Lambda_logdet
-    lam_mu_Lambda_prec_mean = s.lam_mu_Lambda_prec_mean
-    E_mu_Lambda_prec_mean = s.E_mu_Lambda_prec_mean
-    lam_mu_Lambda_quad = s.lam_mu_Lambda_quad
-    E_mu_Lambda_quad = s.E_mu_Lambda_quad
-    lam_pi_log = s.lam_pi_log
-    E_pi_log = s.E_pi_log
+    lam_mu_Lambda_value = fit_state.lam_mu_Lambda_value
+    E_mu_Lambda_value = fit_state.E_mu_Lambda_value
+    lam_mu_Lambda_logdet = fit_state.lam_mu_Lambda_logdet
+    E_mu_Lambda_logdet = fit_state.E_mu_Lambda_logdet
+    lam_mu_Lambda_prec_mean = fit_state.lam_mu_Lambda_prec_mean
+    E_mu_Lambda_prec_mean = fit_state.E_mu_Lambda_prec_mean
+    lam_mu_Lambda_quad = fit_state.lam_mu_Lambda_quad
+    E_mu_Lambda_quad = fit_state.E_mu_Lambda_quad
+    lam_pi_log = fit_state.lam_pi_log
+    E_pi_log = fit_state.E_pi_log
     lam_z_onehot = np.zeros((n_N, n_K))
     E_z_onehot = np.zeros((n_N, n_K))
     # sufficient statistics the local step hands to the global step (added up over minibatches)
-    acc_z_0 = s.acc_z_0
-    acc_x_0 = s.acc_x_0
-    acc_x_1 = s.acc_x_1
-    acc_x_2 = s.acc_x_2
+    acc_z_0 = fit_state.acc_z_0
+    acc_x_0 = fit_state.acc_x_0
+    acc_x_1 = fit_state.acc_x_1
+    acc_x_2 = fit_state.acc_x_2
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
-    acc_z_0_threads = s.acc_z_0_threads
-    acc_x_0_threads = s.acc_x_0_threads
-    acc_x_1_threads = s.acc_x_1_threads
-    acc_x_2_threads = s.acc_x_2_threads
+    acc_z_0_threads = fit_state.acc_z_0_threads
+    acc_x_0_threads = fit_state.acc_x_0_threads
+    acc_x_1_threads = fit_state.acc_x_1_threads
+    acc_x_2_threads = fit_state.acc_x_2_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)

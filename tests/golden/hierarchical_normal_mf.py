@@ -439,55 +439,55 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, m0=m0, k0=k0, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, group=group, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_mu_tau_b_log=lam_mu_tau_b_log, E_mu_tau_b_log=E_mu_tau_b_log, lam_mu_tau_b_value=lam_mu_tau_b_value, E_mu_tau_b_value=E_mu_tau_b_value, lam_mu_tau_b_prec_mean=lam_mu_tau_b_prec_mean, E_mu_tau_b_prec_mean=E_mu_tau_b_prec_mean, lam_mu_tau_b_quad=lam_mu_tau_b_quad, E_mu_tau_b_quad=E_mu_tau_b_quad, lam_tau_w_log=lam_tau_w_log, E_tau_w_log=E_tau_w_log, lam_tau_w_value=lam_tau_w_value, E_tau_w_value=E_tau_w_value, lam_theta_value=lam_theta_value, E_theta_value=E_theta_value, lam_theta_square=lam_theta_square, E_theta_square=E_theta_square, n_G=n_G, log_k0=log_k0, square_m0=square_m0, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
-def _bind_items(s, data):
+def _bind_items(fit_state, data):
     """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
     holding its items only. Its data, per-item parameters and the local step's buffers are
-    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are fit_state's,
     shared (not copied), so the steps on it move the fit.
     """
     # the sizes of everything but the items are the fit's
-    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in fit_state.bound.dims.items() if k not in ITEM_DIMS})
     n_G = bound.dims['G']
     n_N = bound.dims['N']
     y = bound.arrays['y']
     group = bound.arrays['group']
     # hyperparameters: the fit's current values
-    m0 = s.m0
-    k0 = s.k0
-    a0 = s.a0
-    b0 = s.b0
+    m0 = fit_state.m0
+    k0 = fit_state.k0
+    a0 = fit_state.a0
+    b0 = fit_state.b0
     # known quantities: functions of hyperparameters and data
     log_k0 = np.log(k0)  # log(k0)
     square_m0 = np.square(m0)  # square(m0)
     log_b0 = np.log(b0)  # log(b0)
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
     # variational parameters (natural, coefficient form) and E[t]
-    lam_mu_tau_b_log = s.lam_mu_tau_b_log
-    E_mu_tau_b_log = s.E_mu_tau_b_log
-    lam_mu_tau_b_value = s.lam_mu_tau_b_value
-    E_mu_tau_b_value = s.E_mu_tau_b_value
-    lam_mu_tau_b_prec_mean = s.lam_mu_tau_b_prec_mean
-    E_mu_tau_b_prec_mean = s.E_mu_tau_b_prec_mean
-    lam_mu_tau_b_quad = s.lam_mu_tau_b_quad
-    E_mu_tau_b_quad = s.E_mu_tau_b_quad
-    lam_tau_w_log = s.lam_tau_w_log
-    E_tau_w_log = s.E_tau_w_log
-    lam_tau_w_value = s.lam_tau_w_value
-    E_tau_w_value = s.E_tau_w_value
-    lam_theta_value = s.lam_theta_value
-    E_theta_value = s.E_theta_value
-    lam_theta_square = s.lam_theta_square
-    E_theta_square = s.E_theta_square
+    lam_mu_tau_b_log = fit_state.lam_mu_tau_b_log
+    E_mu_tau_b_log = fit_state.E_mu_tau_b_log
+    lam_mu_tau_b_value = fit_state.lam_mu_tau_b_value
+    E_mu_tau_b_value = fit_state.E_mu_tau_b_value
+    lam_mu_tau_b_prec_mean = fit_state.lam_mu_tau_b_prec_mean
+    E_mu_tau_b_prec_mean = fit_state.E_mu_tau_b_prec_mean
+    lam_mu_tau_b_quad = fit_state.lam_mu_tau_b_quad
+    E_mu_tau_b_quad = fit_state.E_mu_tau_b_quad
+    lam_tau_w_log = fit_state.lam_tau_w_log
+    E_tau_w_log = fit_state.E_tau_w_log
+    lam_tau_w_value = fit_state.lam_tau_w_value
+    E_tau_w_value = fit_state.E_tau_w_value
+    lam_theta_value = fit_state.lam_theta_value
+    E_theta_value = fit_state.E_theta_value
+    lam_theta_square = fit_state.lam_theta_square
+    E_theta_square = fit_state.E_theta_square
     # sufficient statistics the local step hands to the global step (added up over minibatches)
-    acc_y_0 = s.acc_y_0
-    acc_y_1 = s.acc_y_1
-    acc_y_2 = s.acc_y_2
-    acc_y_3 = s.acc_y_3
+    acc_y_0 = fit_state.acc_y_0
+    acc_y_1 = fit_state.acc_y_1
+    acc_y_2 = fit_state.acc_y_2
+    acc_y_3 = fit_state.acc_y_3
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
-    acc_y_0_threads = s.acc_y_0_threads
-    acc_y_1_threads = s.acc_y_1_threads
-    acc_y_2_threads = s.acc_y_2_threads
-    acc_y_3_threads = s.acc_y_3_threads
+    acc_y_0_threads = fit_state.acc_y_0_threads
+    acc_y_1_threads = fit_state.acc_y_1_threads
+    acc_y_2_threads = fit_state.acc_y_2_threads
+    acc_y_3_threads = fit_state.acc_y_3_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)

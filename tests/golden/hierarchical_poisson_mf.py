@@ -305,23 +305,23 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, a=a, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, group=group, x=x, e=e, log_e=log_e, lgamma1p_x=lgamma1p_x, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_beta_log=lam_beta_log, E_beta_log=E_beta_log, lam_beta_value=lam_beta_value, E_beta_value=E_beta_value, lam_lam_log=lam_lam_log, E_lam_log=E_lam_log, lam_lam_value=lam_lam_value, E_lam_value=E_lam_value, n_G=n_G, log_b0=log_b0, lgamma_a0=lgamma_a0, lgamma_a=lgamma_a, all_items=all_items)
 
 
-def _bind_items(s, data):
+def _bind_items(fit_state, data):
     """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
     holding its items only. Its data, per-item parameters and the local step's buffers are
-    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are fit_state's,
     shared (not copied), so the steps on it move the fit.
     """
     # the sizes of everything but the items are the fit's
-    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in fit_state.bound.dims.items() if k not in ITEM_DIMS})
     n_G = bound.dims['G']
     n_N = bound.dims['N']
     x = bound.arrays['x']
     group = bound.arrays['group']
     e = bound.arrays['e']
     # hyperparameters: the fit's current values
-    a = s.a
-    a0 = s.a0
-    b0 = s.b0
+    a = fit_state.a
+    a0 = fit_state.a0
+    b0 = fit_state.b0
     # known quantities: functions of hyperparameters and data
     log_b0 = np.log(b0)  # log(b0)
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
@@ -329,20 +329,20 @@ def _bind_items(s, data):
     log_e = np.log(e)  # log(e[counts])
     lgamma1p_x = rt.gammaln(x + 1.0)  # lgamma1p(x[counts])
     # variational parameters (natural, coefficient form) and E[t]
-    lam_beta_log = s.lam_beta_log
-    E_beta_log = s.E_beta_log
-    lam_beta_value = s.lam_beta_value
-    E_beta_value = s.E_beta_value
-    lam_lam_log = s.lam_lam_log
-    E_lam_log = s.E_lam_log
-    lam_lam_value = s.lam_lam_value
-    E_lam_value = s.E_lam_value
+    lam_beta_log = fit_state.lam_beta_log
+    E_beta_log = fit_state.E_beta_log
+    lam_beta_value = fit_state.lam_beta_value
+    E_beta_value = fit_state.E_beta_value
+    lam_lam_log = fit_state.lam_lam_log
+    E_lam_log = fit_state.E_lam_log
+    lam_lam_value = fit_state.lam_lam_value
+    E_lam_value = fit_state.E_lam_value
     # sufficient statistics the local step hands to the global step (added up over minibatches)
-    acc_x_1 = s.acc_x_1
-    acc_x_2 = s.acc_x_2
+    acc_x_1 = fit_state.acc_x_1
+    acc_x_2 = fit_state.acc_x_2
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
-    acc_x_1_threads = s.acc_x_1_threads
-    acc_x_2_threads = s.acc_x_2_threads
+    acc_x_1_threads = fit_state.acc_x_1_threads
+    acc_x_2_threads = fit_state.acc_x_2_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)

@@ -413,14 +413,14 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, E_pi0_log=E_pi0_log, E_A_log=E_A_log, x=x, E_phi_log=E_phi_log, steps_ptr=steps_ptr, item_weight=item_weight, steps_weight=steps_weight, lam_z_onehot_threads=lam_z_onehot_threads, lam_z_first_threads=lam_z_first_threads, lam_z_pair_threads=lam_z_pair_threads, E_z_onehot_threads=E_z_onehot_threads, E_z_first_threads=E_z_first_threads, E_z_pair_threads=E_z_pair_threads, H_z_threads=H_z_threads, acc_z_0_threads=acc_z_0_threads, acc_z_1_threads=acc_z_1_threads, acc_x_0_threads=acc_x_0_threads, acc_z_0=acc_z_0, acc_z_1=acc_z_1, acc_x_0=acc_x_0, lam_A_log=lam_A_log, lam_phi_log=lam_phi_log, lam_pi0_log=lam_pi0_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
-def _bind_items(s, data):
+def _bind_items(fit_state, data):
     """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
     holding its items only. Its data, per-item parameters and the local step's buffers are
-    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are fit_state's,
     shared (not copied), so the steps on it move the fit.
     """
     # the sizes of everything but the items are the fit's
-    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in fit_state.bound.dims.items() if k not in ITEM_DIMS})
     n_K = bound.dims['K']
     n_V = bound.dims['V']
     n_S = bound.dims['S']
@@ -428,20 +428,20 @@ def _bind_items(s, data):
     steps_weight = bound.arrays['steps_weight']
     x = bound.arrays['x']
     # hyperparameters: the fit's current values
-    alpha = s.alpha
-    eta = s.eta
+    alpha = fit_state.alpha
+    eta = fit_state.eta
     # known quantities: functions of hyperparameters and data
     lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
     lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))
     lgamma_sum_eta = rt.gammaln(n_V * eta)  # lgamma_sum(repeat(eta, V))
     lgamma_eta = rt.gammaln(eta)  # lgamma(repeat(eta, V))
     # variational parameters (natural, coefficient form) and E[t]
-    lam_A_log = s.lam_A_log
-    E_A_log = s.E_A_log
-    lam_phi_log = s.lam_phi_log
-    E_phi_log = s.E_phi_log
-    lam_pi0_log = s.lam_pi0_log
-    E_pi0_log = s.E_pi0_log
+    lam_A_log = fit_state.lam_A_log
+    E_A_log = fit_state.E_A_log
+    lam_phi_log = fit_state.lam_phi_log
+    E_phi_log = fit_state.E_phi_log
+    lam_pi0_log = fit_state.lam_pi0_log
+    E_pi0_log = fit_state.E_pi0_log
     lam_z_onehot = np.zeros((rt.max_length(steps_ptr), n_K))
     E_z_onehot = np.zeros((rt.max_length(steps_ptr), n_K))
     lam_z_first = np.zeros((rt.max_length(steps_ptr), n_K))
@@ -450,9 +450,9 @@ def _bind_items(s, data):
     E_z_pair = np.zeros((rt.max_length(steps_ptr), n_K, n_K))
     H_z = np.zeros(1)  # entropy of the current item's chains q(z)
     # sufficient statistics the local step hands to the global step (added up over minibatches)
-    acc_z_0 = s.acc_z_0
-    acc_z_1 = s.acc_z_1
-    acc_x_0 = s.acc_x_0
+    acc_z_0 = fit_state.acc_z_0
+    acc_z_1 = fit_state.acc_z_1
+    acc_x_0 = fit_state.acc_x_0
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
     lam_z_onehot_threads = np.zeros((n_threads,) + lam_z_onehot.shape)
     lam_z_first_threads = np.zeros((n_threads,) + lam_z_first.shape)
@@ -461,9 +461,9 @@ def _bind_items(s, data):
     E_z_first_threads = np.zeros((n_threads,) + E_z_first.shape)
     E_z_pair_threads = np.zeros((n_threads,) + E_z_pair.shape)
     H_z_threads = np.zeros((n_threads,) + H_z.shape)
-    acc_z_0_threads = s.acc_z_0_threads
-    acc_z_1_threads = s.acc_z_1_threads
-    acc_x_0_threads = s.acc_x_0_threads
+    acc_z_0_threads = fit_state.acc_z_0_threads
+    acc_z_1_threads = fit_state.acc_z_1_threads
+    acc_x_0_threads = fit_state.acc_x_0_threads
     all_items = np.arange(n_S)  # the local step runs over these
     item_weight = np.ones(n_S)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_S, -1)

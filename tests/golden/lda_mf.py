@@ -424,10 +424,10 @@ def local_step_gibbs(
                 for t_c in range(n_K):
                     p_z[t_c] = (lam_theta_log[i_docs, t_c] + 1.0) * lam_z_onehot[i_tokens - base_tokens, t_c]
                     total += p_z[t_c]
-                u = np.random.random() * total
+                uniform = np.random.random() * total
                 t_c = 0
                 cumulative = p_z[0]
-                while cumulative < u and t_c < n_K - 1:
+                while cumulative < uniform and t_c < n_K - 1:
                     t_c += 1
                     cumulative += p_z[t_c]
                 assign_z[position_z] = t_c
@@ -443,10 +443,10 @@ def local_step_gibbs(
                     for t_c in range(n_K):
                         p_z[t_c] = (lam_theta_log[i_docs, t_c] + 1.0) * lam_z_onehot[i_tokens - base_tokens, t_c]
                         total += p_z[t_c]
-                    u = np.random.random() * total
+                    uniform = np.random.random() * total
                     t_c = 0
                     cumulative = p_z[0]
-                    while cumulative < u and t_c < n_K - 1:
+                    while cumulative < uniform and t_c < n_K - 1:
                         t_c += 1
                         cumulative += p_z[t_c]
                     assign_z[position_z] = t_c
@@ -840,14 +840,14 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, X_theta_log=X_theta_log, E_theta_log=E_theta_log, w=w, E_beta_log=E_beta_log, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, lam_z_onehot_threads=lam_z_onehot_threads, E_z_onehot_threads=E_z_onehot_threads, H_z_threads=H_z_threads, logZ_z_threads=logZ_z_threads, A_z_threads=A_z_threads, S_z_threads=S_z_threads, B_z_threads=B_z_threads, s_z_threads=s_z_threads, acc_w_0_threads=acc_w_0_threads, acc_w_0=acc_w_0, E_z_onehot=E_z_onehot, S_z=S_z, lam_z_onehot=lam_z_onehot, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
-def _bind_items(s, data):
+def _bind_items(fit_state, data):
     """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
     holding its items only. Its data, per-item parameters and the local step's buffers are
-    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are fit_state's,
     shared (not copied), so the steps on it move the fit.
     """
     # the sizes of everything but the items are the fit's
-    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in fit_state.bound.dims.items() if k not in ITEM_DIMS})
     n_K = bound.dims['K']
     n_V = bound.dims['V']
     n_D = bound.dims['D']
@@ -855,23 +855,23 @@ def _bind_items(s, data):
     tokens_weight = bound.arrays['tokens_weight']
     w = bound.arrays['w']
     # hyperparameters: the fit's current values
-    alpha = s.alpha
-    eta = s.eta
+    alpha = fit_state.alpha
+    eta = fit_state.eta
     # known quantities: functions of hyperparameters and data
     lgamma_sum_eta = rt.gammaln(n_V * eta)  # lgamma_sum(repeat(eta, V))
     lgamma_eta = rt.gammaln(eta)  # lgamma(repeat(eta, V))
     lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
     lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))
     # variational parameters (natural, coefficient form) and E[t]
-    lam_beta_log = s.lam_beta_log
-    E_beta_log = s.E_beta_log
+    lam_beta_log = fit_state.lam_beta_log
+    E_beta_log = fit_state.E_beta_log
     lam_theta_log = np.zeros((n_D, n_K))
     E_theta_log = np.zeros((n_D, n_K))
     lam_z_onehot = np.zeros((rt.max_length(tokens_ptr), n_K))
     E_z_onehot = np.zeros((rt.max_length(tokens_ptr), n_K))
     X_theta_log = np.zeros_like(E_theta_log)  # exp(E[log theta])
-    XT_beta_log = s.XT_beta_log
-    ET_beta_log = s.ET_beta_log
+    XT_beta_log = fit_state.XT_beta_log
+    ET_beta_log = fit_state.ET_beta_log
     H_z = np.zeros(E_z_onehot.shape[0])  # entropy of each row of q(z)
     logZ_z = np.zeros_like(H_z)  # log Σ_c exp λ_c of each row of q(z)
     A_z = np.zeros(n_K)  # the item-constant part of q(z) (see sums_z)
@@ -880,7 +880,7 @@ def _bind_items(s, data):
     B_z = np.zeros((rt.max_length(tokens_ptr), n_K))
     s_z = np.zeros(rt.max_length(tokens_ptr))  # per-row normalisers
     # sufficient statistics the local step hands to the global step (added up over minibatches)
-    acc_w_0 = s.acc_w_0
+    acc_w_0 = fit_state.acc_w_0
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
     lam_z_onehot_threads = np.zeros((n_threads,) + lam_z_onehot.shape)
     E_z_onehot_threads = np.zeros((n_threads,) + E_z_onehot.shape)
@@ -890,7 +890,7 @@ def _bind_items(s, data):
     S_z_threads = np.zeros((n_threads,) + S_z.shape)
     B_z_threads = np.zeros((n_threads,) + B_z.shape)
     s_z_threads = np.zeros((n_threads,) + s_z.shape)
-    acc_w_0_threads = s.acc_w_0_threads
+    acc_w_0_threads = fit_state.acc_w_0_threads
     all_items = np.arange(n_D)  # the local step runs over these
     item_weight = np.ones(n_D)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_D, -1)

@@ -351,22 +351,22 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, n_P=n_P, x=x, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_w_value=lam_w_value, E_w_value=E_w_value, lam_w_outer=lam_w_outer, E_w_outer=E_w_outer, logdet_eye_P_c=logdet_eye_P_c, eye_P_c=eye_P_c, zeros_P=zeros_P, outer_zeros_P=outer_zeros_P, dim_w=dim_w, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
-def _bind_items(s, data):
+def _bind_items(fit_state, data):
     """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
     holding its items only. Its data, per-item parameters and the local step's buffers are
-    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are fit_state's,
     shared (not copied), so the steps on it move the fit.
     """
     # the sizes of everything but the items are the fit's
-    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in fit_state.bound.dims.items() if k not in ITEM_DIMS})
     n_P = bound.dims['P']
     n_N = bound.dims['N']
     y = bound.arrays['y']
     x = bound.arrays['x']
     # hyperparameters: the fit's current values
-    c = s.c
-    a0 = s.a0
-    b0 = s.b0
+    c = fit_state.c
+    a0 = fit_state.a0
+    b0 = fit_state.b0
     # known quantities: functions of hyperparameters and data
     logdet_eye_P_c = rt.logdet((np.eye(n_P) * c))  # logdet((eye(P) * c))
     eye_P_c = (np.eye(n_P) * c)  # value((eye(P) * c))
@@ -376,24 +376,24 @@ def _bind_items(s, data):
     log_b0 = np.log(b0)  # log(b0)
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
     # variational parameters (natural, coefficient form) and E[t]
-    lam_tau_log = s.lam_tau_log
-    E_tau_log = s.E_tau_log
-    lam_tau_value = s.lam_tau_value
-    E_tau_value = s.E_tau_value
-    lam_w_value = s.lam_w_value
-    E_w_value = s.E_w_value
-    lam_w_outer = s.lam_w_outer
-    E_w_outer = s.E_w_outer
+    lam_tau_log = fit_state.lam_tau_log
+    E_tau_log = fit_state.E_tau_log
+    lam_tau_value = fit_state.lam_tau_value
+    E_tau_value = fit_state.E_tau_value
+    lam_w_value = fit_state.lam_w_value
+    E_w_value = fit_state.E_w_value
+    lam_w_outer = fit_state.lam_w_outer
+    E_w_outer = fit_state.E_w_outer
     # sufficient statistics the local step hands to the global step (added up over minibatches)
-    acc_y_0 = s.acc_y_0
-    acc_y_1 = s.acc_y_1
-    acc_y_2 = s.acc_y_2
-    acc_y_3 = s.acc_y_3
+    acc_y_0 = fit_state.acc_y_0
+    acc_y_1 = fit_state.acc_y_1
+    acc_y_2 = fit_state.acc_y_2
+    acc_y_3 = fit_state.acc_y_3
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
-    acc_y_0_threads = s.acc_y_0_threads
-    acc_y_1_threads = s.acc_y_1_threads
-    acc_y_2_threads = s.acc_y_2_threads
-    acc_y_3_threads = s.acc_y_3_threads
+    acc_y_0_threads = fit_state.acc_y_0_threads
+    acc_y_1_threads = fit_state.acc_y_1_threads
+    acc_y_2_threads = fit_state.acc_y_2_threads
+    acc_y_3_threads = fit_state.acc_y_3_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)

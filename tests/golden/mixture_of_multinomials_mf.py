@@ -214,10 +214,10 @@ def local_step_gibbs(
             for t_c in range(n_K):
                 p_c[t_c] = lam_c_onehot[i_docs, t_c]
                 total += p_c[t_c]
-            u = np.random.random() * total
+            uniform = np.random.random() * total
             t_c = 0
             cumulative = p_c[0]
-            while cumulative < u and t_c < n_K - 1:
+            while cumulative < uniform and t_c < n_K - 1:
                 t_c += 1
                 cumulative += p_c[t_c]
             assign_c[position_c] = t_c
@@ -230,10 +230,10 @@ def local_step_gibbs(
                 for t_c in range(n_K):
                     p_c[t_c] = lam_c_onehot[i_docs, t_c]
                     total += p_c[t_c]
-                u = np.random.random() * total
+                uniform = np.random.random() * total
                 t_c = 0
                 cumulative = p_c[0]
-                while cumulative < u and t_c < n_K - 1:
+                while cumulative < uniform and t_c < n_K - 1:
                     t_c += 1
                     cumulative += p_c[t_c]
                 assign_c[position_c] = t_c
@@ -569,14 +569,14 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_c_onehot=E_c_onehot, n_K=n_K, lam_c_onehot=lam_c_onehot, E_pi_log=E_pi_log, tokens_ptr=tokens_ptr, w=w, E_phi_log=E_phi_log, tokens_weight=tokens_weight, item_weight=item_weight, acc_c_0_threads=acc_c_0_threads, acc_w_0_threads=acc_w_0_threads, acc_c_0=acc_c_0, acc_w_0=acc_w_0, lam_phi_log=lam_phi_log, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
-def _bind_items(s, data):
+def _bind_items(fit_state, data):
     """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
     holding its items only. Its data, per-item parameters and the local step's buffers are
-    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are fit_state's,
     shared (not copied), so the steps on it move the fit.
     """
     # the sizes of everything but the items are the fit's
-    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in fit_state.bound.dims.items() if k not in ITEM_DIMS})
     n_K = bound.dims['K']
     n_V = bound.dims['V']
     n_D = bound.dims['D']
@@ -584,26 +584,26 @@ def _bind_items(s, data):
     tokens_weight = bound.arrays['tokens_weight']
     w = bound.arrays['w']
     # hyperparameters: the fit's current values
-    alpha = s.alpha
-    eta = s.eta
+    alpha = fit_state.alpha
+    eta = fit_state.eta
     # known quantities: functions of hyperparameters and data
     lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
     lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))
     lgamma_sum_eta = rt.gammaln(n_V * eta)  # lgamma_sum(repeat(eta, V))
     lgamma_eta = rt.gammaln(eta)  # lgamma(repeat(eta, V))
     # variational parameters (natural, coefficient form) and E[t]
-    lam_phi_log = s.lam_phi_log
-    E_phi_log = s.E_phi_log
-    lam_pi_log = s.lam_pi_log
-    E_pi_log = s.E_pi_log
+    lam_phi_log = fit_state.lam_phi_log
+    E_phi_log = fit_state.E_phi_log
+    lam_pi_log = fit_state.lam_pi_log
+    E_pi_log = fit_state.E_pi_log
     lam_c_onehot = np.zeros((n_D, n_K))
     E_c_onehot = np.zeros((n_D, n_K))
     # sufficient statistics the local step hands to the global step (added up over minibatches)
-    acc_c_0 = s.acc_c_0
-    acc_w_0 = s.acc_w_0
+    acc_c_0 = fit_state.acc_c_0
+    acc_w_0 = fit_state.acc_w_0
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
-    acc_c_0_threads = s.acc_c_0_threads
-    acc_w_0_threads = s.acc_w_0_threads
+    acc_c_0_threads = fit_state.acc_c_0_threads
+    acc_w_0_threads = fit_state.acc_w_0_threads
     all_items = np.arange(n_D)  # the local step runs over these
     item_weight = np.ones(n_D)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_D, -1)

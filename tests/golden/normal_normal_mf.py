@@ -218,35 +218,35 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     return rt.State(bound=bound, m0=m0, t0=t0, tau=tau, seed_category=seed_category, item_weight=item_weight, acc_x_2_threads=acc_x_2_threads, x=x, acc_x_3_threads=acc_x_3_threads, log_tau=log_tau, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, E_mu_value=E_mu_value, lam_mu_square=lam_mu_square, E_mu_square=E_mu_square, log_t0=log_t0, square_m0=square_m0, all_items=all_items)
 
 
-def _bind_items(s, data):
+def _bind_items(fit_state, data):
     """Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`
     holding its items only. Its data, per-item parameters and the local step's buffers are
-    its own, sized by the minibatch; the globals, hyperparameters and statistics are s's,
+    its own, sized by the minibatch; the globals, hyperparameters and statistics are fit_state's,
     shared (not copied), so the steps on it move the fit.
     """
     # the sizes of everything but the items are the fit's
-    bound = rt.bind_data(SPEC, data, {k: v for k, v in s.bound.dims.items() if k not in ITEM_DIMS})
+    bound = rt.bind_data(SPEC, data, {k: v for k, v in fit_state.bound.dims.items() if k not in ITEM_DIMS})
     n_N = bound.dims['N']
     x = bound.arrays['x']
     # hyperparameters: the fit's current values
-    m0 = s.m0
-    t0 = s.t0
-    tau = s.tau
+    m0 = fit_state.m0
+    t0 = fit_state.t0
+    tau = fit_state.tau
     # known quantities: functions of hyperparameters and data
     log_t0 = np.log(t0)  # log(t0)
     square_m0 = np.square(m0)  # square(m0)
     log_tau = np.log(tau)  # log(tau)
     # variational parameters (natural, coefficient form) and E[t]
-    lam_mu_value = s.lam_mu_value
-    E_mu_value = s.E_mu_value
-    lam_mu_square = s.lam_mu_square
-    E_mu_square = s.E_mu_square
+    lam_mu_value = fit_state.lam_mu_value
+    E_mu_value = fit_state.E_mu_value
+    lam_mu_square = fit_state.lam_mu_square
+    E_mu_square = fit_state.E_mu_square
     # sufficient statistics the local step hands to the global step (added up over minibatches)
-    acc_x_2 = s.acc_x_2
-    acc_x_3 = s.acc_x_3
+    acc_x_2 = fit_state.acc_x_2
+    acc_x_3 = fit_state.acc_x_3
     n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
-    acc_x_2_threads = s.acc_x_2_threads
-    acc_x_3_threads = s.acc_x_3_threads
+    acc_x_2_threads = fit_state.acc_x_2_threads
+    acc_x_3_threads = fit_state.acc_x_3_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
