@@ -232,10 +232,10 @@ CASES = [
      src(*HEAD, "t ~ Normal(0, 1)", "plate points n in N:", "    observe y[n] ~ Bernoulli(t)"),
      CemConjugacyError, 5, 30, "edge t -> y", "Beta"),
     # -- names the generated code uses itself (in one Python scope) --------------------------
-    ("hyper-named-like-a-kernel-argument",
-     src(*HEAD, "hyper scale = 1.0", "lam ~ Gamma(scale, 1.0)", "plate items n in N:",
+    ("hyper-named-like-a-kernel-variable",
+     src(*HEAD, "hyper elbo = 1.0", "lam ~ Gamma(elbo, 1.0)", "plate items n in N:",
          "    observe y[n] ~ Poisson(lam)"),
-     CemModelError, 3, 7, "'scale' is a name the generated code uses itself", "rename 'scale'"),
+     CemModelError, 3, 7, "'elbo' is a name the generated code uses itself", "rename 'elbo'"),
     ("data-named-like-the-runtime-weights",
      src(*HEAD, "lam ~ Gamma(1.0, 1.0)", "plate items n in N:",
          "    data item_weight[n] : real", "    observe y[n] ~ Poisson(item_weight[n] * lam)"),
@@ -320,7 +320,7 @@ def test_every_stdlib_model_still_compiles():
 
 
 @pytest.mark.parametrize("name", ["tau", "kappa", "rho", "step", "theta", "state", "trace",
-                                  "value", "total"])
+                                  "value", "total", "scale"])
 def test_names_the_generated_code_does_not_share_a_scope_with_are_accepted(name):
     """Only a real clash is refused: the SVI options kappa, tau and the like are names of
     fit_svi's, but a hyperparameter of that name is read as s.<name> there."""

@@ -167,7 +167,7 @@ class KlcEmitter:
         if self.global_X:
             bound.append(Comment("the collapsed globals at their optimum given q(Z)"))
         for name in self.global_X:
-            bound.append(e._driver_call(f"update_{name}", {"scale": "1.0"}))
+            bound.append(e._driver_call(f"update_{name}", {"data_scale": "1.0"}))
         bound += [e._driver_call("elbo_global", {}, result="value_global"),
                   Line("return value + value_global")]
         bound_fn = Function("_klc_bound", ("s", "theta"), tuple(bound),

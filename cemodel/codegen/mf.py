@@ -655,11 +655,11 @@ class MeanFieldEmitter:
         if self.family(var.name) == "split":  # E[c] = n·φ
             n = self._split_total(var, args)
             normalise = [Line(f"count = {n}", "the count it splits"),
-                         Line("scale = count / total")]
+                         Line("to_mean = count / total")]
             entropy = Line(f"{H}[{row}] = count * {logZ}[{row}] - cross",
                            "H = n·log Σ_c exp λ_c − Σ_c λ_c E[c_c], without the base measure")
         else:
-            normalise = [Line("scale = 1.0 / total")]
+            normalise = [Line("to_mean = 1.0 / total")]
             entropy = Line(f"{H}[{row}] = {logZ}[{row}] - cross",
                            "H = log Σ_c exp λ_c − Σ_c λ_c q_c")
         nodes += [
@@ -672,7 +672,7 @@ class MeanFieldEmitter:
                 *normalise,
                 Line("cross = 0.0"),
                 Block(f"for t_c in range({size})", (
-                    Line(f"{E}[{row}, t_c] *= scale"),
+                    Line(f"{E}[{row}, t_c] *= to_mean"),
                     Line(f"{lam}[{row}, t_c] = {' + '.join(log_terms)}"),
                     Line(f"cross += {lam}[{row}, t_c] * {E}[{row}, t_c]"),
                 )),
@@ -1318,7 +1318,7 @@ class MeanFieldEmitter:
     def global_update_kernel(self, name: str) -> Function:
         var = self.var(name)
         args = ArgRecorder()
-        args.use("scale")
+        args.use("data_scale")
         row = self._row_index(var, args)
         inner: list[Node] = []
         for stat, _ in self.stats(name):
@@ -1330,7 +1330,7 @@ class MeanFieldEmitter:
             if acc is None:
                 inner += self._contribution(factor, monomial, message.target, var, args, {})
                 continue
-            # scale · coef · acc[key] · Π E[other global slots]
+            # data_scale · coef · acc[key] · Π E[other global slots]
             others = tuple(s for s in acc.glob if s != message.target)
             acc_slot = self._acc_slot(acc)
             plates, letters = self._target_bindings(var, message.target)
@@ -1339,7 +1339,7 @@ class MeanFieldEmitter:
             inner += emit_contraction(
                 self.layout, args,
                 Contraction(monomial.coef, (acc_slot,) + others, _key_plates(acc),
-                            dict(factor.index_dims), extra=("scale",)),
+                            dict(factor.index_dims), extra=("data_scale",)),
                 lam, tuple(target_row) + message.target.tensor, plates, letters,
             )
         expect = args.use("expect")
@@ -1658,7 +1658,7 @@ class MeanFieldEmitter:
         body = self._prepare_nodes(items_only=False)
         body.append(Comment("start every global at its prior"))
         for name in self.plan.globals:
-            body.append(self._driver_call(f"update_{name}", {"scale": "0.0"}, prefix=""))
+            body.append(self._driver_call(f"update_{name}", {"data_scale": "0.0"}, prefix=""))
         state = ", ".join(f"{self.layout.lam(n, s)!r}: {self.layout.lam(n, s)}"
                           for n in self.plan.globals for s, _ in self.stats(n))
         if self.plan.globals:
@@ -1718,7 +1718,7 @@ class MeanFieldEmitter:
                 self._driver_call("local_step", {
                     "seeding": "True", "items": "all_items", "warm": "False",
                     "guard": "False"}, prefix=""),
-                *[self._driver_call(f"update_{n}", {"scale": "1.0"}, prefix="")
+                *[self._driver_call(f"update_{n}", {"data_scale": "1.0"}, prefix="")
                   for n in self.plan.globals],
             ]
             random_start: list[Node] = [
@@ -1865,7 +1865,7 @@ class MeanFieldEmitter:
         else:
             loop.append(Line("elbo_local = 0.0"))
         for name in self.plan.globals:
-            loop.append(self._driver_call(f"update_{name}", {"scale": "1.0"}))
+            loop.append(self._driver_call(f"update_{name}", {"data_scale": "1.0"}))
         loop += [
             self._driver_call("elbo_global", {}, result="elbo"),
             Line("elbo += elbo_local"),
@@ -1999,7 +1999,7 @@ class MeanFieldEmitter:
                  f"min({item_dim}_total, begin + len(batch))",
                  "N, ramped up over the first sweep if asked (SSVI §2.6)"),
             Block("try", (
-                *[self._driver_call(f"update_{n}", {"scale": "seen / len(batch)",
+                *[self._driver_call(f"update_{n}", {"data_scale": "seen / len(batch)",
                                                      "expect": "False"})
                   for n in globals_],
                 *([Block("if apply_v", tuple(self._v_lines()),
@@ -2208,7 +2208,7 @@ class MeanFieldEmitter:
             lams = [f"s.{self.layout.lam(n, st)}" for st in stats]
             nodes += [Line(f"data_{n}_{st} = {lam}.copy()") for st, lam in zip(stats, lams,
                                                                                 strict=True)]
-            nodes.append(self._driver_call(f"update_{n}", {"scale": "0.0", "expect": "False"}))
+            nodes.append(self._driver_call(f"update_{n}", {"data_scale": "0.0", "expect": "False"}))
             nodes += [Line(f"data_{n}_{st} -= {lam}") for st, lam in zip(stats, lams,
                                                                           strict=True)]
             olds = ", ".join(f"old_{n}_{st}" for st in stats)
@@ -2442,7 +2442,7 @@ def _key_plates(acc) -> tuple[str, ...]:
 
 
 # names a driver supplies itself rather than reading from the state
-_DRIVER_ARGS = ("scale", "seeding", "items", "warm", "guard", "max_local_iter", "local_tol",
+_DRIVER_ARGS = ("data_scale", "seeding", "items", "warm", "guard", "max_local_iter", "local_tol",
                 "expect", "sweeps", "burn_in")
 
 

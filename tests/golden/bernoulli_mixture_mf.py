@@ -341,7 +341,7 @@ def local_step_cvb0(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_p(
-        scale,
+        data_scale,
         lam_p_log,
         lam_p_log1m,
         a,
@@ -373,17 +373,17 @@ def update_p(
             # from p ~ Beta (bernoulli_mixture.cem:23:9)
             lam_p_log1m[i_components, i_features] += -1.0
             # from x ~ Bernoulli (bernoulli_mixture.cem:28:9)
-            lam_p_log[i_components, i_features] += scale * acc_x_0[i_components, i_features]
+            lam_p_log[i_components, i_features] += data_scale * acc_x_0[i_components, i_features]
             # from x ~ Bernoulli (bernoulli_mixture.cem:28:9)
-            lam_p_log1m[i_components, i_features] += scale * acc_x_1[i_components, i_features]
+            lam_p_log1m[i_components, i_features] += data_scale * acc_x_1[i_components, i_features]
             # from x ~ Bernoulli (bernoulli_mixture.cem:28:9)
-            lam_p_log1m[i_components, i_features] += -scale * acc_x_0[i_components, i_features]
+            lam_p_log1m[i_components, i_features] += -data_scale * acc_x_0[i_components, i_features]
             if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
                 E_p_log[i_components, i_features], E_p_log1m[i_components, i_features] = rt.beta_expected_stats(lam_p_log[i_components, i_features], lam_p_log1m[i_components, i_features])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_pi(scale, lam_pi_log, n_K, alpha_K, acc_z_0, expect, E_pi_log):
+def update_pi(data_scale, lam_pi_log, n_K, alpha_K, acc_z_0, expect, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = (alpha / K) + Σ_{n} q(z[n] = v)
 
@@ -398,7 +398,7 @@ def update_pi(scale, lam_pi_log, n_K, alpha_K, acc_z_0, expect, E_pi_log):
         lam_pi_log[0, t_k] += -1.0
     # from z ~ Categorical (bernoulli_mixture.cem:26:5)
     for t_k in range(n_K):
-        lam_pi_log[0, t_k] += scale * acc_z_0[t_k]
+        lam_pi_log[0, t_k] += data_scale * acc_z_0[t_k]
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 

@@ -97,7 +97,18 @@ def local_step(
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_p(scale, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, expect, E_p_log, E_p_log1m):
+def update_p(
+        data_scale,
+        lam_p_log,
+        lam_p_log1m,
+        a,
+        b,
+        acc_x_0,
+        acc_x_1,
+        expect,
+        E_p_log,
+        E_p_log1m,
+):
     """q(p) = Beta(a, b)
         a = a + Σ_{n} x[n]
         b = b + Σ_{n} 1 - Σ_{n} x[n]
@@ -115,11 +126,11 @@ def update_p(scale, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, expect, E_p_
     # from p ~ Beta (beta_bernoulli.cem:11:1)
     lam_p_log1m[0] += -1.0
     # from x ~ Bernoulli (beta_bernoulli.cem:13:5)
-    lam_p_log[0] += scale * acc_x_0
+    lam_p_log[0] += data_scale * acc_x_0
     # from x ~ Bernoulli (beta_bernoulli.cem:13:5)
-    lam_p_log1m[0] += scale * acc_x_1
+    lam_p_log1m[0] += data_scale * acc_x_1
     # from x ~ Bernoulli (beta_bernoulli.cem:13:5)
-    lam_p_log1m[0] += -scale * acc_x_0
+    lam_p_log1m[0] += -data_scale * acc_x_0
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         E_p_log[0], E_p_log1m[0] = rt.beta_expected_stats(lam_p_log[0], lam_p_log1m[0])
 

@@ -92,7 +92,7 @@ def local_step(
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_p(scale, lam_p_log, n_K, alpha, acc_x_0, expect, E_p_log):
+def update_p(data_scale, lam_p_log, n_K, alpha, acc_x_0, expect, E_p_log):
     """q(p) = Dirichlet(α)
         α_v = alpha + Σ_{n} [x[n] = v]
 
@@ -107,7 +107,7 @@ def update_p(scale, lam_p_log, n_K, alpha, acc_x_0, expect, E_p_log):
         lam_p_log[0, t_k] += -1.0
     # from x ~ Categorical (dirichlet_categorical.cem:13:5)
     for t_k in range(n_K):
-        lam_p_log[0, t_k] += scale * acc_x_0[t_k]
+        lam_p_log[0, t_k] += data_scale * acc_x_0[t_k]
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         rt.dirichlet_expected_stats(lam_p_log[0], E_p_log[0])
 

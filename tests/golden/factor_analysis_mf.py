@@ -209,7 +209,7 @@ def local_step(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_W(
-        scale,
+        data_scale,
         lam_W_value,
         lam_W_outer,
         n_K,
@@ -244,18 +244,18 @@ def update_W(
             lam_W_value[i_outputs, t_i] += partial_sum
         # from y ~ Normal (factor_analysis.cem:25:9)
         for t_i0 in range(n_K):
-            lam_W_value[i_outputs, t_i0] += scale * acc_y_2[t_i0, i_outputs] * E_psi_value[i_outputs]
+            lam_W_value[i_outputs, t_i0] += data_scale * acc_y_2[t_i0, i_outputs] * E_psi_value[i_outputs]
         # from y ~ Normal (factor_analysis.cem:25:9)
         for t_i1 in range(n_K):
             for t_i2 in range(n_K):
-                lam_W_outer[i_outputs, t_i1, t_i2] += -0.5 * scale * acc_y_3[t_i1, t_i2, i_outputs] * E_psi_value[i_outputs]
+                lam_W_outer[i_outputs, t_i1, t_i2] += -0.5 * data_scale * acc_y_3[t_i1, t_i2, i_outputs] * E_psi_value[i_outputs]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             rt.mvn_expected_stats(lam_W_value[i_outputs], lam_W_outer[i_outputs], E_W_value[i_outputs], E_W_outer[i_outputs])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_psi(
-        scale,
+        data_scale,
         lam_psi_log,
         lam_psi_value,
         a0,
@@ -288,16 +288,16 @@ def update_psi(
         # from psi ~ Gamma (factor_analysis.cem:21:5)
         lam_psi_value[i_outputs] += -b0
         # from y ~ Normal (factor_analysis.cem:25:9)
-        lam_psi_log[i_outputs] += 0.5 * scale * acc_y_0[i_outputs]
+        lam_psi_log[i_outputs] += 0.5 * data_scale * acc_y_0[i_outputs]
         # from y ~ Normal (factor_analysis.cem:25:9)
-        lam_psi_value[i_outputs] += -0.5 * scale * acc_y_1[i_outputs]
+        lam_psi_value[i_outputs] += -0.5 * data_scale * acc_y_1[i_outputs]
         # from y ~ Normal (factor_analysis.cem:25:9)
         for t_i0 in range(n_K):
-            lam_psi_value[i_outputs] += scale * acc_y_2[t_i0, i_outputs] * E_W_value[i_outputs, t_i0]
+            lam_psi_value[i_outputs] += data_scale * acc_y_2[t_i0, i_outputs] * E_W_value[i_outputs, t_i0]
         # from y ~ Normal (factor_analysis.cem:25:9)
         for t_i1 in range(n_K):
             for t_i2 in range(n_K):
-                lam_psi_value[i_outputs] += -0.5 * scale * acc_y_3[t_i1, t_i2, i_outputs] * E_W_outer[i_outputs, t_i1, t_i2]
+                lam_psi_value[i_outputs] += -0.5 * data_scale * acc_y_3[t_i1, t_i2, i_outputs] * E_W_outer[i_outputs, t_i1, t_i2]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             E_psi_log[i_outputs], E_psi_value[i_outputs] = rt.gamma_expected_stats(lam_psi_log[i_outputs], lam_psi_value[i_outputs])
 

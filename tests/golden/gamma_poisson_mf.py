@@ -100,7 +100,7 @@ def local_step(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_rate(
-        scale,
+        data_scale,
         lam_rate_log,
         lam_rate_value,
         a,
@@ -126,9 +126,9 @@ def update_rate(
     # from rate ~ Gamma (gamma_poisson.cem:11:1)
     lam_rate_value[0] += -b
     # from x ~ Poisson (gamma_poisson.cem:13:5)
-    lam_rate_log[0] += scale * acc_x_0
+    lam_rate_log[0] += data_scale * acc_x_0
     # from x ~ Poisson (gamma_poisson.cem:13:5)
-    lam_rate_value[0] += -scale * acc_x_1
+    lam_rate_value[0] += -data_scale * acc_x_1
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         E_rate_log[0], E_rate_value[0] = rt.gamma_expected_stats(lam_rate_log[0], lam_rate_value[0])
 

@@ -135,10 +135,10 @@ def update_Y_split(
                 total += E_Y_split_value[i_bins, t_c]
             if total > 0.0 and np.isfinite(total):
                 count = Y[i_frames, i_bins]  # the count it splits
-                scale = count / total
+                to_mean = count / total
                 cross = 0.0
                 for t_c in range(n_K):
-                    E_Y_split_value[i_bins, t_c] *= scale
+                    E_Y_split_value[i_bins, t_c] *= to_mean
                     lam_Y_split_value[i_bins, t_c] = E_theta_log[t_c] + E_W_log[i_bins, t_c] + E_H_log[i_frames, t_c]
                     cross += lam_Y_split_value[i_bins, t_c] * E_Y_split_value[i_bins, t_c]
                 logZ_Y_split[i_bins] = np.log(total)  # log Σ_c exp λ_c
@@ -364,7 +364,7 @@ def local_step(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_W(
-        scale,
+        data_scale,
         lam_W_log,
         lam_W_value,
         a,
@@ -395,9 +395,9 @@ def update_W(
             # from W ~ Gamma (gap_nmf.cem:29:9)
             lam_W_value[i_frequencies, i_atoms] += -a
             # from Y ~ Poisson·split (gap_nmf.cem:34:9)
-            lam_W_log[i_frequencies, i_atoms] += scale * acc_Y_1[i_atoms, i_frequencies]
+            lam_W_log[i_frequencies, i_atoms] += data_scale * acc_Y_1[i_atoms, i_frequencies]
             # from Y ~ Poisson·split (gap_nmf.cem:34:9)
-            lam_W_value[i_frequencies, i_atoms] += -scale * acc_Y_3[i_atoms, i_frequencies] * E_theta_value[i_atoms]
+            lam_W_value[i_frequencies, i_atoms] += -data_scale * acc_Y_3[i_atoms, i_frequencies] * E_theta_value[i_atoms]
             if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
                 E_W_log[i_frequencies, i_atoms], E_W_value[i_frequencies, i_atoms] = rt.gamma_expected_stats(lam_W_log[i_frequencies, i_atoms], lam_W_value[i_frequencies, i_atoms])
                 X_W_log[i_frequencies, i_atoms] = np.exp(E_W_log[i_frequencies, i_atoms])
@@ -405,7 +405,7 @@ def update_W(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_theta(
-        scale,
+        data_scale,
         lam_theta_log,
         lam_theta_value,
         alpha_K,
@@ -436,10 +436,10 @@ def update_theta(
         # from theta ~ Gamma (gap_nmf.cem:26:5)
         lam_theta_value[i_components] += -alpha_c
         # from Y ~ Poisson·split (gap_nmf.cem:34:9)
-        lam_theta_log[i_components] += scale * acc_Y_0[i_components]
+        lam_theta_log[i_components] += data_scale * acc_Y_0[i_components]
         # from Y ~ Poisson·split (gap_nmf.cem:34:9)
         for i_bins in range(n_F):
-            lam_theta_value[i_components] += -scale * acc_Y_3[i_components, i_bins] * E_W_value[i_bins, i_components]
+            lam_theta_value[i_components] += -data_scale * acc_Y_3[i_components, i_bins] * E_W_value[i_bins, i_components]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             E_theta_log[i_components], E_theta_value[i_components] = rt.gamma_expected_stats(lam_theta_log[i_components], lam_theta_value[i_components])
             X_theta_log[i_components] = np.exp(E_theta_log[i_components])

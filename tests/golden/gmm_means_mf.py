@@ -358,7 +358,7 @@ def local_step_cvb0(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_mu(
-        scale,
+        data_scale,
         lam_mu_value,
         lam_mu_outer,
         n_D,
@@ -392,17 +392,17 @@ def update_mu(
             lam_mu_value[i_components, t_i] += partial_sum
         # from x ~ MultivariateNormal (gmm_means.cem:26:5)
         for t_j in range(n_D):
-            lam_mu_value[i_components, t_j] += scale * acc_x_2[i_components, t_j]
+            lam_mu_value[i_components, t_j] += data_scale * acc_x_2[i_components, t_j]
         # from x ~ MultivariateNormal (gmm_means.cem:26:5)
         for t_i in range(n_D):
             for t_j in range(n_D):
-                lam_mu_outer[i_components, t_i, t_j] += -0.5 * scale * acc_x_3[i_components, t_i, t_j]
+                lam_mu_outer[i_components, t_i, t_j] += -0.5 * data_scale * acc_x_3[i_components, t_i, t_j]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             rt.mvn_expected_stats(lam_mu_value[i_components], lam_mu_outer[i_components], E_mu_value[i_components], E_mu_outer[i_components])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
+def update_pi(data_scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = alpha + Σ_{n} q(z[n] = v)
 
@@ -417,7 +417,7 @@ def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
         lam_pi_log[0, t_k] += -1.0
     # from z ~ Categorical (gmm_means.cem:25:5)
     for t_k in range(n_K):
-        lam_pi_log[0, t_k] += scale * acc_z_0[t_k]
+        lam_pi_log[0, t_k] += data_scale * acc_z_0[t_k]
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 

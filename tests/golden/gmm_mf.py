@@ -410,7 +410,7 @@ def local_step_cvb0(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_Lambda(
-        scale,
+        data_scale,
         lam_Lambda_value,
         lam_Lambda_logdet,
         nu0,
@@ -447,26 +447,26 @@ def update_Lambda(
             for t_j in range(n_D):
                 lam_Lambda_value[i_components, t_i, t_j] += -0.5 * inv_W0[t_i, t_j]
         # from x ~ MultivariateNormal (gmm.cem:28:5)
-        lam_Lambda_logdet[i_components] += 0.5 * scale * acc_x_0[i_components]
+        lam_Lambda_logdet[i_components] += 0.5 * data_scale * acc_x_0[i_components]
         # from x ~ MultivariateNormal (gmm.cem:28:5)
         for t_i in range(n_D):
             for t_j in range(n_D):
-                lam_Lambda_value[i_components, t_i, t_j] += -0.5 * scale * acc_x_1[i_components, t_i, t_j]
+                lam_Lambda_value[i_components, t_i, t_j] += -0.5 * data_scale * acc_x_1[i_components, t_i, t_j]
         # from x ~ MultivariateNormal (gmm.cem:28:5)
         for t_i in range(n_D):
             for t_j in range(n_D):
-                lam_Lambda_value[i_components, t_i, t_j] += scale * acc_x_2[i_components, t_i] * E_mu_value[i_components, t_j]
+                lam_Lambda_value[i_components, t_i, t_j] += data_scale * acc_x_2[i_components, t_i] * E_mu_value[i_components, t_j]
         # from x ~ MultivariateNormal (gmm.cem:28:5)
         for t_i in range(n_D):
             for t_j in range(n_D):
-                lam_Lambda_value[i_components, t_i, t_j] += -0.5 * scale * acc_x_0[i_components] * E_mu_outer[i_components, t_i, t_j]
+                lam_Lambda_value[i_components, t_i, t_j] += -0.5 * data_scale * acc_x_0[i_components] * E_mu_outer[i_components, t_i, t_j]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             E_Lambda_logdet[i_components] = rt.wishart_expected_stats(lam_Lambda_value[i_components], lam_Lambda_logdet[i_components], E_Lambda_value[i_components])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_mu(
-        scale,
+        data_scale,
         lam_mu_value,
         lam_mu_outer,
         n_D,
@@ -502,17 +502,17 @@ def update_mu(
         # from x ~ MultivariateNormal (gmm.cem:28:5)
         for t_i in range(n_D):
             for t_j in range(n_D):
-                lam_mu_value[i_components, t_j] += scale * acc_x_2[i_components, t_i] * E_Lambda_value[i_components, t_i, t_j]
+                lam_mu_value[i_components, t_j] += data_scale * acc_x_2[i_components, t_i] * E_Lambda_value[i_components, t_i, t_j]
         # from x ~ MultivariateNormal (gmm.cem:28:5)
         for t_i in range(n_D):
             for t_j in range(n_D):
-                lam_mu_outer[i_components, t_i, t_j] += -0.5 * scale * acc_x_0[i_components] * E_Lambda_value[i_components, t_i, t_j]
+                lam_mu_outer[i_components, t_i, t_j] += -0.5 * data_scale * acc_x_0[i_components] * E_Lambda_value[i_components, t_i, t_j]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             rt.mvn_expected_stats(lam_mu_value[i_components], lam_mu_outer[i_components], E_mu_value[i_components], E_mu_outer[i_components])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
+def update_pi(data_scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = alpha + Σ_{n} q(z[n] = v)
 
@@ -527,7 +527,7 @@ def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
         lam_pi_log[0, t_k] += -1.0
     # from z ~ Categorical (gmm.cem:27:5)
     for t_k in range(n_K):
-        lam_pi_log[0, t_k] += scale * acc_z_0[t_k]
+        lam_pi_log[0, t_k] += data_scale * acc_z_0[t_k]
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 

@@ -388,7 +388,7 @@ def local_step_cvb0(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_mu_Lambda(
-        scale,
+        data_scale,
         lam_mu_Lambda_value,
         lam_mu_Lambda_logdet,
         lam_mu_Lambda_prec_mean,
@@ -441,22 +441,22 @@ def update_mu_Lambda(
             for t_j in range(n_D):
                 lam_mu_Lambda_value[i_components, t_i, t_j] += -0.5 * inv_W0[t_i, t_j]
         # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
-        lam_mu_Lambda_logdet[i_components] += 0.5 * scale * acc_x_0[i_components]
+        lam_mu_Lambda_logdet[i_components] += 0.5 * data_scale * acc_x_0[i_components]
         # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
         for t_i in range(n_D):
             for t_j in range(n_D):
-                lam_mu_Lambda_value[i_components, t_i, t_j] += -0.5 * scale * acc_x_1[i_components, t_i, t_j]
+                lam_mu_Lambda_value[i_components, t_i, t_j] += -0.5 * data_scale * acc_x_1[i_components, t_i, t_j]
         # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
         for t_i in range(n_D):
-            lam_mu_Lambda_prec_mean[i_components, t_i] += scale * acc_x_2[i_components, t_i]
+            lam_mu_Lambda_prec_mean[i_components, t_i] += data_scale * acc_x_2[i_components, t_i]
         # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
-        lam_mu_Lambda_quad[i_components] += -0.5 * scale * acc_x_0[i_components]
+        lam_mu_Lambda_quad[i_components] += -0.5 * data_scale * acc_x_0[i_components]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             E_mu_Lambda_logdet[i_components], E_mu_Lambda_quad[i_components] = rt.normal_wishart_expected_stats(lam_mu_Lambda_value[i_components], lam_mu_Lambda_logdet[i_components], lam_mu_Lambda_prec_mean[i_components], lam_mu_Lambda_quad[i_components], E_mu_Lambda_value[i_components], E_mu_Lambda_prec_mean[i_components])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
+def update_pi(data_scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = alpha + Σ_{n} q(z[n] = v)
 
@@ -471,7 +471,7 @@ def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
         lam_pi_log[0, t_k] += -1.0
     # from z ~ Categorical (gmm_normal_wishart.cem:28:5)
     for t_k in range(n_K):
-        lam_pi_log[0, t_k] += scale * acc_z_0[t_k]
+        lam_pi_log[0, t_k] += data_scale * acc_z_0[t_k]
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 

@@ -121,7 +121,7 @@ def local_step(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_mu_tau_b(
-        scale,
+        data_scale,
         lam_mu_tau_b_log,
         lam_mu_tau_b_value,
         lam_mu_tau_b_prec_mean,
@@ -182,7 +182,7 @@ def update_mu_tau_b(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_tau_w(
-        scale,
+        data_scale,
         lam_tau_w_log,
         lam_tau_w_value,
         a0,
@@ -213,22 +213,22 @@ def update_tau_w(
     # from tau_w ~ Gamma (hierarchical_normal.cem:25:1)
     lam_tau_w_value[0] += -b0
     # from y ~ Normal (hierarchical_normal.cem:30:5)
-    lam_tau_w_log[0] += 0.5 * scale * acc_y_0
+    lam_tau_w_log[0] += 0.5 * data_scale * acc_y_0
     # from y ~ Normal (hierarchical_normal.cem:30:5)
-    lam_tau_w_value[0] += -0.5 * scale * acc_y_1
-    # from y ~ Normal (hierarchical_normal.cem:30:5)
-    for t_g0 in range(n_G):
-        lam_tau_w_value[0] += scale * acc_y_2[t_g0] * E_theta_value[t_g0]
+    lam_tau_w_value[0] += -0.5 * data_scale * acc_y_1
     # from y ~ Normal (hierarchical_normal.cem:30:5)
     for t_g0 in range(n_G):
-        lam_tau_w_value[0] += -0.5 * scale * acc_y_3[t_g0] * E_theta_square[t_g0]
+        lam_tau_w_value[0] += data_scale * acc_y_2[t_g0] * E_theta_value[t_g0]
+    # from y ~ Normal (hierarchical_normal.cem:30:5)
+    for t_g0 in range(n_G):
+        lam_tau_w_value[0] += -0.5 * data_scale * acc_y_3[t_g0] * E_theta_square[t_g0]
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         E_tau_w_log[0], E_tau_w_value[0] = rt.gamma_expected_stats(lam_tau_w_log[0], lam_tau_w_value[0])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_theta(
-        scale,
+        data_scale,
         lam_theta_value,
         lam_theta_square,
         E_mu_tau_b_value,
@@ -255,9 +255,9 @@ def update_theta(
         # from theta ~ Normal (hierarchical_normal.cem:27:5)
         lam_theta_value[i_groups] += E_mu_tau_b_prec_mean[0]
         # from y ~ Normal (hierarchical_normal.cem:30:5)
-        lam_theta_value[i_groups] += scale * acc_y_2[i_groups] * E_tau_w_value[0]
+        lam_theta_value[i_groups] += data_scale * acc_y_2[i_groups] * E_tau_w_value[0]
         # from y ~ Normal (hierarchical_normal.cem:30:5)
-        lam_theta_square[i_groups] += -0.5 * scale * acc_y_3[i_groups] * E_tau_w_value[0]
+        lam_theta_square[i_groups] += -0.5 * data_scale * acc_y_3[i_groups] * E_tau_w_value[0]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             E_theta_value[i_groups], E_theta_square[i_groups] = rt.normal_expected_stats(lam_theta_value[i_groups], lam_theta_square[i_groups])
 

@@ -112,7 +112,7 @@ def local_step(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_beta(
-        scale,
+        data_scale,
         lam_beta_log,
         lam_beta_value,
         a0,
@@ -150,7 +150,7 @@ def update_beta(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_lam(
-        scale,
+        data_scale,
         lam_lam_log,
         lam_lam_value,
         a,
@@ -178,9 +178,9 @@ def update_lam(
         # from lam ~ Gamma (hierarchical_poisson.cem:18:5)
         lam_lam_value[i_groups] += -E_beta_value[0]
         # from x ~ Poisson (hierarchical_poisson.cem:22:5)
-        lam_lam_log[i_groups] += scale * acc_x_1[i_groups]
+        lam_lam_log[i_groups] += data_scale * acc_x_1[i_groups]
         # from x ~ Poisson (hierarchical_poisson.cem:22:5)
-        lam_lam_value[i_groups] += -scale * acc_x_2[i_groups]
+        lam_lam_value[i_groups] += -data_scale * acc_x_2[i_groups]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             E_lam_log[i_groups], E_lam_value[i_groups] = rt.gamma_expected_stats(lam_lam_log[i_groups], lam_lam_value[i_groups])
 

@@ -189,7 +189,7 @@ def local_step(
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_A(scale, lam_A_log, n_K, alpha, acc_z_1, expect, E_A_log):
+def update_A(data_scale, lam_A_log, n_K, alpha, acc_z_1, expect, E_A_log):
     """q(A[k]) = Dirichlet(α)
         α_v = alpha + Σ_{s,t} q(z[s, t − 1] = k, z[s, t] = v)
 
@@ -205,13 +205,13 @@ def update_A(scale, lam_A_log, n_K, alpha, acc_z_1, expect, E_A_log):
             lam_A_log[i_states, t_k] += -1.0
         # from z ~ MarkovChain (hmm.cem:26:9)
         for t_k in range(n_K):
-            lam_A_log[i_states, t_k] += scale * acc_z_1[i_states, t_k]
+            lam_A_log[i_states, t_k] += data_scale * acc_z_1[i_states, t_k]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             rt.dirichlet_expected_stats(lam_A_log[i_states], E_A_log[i_states])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_phi(scale, lam_phi_log, n_V, eta, acc_x_0, expect, E_phi_log, n_K):
+def update_phi(data_scale, lam_phi_log, n_V, eta, acc_x_0, expect, E_phi_log, n_K):
     """q(phi[k]) = Dirichlet(α)
         α_v = eta + Σ_{s,t} [x[s, t] = v]·q(z[s, t] = k)
 
@@ -227,13 +227,13 @@ def update_phi(scale, lam_phi_log, n_V, eta, acc_x_0, expect, E_phi_log, n_K):
             lam_phi_log[i_states, t_k] += -1.0
         # from x ~ Categorical (hmm.cem:27:9)
         for t_k in range(n_V):
-            lam_phi_log[i_states, t_k] += scale * acc_x_0[t_k, i_states]
+            lam_phi_log[i_states, t_k] += data_scale * acc_x_0[t_k, i_states]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             rt.dirichlet_expected_stats(lam_phi_log[i_states], E_phi_log[i_states])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_pi0(scale, lam_pi0_log, n_K, alpha, acc_z_0, expect, E_pi0_log):
+def update_pi0(data_scale, lam_pi0_log, n_K, alpha, acc_z_0, expect, E_pi0_log):
     """q(pi0) = Dirichlet(α)
         α_v = alpha + Σ_{s,t} [first step]·q(z[s, t] = v)
 
@@ -248,7 +248,7 @@ def update_pi0(scale, lam_pi0_log, n_K, alpha, acc_z_0, expect, E_pi0_log):
         lam_pi0_log[0, t_k] += -1.0
     # from z ~ MarkovChain (hmm.cem:26:9)
     for t_k in range(n_K):
-        lam_pi0_log[0, t_k] += scale * acc_z_0[t_k]
+        lam_pi0_log[0, t_k] += data_scale * acc_z_0[t_k]
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         rt.dirichlet_expected_stats(lam_pi0_log[0], E_pi0_log[0])
 

@@ -138,10 +138,10 @@ def update_z(
                 E_z_onehot[i_tokens - base_tokens, t_c] = X_theta_log[i_docs, t_c] * XT_beta_log[obs1_k, t_c]
                 total += E_z_onehot[i_tokens - base_tokens, t_c]
             if total > 0.0 and np.isfinite(total):
-                scale = 1.0 / total
+                to_mean = 1.0 / total
                 cross = 0.0
                 for t_c in range(n_K):
-                    E_z_onehot[i_tokens - base_tokens, t_c] *= scale
+                    E_z_onehot[i_tokens - base_tokens, t_c] *= to_mean
                     lam_z_onehot[i_tokens - base_tokens, t_c] = E_theta_log[i_docs, t_c] + ET_beta_log[obs1_k, t_c]
                     cross += lam_z_onehot[i_tokens - base_tokens, t_c] * E_z_onehot[i_tokens - base_tokens, t_c]
                 logZ_z[i_tokens - base_tokens] = np.log(total)  # log Σ_c exp λ_c
@@ -543,7 +543,7 @@ def local_step_cvb0(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_beta(
-        scale,
+        data_scale,
         lam_beta_log,
         n_V,
         eta,
@@ -569,7 +569,7 @@ def update_beta(
             lam_beta_log[i_topics, t_k] += -1.0
         # from w ~ Categorical (lda.cem:25:9)
         for t_k in range(n_V):
-            lam_beta_log[i_topics, t_k] += scale * acc_w_0[t_k, i_topics]
+            lam_beta_log[i_topics, t_k] += data_scale * acc_w_0[t_k, i_topics]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             rt.dirichlet_expected_stats(lam_beta_log[i_topics], E_beta_log[i_topics])
             for t in range(n_V):

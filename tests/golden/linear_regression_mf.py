@@ -122,7 +122,7 @@ def local_step(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_tau(
-        scale,
+        data_scale,
         lam_tau_log,
         lam_tau_value,
         a0,
@@ -153,23 +153,23 @@ def update_tau(
     # from tau ~ Gamma (linear_regression.cem:16:1)
     lam_tau_value[0] += -b0
     # from y ~ Normal (linear_regression.cem:19:5)
-    lam_tau_log[0] += 0.5 * scale * acc_y_0
+    lam_tau_log[0] += 0.5 * data_scale * acc_y_0
     # from y ~ Normal (linear_regression.cem:19:5)
-    lam_tau_value[0] += -0.5 * scale * acc_y_1
+    lam_tau_value[0] += -0.5 * data_scale * acc_y_1
     # from y ~ Normal (linear_regression.cem:19:5)
     for t_i0 in range(n_P):
-        lam_tau_value[0] += scale * acc_y_2[t_i0] * E_w_value[0, t_i0]
+        lam_tau_value[0] += data_scale * acc_y_2[t_i0] * E_w_value[0, t_i0]
     # from y ~ Normal (linear_regression.cem:19:5)
     for t_i1 in range(n_P):
         for t_i2 in range(n_P):
-            lam_tau_value[0] += -0.5 * scale * acc_y_3[t_i1, t_i2] * E_w_outer[0, t_i1, t_i2]
+            lam_tau_value[0] += -0.5 * data_scale * acc_y_3[t_i1, t_i2] * E_w_outer[0, t_i1, t_i2]
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         E_tau_log[0], E_tau_value[0] = rt.gamma_expected_stats(lam_tau_log[0], lam_tau_value[0])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_w(
-        scale,
+        data_scale,
         lam_w_value,
         lam_w_outer,
         n_P,
@@ -202,11 +202,11 @@ def update_w(
         lam_w_value[0, t_i] += partial_sum
     # from y ~ Normal (linear_regression.cem:19:5)
     for t_i0 in range(n_P):
-        lam_w_value[0, t_i0] += scale * acc_y_2[t_i0] * E_tau_value[0]
+        lam_w_value[0, t_i0] += data_scale * acc_y_2[t_i0] * E_tau_value[0]
     # from y ~ Normal (linear_regression.cem:19:5)
     for t_i1 in range(n_P):
         for t_i2 in range(n_P):
-            lam_w_outer[0, t_i1, t_i2] += -0.5 * scale * acc_y_3[t_i1, t_i2] * E_tau_value[0]
+            lam_w_outer[0, t_i1, t_i2] += -0.5 * data_scale * acc_y_3[t_i1, t_i2] * E_tau_value[0]
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         rt.mvn_expected_stats(lam_w_value[0], lam_w_outer[0], E_w_value[0], E_w_outer[0])
 

@@ -303,7 +303,7 @@ def local_step_cvb0(
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_phi(scale, lam_phi_log, n_V, eta, acc_w_0, expect, E_phi_log, n_K):
+def update_phi(data_scale, lam_phi_log, n_V, eta, acc_w_0, expect, E_phi_log, n_K):
     """q(phi[k]) = Dirichlet(α)
         α_v = eta + Σ_{d,n} [w[d, n] = v]·q(c[d] = k)
 
@@ -319,13 +319,13 @@ def update_phi(scale, lam_phi_log, n_V, eta, acc_w_0, expect, E_phi_log, n_K):
             lam_phi_log[i_classes, t_k] += -1.0
         # from w ~ Categorical (mixture_of_multinomials.cem:24:9)
         for t_k in range(n_V):
-            lam_phi_log[i_classes, t_k] += scale * acc_w_0[t_k, i_classes]
+            lam_phi_log[i_classes, t_k] += data_scale * acc_w_0[t_k, i_classes]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             rt.dirichlet_expected_stats(lam_phi_log[i_classes], E_phi_log[i_classes])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_pi(scale, lam_pi_log, n_K, alpha, acc_c_0, expect, E_pi_log):
+def update_pi(data_scale, lam_pi_log, n_K, alpha, acc_c_0, expect, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = alpha + Σ_{d} q(c[d] = v)
 
@@ -340,7 +340,7 @@ def update_pi(scale, lam_pi_log, n_K, alpha, acc_c_0, expect, E_pi_log):
         lam_pi_log[0, t_k] += -1.0
     # from c ~ Categorical (mixture_of_multinomials.cem:22:5)
     for t_k in range(n_K):
-        lam_pi_log[0, t_k] += scale * acc_c_0[t_k]
+        lam_pi_log[0, t_k] += data_scale * acc_c_0[t_k]
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 

@@ -103,7 +103,7 @@ def local_step(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_mu(
-        scale,
+        data_scale,
         lam_mu_value,
         lam_mu_square,
         t0,
@@ -127,9 +127,9 @@ def update_mu(
     # from mu ~ Normal (normal_normal.cem:12:1)
     lam_mu_value[0] += t0 * m0
     # from x ~ Normal (normal_normal.cem:14:5)
-    lam_mu_value[0] += scale * acc_x_2
+    lam_mu_value[0] += data_scale * acc_x_2
     # from x ~ Normal (normal_normal.cem:14:5)
-    lam_mu_square[0] += -0.5 * scale * acc_x_3
+    lam_mu_square[0] += -0.5 * data_scale * acc_x_3
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         E_mu_value[0], E_mu_square[0] = rt.normal_expected_stats(lam_mu_value[0], lam_mu_square[0])
 

@@ -128,7 +128,7 @@ def local_step(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_tau(
-        scale,
+        data_scale,
         lam_tau_log,
         lam_tau_value,
         a0,
@@ -163,27 +163,27 @@ def update_tau(
     # from tau ~ Gamma (pmf.cem:22:1)
     lam_tau_value[0] += -b0
     # from y ~ Normal (pmf.cem:31:5)
-    lam_tau_log[0] += 0.5 * scale * acc_y_0
+    lam_tau_log[0] += 0.5 * data_scale * acc_y_0
     # from y ~ Normal (pmf.cem:31:5)
-    lam_tau_value[0] += -0.5 * scale * acc_y_1
+    lam_tau_value[0] += -0.5 * data_scale * acc_y_1
     # from y ~ Normal (pmf.cem:31:5)
     for t_g0 in range(n_U):
         for t_g1 in range(n_I):
             for t_i0 in range(n_K):
-                lam_tau_value[0] += scale * acc_y_2[t_g0, t_g1] * E_u_value[t_g0, t_i0] * E_v_value[t_g1, t_i0]
+                lam_tau_value[0] += data_scale * acc_y_2[t_g0, t_g1] * E_u_value[t_g0, t_i0] * E_v_value[t_g1, t_i0]
     # from y ~ Normal (pmf.cem:31:5)
     for t_g0 in range(n_U):
         for t_g1 in range(n_I):
             for t_i1 in range(n_K):
                 for t_i2 in range(n_K):
-                    lam_tau_value[0] += -0.5 * scale * acc_y_3[t_g0, t_g1] * E_u_outer[t_g0, t_i1, t_i2] * E_v_outer[t_g1, t_i1, t_i2]
+                    lam_tau_value[0] += -0.5 * data_scale * acc_y_3[t_g0, t_g1] * E_u_outer[t_g0, t_i1, t_i2] * E_v_outer[t_g1, t_i1, t_i2]
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         E_tau_log[0], E_tau_value[0] = rt.gamma_expected_stats(lam_tau_log[0], lam_tau_value[0])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_u(
-        scale,
+        data_scale,
         lam_u_value,
         lam_u_outer,
         n_K,
@@ -222,19 +222,19 @@ def update_u(
         # from y ~ Normal (pmf.cem:31:5)
         for t_g1 in range(n_I):
             for t_i0 in range(n_K):
-                lam_u_value[i_users, t_i0] += scale * acc_y_2[i_users, t_g1] * E_tau_value[0] * E_v_value[t_g1, t_i0]
+                lam_u_value[i_users, t_i0] += data_scale * acc_y_2[i_users, t_g1] * E_tau_value[0] * E_v_value[t_g1, t_i0]
         # from y ~ Normal (pmf.cem:31:5)
         for t_g1 in range(n_I):
             for t_i1 in range(n_K):
                 for t_i2 in range(n_K):
-                    lam_u_outer[i_users, t_i1, t_i2] += -0.5 * scale * acc_y_3[i_users, t_g1] * E_tau_value[0] * E_v_outer[t_g1, t_i1, t_i2]
+                    lam_u_outer[i_users, t_i1, t_i2] += -0.5 * data_scale * acc_y_3[i_users, t_g1] * E_tau_value[0] * E_v_outer[t_g1, t_i1, t_i2]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             rt.mvn_expected_stats(lam_u_value[i_users], lam_u_outer[i_users], E_u_value[i_users], E_u_outer[i_users])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_v(
-        scale,
+        data_scale,
         lam_v_value,
         lam_v_outer,
         n_K,
@@ -273,12 +273,12 @@ def update_v(
         # from y ~ Normal (pmf.cem:31:5)
         for t_g0 in range(n_U):
             for t_i0 in range(n_K):
-                lam_v_value[i_items, t_i0] += scale * acc_y_2[t_g0, i_items] * E_tau_value[0] * E_u_value[t_g0, t_i0]
+                lam_v_value[i_items, t_i0] += data_scale * acc_y_2[t_g0, i_items] * E_tau_value[0] * E_u_value[t_g0, t_i0]
         # from y ~ Normal (pmf.cem:31:5)
         for t_g0 in range(n_U):
             for t_i1 in range(n_K):
                 for t_i2 in range(n_K):
-                    lam_v_outer[i_items, t_i1, t_i2] += -0.5 * scale * acc_y_3[t_g0, i_items] * E_tau_value[0] * E_u_outer[t_g0, t_i1, t_i2]
+                    lam_v_outer[i_items, t_i1, t_i2] += -0.5 * data_scale * acc_y_3[t_g0, i_items] * E_tau_value[0] * E_u_outer[t_g0, t_i1, t_i2]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             rt.mvn_expected_stats(lam_v_value[i_items], lam_v_outer[i_items], E_v_value[i_items], E_v_outer[i_items])
 

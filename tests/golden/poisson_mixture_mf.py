@@ -311,7 +311,7 @@ def local_step_cvb0(
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
+def update_pi(data_scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = alpha + Σ_{n} q(z[n] = v)
 
@@ -326,14 +326,14 @@ def update_pi(scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
         lam_pi_log[0, t_k] += -1.0
     # from z ~ Categorical (poisson_mixture.cem:21:5)
     for t_k in range(n_K):
-        lam_pi_log[0, t_k] += scale * acc_z_0[t_k]
+        lam_pi_log[0, t_k] += data_scale * acc_z_0[t_k]
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def update_rate(
-        scale,
+        data_scale,
         lam_rate_log,
         lam_rate_value,
         a,
@@ -361,9 +361,9 @@ def update_rate(
         # from rate ~ Gamma (poisson_mixture.cem:18:5)
         lam_rate_value[i_components] += -b
         # from x ~ Poisson (poisson_mixture.cem:22:5)
-        lam_rate_log[i_components] += scale * acc_x_0[i_components]
+        lam_rate_log[i_components] += data_scale * acc_x_0[i_components]
         # from x ~ Poisson (poisson_mixture.cem:22:5)
-        lam_rate_value[i_components] += -scale * acc_x_1[i_components]
+        lam_rate_value[i_components] += -data_scale * acc_x_1[i_components]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             E_rate_log[i_components], E_rate_value[i_components] = rt.gamma_expected_stats(lam_rate_log[i_components], lam_rate_value[i_components])
 
