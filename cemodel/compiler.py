@@ -125,7 +125,7 @@ def check_generated_names(source: str, text: str, filename: str,
                           settings: dict[str, float] | None = None,
                           collapse: tuple[str, ...] | None = None) -> None:
     """Refuse a model whose names would collide with the generated code's own in one Python
-    scope (a data array called ``scale`` or ``item_weight``, a plate ``item``, whose
+    scope (a hyperparameter called ``elbo``, data ``item_weight``, a plate ``item``, whose
     ``item_weight`` is the runtime's): the module would fail or, worse, read the wrong
     array. The model is generated once more with every user name replaced by a unique
     marker, so that nothing collides; a function of ``source`` (the module as generated)
@@ -159,11 +159,11 @@ def check_generated_names(source: str, text: str, filename: str,
         mine = {n for n in names if "cemU" not in n}
         seen: dict[str, str] = {}
         for name in sorted(n for n in names if "cemU" in n):
-            owner = back[unmark.search(name).group()]
-            if real(name) in mine or seen.setdefault(real(name), name) != name:
-                what = (f"'{owner}' is" if real(name) == owner else
-                        f"'{owner}' gives the identifier '{real(name)}', which is")
-                why = ("a name the generated code uses itself" if real(name) in mine else
+            owner, identifier = back[unmark.search(name).group()], real(name)
+            if identifier in mine or seen.setdefault(identifier, name) != name:
+                what = (f"'{owner}' is" if identifier == owner else
+                        f"'{owner}' gives the identifier '{identifier}', which is")
+                why = ("a name the generated code uses itself" if identifier in mine else
                        "also made from another of the model's names")
                 raise CemModelError(f"{what} {why} (in {real(scope)})", first[owner],
                                     Source(filename, text),

@@ -192,9 +192,8 @@ def emit_contraction(
     # target letters innermost, for contiguous writes
     free.sort(key=lambda letter: (letter in target_index, target_index.index(letter)
                                   if letter in target_index else 0))
-    for letter in free:
-        _loop_header(letter, c, args)  # records the size argument in loop order
-        letters[letter] = letter_var(letter)
+    headers = {letter: _loop_header(letter, c, args) for letter in free}  # sizes in order
+    letters.update({letter: letter_var(letter) for letter in free})
     # the product
     factors: list[str] = list(c.extra)
     for slot in c.slots:
@@ -228,15 +227,15 @@ def emit_contraction(
         outer = [x for x in free if x in target_index]
         inner: list[Node] = [Line(f"partial_sum += {product}")]
         for letter in reversed(summed):
-            inner = [Block(_loop_header(letter, c, args), tuple(inner))]
+            inner = [Block(headers[letter], tuple(inner))]
         total = "partial_sum" if c.coef == 1.0 else f"{fmt_float(c.coef)} * partial_sum"
         body: list[Node] = [Line("partial_sum = 0.0"), *inner, Line(f"{lhs} += {total}")]
         for letter in reversed(outer):
-            body = [Block(_loop_header(letter, c, args), tuple(body))]
+            body = [Block(headers[letter], tuple(body))]
     else:
         body = [Line(f"{lhs} *= {product}" if multiply is not None else f"{lhs} += {rhs}")]
         for letter in reversed(free):
-            body = [Block(_loop_header(letter, c, args), tuple(body))]
+            body = [Block(headers[letter], tuple(body))]
     if guards:
         body = [Block("if " + " and ".join(guards), tuple(body))]
     body = assigns + body
