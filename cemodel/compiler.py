@@ -39,6 +39,7 @@ class Stages:
     model: Model
     analysis: Analysis
     plan: InferencePlan
+    source: str | None = None  # the generated module, once run_stages has made it
 
 
 def read_source(path: str | Path) -> tuple[str, str]:
@@ -110,7 +111,7 @@ def run_stages(text: str, filename: str, settings: dict[str, float] | None = Non
     except CemError:
         return stages  # reported when the module is generated
     check_generated_names(source, text, filename, settings, collapse)
-    return stages
+    return replace(stages, source=source)
 
 
 def _stages(text: str, filename: str, settings: dict[str, float] | None,
@@ -212,7 +213,7 @@ def _collect(node: ast.AST, names: set[str], own: frozenset[str]) -> None:
 def generate(stages: Stages, method: str = "mf") -> str:
     if method != "mf":
         raise CemError(f"unknown method '{method}'", hint="available: mf")
-    return generate_mf(stages.plan)
+    return stages.source if stages.source is not None else generate_mf(stages.plan)
 
 
 def cache_dir() -> Path:
