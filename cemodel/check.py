@@ -16,7 +16,7 @@ from collections import defaultdict
 
 from .conjugacy import Known, Slot, Stat, render_expr
 from .families import FAMILIES
-from .model import RData, RRepeat, RVar
+from .model import RData, RRepeat, RVar, SumIndex
 from .plan import InferencePlan
 
 # usual parameter = scale · λ[stat] + offsets; offsets are (coefficient, symbol) with the
@@ -118,8 +118,15 @@ class _Renderer:
         if slot.fn == "onehot" and isinstance(first, (RVar, RData)):
             ref = self.ref(first.name, tuple(i.plate for i in first.indices))
             return f"[{ref} = {self.letter(slot.tensor[0])}]"
+        tensor = slot.tensor
         if isinstance(first, (RVar, RData)):
-            text = self.ref(first.name, tuple(i.plate for i in first.indices))
+            # a sum's index taken by data reads the known at the sum's letter (its last axes)
+            summed = sum(isinstance(i, SumIndex) for i in first.indices)
+            sum_letters = iter(tensor[len(tensor) - summed:])
+            tensor = tensor[:len(tensor) - summed]
+            text = self.ref(first.name, tuple(
+                next(sum_letters) if isinstance(i, SumIndex) else i.plate
+                for i in first.indices))
         elif isinstance(first, RRepeat):
             text = render_expr(first.value)
             if slot.fn == "value":
@@ -128,7 +135,7 @@ class _Renderer:
             text = render_expr(first)
         else:
             text = slot.fn
-        sub = self.subscript(slot.tensor)
+        sub = self.subscript(tensor)
         if slot.fn == "value":
             return text + sub
         if slot.fn == "dim":
@@ -136,7 +143,8 @@ class _Renderer:
             return str(var.shape[0]) if var is not None and var.shape else "dim"
         if slot.fn == "inv":
             return f"{text}⁻¹{sub}"
-        args = ", ".join(render_expr(o) for o in slot.operands)
+        args = text if isinstance(first, (RVar, RData)) and len(slot.operands) == 1 else (
+            ", ".join(render_expr(o) for o in slot.operands))
         return f"{slot.fn}({args}){sub}"
 
     def stat(self, slot: Stat) -> str:

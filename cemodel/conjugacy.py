@@ -206,7 +206,7 @@ class _Expander:
         if isinstance(expr, RCall):
             if expr.func == "dot":
                 return ()
-            if expr.func in ("exp", "log"):
+            if expr.func in ("exp", "log", "reciprocal"):
                 return self.event_shape(expr.args[0])
             size = expr.args[0]
             dim = size.name if isinstance(size, RDimSize) else int(size.value)
@@ -355,7 +355,39 @@ class _Expander:
                 if plate not in plates:
                     plates.append(plate)
         ordered = tuple(p for p in self.var.plates if p in plates)
-        return Known(fn, exprs, letters, ordered)
+        return Known(fn, exprs, letters + self.sum_axes(exprs, ordered), ordered)
+
+    def sum_axes(self, exprs: tuple[RExpr, ...], plates: tuple[str, ...]) -> tuple[str, ...]:
+        """The letters of the sum indices that data in ``exprs`` take (``A[i, k]`` inside
+        ``sum(... for k in K)``): the known's array is the data's, its plate axes first, then
+        one axis per summed position, read at the sum's letter."""
+        refs = [r for e in exprs for r in _data_refs(e)]
+        summed = [r for r in refs if any(isinstance(i, SumIndex) for i in r.indices)]
+        if not summed:
+            return ()
+        first = summed[0]
+        for ref in refs:
+            if _index_key(ref) != _index_key(first):
+                raise self.error(
+                    f"'{ref.name}' and '{first.name}' enter one known expression with "
+                    f"different indices, and '{first.name}' takes the sum's index", ref.span,
+                    hint="data that take the sum's index may be multiplied or divided by "
+                         "other known factors (e[n] * x[n, k] * beta[k]); give any other "
+                         "function of them as data of its own")
+        positions = [isinstance(i, SumIndex) for i in first.indices]
+        if positions != sorted(positions) or self.model.datum(first.name).shape:
+            raise self.error(
+                f"data '{first.name}' takes the sum's index before a plate's index; the sum's "
+                "index must come last", first.span,
+                hint="declare the data with the summed plate innermost: plate rows i in N:, "
+                     "then plate cols j in K:, data A[i, j] : real; then write A[i, k]")
+        if tuple(i.plate for i in first.indices if isinstance(i, PlateIndex)) != plates:
+            raise self.error(
+                f"data '{first.name}' takes the sum's index with its plate indices in another "
+                f"order than the plates of '{self.var.name}'", first.span,
+                hint="declare the data with its plates nested as those of "
+                     f"'{self.var.name}' are")
+        return tuple(self.sum_letters[i.name] for i in first.indices if isinstance(i, SumIndex))
 
     def leaf(self, expr: RVar | RData, fn: str, letters: tuple[str, ...]) -> Slot:
         """A view of a variable reference: a statistic if latent, known if observed."""
@@ -444,7 +476,8 @@ class _Expander:
             return self.leaf_poly(expr, fn, letters)
         if isinstance(expr, RSum):
             return self.expand_sum(fn, expr, letters)
-        if self.latent_in(expr) is None:
+        if self.latent_in(expr) is None and not (
+                isinstance(expr, (RBin, RNeg)) and _sum_indexed_data(expr)):
             self.bind(letters, self.view_shape(fn, expr))
             return [(1.0, (self.known(fn, (expr,), letters),))]
         if isinstance(expr, RNeg):
@@ -583,6 +616,21 @@ def _multiply(a: Poly, b: Poly) -> Poly:
     return [(ca * cb, sa + sb) for ca, sa in a for cb, sb in b]
 
 
+def _data_refs(expr: RExpr) -> list[RData]:
+    if isinstance(expr, RData):
+        return [expr]
+    return [r for child in sub_exprs(expr) for r in _data_refs(child)]
+
+
+def _sum_indexed_data(expr: RExpr) -> bool:
+    return any(isinstance(i, SumIndex) for r in _data_refs(expr) for i in r.indices)
+
+
+def _index_key(ref: RData) -> tuple[tuple[str, str], ...]:
+    return tuple(("plate", i.plate) if isinstance(i, PlateIndex) else ("sum", i.name)
+                 for i in ref.indices)
+
+
 def _plates_in(expr: RExpr) -> list[str]:
     if isinstance(expr, (RVar, RData)):
         return [i.plate for i in expr.indices if isinstance(i, PlateIndex)]
@@ -618,6 +666,8 @@ def render_expr(expr: RExpr) -> str:
     if isinstance(expr, RNeg):
         return f"-{render_expr(expr.operand)}"
     if isinstance(expr, RCall):
+        if expr.func == "reciprocal":  # a divisor (x / c), see _Expander.expand_expr
+            return f"1/{render_expr(expr.args[0])}"
         return f"{expr.func}({', '.join(render_expr(a) for a in expr.args)})"
     if isinstance(expr, RVector):
         return "[" + ", ".join(render_expr(i) for i in expr.items) + "]"

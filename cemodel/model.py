@@ -78,10 +78,11 @@ class RVar:
 
 @dataclass(frozen=True)
 class RData:
-    """A reference to a covariate declared with ``data``."""
+    """A reference to a covariate declared with ``data``; a position may take the index of
+    an enclosing ``sum(... for k in K)`` (``sum(A[i, k] * lam[k] for k in K)``)."""
 
     name: str
-    indices: tuple[PlateIndex, ...]
+    indices: tuple[PlateIndex | SumIndex, ...]
     span: Span
 
 
@@ -907,9 +908,13 @@ class _Builder:
     ) -> tuple:
         if len(indices) != len(plates):
             want = ", ".join(self.plates[p].index for p in plates)
+            vector = name in self.data and self.data[name].shape and len(indices) > len(plates)
             raise self.error(
                 f"'{name}' has {len(plates)} index(es) ({want or 'none'}), "
                 f"but {len(indices)} given", span,
+                hint="a vector datum is used whole (dot(w, x[n])); to take its entries at a "
+                     "sum's index, declare them in a plate: plate cols j in K:, then "
+                     "data x[n, j] : real" if vector else None,
             )
         resolved = []
         for plate_name, index in zip(plates, indices, strict=True):
@@ -921,8 +926,6 @@ class _Builder:
                         f"sum index '{index.id}' runs over {sum_dim}, but this position of "
                         f"'{name}' runs over plate '{plate.name}' ({plate.dim})", index.span,
                     )
-                if not gates:
-                    raise self.error("data can only be indexed by plate indices", index.span)
                 resolved.append(SumIndex(index.id, index.span))
                 continue
             if isinstance(index, ast.Name) and scope.by_index(index.id) is not None:
@@ -957,6 +960,12 @@ class _Builder:
                     )
                 if plate.ragged:
                     raise self.error("data cannot select along a ragged plate", index.span)
+                if any(isinstance(i, SumIndex) for i in gate.indices):
+                    raise self.error(
+                        f"'{gate.name}' selects an element of '{name}' and takes a sum's "
+                        "index: a selection that varies along a sum is not supported",
+                        index.span, hint="sum over the selected plate instead, with the "
+                        "membership as 0/1 data: sum(m[n, g] * lam[g] for g in G)")
                 self.index_data[gate.name] = plate.dim
                 resolved.append(GateIndex(gate, index.span))
                 continue

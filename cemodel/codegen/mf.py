@@ -28,6 +28,7 @@ from ..model import (
     RVar,
     RVector,
     VarDef,
+    sub_exprs,
 )
 from ..plan import SAMPLED_FAMILIES, SSVI_AUX_DRAWS, InferencePlan, describe_slot
 from .assignments import AssignmentStep
@@ -156,6 +157,10 @@ class MeanFieldEmitter:
             "lbeta": "rt.lbeta({})", "log_binom": "rt.log_binom({})",
             "wishart_lognorm": "rt.wishart_lognorm({})", "outer": "np.outer({0}, {0})",
         }[slot.fn]
+        if slot.fn == "log" and _data_names(first):
+            # log 0 of data is finite (rt.LOG_ZERO) so that 0 · log 0 adds 0; < 0 is refused
+            what = "data " + ", ".join(f"'{n}'" for n in _data_names(first))
+            return _ident("log", *ops), f"rt.log_data({args}, {what!r})"
         if slot.fn == "lgamma_sum" and isinstance(first, RRepeat):
             return (_ident("lgamma_sum", first.value),
                     f"rt.gammaln({prefix}{dim_name(first.dim)} * {_np(first.value, prefix)})")
@@ -2452,6 +2457,16 @@ def _tuple(items) -> str:
     if len(items) == 1:
         return f"({items[0]},)"
     return "(" + ", ".join(items) + ")"
+
+
+def _data_names(expr: RExpr) -> list[str]:
+    """The data (covariates and observed variables) a known expression reads, in order."""
+    if isinstance(expr, (RData, RVar)):
+        return [expr.name]
+    names: list[str] = []
+    for child in sub_exprs(expr):
+        names += [n for n in _data_names(child) if n not in names]
+    return names
 
 
 def _ident(fn: str, *operands: RExpr) -> str:

@@ -77,11 +77,13 @@ from .klc import riemannian_cg as riemannian_cg
 from .learning import learn_gamma_rate as learn_gamma_rate
 from .learning import learn_gamma_shape as learn_gamma_shape
 from .learning import learn_symmetric_dirichlet as learn_symmetric_dirichlet
+from .numeric import LOG_ZERO as LOG_ZERO
 from .numeric import gammaln as gammaln
 from .numeric import inv as inv
 from .numeric import lbeta as lbeta
 from .numeric import lgamma_sum as lgamma_sum
 from .numeric import log_binom as log_binom
+from .numeric import log_data as log_data
 from .numeric import logdet as logdet
 from .numeric import wishart_lognorm as wishart_lognorm
 from .sampling import sample_beta as sample_beta

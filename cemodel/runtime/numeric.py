@@ -15,7 +15,13 @@ from scipy import special as _sps
 
 from ..errors import CemDataError
 
-__all__ = ["gammaln", "inv", "lbeta", "lgamma_sum", "log_binom", "logdet", "wishart_lognorm"]
+__all__ = ["LOG_ZERO", "gammaln", "inv", "lbeta", "lgamma_sum", "log_binom", "log_data", "logdet",
+           "wishart_lognorm"]
+
+# log 0 as a finite number: exp(LOG_ZERO) is 0, and 0 · LOG_ZERO is 0 where 0 · (−inf) would be
+# NaN (an exposure e = 0 with its count y = 0 adds y·log e = 0 to the ELBO). Small enough that
+# a sum of a few hundred of them stays finite.
+LOG_ZERO = -1e250
 
 _LOG_2 = math.log(2.0)
 _LOG_PI = math.log(math.pi)
@@ -24,6 +30,22 @@ _LOG_PI = math.log(math.pi)
 def gammaln(x):
     """log |Γ(x)|, elementwise."""
     return _sps.gammaln(x)
+
+
+def log_data(values, what: str):
+    """log of a known quantity read from the data (``log(e[n])`` of an exposure, a data
+    factor of a split Poisson term), elementwise: 0 gives LOG_ZERO; a negative value, whose
+    log does not exist, is refused with ``CemDataError`` naming ``what``."""
+    values = np.asarray(values, dtype=np.float64)
+    bad = ~(values >= 0.0)  # also catches NaN
+    if np.any(bad):
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        where = f" at [{', '.join(map(str, at))}]" if at else ""
+        raise CemDataError(f"{what}: expected values ≥ 0 (the model takes their log), found "
+                           f"{values[at]:g}{where}")
+    with np.errstate(divide="ignore"):
+        out = np.where(values > 0.0, np.log(np.where(values > 0.0, values, 1.0)), LOG_ZERO)
+    return out[()] if out.ndim == 0 else out
 
 
 def lgamma_sum(alpha):

@@ -275,7 +275,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     log_b0 = np.log(b0)  # log(b0)
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
     lgamma_a = rt.gammaln(a)  # lgamma(a)
-    log_e = np.log(e)  # log(e[counts])
+    log_e = rt.log_data(e, "data 'e'")  # log(e[counts])
     lgamma1p_x = rt.gammaln(x + 1.0)  # lgamma1p(x[counts])
     # variational parameters (natural, coefficient form) and E[t]
     lam_beta_log = np.zeros((1,))
@@ -326,7 +326,7 @@ def _bind_items(fit_state, data):
     log_b0 = np.log(b0)  # log(b0)
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
     lgamma_a = rt.gammaln(a)  # lgamma(a)
-    log_e = np.log(e)  # log(e[counts])
+    log_e = rt.log_data(e, "data 'e'")  # log(e[counts])
     lgamma1p_x = rt.gammaln(x + 1.0)  # lgamma1p(x[counts])
     # variational parameters (natural, coefficient form) and E[t]
     lam_beta_log = fit_state.lam_beta_log
