@@ -27,7 +27,7 @@ import itertools
 from dataclasses import dataclass
 
 from .errors import CemConjugacyError, Span
-from .families import CHILD, FAMILIES, FamilySpec, View
+from .families import CHILD, FAMILIES, WRITABLE, FamilySpec, View
 from .families.blocks import FUSED
 from .model import (
     GateIndex,
@@ -152,7 +152,8 @@ class Analysis:
 
 Poly = list[tuple[float, tuple[Slot, ...]]]
 
-_REDUCING_VIEWS = {"lgamma_sum", "logdet", "dim", "lbeta", "wishart_lognorm", "log_binom"}
+_REDUCING_VIEWS = {"lgamma_sum", "logdet", "dim", "lbeta", "wishart_lognorm", "log_binom",
+                   "log_negbin", "log_multinomial"}
 
 
 class _Expander:
@@ -442,7 +443,7 @@ class _Expander:
         have = ", ".join(s for s, _ in prior.stats)
         good = sorted({
             f.name for f in FAMILIES.values()
-            if f.name.isidentifier() and f.variational and fn in dict(f.stats)
+            if f.name in WRITABLE and f.variational and fn in dict(f.stats)
             and f.event_rank == prior.event_rank
         })
         what = _STAT_WORDS.get(fn, fn)

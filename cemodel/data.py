@@ -336,6 +336,7 @@ _SUPPORT_WORDS = {
     "unit": "numbers strictly between 0 and 1",
     "binary": "0/1 values",
     "count": "non-negative whole counts",
+    "trials": "numbers of trials (whole numbers ≥ 1)",
     "vector": "real vectors",
     "spd": "symmetric positive-definite matrices",
     "simplex": "probability vectors (non-negative, summing to 1)",

@@ -15,7 +15,7 @@ import networkx as nx
 
 from . import syntax as ast
 from .errors import CemModelError, Source, Span, did_you_mean
-from .families import FAMILIES, FamilySpec
+from .families import FAMILIES, WRITABLE, FamilySpec
 from .families.base import Param
 
 # ---------------------------------------------------------------------------
@@ -677,7 +677,7 @@ class _Builder:
             raise self.error(f"the model has a cycle: {cycle}", stmt.target.span)
         self.in_progress.append(name)
         family = FAMILIES.get(stmt.dist.id)
-        writable = [name for name in FAMILIES if name.isidentifier()]
+        writable = sorted(WRITABLE)
         if family is None:
             raise self.error(
                 f"unknown distribution '{stmt.dist.id}'", stmt.dist.span,

@@ -155,6 +155,7 @@ class MeanFieldEmitter:
             "lgamma_sum": "rt.lgamma_sum({})", "lgamma1p": "rt.gammaln({} + 1.0)",
             "inv": "rt.inv({})", "logdet": "rt.logdet({})", "square": "np.square({})",
             "lbeta": "rt.lbeta({})", "log_binom": "rt.log_binom({})",
+            "log_negbin": "rt.log_negbin({})", "log_multinomial": "rt.log_multinomial({})",
             "wishart_lognorm": "rt.wishart_lognorm({})", "outer": "np.outer({0}, {0})",
         }[slot.fn]
         if slot.fn == "log" and _data_names(first):

@@ -16,8 +16,11 @@ from . import (
     dirichlet,
     exponential,
     gamma,
+    geometric,
     markov_chain,
+    multinomial,
     mvn,
+    negative_binomial,
     normal,
     poisson,
     split,
@@ -28,15 +31,17 @@ from .base import CHILD, FamilySpec, Param, Term, View
 FAMILIES: dict[str, FamilySpec] = {}
 for _module in (
     dirichlet, categorical, beta, bernoulli, binomial, gamma, poisson, exponential, normal, mvn,
-    wishart, markov_chain,
+    wishart, markov_chain, geometric, negative_binomial, multinomial,
 ):
     _spec = _module.SPEC
     FAMILIES[_spec.name] = _spec
     for _alias in _spec.aliases:
         FAMILIES[_alias] = _spec
+# the names a model file may write (families and their aliases)
+WRITABLE: frozenset[str] = frozenset(FAMILIES)
 # introduced by the compiler (cemodel.augment, cemodel.blocks), never written in a model
 # file: their names are not identifiers, so the parser cannot produce them
 for _spec in (split.SPLIT, split.POISSON_SPLIT, blocks.NORMAL_GAMMA, blocks.NORMAL_WISHART):
     FAMILIES[_spec.name] = _spec
 
-__all__ = ["CHILD", "FAMILIES", "FamilySpec", "Param", "Term", "View"]
+__all__ = ["CHILD", "FAMILIES", "WRITABLE", "FamilySpec", "Param", "Term", "View"]

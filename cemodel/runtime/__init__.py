@@ -84,6 +84,8 @@ from .numeric import lbeta as lbeta
 from .numeric import lgamma_sum as lgamma_sum
 from .numeric import log_binom as log_binom
 from .numeric import log_data as log_data
+from .numeric import log_multinomial as log_multinomial
+from .numeric import log_negbin as log_negbin
 from .numeric import logdet as logdet
 from .numeric import wishart_lognorm as wishart_lognorm
 from .sampling import sample_beta as sample_beta

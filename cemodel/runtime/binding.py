@@ -49,13 +49,14 @@ _EXPECTED = {
     "unit": "numbers strictly between 0 and 1",
     "binary": "binary values (0 or 1)",
     "count": "counts (non-negative whole numbers)",
+    "trials": "numbers of trials (whole numbers ≥ 1)",
     "integer": "whole numbers",
     "vector": "finite real vectors",
     "spd": "symmetric positive-definite matrices",
     "simplex": "probability vectors (non-negative, summing to 1)",
 }
 _COVARIATE_SUPPORT = {"real": "real", "int": "integer", "count": "count", "vector": "vector"}
-_INTEGER_SUPPORTS = {"binary", "count", "integer", "category"}
+_INTEGER_SUPPORTS = {"binary", "count", "trials", "integer", "category"}
 _SIMPLEX_TOL = 1e-6
 _SYMMETRY_TOL = 1e-8
 # The statistics of the data (Σx for counts and positive values, Σx² for reals and vectors)
@@ -596,6 +597,10 @@ class _Binder:
             bad = values < 0
             if bad.any():
                 fail(bad)
+        if support == "trials":
+            bad = values < 1
+            if bad.any():
+                fail(bad)
         if support == "positive":
             bad = values <= 0
             if bad.any():
@@ -634,7 +639,7 @@ class _Binder:
         """Refuse values whose statistics overflow: Σx² of reals, Σx of counts and positives."""
         if var.support in ("real", "vector"):
             statistic, power = "sum of squares", 2
-        elif var.support in ("count", "positive"):
+        elif var.support in ("count", "trials", "positive"):
             statistic, power = "sum", 1
         else:
             return

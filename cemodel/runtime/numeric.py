@@ -15,8 +15,8 @@ from scipy import special as _sps
 
 from ..errors import CemDataError
 
-__all__ = ["LOG_ZERO", "gammaln", "inv", "lbeta", "lgamma_sum", "log_binom", "log_data", "logdet",
-           "wishart_lognorm"]
+__all__ = ["LOG_ZERO", "gammaln", "inv", "lbeta", "lgamma_sum", "log_binom", "log_data",
+           "log_multinomial", "log_negbin", "logdet", "wishart_lognorm"]
 
 # log 0 as a finite number: exp(LOG_ZERO) is 0, and 0 · LOG_ZERO is 0 where 0 · (−inf) would be
 # NaN (an exposure e = 0 with its count y = 0 adds y·log e = 0 to the ELBO). Small enough that
@@ -32,6 +32,12 @@ def gammaln(x):
     return _sps.gammaln(x)
 
 
+def _first(bad: np.ndarray) -> tuple[tuple[int, ...], str]:
+    """The index of the first True in ``bad``, and its text for a message (" at [i, j]")."""
+    at = tuple(int(i) for i in np.argwhere(bad)[0])
+    return at, (f" at [{', '.join(map(str, at))}]" if at else "")
+
+
 def log_data(values, what: str):
     """log of a known quantity read from the data (``log(e[n])`` of an exposure, a data
     factor of a split Poisson term), elementwise: 0 gives LOG_ZERO; a negative value, whose
@@ -39,13 +45,39 @@ def log_data(values, what: str):
     values = np.asarray(values, dtype=np.float64)
     bad = ~(values >= 0.0)  # also catches NaN
     if np.any(bad):
-        at = tuple(int(i) for i in np.argwhere(bad)[0])
-        where = f" at [{', '.join(map(str, at))}]" if at else ""
+        at, where = _first(bad)
         raise CemDataError(f"{what}: expected values ≥ 0 (the model takes their log), found "
                            f"{values[at]:g}{where}")
     with np.errstate(divide="ignore"):
         out = np.where(values > 0.0, np.log(np.where(values > 0.0, values, 1.0)), LOG_ZERO)
     return out[()] if out.ndim == 0 else out
+
+
+def log_negbin(r, x):
+    """log C(x + r − 1, x) = log Γ(x + r) − log Γ(r) − log x!, elementwise: the base measure
+    of NegativeBinomial(r, p) (x failures before the r-th success)."""
+    r = np.asarray(r, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    out = _sps.gammaln(x + r) - _sps.gammaln(r) - _sps.gammaln(x + 1.0)
+    return out[()] if np.ndim(out) == 0 else out
+
+
+def log_multinomial(n, x):
+    """log n! − Σ_k log x_k! over the last axis of the counts x: the base measure of
+    Multinomial(n, p). The counts must add up to n: anything else has probability 0, and is
+    refused with ``CemDataError``."""
+    n = np.asarray(n, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    total = x.sum(axis=-1)
+    n_b, total_b = np.broadcast_arrays(n, total)
+    bad = n_b != total_b
+    if np.any(bad):
+        at, where = _first(bad)
+        raise CemDataError(
+            f"Multinomial data: expected counts adding up to the number of trials n, found "
+            f"counts adding up to {total_b[at]:g} with n = {n_b[at]:g}{where}")
+    out = _sps.gammaln(n + 1.0) - _sps.gammaln(x + 1.0).sum(axis=-1)
+    return out[()] if np.ndim(out) == 0 else out
 
 
 def lgamma_sum(alpha):
@@ -68,8 +100,7 @@ def log_binom(n, k):
     bad = ~((0.0 <= k) & (k <= n))  # also catches NaN
     if np.any(bad):
         n_b, k_b = np.broadcast_arrays(n, k)
-        at = tuple(int(i) for i in np.argwhere(np.broadcast_to(bad, n_b.shape))[0])
-        where = f" at [{', '.join(map(str, at))}]" if at else ""
+        at, where = _first(np.broadcast_to(bad, n_b.shape))
         raise CemDataError(
             f"Binomial data: expected successes k between 0 and the number of trials n, "
             f"found k = {k_b[at]:g} with n = {n_b[at]:g}{where}"
