@@ -156,3 +156,17 @@ def test_a_selection_that_varies_along_a_sum_is_refused(tmp_path):
             "    observe y[n] ~ Poisson(sum(lam[grp[n, k]] for k in K))\n")
     with pytest.raises(CemModelError, match="a selection that varies along a sum"):
         run_stages(*read_source(_write(tmp_path, text)))
+
+
+@pytest.mark.parametrize("method", ["mf", "svi"])
+def test_a_positive_count_whose_rate_has_a_zero_factor_is_refused(tmp_path, method):
+    """y = 3 where every loading is 0 has probability 0: the fit says so and names the data
+    (it used to finish with an ELBO of about −3e250)."""
+    model = compile_model(_write(tmp_path, LOADINGS))
+    x = np.array([[1.0, 0.5, 0.0], [0.0, 0.0, 0.0], [2.0, 1.0, 1.0]])
+    data = {"y": np.array([2.0, 3.0, 4.0]), "x": x}
+    fit = model.fit if method == "mf" else model.fit_svi
+    with pytest.raises(CemDataError, match=r"probability 0 under the model.*data 'x' hold zeros"):
+        fit(data, max_iter=5) if method == "mf" else fit(data, epochs=2)
+    data["y"][1] = 0.0  # the same zeros with a count of 0 are possible
+    assert np.isfinite((model.fit(data, max_iter=5)).elbo).all()

@@ -167,6 +167,18 @@ class MeanFieldEmitter:
                     f"rt.gammaln({prefix}{dim_name(first.dim)} * {_np(first.value, prefix)})")
         return _ident(slot.fn, *ops), numpy_fn.format(args)
 
+    def _check_possible_lines(self) -> list[Line]:
+        """Where data enter through their log, a positive count can meet a rate of 0: the
+        ELBO then holds count · rt.LOG_ZERO, and the fit refuses the data (rt.check_possible)."""
+        names: list[str] = []
+        for slot in self.known_slots.values():
+            if slot.fn == "log":
+                names += [n for n in _data_names(slot.operands[0]) if n not in names]
+        if not names:
+            return []
+        return [Line(f"rt.check_possible(elbo, {_tuple(repr(n) for n in names)})",
+                     "data of probability 0 (a count where its rate has a factor 0)")]
+
     def _event_shape(self, expr: RExpr):
         if isinstance(expr, RVar):
             return self.model.var(expr.name).shape
@@ -1877,6 +1889,7 @@ class MeanFieldEmitter:
             Line("elbo += elbo_local"),
             Line("trace.append(elbo)"),
             Line("rt.check_elbo_increase(trace, warn_decrease)"),
+            *self._check_possible_lines(),
             Block("if callback is not None", (
                 Line("callback(iteration, elbo, time.perf_counter() - clock)"),)),
             Block("if checkpoint is not None and (iteration + 1) % checkpoint_every == 0", (
@@ -2064,6 +2077,7 @@ class MeanFieldEmitter:
                     f"s.{a}[...] = kept_locals[{i}]"
                     for i, a in enumerate(self._kept_arrays()))),
                 Line("trace.append(elbo)"),
+                *self._check_possible_lines(),
                 Block("if callback is not None", (
                     Line("callback(epoch, elbo, time.perf_counter() - clock)"),)),
             )),
@@ -2461,8 +2475,9 @@ def _tuple(items) -> str:
 
 
 def _data_names(expr: RExpr) -> list[str]:
-    """The data (covariates and observed variables) a known expression reads, in order."""
-    if isinstance(expr, (RData, RVar)):
+    """The covariates (``data``) a known expression reads, in order. (Observed variables
+    under a log are positive by their support: a Gamma's or Beta's value.)"""
+    if isinstance(expr, RData):
         return [expr.name]
     names: list[str] = []
     for child in sub_exprs(expr):

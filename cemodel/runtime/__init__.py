@@ -15,6 +15,7 @@ from .driver import check_applies as check_applies
 from .driver import check_elbo_increase as check_elbo_increase
 from .driver import check_learn as check_learn
 from .driver import check_local_step as check_local_step
+from .driver import check_possible as check_possible
 from .driver import check_step as check_step
 from .driver import check_sweeps as check_sweeps
 from .driver import converged as converged

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
+from ..errors import CemDataError
+from .numeric import LOG_ZERO
+
 
 class ElboDecreaseWarning(UserWarning):
     """A mean-field iteration lowered the ELBO: a sign of a wrong update."""
@@ -46,6 +49,19 @@ def check_elbo_increase(trace: list[float], warn: bool, rtol: float = 1e-9) -> N
             ElboDecreaseWarning,
             stacklevel=3,
         )
+
+
+def check_possible(elbo: float, log_data: tuple[str, ...]) -> None:
+    """Refuse data the model gives probability 0: a positive count whose rate has a known
+    factor of 0 (an exposure, a loading) adds count · log 0 = count · rt.LOG_ZERO to the
+    ELBO, which no fit of possible data comes near."""
+    if elbo <= LOG_ZERO / 2:
+        names = ", ".join(f"'{n}'" for n in log_data)
+        raise CemDataError(
+            f"the data have probability 0 under the model: a positive count meets a rate "
+            f"with a known factor of 0 (data {names} hold zeros)",
+            hint="a count can be positive only where its rate can: drop those observations "
+                 "or correct the zeros")
 
 
 def converged(trace: list[float], tol: float) -> bool:

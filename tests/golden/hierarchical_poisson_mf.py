@@ -437,6 +437,8 @@ def fit(
         elbo += elbo_local
         trace.append(elbo)
         rt.check_elbo_increase(trace, warn_decrease)
+        # data of probability 0 (a count where its rate has a factor 0)
+        rt.check_possible(elbo, ('e',))
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         # atomic: a crash keeps the previous one
@@ -620,6 +622,8 @@ def fit_svi(
             elbo_global_part = elbo_global(s.a0, s.log_b0, s.lgamma_a0, s.E_beta_log, s.b0, s.E_beta_value, s.n_G, s.a, s.lgamma_a, s.E_lam_log, s.E_lam_value, s.acc_x_1, s.acc_x_2, s.lam_beta_log, s.lam_beta_value, s.lam_lam_log, s.lam_lam_value)
             elbo += elbo_global_part
             trace.append(elbo)
+            # data of probability 0 (a count where its rate has a factor 0)
+            rt.check_possible(elbo, ('e',))
             if callback is not None:
                 callback(epoch, elbo, time.perf_counter() - clock)
         # atomic: a crash keeps the previous one
