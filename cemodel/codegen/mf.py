@@ -1970,9 +1970,12 @@ class MeanFieldEmitter:
 
     def fit_ssvi_function(self) -> Function:
         doc = (f"Fit {self.model.name} by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): "
-               "as SSVI-A, with the data\npart of λ̂ multiplied by V(β, λ) of eq. 8, which "
-               "makes the step an unbiased natural gradient\nof the structured bound (see "
-               "cemodel.runtime.ssvi). Options as fit_svi.")
+               "as SSVI-A, with V(β, λ) of eq. 8\nmaking the step an unbiased natural gradient "
+               "of the structured bound (see cemodel.runtime.ssvi).\nBy default V multiplies "
+               "the whole step, λ ← λ + ρ V (λ̂ − λ), a control variate with the mean of\n"
+               "eq. 7 (E[V] = I) whose noise vanishes at the optimum; control_variate=False "
+               "runs eq. 7 as\nprinted, λ ← (1 − ρ)λ + ρ(η + V N/|S| Σ η̂_n), whose V noise "
+               "scales with the data.\nOptions as fit_svi.")
         return Function("fit_ssvi", ("data", "**options"), (
             Line("return fit_svi(data, sample_globals=True, apply_v=True, **options)"),), doc)
 
@@ -1999,6 +2002,10 @@ class MeanFieldEmitter:
             ), comment="out of core: the minibatch's items, read and bound on their own")]
               if stream_ok else []),
             Line("rho = step_scale * (step + tau) ** (-kappa)"),
+            *([Line("v_step = apply_v and step > 1",
+                    "SSVI: step 1 is SSVI-A's (V = I): from a start much wider than the "
+                    "posterior V's noise is unbounded, and one step brings q to its scale")]
+              if self._ssvi_applies() else []),
             Line("s.item_weight[...] = 1.0"),
             Block("if effective_batch_size is not None", (
                 Line("size_m = rt.effective_size(effective_batch_size, step, len(batch))"),
@@ -2021,7 +2028,7 @@ class MeanFieldEmitter:
                 *[self._driver_call(f"update_{n}", {"data_scale": "seen / len(batch)",
                                                      "expect": "False"})
                   for n in globals_],
-                *([Block("if apply_v", tuple(self._v_lines()),
+                *([Block("if v_step", tuple(self._v_lines()),
                          comment="SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)")]
                   if self._ssvi_applies() else []),
                 *self._blend_lines(lams),
@@ -2165,7 +2172,7 @@ class MeanFieldEmitter:
             args += ("learn=()",)
         args += ("sample_globals=False",)
         if self._ssvi_applies():
-            args += ("apply_v=False",)
+            args += ("apply_v=False", "control_variate=True")
         doc = (f"Fit {m.name} by stochastic variational inference over its data plate.\n\n"
                "Each step draws a minibatch S (without replacement within an epoch), runs the "
                "local step on it,\nand moves every global by ρ_t = step_scale·(t + tau)^−kappa "
@@ -2212,7 +2219,7 @@ class MeanFieldEmitter:
         nodes: list[Node] = [Line(f"rt.blend(s.{self.layout.lam(n, st)}, old_{n}_{st}, rho)")
                              for n, st in lams]
         if self._ssvi_applies():
-            return [Block("if not apply_v", tuple(nodes))]
+            return [Block("if not v_step", tuple(nodes))]
         return nodes
 
     def _ssvi_applies(self) -> bool:
@@ -2220,15 +2227,22 @@ class MeanFieldEmitter:
                                                for n in self.plan.globals)
 
     def _v_lines(self) -> list[Node]:
-        """The data part of each global's λ̂ (λ̂ minus its update with no data) times V(β, λ)
-        at the λ β was drawn from; other globals' messages stay as they are (like η)."""
+        """V(β, λ), at the λ β was drawn from, times a part of each global's λ̂: eq. 7 takes
+        the data part (λ̂ minus its update with no data; other globals' messages stay as they
+        are, like η); the control variate takes the whole natural gradient λ̂ − λ."""
         nodes: list[Node] = []
         for n in self.plan.globals:
             stats = [st for st, _ in self.stats(n)]
             lams = [f"s.{self.layout.lam(n, st)}" for st in stats]
             nodes += [Line(f"data_{n}_{st} = {lam}.copy()") for st, lam in zip(stats, lams,
                                                                                 strict=True)]
-            nodes.append(self._driver_call(f"update_{n}", {"data_scale": "0.0", "expect": "False"}))
+            nodes.append(Block("if control_variate", tuple(
+                Line(f"{lam}[...] = old_{n}_{st}") for st, lam in zip(stats, lams, strict=True)),
+                comment="λ̂ = λ + V(λ̂ − λ): E[V] = I, so the same mean as eq. 7, and no "
+                        "noise from V where λ̂ does not depend on β"))
+            nodes.append(Block("else", (self._driver_call(
+                f"update_{n}", {"data_scale": "0.0", "expect": "False"}),),
+                comment="eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)"))
             nodes += [Line(f"data_{n}_{st} -= {lam}") for st, lam in zip(stats, lams,
                                                                           strict=True)]
             olds = ", ".join(f"old_{n}_{st}" for st in stats)

@@ -491,6 +491,16 @@ def ssvi_beta(lam_log: np.ndarray, lam_log1m: np.ndarray, aux_log_gamma_a: np.nd
     out_log1m[...] = vb
 
 
+def _a_trigamma_minus_one(a: np.ndarray, tri: np.ndarray) -> np.ndarray:
+    """a ψ'(a) − 1 > 0, without the cancellation of a ψ'(a) ≈ 1 for a large shape: there
+    the asymptotic series 1/(2a) + 1/(6a²) − 1/(30a⁴) + 1/(42a⁶) (DLMF 5.15.8)."""
+    a = np.asarray(a, dtype=float)
+    with np.errstate(divide="ignore", over="ignore"):
+        inv = 1.0 / a
+        series = inv * (0.5 + inv * (1.0 / 6.0 + inv * inv * (-1.0 / 30.0 + inv * inv / 42.0)))
+    return np.where(a > 1e3, series, a * tri - 1.0)
+
+
 def ssvi_gamma(lam_log: np.ndarray, lam_value: np.ndarray, aux_log_gamma: np.ndarray,
                g_log: np.ndarray, g_value: np.ndarray, out_log: np.ndarray,
                out_value: np.ndarray) -> None:
@@ -502,7 +512,7 @@ def ssvi_gamma(lam_log: np.ndarray, lam_value: np.ndarray, aux_log_gamma: np.nda
     rate = -np.asarray(lam_value, dtype=float)
     x = np.exp(aux_log_gamma) / rate
     d, tri = _derivative_and_trigamma(a, aux_log_gamma, True)
-    scale = (g_log + x * g_value) / (a * tri - 1.0)
+    scale = (g_log + x * g_value) / _a_trigamma_minus_one(a, tri)
     v_log = scale * (a * d - 1.0)
     v_value = scale * rate * (tri - d)
     out_log[...] = v_log

@@ -836,6 +836,7 @@ def fit_svi(
         gibbs_burn_in=5,
         sample_globals=False,
         apply_v=False,
+        control_variate=True,
 ):
     """Fit bernoulli_mixture by stochastic variational inference over its data plate.
 
@@ -903,6 +904,8 @@ def fit_svi(
                 s = _bind_items(s, source.read(batch))
                 batch = s.all_items
             rho = step_scale * (step + tau) ** (-kappa)
+            # SSVI: step 1 is SSVI-A's (V = I): from a start much wider than the posterior V's noise is unbounded, and one step brings q to its scale
+            v_step = apply_v and step > 1
             s.item_weight[...] = 1.0
             # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
             if effective_batch_size is not None:
@@ -935,10 +938,15 @@ def fit_svi(
             try:
                 update_p(seen / len(batch), s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, False, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
                 update_pi(seen / len(batch), s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, False, s.E_pi_log)
-                if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
+                if v_step:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_p_log = s.lam_p_log.copy()
                     data_p_log1m = s.lam_p_log1m.copy()
-                    update_p(0.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, False, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
+                    # λ̂ = λ + V(λ̂ − λ): E[V] = I, so the same mean as eq. 7, and no noise from V where λ̂ does not depend on β
+                    if control_variate:
+                        s.lam_p_log[...] = old_p_log
+                        s.lam_p_log1m[...] = old_p_log1m
+                    else:  # eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)
+                        update_p(0.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, False, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
                     data_p_log -= s.lam_p_log
                     data_p_log1m -= s.lam_p_log1m
                     rt.ssvi_beta(old_p_log, old_p_log1m, aux_p_0, aux_p_1, data_p_log, data_p_log1m, data_p_log, data_p_log1m)
@@ -947,13 +955,17 @@ def fit_svi(
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('beta', rho, (old_p_log, old_p_log1m), (s.lam_p_log, s.lam_p_log1m))
                     data_pi_log = s.lam_pi_log.copy()
-                    update_pi(0.0, s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, False, s.E_pi_log)
+                    # λ̂ = λ + V(λ̂ − λ): E[V] = I, so the same mean as eq. 7, and no noise from V where λ̂ does not depend on β
+                    if control_variate:
+                        s.lam_pi_log[...] = old_pi_log
+                    else:  # eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)
+                        update_pi(0.0, s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, False, s.E_pi_log)
                     data_pi_log -= s.lam_pi_log
                     rt.ssvi_dirichlet(old_pi_log, aux_pi_0, data_pi_log, data_pi_log)
                     s.lam_pi_log += data_pi_log
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('dirichlet', rho, (old_pi_log,), (s.lam_pi_log,))
-                if not apply_v:
+                if not v_step:
                     rt.blend(s.lam_p_log, old_p_log, rho)
                     rt.blend(s.lam_p_log1m, old_p_log1m, rho)
                     rt.blend(s.lam_pi_log, old_pi_log, rho)
@@ -1005,9 +1017,12 @@ def fit_ssvi_a(data, **options):
 
 
 def fit_ssvi(data, **options):
-    """Fit bernoulli_mixture by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with the data
-    part of λ̂ multiplied by V(β, λ) of eq. 8, which makes the step an unbiased natural gradient
-    of the structured bound (see cemodel.runtime.ssvi). Options as fit_svi.
+    """Fit bernoulli_mixture by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with V(β, λ) of eq. 8
+    making the step an unbiased natural gradient of the structured bound (see cemodel.runtime.ssvi).
+    By default V multiplies the whole step, λ ← λ + ρ V (λ̂ − λ), a control variate with the mean of
+    eq. 7 (E[V] = I) whose noise vanishes at the optimum; control_variate=False runs eq. 7 as
+    printed, λ ← (1 − ρ)λ + ρ(η + V N/|S| Σ η̂_n), whose V noise scales with the data.
+    Options as fit_svi.
     """
     return fit_svi(data, sample_globals=True, apply_v=True, **options)
 

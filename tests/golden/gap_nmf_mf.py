@@ -811,6 +811,7 @@ def fit_svi(
         warm_start=False,
         sample_globals=False,
         apply_v=False,
+        control_variate=True,
 ):
     """Fit gap_nmf by stochastic variational inference over its data plate.
 
@@ -875,6 +876,8 @@ def fit_svi(
                 s = _bind_items(s, source.read(batch))
                 batch = s.all_items
             rho = step_scale * (step + tau) ** (-kappa)
+            # SSVI: step 1 is SSVI-A's (V = I): from a start much wider than the posterior V's noise is unbounded, and one step brings q to its scale
+            v_step = apply_v and step > 1
             s.item_weight[...] = 1.0
             # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
             if effective_batch_size is not None:
@@ -905,10 +908,15 @@ def fit_svi(
             try:
                 update_W(seen / len(batch), s.lam_W_log, s.lam_W_value, s.a, s.acc_Y_1, s.acc_Y_3, s.E_theta_value, False, s.E_W_log, s.E_W_value, s.X_W_log, s.n_F, s.n_K)
                 update_theta(seen / len(batch), s.lam_theta_log, s.lam_theta_value, s.alpha_K, s.alpha_c, s.acc_Y_0, s.n_F, s.acc_Y_3, s.E_W_value, False, s.E_theta_log, s.E_theta_value, s.X_theta_log, s.n_K)
-                if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
+                if v_step:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_W_log = s.lam_W_log.copy()
                     data_W_value = s.lam_W_value.copy()
-                    update_W(0.0, s.lam_W_log, s.lam_W_value, s.a, s.acc_Y_1, s.acc_Y_3, s.E_theta_value, False, s.E_W_log, s.E_W_value, s.X_W_log, s.n_F, s.n_K)
+                    # λ̂ = λ + V(λ̂ − λ): E[V] = I, so the same mean as eq. 7, and no noise from V where λ̂ does not depend on β
+                    if control_variate:
+                        s.lam_W_log[...] = old_W_log
+                        s.lam_W_value[...] = old_W_value
+                    else:  # eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)
+                        update_W(0.0, s.lam_W_log, s.lam_W_value, s.a, s.acc_Y_1, s.acc_Y_3, s.E_theta_value, False, s.E_W_log, s.E_W_value, s.X_W_log, s.n_F, s.n_K)
                     data_W_log -= s.lam_W_log
                     data_W_value -= s.lam_W_value
                     rt.ssvi_gamma(old_W_log, old_W_value, aux_W_0, data_W_log, data_W_value, data_W_log, data_W_value)
@@ -918,7 +926,12 @@ def fit_svi(
                     shortened += rt.ssvi_blend('gamma', rho, (old_W_log, old_W_value), (s.lam_W_log, s.lam_W_value))
                     data_theta_log = s.lam_theta_log.copy()
                     data_theta_value = s.lam_theta_value.copy()
-                    update_theta(0.0, s.lam_theta_log, s.lam_theta_value, s.alpha_K, s.alpha_c, s.acc_Y_0, s.n_F, s.acc_Y_3, s.E_W_value, False, s.E_theta_log, s.E_theta_value, s.X_theta_log, s.n_K)
+                    # λ̂ = λ + V(λ̂ − λ): E[V] = I, so the same mean as eq. 7, and no noise from V where λ̂ does not depend on β
+                    if control_variate:
+                        s.lam_theta_log[...] = old_theta_log
+                        s.lam_theta_value[...] = old_theta_value
+                    else:  # eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)
+                        update_theta(0.0, s.lam_theta_log, s.lam_theta_value, s.alpha_K, s.alpha_c, s.acc_Y_0, s.n_F, s.acc_Y_3, s.E_W_value, False, s.E_theta_log, s.E_theta_value, s.X_theta_log, s.n_K)
                     data_theta_log -= s.lam_theta_log
                     data_theta_value -= s.lam_theta_value
                     rt.ssvi_gamma(old_theta_log, old_theta_value, aux_theta_0, data_theta_log, data_theta_value, data_theta_log, data_theta_value)
@@ -926,7 +939,7 @@ def fit_svi(
                     s.lam_theta_value += data_theta_value
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('gamma', rho, (old_theta_log, old_theta_value), (s.lam_theta_log, s.lam_theta_value))
-                if not apply_v:
+                if not v_step:
                     rt.blend(s.lam_W_log, old_W_log, rho)
                     rt.blend(s.lam_W_value, old_W_value, rho)
                     rt.blend(s.lam_theta_log, old_theta_log, rho)
@@ -989,8 +1002,11 @@ def fit_ssvi_a(data, **options):
 
 
 def fit_ssvi(data, **options):
-    """Fit gap_nmf by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with the data
-    part of λ̂ multiplied by V(β, λ) of eq. 8, which makes the step an unbiased natural gradient
-    of the structured bound (see cemodel.runtime.ssvi). Options as fit_svi.
+    """Fit gap_nmf by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with V(β, λ) of eq. 8
+    making the step an unbiased natural gradient of the structured bound (see cemodel.runtime.ssvi).
+    By default V multiplies the whole step, λ ← λ + ρ V (λ̂ − λ), a control variate with the mean of
+    eq. 7 (E[V] = I) whose noise vanishes at the optimum; control_variate=False runs eq. 7 as
+    printed, λ ← (1 − ρ)λ + ρ(η + V N/|S| Σ η̂_n), whose V noise scales with the data.
+    Options as fit_svi.
     """
     return fit_svi(data, sample_globals=True, apply_v=True, **options)

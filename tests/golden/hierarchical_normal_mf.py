@@ -620,6 +620,7 @@ def fit_svi(
         resume=None,
         sample_globals=False,
         apply_v=False,
+        control_variate=True,
 ):
     """Fit hierarchical_normal by stochastic variational inference over its data plate.
 
@@ -688,6 +689,8 @@ def fit_svi(
                 s = _bind_items(s, source.read(batch))
                 batch = s.all_items
             rho = step_scale * (step + tau) ** (-kappa)
+            # SSVI: step 1 is SSVI-A's (V = I): from a start much wider than the posterior V's noise is unbounded, and one step brings q to its scale
+            v_step = apply_v and step > 1
             s.item_weight[...] = 1.0
             # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
             if effective_batch_size is not None:
@@ -726,12 +729,19 @@ def fit_svi(
                 update_mu_tau_b(seen / len(batch), s.lam_mu_tau_b_log, s.lam_mu_tau_b_value, s.lam_mu_tau_b_prec_mean, s.lam_mu_tau_b_quad, s.k0, s.m0, s.square_m0, s.a0, s.b0, s.n_G, s.E_theta_square, s.E_theta_value, False, s.E_mu_tau_b_log, s.E_mu_tau_b_value, s.E_mu_tau_b_prec_mean, s.E_mu_tau_b_quad)
                 update_tau_w(seen / len(batch), s.lam_tau_w_log, s.lam_tau_w_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_G, s.acc_y_2, s.E_theta_value, s.acc_y_3, s.E_theta_square, False, s.E_tau_w_log, s.E_tau_w_value)
                 update_theta(seen / len(batch), s.lam_theta_value, s.lam_theta_square, s.E_mu_tau_b_value, s.E_mu_tau_b_prec_mean, s.acc_y_2, s.E_tau_w_value, s.acc_y_3, False, s.E_theta_value, s.E_theta_square, s.n_G)
-                if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
+                if v_step:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_mu_tau_b_log = s.lam_mu_tau_b_log.copy()
                     data_mu_tau_b_value = s.lam_mu_tau_b_value.copy()
                     data_mu_tau_b_prec_mean = s.lam_mu_tau_b_prec_mean.copy()
                     data_mu_tau_b_quad = s.lam_mu_tau_b_quad.copy()
-                    update_mu_tau_b(0.0, s.lam_mu_tau_b_log, s.lam_mu_tau_b_value, s.lam_mu_tau_b_prec_mean, s.lam_mu_tau_b_quad, s.k0, s.m0, s.square_m0, s.a0, s.b0, s.n_G, s.E_theta_square, s.E_theta_value, False, s.E_mu_tau_b_log, s.E_mu_tau_b_value, s.E_mu_tau_b_prec_mean, s.E_mu_tau_b_quad)
+                    # λ̂ = λ + V(λ̂ − λ): E[V] = I, so the same mean as eq. 7, and no noise from V where λ̂ does not depend on β
+                    if control_variate:
+                        s.lam_mu_tau_b_log[...] = old_mu_tau_b_log
+                        s.lam_mu_tau_b_value[...] = old_mu_tau_b_value
+                        s.lam_mu_tau_b_prec_mean[...] = old_mu_tau_b_prec_mean
+                        s.lam_mu_tau_b_quad[...] = old_mu_tau_b_quad
+                    else:  # eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)
+                        update_mu_tau_b(0.0, s.lam_mu_tau_b_log, s.lam_mu_tau_b_value, s.lam_mu_tau_b_prec_mean, s.lam_mu_tau_b_quad, s.k0, s.m0, s.square_m0, s.a0, s.b0, s.n_G, s.E_theta_square, s.E_theta_value, False, s.E_mu_tau_b_log, s.E_mu_tau_b_value, s.E_mu_tau_b_prec_mean, s.E_mu_tau_b_quad)
                     data_mu_tau_b_log -= s.lam_mu_tau_b_log
                     data_mu_tau_b_value -= s.lam_mu_tau_b_value
                     data_mu_tau_b_prec_mean -= s.lam_mu_tau_b_prec_mean
@@ -745,7 +755,12 @@ def fit_svi(
                     shortened += rt.ssvi_blend('normal_gamma', rho, (old_mu_tau_b_log, old_mu_tau_b_value, old_mu_tau_b_prec_mean, old_mu_tau_b_quad), (s.lam_mu_tau_b_log, s.lam_mu_tau_b_value, s.lam_mu_tau_b_prec_mean, s.lam_mu_tau_b_quad))
                     data_tau_w_log = s.lam_tau_w_log.copy()
                     data_tau_w_value = s.lam_tau_w_value.copy()
-                    update_tau_w(0.0, s.lam_tau_w_log, s.lam_tau_w_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_G, s.acc_y_2, s.E_theta_value, s.acc_y_3, s.E_theta_square, False, s.E_tau_w_log, s.E_tau_w_value)
+                    # λ̂ = λ + V(λ̂ − λ): E[V] = I, so the same mean as eq. 7, and no noise from V where λ̂ does not depend on β
+                    if control_variate:
+                        s.lam_tau_w_log[...] = old_tau_w_log
+                        s.lam_tau_w_value[...] = old_tau_w_value
+                    else:  # eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)
+                        update_tau_w(0.0, s.lam_tau_w_log, s.lam_tau_w_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_G, s.acc_y_2, s.E_theta_value, s.acc_y_3, s.E_theta_square, False, s.E_tau_w_log, s.E_tau_w_value)
                     data_tau_w_log -= s.lam_tau_w_log
                     data_tau_w_value -= s.lam_tau_w_value
                     rt.ssvi_gamma(old_tau_w_log, old_tau_w_value, aux_tau_w_0, data_tau_w_log, data_tau_w_value, data_tau_w_log, data_tau_w_value)
@@ -755,7 +770,12 @@ def fit_svi(
                     shortened += rt.ssvi_blend('gamma', rho, (old_tau_w_log, old_tau_w_value), (s.lam_tau_w_log, s.lam_tau_w_value))
                     data_theta_value = s.lam_theta_value.copy()
                     data_theta_square = s.lam_theta_square.copy()
-                    update_theta(0.0, s.lam_theta_value, s.lam_theta_square, s.E_mu_tau_b_value, s.E_mu_tau_b_prec_mean, s.acc_y_2, s.E_tau_w_value, s.acc_y_3, False, s.E_theta_value, s.E_theta_square, s.n_G)
+                    # λ̂ = λ + V(λ̂ − λ): E[V] = I, so the same mean as eq. 7, and no noise from V where λ̂ does not depend on β
+                    if control_variate:
+                        s.lam_theta_value[...] = old_theta_value
+                        s.lam_theta_square[...] = old_theta_square
+                    else:  # eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)
+                        update_theta(0.0, s.lam_theta_value, s.lam_theta_square, s.E_mu_tau_b_value, s.E_mu_tau_b_prec_mean, s.acc_y_2, s.E_tau_w_value, s.acc_y_3, False, s.E_theta_value, s.E_theta_square, s.n_G)
                     data_theta_value -= s.lam_theta_value
                     data_theta_square -= s.lam_theta_square
                     rt.ssvi_normal(old_theta_value, old_theta_square, aux_theta_0, data_theta_value, data_theta_square, data_theta_value, data_theta_square)
@@ -763,7 +783,7 @@ def fit_svi(
                     s.lam_theta_square += data_theta_square
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('normal', rho, (old_theta_value, old_theta_square), (s.lam_theta_value, s.lam_theta_square))
-                if not apply_v:
+                if not v_step:
                     rt.blend(s.lam_mu_tau_b_log, old_mu_tau_b_log, rho)
                     rt.blend(s.lam_mu_tau_b_value, old_mu_tau_b_value, rho)
                     rt.blend(s.lam_mu_tau_b_prec_mean, old_mu_tau_b_prec_mean, rho)
@@ -821,8 +841,11 @@ def fit_ssvi_a(data, **options):
 
 
 def fit_ssvi(data, **options):
-    """Fit hierarchical_normal by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with the data
-    part of λ̂ multiplied by V(β, λ) of eq. 8, which makes the step an unbiased natural gradient
-    of the structured bound (see cemodel.runtime.ssvi). Options as fit_svi.
+    """Fit hierarchical_normal by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with V(β, λ) of eq. 8
+    making the step an unbiased natural gradient of the structured bound (see cemodel.runtime.ssvi).
+    By default V multiplies the whole step, λ ← λ + ρ V (λ̂ − λ), a control variate with the mean of
+    eq. 7 (E[V] = I) whose noise vanishes at the optimum; control_variate=False runs eq. 7 as
+    printed, λ ← (1 − ρ)λ + ρ(η + V N/|S| Σ η̂_n), whose V noise scales with the data.
+    Options as fit_svi.
     """
     return fit_svi(data, sample_globals=True, apply_v=True, **options)

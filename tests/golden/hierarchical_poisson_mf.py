@@ -480,6 +480,7 @@ def fit_svi(
         learn=(),
         sample_globals=False,
         apply_v=False,
+        control_variate=True,
 ):
     """Fit hierarchical_poisson by stochastic variational inference over its data plate.
 
@@ -543,6 +544,8 @@ def fit_svi(
                 s = _bind_items(s, source.read(batch))
                 batch = s.all_items
             rho = step_scale * (step + tau) ** (-kappa)
+            # SSVI: step 1 is SSVI-A's (V = I): from a start much wider than the posterior V's noise is unbounded, and one step brings q to its scale
+            v_step = apply_v and step > 1
             s.item_weight[...] = 1.0
             # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
             if effective_batch_size is not None:
@@ -570,10 +573,15 @@ def fit_svi(
             try:
                 update_beta(seen / len(batch), s.lam_beta_log, s.lam_beta_value, s.a0, s.b0, s.n_G, s.a, s.E_lam_value, False, s.E_beta_log, s.E_beta_value)
                 update_lam(seen / len(batch), s.lam_lam_log, s.lam_lam_value, s.a, s.E_beta_value, s.acc_x_1, s.acc_x_2, False, s.E_lam_log, s.E_lam_value, s.n_G)
-                if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
+                if v_step:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_beta_log = s.lam_beta_log.copy()
                     data_beta_value = s.lam_beta_value.copy()
-                    update_beta(0.0, s.lam_beta_log, s.lam_beta_value, s.a0, s.b0, s.n_G, s.a, s.E_lam_value, False, s.E_beta_log, s.E_beta_value)
+                    # λ̂ = λ + V(λ̂ − λ): E[V] = I, so the same mean as eq. 7, and no noise from V where λ̂ does not depend on β
+                    if control_variate:
+                        s.lam_beta_log[...] = old_beta_log
+                        s.lam_beta_value[...] = old_beta_value
+                    else:  # eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)
+                        update_beta(0.0, s.lam_beta_log, s.lam_beta_value, s.a0, s.b0, s.n_G, s.a, s.E_lam_value, False, s.E_beta_log, s.E_beta_value)
                     data_beta_log -= s.lam_beta_log
                     data_beta_value -= s.lam_beta_value
                     rt.ssvi_gamma(old_beta_log, old_beta_value, aux_beta_0, data_beta_log, data_beta_value, data_beta_log, data_beta_value)
@@ -583,7 +591,12 @@ def fit_svi(
                     shortened += rt.ssvi_blend('gamma', rho, (old_beta_log, old_beta_value), (s.lam_beta_log, s.lam_beta_value))
                     data_lam_log = s.lam_lam_log.copy()
                     data_lam_value = s.lam_lam_value.copy()
-                    update_lam(0.0, s.lam_lam_log, s.lam_lam_value, s.a, s.E_beta_value, s.acc_x_1, s.acc_x_2, False, s.E_lam_log, s.E_lam_value, s.n_G)
+                    # λ̂ = λ + V(λ̂ − λ): E[V] = I, so the same mean as eq. 7, and no noise from V where λ̂ does not depend on β
+                    if control_variate:
+                        s.lam_lam_log[...] = old_lam_log
+                        s.lam_lam_value[...] = old_lam_value
+                    else:  # eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)
+                        update_lam(0.0, s.lam_lam_log, s.lam_lam_value, s.a, s.E_beta_value, s.acc_x_1, s.acc_x_2, False, s.E_lam_log, s.E_lam_value, s.n_G)
                     data_lam_log -= s.lam_lam_log
                     data_lam_value -= s.lam_lam_value
                     rt.ssvi_gamma(old_lam_log, old_lam_value, aux_lam_0, data_lam_log, data_lam_value, data_lam_log, data_lam_value)
@@ -591,7 +604,7 @@ def fit_svi(
                     s.lam_lam_value += data_lam_value
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('gamma', rho, (old_lam_log, old_lam_value), (s.lam_lam_log, s.lam_lam_value))
-                if not apply_v:
+                if not v_step:
                     rt.blend(s.lam_beta_log, old_beta_log, rho)
                     rt.blend(s.lam_beta_value, old_beta_value, rho)
                     rt.blend(s.lam_lam_log, old_lam_log, rho)
@@ -647,8 +660,11 @@ def fit_ssvi_a(data, **options):
 
 
 def fit_ssvi(data, **options):
-    """Fit hierarchical_poisson by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with the data
-    part of λ̂ multiplied by V(β, λ) of eq. 8, which makes the step an unbiased natural gradient
-    of the structured bound (see cemodel.runtime.ssvi). Options as fit_svi.
+    """Fit hierarchical_poisson by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with V(β, λ) of eq. 8
+    making the step an unbiased natural gradient of the structured bound (see cemodel.runtime.ssvi).
+    By default V multiplies the whole step, λ ← λ + ρ V (λ̂ − λ), a control variate with the mean of
+    eq. 7 (E[V] = I) whose noise vanishes at the optimum; control_variate=False runs eq. 7 as
+    printed, λ ← (1 − ρ)λ + ρ(η + V N/|S| Σ η̂_n), whose V noise scales with the data.
+    Options as fit_svi.
     """
     return fit_svi(data, sample_globals=True, apply_v=True, **options)

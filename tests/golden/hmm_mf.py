@@ -598,6 +598,7 @@ def fit_svi(
         learn=(),
         sample_globals=False,
         apply_v=False,
+        control_variate=True,
 ):
     """Fit hmm by stochastic variational inference over its data plate.
 
@@ -661,6 +662,8 @@ def fit_svi(
                 s = _bind_items(s, source.read(batch))
                 batch = s.all_items
             rho = step_scale * (step + tau) ** (-kappa)
+            # SSVI: step 1 is SSVI-A's (V = I): from a start much wider than the posterior V's noise is unbounded, and one step brings q to its scale
+            v_step = apply_v and step > 1
             s.item_weight[...] = 1.0
             # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
             if effective_batch_size is not None:
@@ -693,29 +696,41 @@ def fit_svi(
                 update_A(seen / len(batch), s.lam_A_log, s.n_K, s.alpha, s.acc_z_1, False, s.E_A_log)
                 update_phi(seen / len(batch), s.lam_phi_log, s.n_V, s.eta, s.acc_x_0, False, s.E_phi_log, s.n_K)
                 update_pi0(seen / len(batch), s.lam_pi0_log, s.n_K, s.alpha, s.acc_z_0, False, s.E_pi0_log)
-                if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
+                if v_step:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_A_log = s.lam_A_log.copy()
-                    update_A(0.0, s.lam_A_log, s.n_K, s.alpha, s.acc_z_1, False, s.E_A_log)
+                    # λ̂ = λ + V(λ̂ − λ): E[V] = I, so the same mean as eq. 7, and no noise from V where λ̂ does not depend on β
+                    if control_variate:
+                        s.lam_A_log[...] = old_A_log
+                    else:  # eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)
+                        update_A(0.0, s.lam_A_log, s.n_K, s.alpha, s.acc_z_1, False, s.E_A_log)
                     data_A_log -= s.lam_A_log
                     rt.ssvi_dirichlet(old_A_log, aux_A_0, data_A_log, data_A_log)
                     s.lam_A_log += data_A_log
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('dirichlet', rho, (old_A_log,), (s.lam_A_log,))
                     data_phi_log = s.lam_phi_log.copy()
-                    update_phi(0.0, s.lam_phi_log, s.n_V, s.eta, s.acc_x_0, False, s.E_phi_log, s.n_K)
+                    # λ̂ = λ + V(λ̂ − λ): E[V] = I, so the same mean as eq. 7, and no noise from V where λ̂ does not depend on β
+                    if control_variate:
+                        s.lam_phi_log[...] = old_phi_log
+                    else:  # eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)
+                        update_phi(0.0, s.lam_phi_log, s.n_V, s.eta, s.acc_x_0, False, s.E_phi_log, s.n_K)
                     data_phi_log -= s.lam_phi_log
                     rt.ssvi_dirichlet(old_phi_log, aux_phi_0, data_phi_log, data_phi_log)
                     s.lam_phi_log += data_phi_log
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('dirichlet', rho, (old_phi_log,), (s.lam_phi_log,))
                     data_pi0_log = s.lam_pi0_log.copy()
-                    update_pi0(0.0, s.lam_pi0_log, s.n_K, s.alpha, s.acc_z_0, False, s.E_pi0_log)
+                    # λ̂ = λ + V(λ̂ − λ): E[V] = I, so the same mean as eq. 7, and no noise from V where λ̂ does not depend on β
+                    if control_variate:
+                        s.lam_pi0_log[...] = old_pi0_log
+                    else:  # eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)
+                        update_pi0(0.0, s.lam_pi0_log, s.n_K, s.alpha, s.acc_z_0, False, s.E_pi0_log)
                     data_pi0_log -= s.lam_pi0_log
                     rt.ssvi_dirichlet(old_pi0_log, aux_pi0_0, data_pi0_log, data_pi0_log)
                     s.lam_pi0_log += data_pi0_log
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('dirichlet', rho, (old_pi0_log,), (s.lam_pi0_log,))
-                if not apply_v:
+                if not v_step:
                     rt.blend(s.lam_A_log, old_A_log, rho)
                     rt.blend(s.lam_phi_log, old_phi_log, rho)
                     rt.blend(s.lam_pi0_log, old_pi0_log, rho)
@@ -769,8 +784,11 @@ def fit_ssvi_a(data, **options):
 
 
 def fit_ssvi(data, **options):
-    """Fit hmm by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with the data
-    part of λ̂ multiplied by V(β, λ) of eq. 8, which makes the step an unbiased natural gradient
-    of the structured bound (see cemodel.runtime.ssvi). Options as fit_svi.
+    """Fit hmm by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with V(β, λ) of eq. 8
+    making the step an unbiased natural gradient of the structured bound (see cemodel.runtime.ssvi).
+    By default V multiplies the whole step, λ ← λ + ρ V (λ̂ − λ), a control variate with the mean of
+    eq. 7 (E[V] = I) whose noise vanishes at the optimum; control_variate=False runs eq. 7 as
+    printed, λ ← (1 − ρ)λ + ρ(η + V N/|S| Σ η̂_n), whose V noise scales with the data.
+    Options as fit_svi.
     """
     return fit_svi(data, sample_globals=True, apply_v=True, **options)

@@ -1033,6 +1033,7 @@ def fit_svi(
         learn=(),
         sample_globals=False,
         apply_v=False,
+        control_variate=True,
 ):
     """Fit lda by stochastic variational inference over its data plate.
 
@@ -1099,6 +1100,8 @@ def fit_svi(
                 s = _bind_items(s, source.read(batch))
                 batch = s.all_items
             rho = step_scale * (step + tau) ** (-kappa)
+            # SSVI: step 1 is SSVI-A's (V = I): from a start much wider than the posterior V's noise is unbounded, and one step brings q to its scale
+            v_step = apply_v and step > 1
             s.item_weight[...] = 1.0
             # SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
             if effective_batch_size is not None:
@@ -1124,15 +1127,19 @@ def fit_svi(
             seen = n_D_total if not ramp or epoch > 0 else min(n_D_total, begin + len(batch))
             try:
                 update_beta(seen / len(batch), s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, False, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
-                if apply_v:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
+                if v_step:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
                     data_beta_log = s.lam_beta_log.copy()
-                    update_beta(0.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, False, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
+                    # λ̂ = λ + V(λ̂ − λ): E[V] = I, so the same mean as eq. 7, and no noise from V where λ̂ does not depend on β
+                    if control_variate:
+                        s.lam_beta_log[...] = old_beta_log
+                    else:  # eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)
+                        update_beta(0.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, False, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
                     data_beta_log -= s.lam_beta_log
                     rt.ssvi_dirichlet(old_beta_log, aux_beta_0, data_beta_log, data_beta_log)
                     s.lam_beta_log += data_beta_log
                     # the step, shortened where V's noise would leave the domain
                     shortened += rt.ssvi_blend('dirichlet', rho, (old_beta_log,), (s.lam_beta_log,))
-                if not apply_v:
+                if not v_step:
                     rt.blend(s.lam_beta_log, old_beta_log, rho)
                 refresh_globals(s.lam_beta_log, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_V, s.n_K)
             except (np.linalg.LinAlgError, rt.CemDataError) as exc:
@@ -1190,9 +1197,12 @@ def fit_ssvi_a(data, **options):
 
 
 def fit_ssvi(data, **options):
-    """Fit lda by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with the data
-    part of λ̂ multiplied by V(β, λ) of eq. 8, which makes the step an unbiased natural gradient
-    of the structured bound (see cemodel.runtime.ssvi). Options as fit_svi.
+    """Fit lda by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with V(β, λ) of eq. 8
+    making the step an unbiased natural gradient of the structured bound (see cemodel.runtime.ssvi).
+    By default V multiplies the whole step, λ ← λ + ρ V (λ̂ − λ), a control variate with the mean of
+    eq. 7 (E[V] = I) whose noise vanishes at the optimum; control_variate=False runs eq. 7 as
+    printed, λ ← (1 − ρ)λ + ρ(η + V N/|S| Σ η̂_n), whose V noise scales with the data.
+    Options as fit_svi.
     """
     return fit_svi(data, sample_globals=True, apply_v=True, **options)
 
