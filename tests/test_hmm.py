@@ -176,6 +176,60 @@ def test_a_gaussian_hmm_written_here_fits():
     np.testing.assert_allclose(np.diag(A), [0.9, 0.9], atol=0.05)
 
 
+POISSON_HMM = """model phmm
+dim K = 2
+dim S
+dim T[S]
+pi0 ~ Dirichlet(1.0, K)
+plate states k in K:
+    A[k] ~ Dirichlet(1.0, K)
+    lam[k] ~ Gamma(1.0, 0.1)
+plate seqs s in S:
+    plate steps t in T[s]:
+        z[s, t] ~ MarkovChain(pi0, A)
+        observe x[s, t] ~ Poisson(lam[z[s, t]])
+"""
+
+
+def _poisson_sequences():
+    rng = np.random.default_rng(10)
+    A, lam, sequences = np.array([[0.95, 0.05], [0.1, 0.9]]), np.array([2.0, 15.0]), []
+    for _ in range(40):
+        z = [0]
+        for _ in range(rng.integers(80, 200) - 1):
+            z.append(rng.choice(2, p=A[z[-1]]))
+        sequences.append(rng.poisson(lam[np.array(z)]))
+    return sequences
+
+
+def test_a_poisson_hmm_leaves_the_symmetric_start_from_seed_steps():
+    """Both states start alike (Gamma rates have no pseudo-counts to jitter): the start picks
+    k-means++ seed *steps* and gives each one state for the first update, as a mixture's
+    seed items. The fit used to stay at lam = [6.33, 6.33] on every seed."""
+    module = compile_stages(run_stages(POISSON_HMM, "phmm.cem", {}))
+    assert module.DEFAULT_START == "seeds"
+    sequences = _poisson_sequences()
+    fits = [module.fit({"x": sequences}, seed=seed) for seed in range(3)]
+    for result in fits:
+        assert never_decreases(result.elbo)
+        rates = np.sort(result["lam.shape"] / result["lam.rate"])
+        np.testing.assert_allclose(rates, [2.0, 15.0], rtol=0.05)
+    assert np.ptp([r.elbo[-1] for r in fits]) < 1e-6 * abs(fits[0].elbo[-1])
+    random = module.fit({"x": sequences}, start="random")
+    np.testing.assert_allclose(np.sort(random["lam.shape"] / random["lam.rate"]), [2.0, 15.0],
+                               rtol=0.05)
+    with pytest.raises(CemDataError, match="start: expected 'seeds' or 'random', found 'kmeans'"):
+        module.fit({"x": sequences}, start="kmeans")
+
+
+def test_a_model_with_one_start_refuses_another():
+    module = compile_stages(run_stages(
+        "model coin\ndim N\np ~ Beta(1.0, 1.0)\nplate flips n in N:\n"
+        "    observe x[n] ~ Bernoulli(p)\n", "coin.cem", {}))
+    with pytest.raises(CemDataError, match="expected 'prior' .* found 'seeds'"):
+        module.fit({"x": np.array([1, 0, 1])}, start="seeds")
+
+
 @pytest.mark.parametrize(("text", "message", "line"), [
     ("model m\ndim K = 2\ndim N\npi0 ~ Dirichlet(1.0, K)\nplate states k in K:\n"
      "    A[k] ~ Dirichlet(1.0, K)\nplate steps n in N:\n    z[n] ~ MarkovChain(pi0, A)\n"

@@ -66,10 +66,15 @@ class Layout:
 
     def row(self, var: str, entries: tuple[str, ...], letters: dict[str, str],
             args: ArgRecorder) -> list[str]:
-        """``letters`` maps gate letters to expressions and ``@plate`` to a bound plate index."""
-        """Index parts selecting ``var`` at plate/gate ``entries``."""
+        """Index parts selecting ``var`` at plate/gate ``entries``; ``letters`` maps gate
+        letters to expressions and ``@plate`` to a bound plate index."""
         plates = self.model.var(var).plates
         return self._plate_index(plates, entries, letters, args, scratch=var in self.scratch)
+
+    def data_row(self, plates: tuple[str, ...], args: ArgRecorder) -> list[str]:
+        """Index parts of an array laid out as the data over ``plates`` (never scratch), at
+        the enclosing loops' plate indices."""
+        return self._plate_index(plates, plates, {}, args, scratch=False)
 
     def _plate_index(self, plates: tuple[str, ...], entries: tuple[str, ...],
                      letters: dict[str, str], args: ArgRecorder, scratch: bool) -> list[str]:

@@ -891,12 +891,15 @@ class MeanFieldEmitter:
         per_item: list[Node] = []
         locals_ = self.plan.locals
         categorical = [n for n in locals_ if self.family(n) == "categorical"]
+        chains = self._seeded_chains()
         # initialisation
         init_random: list[Node] = []
         for name in categorical:
             init_random += self._random_categorical(self.var(name), args)
+        for name in chains:
+            init_random += self._seed_chain(self.var(name), args)
         for name in locals_:
-            if name not in categorical:
+            if name not in categorical and name not in chains:
                 init_random.append(Line(self._call(f"update_{name}", {
                     "with_children": "True", "exp_only": "False",
                     **{f"use_sums_{z}": "False" for z in self.implicit}}, args)))
@@ -955,9 +958,10 @@ class MeanFieldEmitter:
             args.use("guard")
             init_sweeps = [Block("if guard", tuple(before)), *init_sweeps,
                            Block("if guard", tuple(after))]
-        if categorical:
+        if categorical or chains:
             per_item.append(Block("if seeding", tuple(init_random),
-                                  comment="k-means++ seed items: seed c is all category c"))
+                                  comment="k-means++ seed items: seed c is all category c"
+                                  if categorical else "k-means++ seed steps: seed c in state c"))
             per_item.append(Block("else", tuple(init_sweeps)))
         else:  # nothing to seed: start=seeds needs a categorical local
             per_item += init_sweeps
@@ -1306,6 +1310,32 @@ class MeanFieldEmitter:
             nodes = [Block(header, tuple(nodes))]
         return nodes
 
+    def _seeded_chains(self) -> list[str]:
+        """MarkovChain locals started from seed steps (not in a model that also seeds items
+        of a categorical local: one seed array serves one of the two)."""
+        locals_ = self.plan.locals
+        if any(self.family(n) == "categorical" for n in locals_):
+            return []
+        return [n for n in locals_ if self.family(n) == "markov"]
+
+    def _seed_chain(self, var: VarDef, args: ArgRecorder) -> list[Node]:
+        """Seeding: a chain's seed steps are in their state; its other steps, its first
+        state and its transitions weigh nothing."""
+        row = self._row_index(var, args)
+        E = [args.use(self.layout.E(var.name, st)) for st, _ in self.stats(var.name)]
+        seed = f"seed_category[{', '.join(self.layout.data_row(var.plates, args))}]"
+        k = dim_name(var.categories)
+        if not k.isdigit():
+            args.use(k)
+        nodes: list[Node] = [
+            *[Line(f"{e}[{row}] = 0.0") for e in E],
+            Block(f"if 0 <= {seed} < {k}", (Line(f"{E[0]}[{row}, {seed}] = 1.0"),)),
+        ]
+        for header in reversed(self._row_loops(var, {self.model.data_plate}, args)):
+            nodes = [Block(header, tuple(nodes))]
+        return [*nodes, Line(f"{args.use(f'H_{var.name}')}[0] = 0.0",
+                             "the seeding pass is not part of the ELBO")]
+
     def _call_update(self, name: str, with_children: str, args: ArgRecorder,
                      exp_only: str = "False") -> Line:
         overrides = {"with_children": with_children, "exp_only": exp_only}
@@ -1629,7 +1659,13 @@ class MeanFieldEmitter:
                              "the local step runs over these"))
             body.append(Line(f"item_weight = np.ones({item_dim})",
                              "each item's weight in the statistics (SVI+ perturbs it)"))
-            body.append(Line(f"seed_category = np.full({item_dim}, -1)"))
+            chains = self._seeded_chains()
+            if chains:
+                plates = self.var(chains[0]).plates
+                body.append(Line(f"seed_category = rt.no_seed_steps(SPEC, bound.arrays, "
+                                 f"{plates!r})", "a state per step of the chain, −1: none"))
+            else:
+                body.append(Line(f"seed_category = np.full({item_dim}, -1)"))
         return body
 
     def _state_line(self) -> Line:
@@ -1706,8 +1742,15 @@ class MeanFieldEmitter:
         # spread as a Dirichlet(1) draw's: the chain's symmetric start is a saddle that the
         # narrow LDA-style counts above leave too slowly
         counts = [Line(f"{lam} += rng.exponential(1.0, {lam}.shape)") for lam in count_lams
-                  ] if self.default_start() == "random" else []
-        if (draws or counts) and not (self.model.data_plate is not None and categorical):
+                  ] if self.default_start() == "random" or self._seeded_chains() else []
+        chains = self._seeded_chains()
+        seeded = self.model.data_plate is not None and bool(categorical or chains)
+        if not (draws or counts) and not seeded:
+            # one start only: anything else named is refused, not ignored
+            body.append(Block("if init is None and start not in (None, 'prior')", (Line(
+                "raise rt.CemDataError(f\"start: expected 'prior' (the only start of this "
+                "model: nothing to break), found {start!r}\")"),)))
+        if (draws or counts) and not seeded:
             why = [Comment("random pseudo-counts on the count-type globals")] if counts else []
             if draws:
                 why.append(Comment(", ".join(dict.fromkeys(moved)) + ": breaks the symmetry "
@@ -1723,15 +1766,20 @@ class MeanFieldEmitter:
             body.append(Block("elif init is None and start != 'prior'", (Line(
                 "raise rt.CemDataError(f\"start: expected 'random' or 'prior', "
                 "found {start!r}\")"),)))
-        if self.model.data_plate is not None and categorical:
+        if seeded:
             item_dim = dim_name(self.model.plate(self.model.data_plate).dim)
-            sizes = ", ".join(dim_name(self.var(n).categories) for n in categorical)
-            n_cat = sizes if len(categorical) == 1 else f"max({sizes})"
+            seeded = categorical or chains
+            sizes = ", ".join(dim_name(self.var(n).categories) for n in seeded)
+            n_cat = sizes if len(seeded) == 1 else f"max({sizes})"
+            choose = Line(f"seed_category = rt.seed_categories(SPEC, bound.arrays, "
+                          f"{self.model.data_plate!r}, {item_dim}, {n_cat}, seed)")
+            if not categorical:
+                choose = Line(f"seed_category = rt.seed_chain_steps(SPEC, bound.arrays, "
+                              f"{self.var(chains[0]).plates!r}, {n_cat}, seed)")
             seeding: list[Node] = [
-                Comment("start from k-means++ seed items (see cemodel.runtime.seeding); "
-                        "not part of the ELBO trace"),
-                Line(f"seed_category = rt.seed_categories(SPEC, bound.arrays, "
-                     f"{self.model.data_plate!r}, {item_dim}, {n_cat}, seed)"),
+                Comment(f"start from k-means++ seed {'items' if categorical else 'steps'} "
+                        "(see cemodel.runtime.seeding); not part of the ELBO trace"),
+                choose,
                 *[Line(f"{acc.name}[...] = 0.0") for acc in self.plan.stored_accumulators],
                 self._driver_call("local_step", {
                     "seeding": "True", "items": "all_items", "warm": "False",
@@ -1744,7 +1792,7 @@ class MeanFieldEmitter:
                         "(Hoffman et al. 2010)"),
                 Line("rng = np.random.default_rng(seed)"),
             ]
-            random_start += pseudo + draws
+            random_start += (counts if chains else pseudo) + draws
             if self.plan.globals:
                 random_start.append(self._driver_call("refresh_globals", {}, prefix=""))
             else:
@@ -2293,6 +2341,8 @@ class MeanFieldEmitter:
                             gated.add(slot.var)
         if gated and all(self.family(n) in ("dirichlet", "beta") for n in gated):
             return "random", "random pseudo-counts: every gated global is a Dirichlet or Beta"
+        if self._seeded_chains():
+            return "seeds", "k-means++ seed steps for the chain's states"
         categorical = any(self.family(n) == "categorical" for n in self.plan.locals)
         if not categorical:
             if any(self.family(n) in ("normal", "mvn") for n in self.plan.globals):

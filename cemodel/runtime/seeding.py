@@ -42,18 +42,21 @@ def item_features(spec: dict, arrays: dict[str, np.ndarray], data_plate: str,
                 blocks.append(sums / lengths)
             continue
         flat = values.reshape(n_items, -1).astype(float)
-        if info["support"] == "category":
-            n_cat = int(flat.max()) + 1 if flat.size else 1
-            onehot = np.zeros((n_items, flat.shape[1] * n_cat))
-            cols = (np.arange(flat.shape[1]) * n_cat)[None, :] + flat.astype(np.int64)
-            np.put_along_axis(onehot, cols, 1.0, axis=1)
-            flat = onehot
-        blocks.append(flat)
+        blocks.append(_onehot(flat) if info["support"] == "category" else flat)
     if not blocks:
         return np.zeros((n_items, 1))
     if any(sp.issparse(b) for b in blocks):
         return sp.hstack([sp.csr_matrix(b) for b in blocks]).tocsr()
     return np.hstack(blocks)
+
+
+def _onehot(categories: np.ndarray) -> np.ndarray:
+    """Rows of category ids (items × positions) as rows of one-hot blocks, one per position."""
+    n_cat = int(categories.max()) + 1 if categories.size else 1
+    onehot = np.zeros((categories.shape[0], categories.shape[1] * n_cat))
+    cols = (np.arange(categories.shape[1]) * n_cat)[None, :] + categories.astype(np.int64)
+    np.put_along_axis(onehot, cols, 1.0, axis=1)
+    return onehot
 
 
 def kmeanspp(features: np.ndarray | sp.csr_matrix, n_seeds: int, seed: int) -> np.ndarray:
@@ -112,3 +115,47 @@ def seed_categories(spec: dict, arrays: dict[str, np.ndarray], data_plate: str,
     assignment = np.full(n_items, -1, dtype=np.int64)
     assignment[seeds] = np.arange(len(seeds))
     return assignment
+
+
+def _chain_layout(spec: dict, arrays: dict[str, np.ndarray],
+                  plates: tuple[str, str]) -> tuple[tuple[int, ...], list[str]]:
+    """The shape of a per-step array of a chain over ``plates`` (sequences, steps): flat
+    when the steps are ragged, S × T otherwise; and the observed variables read per step
+    (those in the chain's plates, or in plates nested in them: a step's emission vector)."""
+    seqs, steps = plates
+    observed = [n for n, info in spec["observed"].items()
+                if tuple(info["plates"][:2]) == plates]
+    if spec["plates"][steps]["ragged"]:
+        shape: tuple[int, ...] = (int(arrays[f"{steps}_ptr"][-1]),)
+    else:
+        first = arrays[observed[0]]
+        shape = tuple(first.shape[:2])
+    return shape, observed
+
+
+def no_seed_steps(spec: dict, arrays: dict[str, np.ndarray],
+                  plates: tuple[str, str]) -> np.ndarray:
+    """−1 at every step of a chain (no seeding), shaped as its per-step data."""
+    return np.full(_chain_layout(spec, arrays, plates)[0], -1, dtype=np.int64)
+
+
+def seed_chain_steps(spec: dict, arrays: dict[str, np.ndarray], plates: tuple[str, str],
+                     n_categories: int, seed: int) -> np.ndarray:
+    """A chain's start: C *seed steps* chosen by greedy k-means++ on each step's emissions
+    (the observed values at that step, a category as its one-hot), seed c in state c for the
+    first global update; −1 (weighing nothing) at every other step. The chain's symmetric
+    start (every state alike) is a saddle mean field leaves slowly or into a poor optimum, as
+    a mixture's is; its steps, not its sequences, are what a state explains."""
+    shape, observed = _chain_layout(spec, arrays, plates)
+    n_steps = int(np.prod(shape))
+    blocks = []
+    for name in observed:
+        values = arrays[name].reshape(n_steps, -1).astype(float)
+        blocks.append(_onehot(values) if spec["observed"][name]["support"] == "category"
+                      else values)
+    features = np.hstack(blocks) if blocks else np.zeros((n_steps, 1))
+    assignment = np.full(n_steps, -1, dtype=np.int64)
+    if n_steps:
+        seeds = kmeanspp(features, min(n_categories, n_steps), seed)
+        assignment[seeds] = np.arange(len(seeds))
+    return assignment.reshape(shape)

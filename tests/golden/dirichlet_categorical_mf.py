@@ -169,6 +169,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_p_log': lam_p_log})
         refresh_globals(lam_p_log, E_p_log)
+    if init is None and start not in (None, 'prior'):
+        raise rt.CemDataError(f"start: expected 'prior' (the only start of this model: nothing to break), found {start!r}")
     return rt.State(bound=bound, alpha=alpha, seed_category=seed_category, item_weight=item_weight, x=x, acc_x_0_threads=acc_x_0_threads, acc_x_0=acc_x_0, lam_p_log=lam_p_log, E_p_log=E_p_log, n_K=n_K, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, all_items=all_items)
 
 

@@ -204,6 +204,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_rate_log': lam_rate_log, 'lam_rate_value': lam_rate_value})
         refresh_globals(lam_rate_log, E_rate_log, lam_rate_value, E_rate_value)
+    if init is None and start not in (None, 'prior'):
+        raise rt.CemDataError(f"start: expected 'prior' (the only start of this model: nothing to break), found {start!r}")
     return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, acc_x_1_threads=acc_x_1_threads, lgamma1p_x=lgamma1p_x, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_rate_log=lam_rate_log, E_rate_log=E_rate_log, lam_rate_value=lam_rate_value, E_rate_value=E_rate_value, log_b=log_b, lgamma_a=lgamma_a, all_items=all_items)
 
 

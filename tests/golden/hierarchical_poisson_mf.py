@@ -302,6 +302,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_beta_log': lam_beta_log, 'lam_beta_value': lam_beta_value, 'lam_lam_log': lam_lam_log, 'lam_lam_value': lam_lam_value})
         refresh_globals(lam_beta_log, E_beta_log, lam_beta_value, E_beta_value, lam_lam_log, E_lam_log, lam_lam_value, E_lam_value, n_G)
+    if init is None and start not in (None, 'prior'):
+        raise rt.CemDataError(f"start: expected 'prior' (the only start of this model: nothing to break), found {start!r}")
     return rt.State(bound=bound, a=a, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, group=group, x=x, e=e, log_e=log_e, lgamma1p_x=lgamma1p_x, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_beta_log=lam_beta_log, E_beta_log=E_beta_log, lam_beta_value=lam_beta_value, E_beta_value=E_beta_value, lam_lam_log=lam_lam_log, E_lam_log=E_lam_log, lam_lam_value=lam_lam_value, E_lam_value=E_lam_value, n_G=n_G, log_b0=log_b0, lgamma_a0=lgamma_a0, lgamma_a=lgamma_a, all_items=all_items)
 
 

@@ -114,11 +114,11 @@ def local_step(
         max_local_iter,
         local_tol,
         n_K,
+        steps_ptr,
         E_pi0_log,
         E_A_log,
         x,
         E_phi_log,
-        steps_ptr,
         item_weight,
         steps_weight,
         lam_z_onehot_threads,
@@ -161,7 +161,16 @@ def local_step(
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_seqs = items[position]
             base_steps = steps_ptr[i_seqs]
-            update_z(i_seqs, True, lam_z_onehot, lam_z_first, lam_z_pair, n_K, E_pi0_log, E_A_log, x, E_phi_log, steps_ptr, E_z_onehot, E_z_first, E_z_pair, H_z)
+            if seeding:  # k-means++ seed steps: seed c in state c
+                for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                    E_z_onehot[i_steps - base_steps] = 0.0
+                    E_z_first[i_steps - base_steps] = 0.0
+                    E_z_pair[i_steps - base_steps] = 0.0
+                    if 0 <= seed_category[i_steps] < n_K:
+                        E_z_onehot[i_steps - base_steps, seed_category[i_steps]] = 1.0
+                H_z[0] = 0.0  # the seeding pass is not part of the ELBO
+            else:
+                update_z(i_seqs, True, lam_z_onehot, lam_z_first, lam_z_pair, n_K, E_pi0_log, E_A_log, x, E_phi_log, steps_ptr, E_z_onehot, E_z_first, E_z_pair, H_z)
             # acc_z_0[k] += q(first z[seqs, steps]=k)  (hmm.cem:26:9)
             for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
                 for t_k in range(n_K):
@@ -390,7 +399,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape)
     all_items = np.arange(n_S)  # the local step runs over these
     item_weight = np.ones(n_S)  # each item's weight in the statistics (SVI+ perturbs it)
-    seed_category = np.full(n_S, -1)
+    # a state per step of the chain, −1: none
+    seed_category = rt.no_seed_steps(SPEC, bound.arrays, ('seqs', 'steps'))
     # start every global at its prior
     update_A(0.0, lam_A_log, n_K, alpha, acc_z_1, True, E_A_log)
     update_phi(0.0, lam_phi_log, n_V, eta, acc_x_0, True, E_phi_log, n_K)
@@ -401,16 +411,26 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_A_log, E_A_log, n_K, lam_phi_log, E_phi_log, lam_pi0_log, E_pi0_log)
     if start is None:
         start = DEFAULT_START
-    if init is None and start == 'random':
-        # random pseudo-counts on the count-type globals
+    if init is None and start == 'seeds':
+        # start from k-means++ seed steps (see cemodel.runtime.seeding); not part of the ELBO trace
+        seed_category = rt.seed_chain_steps(SPEC, bound.arrays, ('seqs', 'steps'), n_K, seed)
+        acc_z_0[...] = 0.0
+        acc_z_1[...] = 0.0
+        acc_x_0[...] = 0.0
+        local_step(True, all_items, seed_category, max_local_iter, local_tol, n_K, steps_ptr, E_pi0_log, E_A_log, x, E_phi_log, item_weight, steps_weight, lam_z_onehot_threads, lam_z_first_threads, lam_z_pair_threads, E_z_onehot_threads, E_z_first_threads, E_z_pair_threads, H_z_threads, acc_z_0_threads, acc_z_1_threads, acc_x_0_threads, acc_z_0, acc_z_1, acc_x_0)
+        update_A(1.0, lam_A_log, n_K, alpha, acc_z_1, True, E_A_log)
+        update_phi(1.0, lam_phi_log, n_V, eta, acc_x_0, True, E_phi_log, n_K)
+        update_pi0(1.0, lam_pi0_log, n_K, alpha, acc_z_0, True, E_pi0_log)
+    elif init is None and start == 'random':
+        # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
         rng = np.random.default_rng(seed)
         lam_A_log += rng.exponential(1.0, lam_A_log.shape)
         lam_phi_log += rng.exponential(1.0, lam_phi_log.shape)
         lam_pi0_log += rng.exponential(1.0, lam_pi0_log.shape)
         refresh_globals(lam_A_log, E_A_log, n_K, lam_phi_log, E_phi_log, lam_pi0_log, E_pi0_log)
-    elif init is None and start != 'prior':
-        raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, E_pi0_log=E_pi0_log, E_A_log=E_A_log, x=x, E_phi_log=E_phi_log, steps_ptr=steps_ptr, item_weight=item_weight, steps_weight=steps_weight, lam_z_onehot_threads=lam_z_onehot_threads, lam_z_first_threads=lam_z_first_threads, lam_z_pair_threads=lam_z_pair_threads, E_z_onehot_threads=E_z_onehot_threads, E_z_first_threads=E_z_first_threads, E_z_pair_threads=E_z_pair_threads, H_z_threads=H_z_threads, acc_z_0_threads=acc_z_0_threads, acc_z_1_threads=acc_z_1_threads, acc_x_0_threads=acc_x_0_threads, acc_z_0=acc_z_0, acc_z_1=acc_z_1, acc_x_0=acc_x_0, lam_A_log=lam_A_log, lam_phi_log=lam_phi_log, lam_pi0_log=lam_pi0_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
+    elif init is None:
+        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
+    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, steps_ptr=steps_ptr, E_pi0_log=E_pi0_log, E_A_log=E_A_log, x=x, E_phi_log=E_phi_log, item_weight=item_weight, steps_weight=steps_weight, lam_z_onehot_threads=lam_z_onehot_threads, lam_z_first_threads=lam_z_first_threads, lam_z_pair_threads=lam_z_pair_threads, E_z_onehot_threads=E_z_onehot_threads, E_z_first_threads=E_z_first_threads, E_z_pair_threads=E_z_pair_threads, H_z_threads=H_z_threads, acc_z_0_threads=acc_z_0_threads, acc_z_1_threads=acc_z_1_threads, acc_x_0_threads=acc_x_0_threads, acc_z_0=acc_z_0, acc_z_1=acc_z_1, acc_x_0=acc_x_0, lam_A_log=lam_A_log, lam_phi_log=lam_phi_log, lam_pi0_log=lam_pi0_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
 def _bind_items(fit_state, data):
@@ -466,8 +486,9 @@ def _bind_items(fit_state, data):
     acc_x_0_threads = fit_state.acc_x_0_threads
     all_items = np.arange(n_S)  # the local step runs over these
     item_weight = np.ones(n_S)  # each item's weight in the statistics (SVI+ perturbs it)
-    seed_category = np.full(n_S, -1)
-    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, E_pi0_log=E_pi0_log, E_A_log=E_A_log, x=x, E_phi_log=E_phi_log, steps_ptr=steps_ptr, item_weight=item_weight, steps_weight=steps_weight, lam_z_onehot_threads=lam_z_onehot_threads, lam_z_first_threads=lam_z_first_threads, lam_z_pair_threads=lam_z_pair_threads, E_z_onehot_threads=E_z_onehot_threads, E_z_first_threads=E_z_first_threads, E_z_pair_threads=E_z_pair_threads, H_z_threads=H_z_threads, acc_z_0_threads=acc_z_0_threads, acc_z_1_threads=acc_z_1_threads, acc_x_0_threads=acc_x_0_threads, acc_z_0=acc_z_0, acc_z_1=acc_z_1, acc_x_0=acc_x_0, lam_A_log=lam_A_log, lam_phi_log=lam_phi_log, lam_pi0_log=lam_pi0_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
+    # a state per step of the chain, −1: none
+    seed_category = rt.no_seed_steps(SPEC, bound.arrays, ('seqs', 'steps'))
+    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, steps_ptr=steps_ptr, E_pi0_log=E_pi0_log, E_A_log=E_A_log, x=x, E_phi_log=E_phi_log, item_weight=item_weight, steps_weight=steps_weight, lam_z_onehot_threads=lam_z_onehot_threads, lam_z_first_threads=lam_z_first_threads, lam_z_pair_threads=lam_z_pair_threads, E_z_onehot_threads=E_z_onehot_threads, E_z_first_threads=E_z_first_threads, E_z_pair_threads=E_z_pair_threads, H_z_threads=H_z_threads, acc_z_0_threads=acc_z_0_threads, acc_z_1_threads=acc_z_1_threads, acc_x_0_threads=acc_x_0_threads, acc_z_0=acc_z_0, acc_z_1=acc_z_1, acc_x_0=acc_x_0, lam_A_log=lam_A_log, lam_phi_log=lam_phi_log, lam_pi0_log=lam_pi0_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -549,7 +570,7 @@ def fit(
         s.acc_z_0[...] = 0.0
         s.acc_z_1[...] = 0.0
         s.acc_x_0[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.n_K, s.E_pi0_log, s.E_A_log, s.x, s.E_phi_log, s.steps_ptr, s.item_weight, s.steps_weight, s.lam_z_onehot_threads, s.lam_z_first_threads, s.lam_z_pair_threads, s.E_z_onehot_threads, s.E_z_first_threads, s.E_z_pair_threads, s.H_z_threads, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads, s.acc_z_0, s.acc_z_1, s.acc_x_0)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.n_K, s.steps_ptr, s.E_pi0_log, s.E_A_log, s.x, s.E_phi_log, s.item_weight, s.steps_weight, s.lam_z_onehot_threads, s.lam_z_first_threads, s.lam_z_pair_threads, s.E_z_onehot_threads, s.E_z_first_threads, s.E_z_pair_threads, s.H_z_threads, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads, s.acc_z_0, s.acc_z_1, s.acc_x_0)
         update_A(1.0, s.lam_A_log, s.n_K, s.alpha, s.acc_z_1, True, s.E_A_log)
         update_phi(1.0, s.lam_phi_log, s.n_V, s.eta, s.acc_x_0, True, s.E_phi_log, s.n_K)
         update_pi0(1.0, s.lam_pi0_log, s.n_K, s.alpha, s.acc_z_0, True, s.E_pi0_log)
@@ -685,7 +706,7 @@ def fit_svi(
                     rt.sample_dirichlet_aux(s.lam_pi0_log, sampler, s.E_pi0_log, aux_pi0_0)
                 else:
                     rt.sample_dirichlet(s.lam_pi0_log, sampler, s.E_pi0_log)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.n_K, s.E_pi0_log, s.E_A_log, s.x, s.E_phi_log, s.steps_ptr, s.item_weight, s.steps_weight, s.lam_z_onehot_threads, s.lam_z_first_threads, s.lam_z_pair_threads, s.E_z_onehot_threads, s.E_z_first_threads, s.E_z_pair_threads, s.H_z_threads, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads, s.acc_z_0, s.acc_z_1, s.acc_x_0)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.n_K, s.steps_ptr, s.E_pi0_log, s.E_A_log, s.x, s.E_phi_log, s.item_weight, s.steps_weight, s.lam_z_onehot_threads, s.lam_z_first_threads, s.lam_z_pair_threads, s.E_z_onehot_threads, s.E_z_first_threads, s.E_z_pair_threads, s.H_z_threads, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads, s.acc_z_0, s.acc_z_1, s.acc_x_0)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_A_log[...] = s.lam_A_log
             old_phi_log[...] = s.lam_phi_log
@@ -752,12 +773,12 @@ def fit_svi(
             s.acc_z_1[...] = 0.0
             s.acc_x_0[...] = 0.0
             if source is None:
-                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.n_K, s.E_pi0_log, s.E_A_log, s.x, s.E_phi_log, s.steps_ptr, s.item_weight, s.steps_weight, s.lam_z_onehot_threads, s.lam_z_first_threads, s.lam_z_pair_threads, s.E_z_onehot_threads, s.E_z_first_threads, s.E_z_pair_threads, s.H_z_threads, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads, s.acc_z_0, s.acc_z_1, s.acc_x_0)
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.n_K, s.steps_ptr, s.E_pi0_log, s.E_A_log, s.x, s.E_phi_log, s.item_weight, s.steps_weight, s.lam_z_onehot_threads, s.lam_z_first_threads, s.lam_z_pair_threads, s.E_z_onehot_threads, s.E_z_first_threads, s.E_z_pair_threads, s.H_z_threads, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads, s.acc_z_0, s.acc_z_1, s.acc_x_0)
             else:  # out of core: a minibatch at a time; the statistics add up
                 elbo = 0.0
                 for chunk in source.chunks(batch_size):
                     s = _bind_items(s, source.read(chunk))
-                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.n_K, s.E_pi0_log, s.E_A_log, s.x, s.E_phi_log, s.steps_ptr, s.item_weight, s.steps_weight, s.lam_z_onehot_threads, s.lam_z_first_threads, s.lam_z_pair_threads, s.E_z_onehot_threads, s.E_z_first_threads, s.E_z_pair_threads, s.H_z_threads, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads, s.acc_z_0, s.acc_z_1, s.acc_x_0)
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.n_K, s.steps_ptr, s.E_pi0_log, s.E_A_log, s.x, s.E_phi_log, s.item_weight, s.steps_weight, s.lam_z_onehot_threads, s.lam_z_first_threads, s.lam_z_pair_threads, s.E_z_onehot_threads, s.E_z_first_threads, s.E_z_pair_threads, s.H_z_threads, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads, s.acc_z_0, s.acc_z_1, s.acc_x_0)
             elbo_global_part = elbo_global(s.n_K, s.alpha, s.E_pi0_log, s.lgamma_sum_alpha, s.lgamma_alpha, s.E_A_log, s.n_V, s.eta, s.E_phi_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_z_0, s.acc_z_1, s.acc_x_0, s.lam_A_log, s.lam_phi_log, s.lam_pi0_log)
             elbo += elbo_global_part
             trace.append(elbo)
