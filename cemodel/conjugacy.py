@@ -513,6 +513,15 @@ class _Expander:
                 scaled_eye = RBin("*", left, RCall("eye", (dim,), expr.span), expr.span)
                 return self.expand_expr("logdet", scaled_eye, letters) + self.expand_expr(
                     "logdet", right, letters)
+            if fn == "logdet" and (not self.event_shape(left) or not self.event_shape(right)):
+                # log|s·M| = D log s + log|M| for a latent scalar s (MVN(0, eye(P) * c * tau))
+                scalar, matrix = (left, right) if not self.event_shape(left) else (right, left)
+                size = self.event_shape(matrix)[0]
+                dim = RDimSize(size, expr.span) if isinstance(size, str) else RConst(
+                    float(size), expr.span)
+                return _multiply([(1.0, (self.known("value", (dim,), ()),))],
+                                 self.expand_expr("log", scalar, ())) + self.expand_expr(
+                    "logdet", matrix, letters)
             if fn == "log":
                 return self.expand_expr("log", left, letters) + self.expand_expr("log", right,
                                                                                  letters)

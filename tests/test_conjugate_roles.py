@@ -246,3 +246,29 @@ def test_hierarchical_gamma_rate(build):
     res = mod.fit({"y": y, "group": group}, max_iter=200, tol=1e-12)
     assert monotone(res.elbo)
     np.testing.assert_allclose(res["lam.shape"] / res["lam.rate"], rates, rtol=0.2)
+
+
+@pytest.mark.parametrize("precision", ["eye(P) * c * tau", "tau * eye(P) * c", "c * tau * eye(P)"])
+def test_weight_precision_scaled_by_the_noise_precision(build, precision):
+    """MVN(0, eye(P)·c·tau) with tau ~ Gamma: log|c·tau·I| = P log c + P log tau is linear in
+    E[log tau] (it was refused). E[w] is the ridge solution (XᵀX + cI)⁻¹Xᵀy, as in the exact
+    Normal-Gamma posterior, and q(tau) gets shape a0 + (P + N)/2."""
+    mod = build(f"ridge_{abs(hash(precision))}", f"""
+        model ridge
+        dim P
+        dim N
+        hyper c = 0.5
+        tau ~ Gamma(1.0, 1.0)
+        w ~ MultivariateNormal(zeros(P), {precision})
+        plate rows n in N:
+            data x[n] : vector(P)
+            observe y[n] ~ Normal(dot(x[n], w), tau)
+        """)
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(80, 3))
+    y = X @ np.array([1.0, -0.5, 2.0]) + rng.normal(0, 0.5, 80)
+    res = mod.fit({"x": X, "y": y}, max_iter=500, tol=1e-13)
+    assert monotone(res.elbo)
+    ridge = np.linalg.solve(X.T @ X + 0.5 * np.eye(3), X.T @ y)
+    np.testing.assert_allclose(res["w.mean"], ridge, rtol=1e-8)
+    assert res["tau.shape"] == pytest.approx(1.0 + (3 + 80) / 2, rel=TOL)
