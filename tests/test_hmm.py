@@ -246,3 +246,10 @@ def test_chain_errors_are_located(text, message, line):
             as info:
         run_stages(text, "m.cem", {})
     assert info.value.span.line == line
+
+
+def test_a_flat_ragged_array_is_refused_with_the_two_forms_that_work(hmm):
+    with pytest.raises(CemDataError) as info:
+        hmm.fit({"x": np.array([0, 1, 2, 1, 0, 1])})
+    assert "one array per element of seqs" in info.value.hint
+    assert "'steps_ptr' (length S + 1)" in info.value.hint

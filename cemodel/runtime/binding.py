@@ -511,11 +511,16 @@ class _Binder:
             if arr.ndim != want:
                 if arr.size == 0:
                     continue
+                flat = isinstance(value, np.ndarray) and value.ndim == want
                 raise CemDataError(
                     f"{var.label}: expected one {want}-dimensional array per element of "
                     f"{parent} (axes {', '.join([var.ragged, *var.plates[2:]])}"
                     f"{''.join(', ' + str(e) for e in var.event)}), found an array of shape "
-                    f"{_shape(arr.shape)}{where}"
+                    f"{_shape(arr.shape)}{where}",
+                    hint=f"give a list with one array per element of {parent}; in an .npz "
+                         f"file, the flat array may come with its offsets as "
+                         f"'{var.ragged}_ptr' (length {self._dim_of(parent)} + 1)"
+                    if flat else None,
                 )
             if trailing is None:
                 trailing, first_at = arr.shape[1:], d
