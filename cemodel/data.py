@@ -367,6 +367,8 @@ def describe_binding(spec: Mapping[str, Any]) -> str:
         else:
             kind = info["kind"]
             words = _SUPPORT_WORDS.get(kind, kind)
+            if info.get("nonnegative"):
+                words += ", ≥ 0: the model takes their log"
         ragged = next((p for p in var_plates if plates[p].get("ragged")), None)
         head = f"{name} ({role}, {words}):"
         if name == bow:

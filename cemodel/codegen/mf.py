@@ -167,13 +167,18 @@ class MeanFieldEmitter:
                     f"rt.gammaln({prefix}{dim_name(first.dim)} * {_np(first.value, prefix)})")
         return _ident(slot.fn, *ops), numpy_fn.format(args)
 
-    def _check_possible_lines(self) -> list[Line]:
-        """Where data enter through their log, a positive count can meet a rate of 0: the
-        ELBO then holds count · rt.LOG_ZERO, and the fit refuses the data (rt.check_possible)."""
+    def _log_data_names(self) -> list[str]:
+        """Covariates the model takes the log of (an exposure, a loading): they must be ≥ 0."""
         names: list[str] = []
         for slot in self.known_slots.values():
             if slot.fn == "log":
                 names += [n for n in _data_names(slot.operands[0]) if n not in names]
+        return names
+
+    def _check_possible_lines(self) -> list[Line]:
+        """Where data enter through their log, a positive count can meet a rate of 0: the
+        ELBO then holds count · rt.LOG_ZERO, and the fit refuses the data (rt.check_possible)."""
+        names = self._log_data_names()
         if not names:
             return []
         return [Line(f"rt.check_possible(elbo, {_tuple(repr(n) for n in names)})",
@@ -1481,8 +1486,10 @@ class MeanFieldEmitter:
                          f"\"categories\": {v.categories!r}}},")
         lines.append("    },")
         lines.append("    \"covariates\": {")
+        logged = self._log_data_names()
         for c in m.data:
             index = f", \"categories\": {c.index_range!r}" if c.index_range else ""
+            index += ", \"nonnegative\": True" if c.name in logged else ""
             lines.append(f"        {c.name!r}: {{\"plates\": {list(c.plates)!r}, "
                          f"\"kind\": {c.kind!r}, \"shape\": {list(c.shape)!r}{index}}},")
         lines.append("    },")

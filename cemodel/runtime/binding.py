@@ -49,6 +49,7 @@ _EXPECTED = {
     "unit": "numbers strictly between 0 and 1",
     "binary": "binary values (0 or 1)",
     "count": "counts (non-negative whole numbers)",
+    "nonnegative": "numbers ≥ 0 (the model takes their log)",
     "trials": "numbers of trials (whole numbers ≥ 1)",
     "integer": "whole numbers",
     "vector": "finite real vectors",
@@ -208,6 +209,8 @@ def _spec_vars(spec: Mapping[str, Any]) -> list[_Var]:
                 support = "category"
                 event = tuple(info.get("shape", ()))
                 categories = info["categories"]
+            elif info.get("nonnegative"):  # the model takes its log
+                support = "count" if info["kind"] == "int" else "nonnegative"
             else:
                 support = _COVARIATE_SUPPORT[info["kind"]]
                 event = tuple(info.get("shape", ()))
@@ -598,7 +601,7 @@ class _Binder:
             whole = values == np.floor(values)
             if not whole.all():
                 fail(~whole)
-        if support in ("count", "category", "simplex"):
+        if support in ("count", "category", "simplex", "nonnegative"):
             bad = values < 0
             if bad.any():
                 fail(bad)

@@ -54,7 +54,7 @@ SPEC = {
     },
     "covariates": {
         'group': {"plates": ['counts'], "kind": 'int', "shape": [], "categories": 'G'},
-        'e': {"plates": ['counts'], "kind": 'real', "shape": []},
+        'e': {"plates": ['counts'], "kind": 'real', "shape": [], "nonnegative": True},
     },
 }
 
