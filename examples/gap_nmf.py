@@ -56,6 +56,17 @@ finds 18.0 [16, 21] bases (31.3 above 0.8), SSVI-A keeps 48–53 and finds 23.3 
 (35.3), more on every seed; batch mean field, locals to convergence, finds 37.7 [36, 39]
 (43.0) with 51–58 components.
 
+Two more probes (seed 0), neither of which shows the paper's gap:
+- Counts 40× smaller (`--scale 0.05 --cavi-iters 0`, mean count 2.5): batch mean field keeps
+  35 components and finds 32 bases (40 above 0.8); mean-field SVI and SSVI-A both collapse
+  (17 and 21 components, 3 and 4 bases).
+- The one-sweep mean field from Hoffman et al.'s own start (every factor, H included,
+  concentrated near its prior mean, as their GaP-NMF code does; H made a global by writing
+  the model over observed (f, t) pairs): 30 bases after 300 iterations and 35 after 1000,
+  97 components in use, against 9 and 3.7 (mean) for the one-sweep fit above, whose H
+  starts at its prior. The one-sweep fit's failure here comes from that start, not from
+  mean field as such.
+
 The SSVI-A schedule matters, and the paper does not give its own. Runs on seed 0 (before the
 per-step ELBO stopped changing a warm-started fit, so the κ = 0.3 row is the evaluate=False
 one):
