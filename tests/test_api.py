@@ -199,3 +199,10 @@ def test_a_fitted_estimator_pickles(lda, X):
     again = pickle.loads(pickle.dumps(lda))
     assert again.module_ is lda.module_ and hasattr(lda, "module_")
     np.testing.assert_array_equal(again.transform(X[:5]), lda.transform(X[:5]))
+
+
+def test_a_fit_result_lists_its_names_and_suggests_one_for_a_slip(compiled):
+    result = compiled("beta_bernoulli").fit({"x": np.array([1, 0, 1])})
+    assert list(result.keys())[:2] == ["p.a", "p.b"] and "p.a" in result
+    with pytest.raises(KeyError, match=r"no 'p.alpha' .*did you mean 'p.a'\?.*it holds: p.a, p.b"):
+        result["p.alpha"]

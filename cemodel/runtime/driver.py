@@ -31,7 +31,22 @@ class FitResult:
     notes: dict[str, object] = field(default_factory=dict)  # method-specific counts
 
     def __getitem__(self, key: str) -> np.ndarray:
-        return self.posterior[key]
+        try:
+            return self.posterior[key]
+        except (KeyError, TypeError):
+            from ..errors import did_you_mean
+
+            hint = did_you_mean(str(key), self.posterior) if isinstance(key, str) else None
+            raise KeyError(f"no {key!r} in the fit's posterior{'; ' + hint if hint else ''} "
+                           f"(it holds: {', '.join(self.posterior)})") from None
+
+    def keys(self):
+        """The names ``result[name]`` reads: each variable's posterior parameters
+        (``"mu.mean"``, ``"p.a"``) and expectations (``"E[log beta]"``)."""
+        return self.posterior.keys()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.posterior
 
 
 def check_elbo_increase(trace: list[float], warn: bool, rtol: float = 1e-9) -> None:
