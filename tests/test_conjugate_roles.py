@@ -248,22 +248,32 @@ def test_hierarchical_gamma_rate(build):
     np.testing.assert_allclose(res["lam.shape"] / res["lam.rate"], rates, rtol=0.2)
 
 
-@pytest.mark.parametrize("precision", ["eye(P) * c * tau", "tau * eye(P) * c", "c * tau * eye(P)"])
-def test_weight_precision_scaled_by_the_noise_precision(build, precision):
+RIDGE = """
+    model ridge
+    dim P
+    dim N
+    hyper c = 0.5
+    tau ~ Gamma(1.0, 1.0)
+    w ~ MultivariateNormal(zeros(P), PRECISION)
+    plate rows n in N:
+        data x[n] : vector(P)
+        observe y[n] ~ Normal(dot(x[n], w), tau)
+    """
+
+
+def test_weight_precision_scaled_by_the_noise_precision(build):
     """MVN(0, eye(P)·c·tau) with tau ~ Gamma: log|c·tau·I| = P log c + P log tau is linear in
     E[log tau] (it was refused). E[w] is the ridge solution (XᵀX + cI)⁻¹Xᵀy, as in the exact
-    Normal-Gamma posterior, and q(tau) gets shape a0 + (P + N)/2."""
-    mod = build(f"ridge_{abs(hash(precision))}", f"""
-        model ridge
-        dim P
-        dim N
-        hyper c = 0.5
-        tau ~ Gamma(1.0, 1.0)
-        w ~ MultivariateNormal(zeros(P), {precision})
-        plate rows n in N:
-            data x[n] : vector(P)
-            observe y[n] ~ Normal(dot(x[n], w), tau)
-        """)
+    Normal-Gamma posterior, and q(tau) gets shape a0 + (P + N)/2. The other spellings of the
+    product derive the same conditionals."""
+    from cemodel.check import check_report
+    from cemodel.compiler import run_stages
+
+    reports = {spelling: check_report(run_stages(
+        textwrap.dedent(RIDGE.replace("PRECISION", spelling)), "ridge.cem", {}).plan)
+        for spelling in ("eye(P) * c * tau", "tau * eye(P) * c", "c * tau * eye(P)")}
+    assert all("shape = 1 + 0.5·P + 0.5·Σ_{n} 1" in text for text in reports.values())
+    mod = build("ridge", RIDGE.replace("PRECISION", "eye(P) * c * tau"))
     rng = np.random.default_rng(8)
     X = rng.normal(size=(80, 3))
     y = X @ np.array([1.0, -0.5, 2.0]) + rng.normal(0, 0.5, 80)
