@@ -375,13 +375,9 @@ class _Expander:
                     hint="data that take the sum's index may be multiplied or divided by "
                          "other known factors (e[n] * x[n, k] * beta[k]); give any other "
                          "function of them as data of its own")
-        positions = [isinstance(i, SumIndex) for i in first.indices]
-        if positions != sorted(positions) or self.model.datum(first.name).shape:
-            raise self.error(
-                f"data '{first.name}' takes the sum's index before a plate's index; the sum's "
-                "index must come last", first.span,
-                hint="declare the data with the summed plate innermost: plate rows i in N:, "
-                     "then plate cols j in K:, data A[i, j] : real; then write A[i, k]")
+        # (a sum's index before a plate's: the known's array is the data's with the summed
+        # axes moved last; a ragged plate sits directly in a top-level one, so the axes it
+        # folds are never among those moved)
         if tuple(i.plate for i in first.indices if isinstance(i, PlateIndex)) != plates:
             raise self.error(
                 f"data '{first.name}' takes the sum's index with its plate indices in another "

@@ -140,15 +140,22 @@ def test_data_at_a_sums_index_that_cannot_be_read_are_refused_with_the_reason(
     assert message in str(info.value)
 
 
-def test_the_sums_index_before_a_plates_index_is_refused_with_a_hint(tmp_path):
-    text = ("model bad\ndim K = 3\ndim N\nplate coefs k in K:\n    beta[k] ~ Gamma(1.0, 1.0)\n"
-            "    plate rows n in N:\n        data x[k, n] : real\n"
+def test_the_sums_index_may_come_before_a_plates_index(tmp_path):
+    """A[k, i] (loadings stored K × N) reads the array with its summed axis moved last: the
+    same fit as the N × K layout."""
+    text = ("model transposed\ndim K = 3\ndim N\nplate coefs k in K:\n"
+            "    beta[k] ~ Gamma(1.0, 1.0)\n    plate rows n in N:\n        data x[k, n] : real\n"
             "plate obs i in N:\n    observe y[i] ~ Poisson(sum(x[k, i] * beta[k] for k in K))\n")
-    with pytest.raises(CemConjugacyError) as info:
-        run_stages(*read_source(_write(tmp_path, text)))
-    text = str(info.value)
-    assert "m.cem:9:32" in text and "the sum's index must come last" in text
-    assert "declare the data with the summed plate innermost" in text
+    out = check_report(run_stages(*read_source(_write(tmp_path, text, "t.cem"))).plan)
+    assert "rate = 1 + Σ_{i} x[k, i]" in out
+    rng = np.random.default_rng(4)
+    x = rng.uniform(0.0, 2.0, (3, 500))
+    y = rng.poisson(np.array([0.5, 2.0, 4.0]) @ x).astype(float)
+    fit = compile_model(_write(tmp_path, text, "t.cem")).fit({"y": y, "x": x}, max_iter=100)
+    same = compile_model(_write(tmp_path, LOADINGS)
+                         ).fit({"y": y, "x": x.T.copy()}, max_iter=100)
+    np.testing.assert_allclose(fit["beta.shape"], same["beta.shape"], rtol=1e-12)
+    np.testing.assert_allclose(fit["beta.rate"], same["beta.rate"], rtol=1e-12)
 
 
 def test_a_selection_that_varies_along_a_sum_is_refused(tmp_path):

@@ -27,6 +27,7 @@ from ..model import (
     RRepeat,
     RVar,
     RVector,
+    SumIndex,
     VarDef,
     sub_exprs,
 )
@@ -144,7 +145,8 @@ class MeanFieldEmitter:
             return _ident(slot.fn, first.value), expr
         args = ", ".join(_np(o, prefix) for o in ops)
         if slot.fn == "value":
-            if isinstance(first, (RHyper, RVar, RData)):
+            if isinstance(first, (RHyper, RVar)) or (isinstance(first, RData)
+                                                    and not _summed_axes(first)[0]):
                 return first.name, prefix + first.name
             return _ident("value", first), _np(first, prefix)
         if slot.fn == "dim":
@@ -2545,6 +2547,16 @@ def _tuple(items) -> str:
     return "(" + ", ".join(items) + ")"
 
 
+def _summed_axes(ref: RData) -> tuple[list[int], list[int]]:
+    """Axes of data ``ref`` that take a sum's index and lie before one of its plate axes
+    (A[k, i]), and where they go to come last; ([], []) when they are last already."""
+    summed = [a for a, i in enumerate(ref.indices) if isinstance(i, SumIndex)]
+    plates = [a for a, i in enumerate(ref.indices) if not isinstance(i, SumIndex)]
+    if not summed or not plates or max(plates) < min(summed):
+        return [], []
+    return summed, list(range(len(ref.indices) - len(summed), len(ref.indices)))
+
+
 def _data_names(expr: RExpr) -> list[str]:
     """The covariates (``data``) a known expression reads, in order. (Observed variables
     under a log are positive by their support: a Gamma's or Beta's value.)"""
@@ -2585,6 +2597,11 @@ def _np(expr: RExpr, prefix: str = "") -> str:
     the names from the state (``s.``)."""
     if isinstance(expr, RConst):
         return repr(float(expr.value))
+    if isinstance(expr, RData) and _summed_axes(expr)[0]:
+        # the sum's index before a plate's: the summed axes moved last, as the known reads them
+        source, destination = _summed_axes(expr)
+        return (f"np.ascontiguousarray(np.moveaxis({prefix}{expr.name}, {source!r}, "
+                f"{destination!r}))")
     if isinstance(expr, (RHyper, RVar, RData)):
         return prefix + expr.name
     if isinstance(expr, RDimSize):
