@@ -595,8 +595,8 @@ class _Expander:
     def simplify(self, poly: Poly) -> list[Monomial]:
         out: list[Monomial] = []
         for coef, slots in poly:
-            if coef == 0.0:
-                continue
+            if coef == 0.0 or any(_structurally_zero(s) for s in slots):
+                continue  # (a literal zero mean: its terms vanish, and no kernel adds them)
             seen: set[tuple[str, tuple[str, ...]]] = set()
             for slot in slots:
                 if isinstance(slot, Stat):
@@ -620,6 +620,17 @@ _STAT_WORDS = {
 
 def _multiply(a: Poly, b: Poly) -> Poly:
     return [(ca * cb, sa + sb) for ca, sa in a for cb, sb in b]
+
+
+def _structurally_zero(slot: Slot) -> bool:
+    """A known that is 0 whatever the data and hyperparameters: a view of the literal 0 or of
+    zeros(D) that keeps its zeros (its value, square or outer product)."""
+    if not isinstance(slot, Known) or slot.fn not in ("value", "square", "outer"):
+        return False
+    first = slot.operands[0] if len(slot.operands) == 1 else None
+    if isinstance(first, RConst):
+        return first.value == 0.0
+    return isinstance(first, RCall) and first.func == "zeros"
 
 
 def _data_refs(expr: RExpr) -> list[RData]:

@@ -67,18 +67,17 @@ def update_f(
         lam_f_outer,
         n_K,
         eye_K,
-        zeros_K,
         n_P,
         E_psi_value,
         y,
         E_W_value,
-        pre_f_3,
+        pre_f_2,
         E_f_value,
         E_f_outer,
 ):
     """q(f[n]) = MultivariateNormal(mean, precision)
         precision_vi = eye(K)_vi + Σ_{j2} E[psi[j2]]·E[W[j2] W[j2]ᵀ]_vi
-        precision·mean_v = Σ_{i} eye(K)_vi·zeros(K)_i + Σ_{j2} E[psi[j2]]·y[n, j2]·E[W[j2]]_v
+        precision·mean_v = Σ_{j2} E[psi[j2]]·y[n, j2]·E[W[j2]]_v
 
     (factor_analysis.cem:23:5)
     """
@@ -88,12 +87,6 @@ def update_f(
     for t_i in range(n_K):
         for t_j in range(n_K):
             lam_f_outer[i_points, t_i, t_j] += -0.5 * eye_K[t_i, t_j]
-    # from f ~ MultivariateNormal (factor_analysis.cem:23:5)
-    for t_i in range(n_K):
-        partial_sum = 0.0
-        for t_j in range(n_K):
-            partial_sum += eye_K[t_i, t_j] * zeros_K[t_j]
-        lam_f_value[i_points, t_i] += partial_sum
     if with_children:
         # from y ~ Normal (factor_analysis.cem:25:9)
         for i_dims in range(n_P):
@@ -101,7 +94,7 @@ def update_f(
                 lam_f_value[i_points, t_i0] += E_psi_value[i_dims] * y[i_points, i_dims] * E_W_value[i_dims, t_i0]
         # from y ~ Normal
         # precomputed by hoist_messages (factor_analysis.cem:25:9)
-        lam_f_outer[i_points] += pre_f_3
+        lam_f_outer[i_points] += pre_f_2
     rt.mvn_expected_stats(lam_f_value[i_points], lam_f_outer[i_points], E_f_value[i_points], E_f_outer[i_points])
 
 
@@ -116,17 +109,15 @@ def local_step(
         lam_f_outer,
         n_K,
         eye_K,
-        zeros_K,
         n_P,
         E_psi_value,
         y,
         E_W_value,
-        pre_f_3,
+        pre_f_2,
         E_f_value,
         E_f_outer,
         item_weight,
         logdet_eye_K,
-        outer_zeros_K,
         dim_f,
         E_W_outer,
         acc_y_0_threads,
@@ -144,12 +135,12 @@ def local_step(
     and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
     Returns the ELBO terms that involve only local variables and data.
     """
-    # pre_f_3: to q(f) from y ~ Normal (factor_analysis.cem:25:9), the same for every item
-    pre_f_3[...] = 0.0
+    # pre_f_2: to q(f) from y ~ Normal (factor_analysis.cem:25:9), the same for every item
+    pre_f_2[...] = 0.0
     for i_dims in range(n_P):
         for t_i1 in range(n_K):
             for t_i2 in range(n_K):
-                pre_f_3[t_i1, t_i2] += -0.5 * E_psi_value[i_dims] * E_W_outer[i_dims, t_i1, t_i2]
+                pre_f_2[t_i1, t_i2] += -0.5 * E_psi_value[i_dims] * E_W_outer[i_dims, t_i1, t_i2]
     n_threads = acc_y_0_threads.shape[0]
     elbo_threads = np.zeros(n_threads)
     for thread in prange(n_threads):
@@ -164,7 +155,7 @@ def local_step(
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_points = items[position]
-            update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, zeros_K, n_P, E_psi_value, y, E_W_value, pre_f_3, E_f_value, E_f_outer)
+            update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, n_P, E_psi_value, y, E_W_value, pre_f_2, E_f_value, E_f_outer)
             # acc_y_0[@dims] +=   (factor_analysis.cem:25:9)
             for i_dims in range(n_P):
                 acc_y_0_t[i_dims] += item_weight[i_points]
@@ -185,12 +176,6 @@ def local_step(
             for t_i in range(n_K):
                 for t_j in range(n_K):
                     elbo += -0.5 * eye_K[t_i, t_j] * E_f_outer[i_points, t_i, t_j]
-            for t_i in range(n_K):
-                for t_j in range(n_K):
-                    elbo += E_f_value[i_points, t_i] * eye_K[t_i, t_j] * zeros_K[t_j]
-            for t_i in range(n_K):
-                for t_j in range(n_K):
-                    elbo += -0.5 * eye_K[t_i, t_j] * outer_zeros_K[t_i, t_j]
             elbo += -0.9189385332046727 * dim_f
             for i_dims in range(n_P):
                 elbo += -0.9189385332046727
@@ -214,7 +199,6 @@ def update_W(
         lam_W_outer,
         n_K,
         eye_K_c,
-        zeros_K,
         acc_y_2,
         E_psi_value,
         acc_y_3,
@@ -225,7 +209,7 @@ def update_W(
 ):
     """q(W[j]) = MultivariateNormal(mean, precision)
         precision_vi = (eye(K) * c)_vi + Σ_{n} E[psi[j]]·E[f[n] f[n]ᵀ]_vi
-        precision·mean_v = Σ_{i} (eye(K) * c)_vi·zeros(K)_i + Σ_{n} E[psi[j]]·y[n, j]·E[f[n]]_v
+        precision·mean_v = Σ_{n} E[psi[j]]·y[n, j]·E[f[n]]_v
 
     (factor_analysis.cem:20:5)
     """
@@ -236,12 +220,6 @@ def update_W(
         for t_i in range(n_K):
             for t_j in range(n_K):
                 lam_W_outer[i_outputs, t_i, t_j] += -0.5 * eye_K_c[t_i, t_j]
-        # from W ~ MultivariateNormal (factor_analysis.cem:20:5)
-        for t_i in range(n_K):
-            partial_sum = 0.0
-            for t_j in range(n_K):
-                partial_sum += eye_K_c[t_i, t_j] * zeros_K[t_j]
-            lam_W_value[i_outputs, t_i] += partial_sum
         # from y ~ Normal (factor_analysis.cem:25:9)
         for t_i0 in range(n_K):
             lam_W_value[i_outputs, t_i0] += data_scale * acc_y_2[t_i0, i_outputs] * E_psi_value[i_outputs]
@@ -328,9 +306,6 @@ def elbo_global(
         n_K,
         eye_K_c,
         E_W_outer,
-        E_W_value,
-        zeros_K,
-        outer_zeros_K,
         dim_W,
         a0,
         log_b0,
@@ -341,6 +316,7 @@ def elbo_global(
         acc_y_0,
         acc_y_1,
         acc_y_2,
+        E_W_value,
         acc_y_3,
         lam_W_value,
         lam_W_outer,
@@ -356,14 +332,6 @@ def elbo_global(
         for t_i in range(n_K):
             for t_j in range(n_K):
                 elbo += -0.5 * eye_K_c[t_i, t_j] * E_W_outer[i_outputs, t_i, t_j]
-    for i_outputs in range(n_P):
-        for t_i in range(n_K):
-            for t_j in range(n_K):
-                elbo += E_W_value[i_outputs, t_i] * eye_K_c[t_i, t_j] * zeros_K[t_j]
-    for i_outputs in range(n_P):
-        for t_i in range(n_K):
-            for t_j in range(n_K):
-                elbo += -0.5 * eye_K_c[t_i, t_j] * outer_zeros_K[t_i, t_j]
     for i_outputs in range(n_P):
         elbo += -0.9189385332046727 * dim_W
     # E[log p(psi | ...)]  (factor_analysis.cem:21:5)
@@ -417,8 +385,6 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     # known quantities: functions of hyperparameters and data
     logdet_eye_K_c = rt.logdet((np.eye(n_K) * c))  # logdet((eye(K) * c))
     eye_K_c = (np.eye(n_K) * c)  # value((eye(K) * c))
-    zeros_K = np.zeros(n_K)  # value(zeros(K))
-    outer_zeros_K = np.outer(np.zeros(n_K), np.zeros(n_K))  # outer(zeros(K))
     dim_W = n_K  # dim(W[outputs])
     log_b0 = np.log(b0)  # log(b0)
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
@@ -438,7 +404,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     E_f_value = np.zeros((n_N, n_K))
     lam_f_outer = np.zeros((n_N, n_K, n_K))
     E_f_outer = np.zeros((n_N, n_K, n_K))
-    pre_f_3 = np.zeros((n_K, n_K))  # a message to q(f) that no item changes (hoist_messages)
+    pre_f_2 = np.zeros((n_K, n_K))  # a message to q(f) that no item changes (hoist_messages)
     # sufficient statistics the local step hands to the global step
     acc_y_0 = np.zeros((n_P,))
     acc_y_1 = np.zeros((n_P,))
@@ -453,7 +419,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     # start every global at its prior
-    update_W(0.0, lam_W_value, lam_W_outer, n_K, eye_K_c, zeros_K, acc_y_2, E_psi_value, acc_y_3, True, E_W_value, E_W_outer, n_P)
+    update_W(0.0, lam_W_value, lam_W_outer, n_K, eye_K_c, acc_y_2, E_psi_value, acc_y_3, True, E_W_value, E_W_outer, n_P)
     update_psi(0.0, lam_psi_log, lam_psi_value, a0, b0, acc_y_0, acc_y_1, n_K, acc_y_2, E_W_value, acc_y_3, E_W_outer, True, E_psi_log, E_psi_value, n_P)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
@@ -468,7 +434,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_W_value, E_W_value, lam_W_outer, E_W_outer, n_P, lam_psi_log, E_psi_log, lam_psi_value, E_psi_value)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, zeros_K=zeros_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, pre_f_3=pre_f_3, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, outer_zeros_K=outer_zeros_K, dim_f=dim_f, E_W_outer=E_W_outer, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, pre_f_2=pre_f_2, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, dim_f=dim_f, E_W_outer=E_W_outer, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
 def _bind_items(fit_state, data):
@@ -490,8 +456,6 @@ def _bind_items(fit_state, data):
     # known quantities: functions of hyperparameters and data
     logdet_eye_K_c = rt.logdet((np.eye(n_K) * c))  # logdet((eye(K) * c))
     eye_K_c = (np.eye(n_K) * c)  # value((eye(K) * c))
-    zeros_K = np.zeros(n_K)  # value(zeros(K))
-    outer_zeros_K = np.outer(np.zeros(n_K), np.zeros(n_K))  # outer(zeros(K))
     dim_W = n_K  # dim(W[outputs])
     log_b0 = np.log(b0)  # log(b0)
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
@@ -511,7 +475,7 @@ def _bind_items(fit_state, data):
     E_f_value = np.zeros((n_N, n_K))
     lam_f_outer = np.zeros((n_N, n_K, n_K))
     E_f_outer = np.zeros((n_N, n_K, n_K))
-    pre_f_3 = np.zeros((n_K, n_K))  # a message to q(f) that no item changes (hoist_messages)
+    pre_f_2 = np.zeros((n_K, n_K))  # a message to q(f) that no item changes (hoist_messages)
     # sufficient statistics the local step hands to the global step (added up over minibatches)
     acc_y_0 = fit_state.acc_y_0
     acc_y_1 = fit_state.acc_y_1
@@ -525,7 +489,7 @@ def _bind_items(fit_state, data):
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, zeros_K=zeros_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, pre_f_3=pre_f_3, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, outer_zeros_K=outer_zeros_K, dim_f=dim_f, E_W_outer=E_W_outer, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, pre_f_2=pre_f_2, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, dim_f=dim_f, E_W_outer=E_W_outer, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -619,10 +583,10 @@ def fit(
         s.acc_y_1[...] = 0.0
         s.acc_y_2[...] = 0.0
         s.acc_y_3[...] = 0.0
-        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_3, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.E_W_outer, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
-        update_W(1.0, s.lam_W_value, s.lam_W_outer, s.n_K, s.eye_K_c, s.zeros_K, s.acc_y_2, s.E_psi_value, s.acc_y_3, True, s.E_W_value, s.E_W_outer, s.n_P)
+        elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_2, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.dim_f, s.E_W_outer, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
+        update_W(1.0, s.lam_W_value, s.lam_W_outer, s.n_K, s.eye_K_c, s.acc_y_2, s.E_psi_value, s.acc_y_3, True, s.E_W_value, s.E_W_outer, s.n_P)
         update_psi(1.0, s.lam_psi_log, s.lam_psi_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_K, s.acc_y_2, s.E_W_value, s.acc_y_3, s.E_W_outer, True, s.E_psi_log, s.E_psi_value, s.n_P)
-        elbo = elbo_global(s.n_P, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_W_outer, s.E_W_value, s.zeros_K, s.outer_zeros_K, s.dim_W, s.a0, s.log_b0, s.lgamma_a0, s.E_psi_log, s.b0, s.E_psi_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_W_value, s.lam_W_outer, s.lam_psi_log, s.lam_psi_value)
+        elbo = elbo_global(s.n_P, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_W_outer, s.dim_W, s.a0, s.log_b0, s.lgamma_a0, s.E_psi_log, s.b0, s.E_psi_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.E_W_value, s.acc_y_3, s.lam_W_value, s.lam_W_outer, s.lam_psi_log, s.lam_psi_value)
         elbo += elbo_local
         trace.append(elbo)
         rt.check_elbo_increase(trace, warn_decrease)
@@ -736,7 +700,7 @@ def fit_svi(
             if sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
                 rt.sample_mvn(s.lam_W_value, s.lam_W_outer, sampler, s.E_W_value, s.E_W_outer)
                 rt.sample_gamma(s.lam_psi_log, s.lam_psi_value, sampler, s.E_psi_log, s.E_psi_value)
-            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_3, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.E_W_outer, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
+            local_step(False, batch, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_2, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.dim_f, s.E_W_outer, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]
             old_W_value[...] = s.lam_W_value
             old_W_outer[...] = s.lam_W_outer
@@ -745,7 +709,7 @@ def fit_svi(
             # N, ramped up over the first sweep if asked (SSVI §2.6)
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
-                update_W(seen / len(batch), s.lam_W_value, s.lam_W_outer, s.n_K, s.eye_K_c, s.zeros_K, s.acc_y_2, s.E_psi_value, s.acc_y_3, False, s.E_W_value, s.E_W_outer, s.n_P)
+                update_W(seen / len(batch), s.lam_W_value, s.lam_W_outer, s.n_K, s.eye_K_c, s.acc_y_2, s.E_psi_value, s.acc_y_3, False, s.E_W_value, s.E_W_outer, s.n_P)
                 update_psi(seen / len(batch), s.lam_psi_log, s.lam_psi_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_K, s.acc_y_2, s.E_W_value, s.acc_y_3, s.E_W_outer, False, s.E_psi_log, s.E_psi_value, s.n_P)
                 rt.blend(s.lam_W_value, old_W_value, rho)
                 rt.blend(s.lam_W_outer, old_W_outer, rho)
@@ -770,13 +734,13 @@ def fit_svi(
             s.acc_y_2[...] = 0.0
             s.acc_y_3[...] = 0.0
             if source is None:
-                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_3, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.E_W_outer, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
+                elbo = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_2, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.dim_f, s.E_W_outer, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
             else:  # out of core: a minibatch at a time; the statistics add up
                 elbo = 0.0
                 for chunk in source.chunks(batch_size):
                     s = _bind_items(s, source.read(chunk))
-                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.zeros_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_3, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.outer_zeros_K, s.dim_f, s.E_W_outer, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
-            elbo_global_part = elbo_global(s.n_P, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_W_outer, s.E_W_value, s.zeros_K, s.outer_zeros_K, s.dim_W, s.a0, s.log_b0, s.lgamma_a0, s.E_psi_log, s.b0, s.E_psi_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_W_value, s.lam_W_outer, s.lam_psi_log, s.lam_psi_value)
+                    elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_2, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.dim_f, s.E_W_outer, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
+            elbo_global_part = elbo_global(s.n_P, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_W_outer, s.dim_W, s.a0, s.log_b0, s.lgamma_a0, s.E_psi_log, s.b0, s.E_psi_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.E_W_value, s.acc_y_3, s.lam_W_value, s.lam_W_outer, s.lam_psi_log, s.lam_psi_value)
             elbo += elbo_global_part
             trace.append(elbo)
             if callback is not None:

@@ -174,7 +174,6 @@ def update_w(
         lam_w_outer,
         n_P,
         eye_P_c,
-        zeros_P,
         acc_y_2,
         E_tau_value,
         acc_y_3,
@@ -184,7 +183,7 @@ def update_w(
 ):
     """q(w) = MultivariateNormal(mean, precision)
         precision_vi = (eye(P) * c)_vi + Σ_{n} E[tau]·x[n]_v·x[n]_i
-        precision·mean_v = Σ_{i} (eye(P) * c)_vi·zeros(P)_i + Σ_{n} E[tau]·y[n]·x[n]_v
+        precision·mean_v = Σ_{n} E[tau]·y[n]·x[n]_v
 
     (linear_regression.cem:15:1)
     """
@@ -194,12 +193,6 @@ def update_w(
     for t_i in range(n_P):
         for t_j in range(n_P):
             lam_w_outer[0, t_i, t_j] += -0.5 * eye_P_c[t_i, t_j]
-    # from w ~ MultivariateNormal (linear_regression.cem:15:1)
-    for t_i in range(n_P):
-        partial_sum = 0.0
-        for t_j in range(n_P):
-            partial_sum += eye_P_c[t_i, t_j] * zeros_P[t_j]
-        lam_w_value[0, t_i] += partial_sum
     # from y ~ Normal (linear_regression.cem:19:5)
     for t_i0 in range(n_P):
         lam_w_value[0, t_i0] += data_scale * acc_y_2[t_i0] * E_tau_value[0]
@@ -233,9 +226,6 @@ def elbo_global(
         n_P,
         eye_P_c,
         E_w_outer,
-        E_w_value,
-        zeros_P,
-        outer_zeros_P,
         dim_w,
         a0,
         log_b0,
@@ -246,6 +236,7 @@ def elbo_global(
         acc_y_0,
         acc_y_1,
         acc_y_2,
+        E_w_value,
         acc_y_3,
         lam_tau_log,
         lam_tau_value,
@@ -259,12 +250,6 @@ def elbo_global(
     for t_i in range(n_P):
         for t_j in range(n_P):
             elbo += -0.5 * eye_P_c[t_i, t_j] * E_w_outer[0, t_i, t_j]
-    for t_i in range(n_P):
-        for t_j in range(n_P):
-            elbo += E_w_value[0, t_i] * eye_P_c[t_i, t_j] * zeros_P[t_j]
-    for t_i in range(n_P):
-        for t_j in range(n_P):
-            elbo += -0.5 * eye_P_c[t_i, t_j] * outer_zeros_P[t_i, t_j]
     elbo += -0.9189385332046727 * dim_w
     # E[log p(tau | ...)]  (linear_regression.cem:16:1)
     elbo += a0 * log_b0
@@ -305,8 +290,6 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     # known quantities: functions of hyperparameters and data
     logdet_eye_P_c = rt.logdet((np.eye(n_P) * c))  # logdet((eye(P) * c))
     eye_P_c = (np.eye(n_P) * c)  # value((eye(P) * c))
-    zeros_P = np.zeros(n_P)  # value(zeros(P))
-    outer_zeros_P = np.outer(np.zeros(n_P), np.zeros(n_P))  # outer(zeros(P))
     dim_w = n_P  # dim(w)
     log_b0 = np.log(b0)  # log(b0)
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
@@ -334,7 +317,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     seed_category = np.full(n_N, -1)
     # start every global at its prior
     update_tau(0.0, lam_tau_log, lam_tau_value, a0, b0, acc_y_0, acc_y_1, n_P, acc_y_2, E_w_value, acc_y_3, E_w_outer, True, E_tau_log, E_tau_value)
-    update_w(0.0, lam_w_value, lam_w_outer, n_P, eye_P_c, zeros_P, acc_y_2, E_tau_value, acc_y_3, True, E_w_value, E_w_outer)
+    update_w(0.0, lam_w_value, lam_w_outer, n_P, eye_P_c, acc_y_2, E_tau_value, acc_y_3, True, E_w_value, E_w_outer)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_tau_log': lam_tau_log, 'lam_tau_value': lam_tau_value, 'lam_w_value': lam_w_value, 'lam_w_outer': lam_w_outer})
@@ -348,7 +331,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_tau_log, E_tau_log, lam_tau_value, E_tau_value, lam_w_value, E_w_value, lam_w_outer, E_w_outer)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, n_P=n_P, x=x, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_w_value=lam_w_value, E_w_value=E_w_value, lam_w_outer=lam_w_outer, E_w_outer=E_w_outer, logdet_eye_P_c=logdet_eye_P_c, eye_P_c=eye_P_c, zeros_P=zeros_P, outer_zeros_P=outer_zeros_P, dim_w=dim_w, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, n_P=n_P, x=x, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_w_value=lam_w_value, E_w_value=E_w_value, lam_w_outer=lam_w_outer, E_w_outer=E_w_outer, logdet_eye_P_c=logdet_eye_P_c, eye_P_c=eye_P_c, dim_w=dim_w, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
 def _bind_items(fit_state, data):
@@ -370,8 +353,6 @@ def _bind_items(fit_state, data):
     # known quantities: functions of hyperparameters and data
     logdet_eye_P_c = rt.logdet((np.eye(n_P) * c))  # logdet((eye(P) * c))
     eye_P_c = (np.eye(n_P) * c)  # value((eye(P) * c))
-    zeros_P = np.zeros(n_P)  # value(zeros(P))
-    outer_zeros_P = np.outer(np.zeros(n_P), np.zeros(n_P))  # outer(zeros(P))
     dim_w = n_P  # dim(w)
     log_b0 = np.log(b0)  # log(b0)
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
@@ -397,7 +378,7 @@ def _bind_items(fit_state, data):
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, n_P=n_P, x=x, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_w_value=lam_w_value, E_w_value=E_w_value, lam_w_outer=lam_w_outer, E_w_outer=E_w_outer, logdet_eye_P_c=logdet_eye_P_c, eye_P_c=eye_P_c, zeros_P=zeros_P, outer_zeros_P=outer_zeros_P, dim_w=dim_w, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, n_P=n_P, x=x, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_w_value=lam_w_value, E_w_value=E_w_value, lam_w_outer=lam_w_outer, E_w_outer=E_w_outer, logdet_eye_P_c=logdet_eye_P_c, eye_P_c=eye_P_c, dim_w=dim_w, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -485,8 +466,8 @@ def fit(
         s.acc_y_3[...] = 0.0
         elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.n_P, s.x, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
         update_tau(1.0, s.lam_tau_log, s.lam_tau_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_P, s.acc_y_2, s.E_w_value, s.acc_y_3, s.E_w_outer, True, s.E_tau_log, s.E_tau_value)
-        update_w(1.0, s.lam_w_value, s.lam_w_outer, s.n_P, s.eye_P_c, s.zeros_P, s.acc_y_2, s.E_tau_value, s.acc_y_3, True, s.E_w_value, s.E_w_outer)
-        elbo = elbo_global(s.logdet_eye_P_c, s.n_P, s.eye_P_c, s.E_w_outer, s.E_w_value, s.zeros_P, s.outer_zeros_P, s.dim_w, s.a0, s.log_b0, s.lgamma_a0, s.E_tau_log, s.b0, s.E_tau_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_tau_log, s.lam_tau_value, s.lam_w_value, s.lam_w_outer)
+        update_w(1.0, s.lam_w_value, s.lam_w_outer, s.n_P, s.eye_P_c, s.acc_y_2, s.E_tau_value, s.acc_y_3, True, s.E_w_value, s.E_w_outer)
+        elbo = elbo_global(s.logdet_eye_P_c, s.n_P, s.eye_P_c, s.E_w_outer, s.dim_w, s.a0, s.log_b0, s.lgamma_a0, s.E_tau_log, s.b0, s.E_tau_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.E_w_value, s.acc_y_3, s.lam_tau_log, s.lam_tau_value, s.lam_w_value, s.lam_w_outer)
         elbo += elbo_local
         trace.append(elbo)
         rt.check_elbo_increase(trace, warn_decrease)
@@ -610,7 +591,7 @@ def fit_svi(
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
                 update_tau(seen / len(batch), s.lam_tau_log, s.lam_tau_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_P, s.acc_y_2, s.E_w_value, s.acc_y_3, s.E_w_outer, False, s.E_tau_log, s.E_tau_value)
-                update_w(seen / len(batch), s.lam_w_value, s.lam_w_outer, s.n_P, s.eye_P_c, s.zeros_P, s.acc_y_2, s.E_tau_value, s.acc_y_3, False, s.E_w_value, s.E_w_outer)
+                update_w(seen / len(batch), s.lam_w_value, s.lam_w_outer, s.n_P, s.eye_P_c, s.acc_y_2, s.E_tau_value, s.acc_y_3, False, s.E_w_value, s.E_w_outer)
                 rt.blend(s.lam_tau_log, old_tau_log, rho)
                 rt.blend(s.lam_tau_value, old_tau_value, rho)
                 rt.blend(s.lam_w_value, old_w_value, rho)
@@ -640,7 +621,7 @@ def fit_svi(
                 for chunk in source.chunks(batch_size):
                     s = _bind_items(s, source.read(chunk))
                     elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.n_P, s.x, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
-            elbo_global_part = elbo_global(s.logdet_eye_P_c, s.n_P, s.eye_P_c, s.E_w_outer, s.E_w_value, s.zeros_P, s.outer_zeros_P, s.dim_w, s.a0, s.log_b0, s.lgamma_a0, s.E_tau_log, s.b0, s.E_tau_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_tau_log, s.lam_tau_value, s.lam_w_value, s.lam_w_outer)
+            elbo_global_part = elbo_global(s.logdet_eye_P_c, s.n_P, s.eye_P_c, s.E_w_outer, s.dim_w, s.a0, s.log_b0, s.lgamma_a0, s.E_tau_log, s.b0, s.E_tau_value, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.E_w_value, s.acc_y_3, s.lam_tau_log, s.lam_tau_value, s.lam_w_value, s.lam_w_outer)
             elbo += elbo_global_part
             trace.append(elbo)
             if callback is not None:

@@ -188,7 +188,6 @@ def update_u(
         lam_u_outer,
         n_K,
         eye_K_c,
-        zeros_K,
         n_I,
         acc_y_2,
         E_tau_value,
@@ -202,7 +201,7 @@ def update_u(
 ):
     """q(u[i]) = MultivariateNormal(mean, precision)
         precision_vl = (eye(K) * c)_vl + Σ_{n} E[tau]·E[v[item[n]] v[item[n]]ᵀ]_vl
-        precision·mean_v = Σ_{l} (eye(K) * c)_vl·zeros(K)_l + Σ_{n} E[tau]·y[n]·E[v[item[n]]]_v
+        precision·mean_v = Σ_{n} E[tau]·y[n]·E[v[item[n]]]_v
 
     (pmf.cem:24:5)
     """
@@ -213,12 +212,6 @@ def update_u(
         for t_i in range(n_K):
             for t_j in range(n_K):
                 lam_u_outer[i_users, t_i, t_j] += -0.5 * eye_K_c[t_i, t_j]
-        # from u ~ MultivariateNormal (pmf.cem:24:5)
-        for t_i in range(n_K):
-            partial_sum = 0.0
-            for t_j in range(n_K):
-                partial_sum += eye_K_c[t_i, t_j] * zeros_K[t_j]
-            lam_u_value[i_users, t_i] += partial_sum
         # from y ~ Normal (pmf.cem:31:5)
         for t_g1 in range(n_I):
             for t_i0 in range(n_K):
@@ -239,7 +232,6 @@ def update_v(
         lam_v_outer,
         n_K,
         eye_K_c,
-        zeros_K,
         n_U,
         acc_y_2,
         E_tau_value,
@@ -253,7 +245,7 @@ def update_v(
 ):
     """q(v[j]) = MultivariateNormal(mean, precision)
         precision_vl = (eye(K) * c)_vl + Σ_{n} E[tau]·E[u[user[n]] u[user[n]]ᵀ]_vl
-        precision·mean_v = Σ_{l} (eye(K) * c)_vl·zeros(K)_l + Σ_{n} E[tau]·y[n]·E[u[user[n]]]_v
+        precision·mean_v = Σ_{n} E[tau]·y[n]·E[u[user[n]]]_v
 
     (pmf.cem:26:5)
     """
@@ -264,12 +256,6 @@ def update_v(
         for t_i in range(n_K):
             for t_j in range(n_K):
                 lam_v_outer[i_items, t_i, t_j] += -0.5 * eye_K_c[t_i, t_j]
-        # from v ~ MultivariateNormal (pmf.cem:26:5)
-        for t_i in range(n_K):
-            partial_sum = 0.0
-            for t_j in range(n_K):
-                partial_sum += eye_K_c[t_i, t_j] * zeros_K[t_j]
-            lam_v_value[i_items, t_i] += partial_sum
         # from y ~ Normal (pmf.cem:31:5)
         for t_g0 in range(n_U):
             for t_i0 in range(n_K):
@@ -321,17 +307,15 @@ def elbo_global(
         n_K,
         eye_K_c,
         E_u_outer,
-        E_u_value,
-        zeros_K,
-        outer_zeros_K,
         dim_u,
         n_I,
         E_v_outer,
-        E_v_value,
         dim_v,
         acc_y_0,
         acc_y_1,
         acc_y_2,
+        E_u_value,
+        E_v_value,
         acc_y_3,
         lam_tau_log,
         lam_tau_value,
@@ -356,14 +340,6 @@ def elbo_global(
             for t_j in range(n_K):
                 elbo += -0.5 * eye_K_c[t_i, t_j] * E_u_outer[i_users, t_i, t_j]
     for i_users in range(n_U):
-        for t_i in range(n_K):
-            for t_j in range(n_K):
-                elbo += E_u_value[i_users, t_i] * eye_K_c[t_i, t_j] * zeros_K[t_j]
-    for i_users in range(n_U):
-        for t_i in range(n_K):
-            for t_j in range(n_K):
-                elbo += -0.5 * eye_K_c[t_i, t_j] * outer_zeros_K[t_i, t_j]
-    for i_users in range(n_U):
         elbo += -0.9189385332046727 * dim_u
     # E[log p(v | ...)]  (pmf.cem:26:5)
     for i_items in range(n_I):
@@ -372,14 +348,6 @@ def elbo_global(
         for t_i in range(n_K):
             for t_j in range(n_K):
                 elbo += -0.5 * eye_K_c[t_i, t_j] * E_v_outer[i_items, t_i, t_j]
-    for i_items in range(n_I):
-        for t_i in range(n_K):
-            for t_j in range(n_K):
-                elbo += E_v_value[i_items, t_i] * eye_K_c[t_i, t_j] * zeros_K[t_j]
-    for i_items in range(n_I):
-        for t_i in range(n_K):
-            for t_j in range(n_K):
-                elbo += -0.5 * eye_K_c[t_i, t_j] * outer_zeros_K[t_i, t_j]
     for i_items in range(n_I):
         elbo += -0.9189385332046727 * dim_v
     # E[log p(y | ...)]  (pmf.cem:31:5)
@@ -428,8 +396,6 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
     logdet_eye_K_c = rt.logdet((np.eye(n_K) * c))  # logdet((eye(K) * c))
     eye_K_c = (np.eye(n_K) * c)  # value((eye(K) * c))
-    zeros_K = np.zeros(n_K)  # value(zeros(K))
-    outer_zeros_K = np.outer(np.zeros(n_K), np.zeros(n_K))  # outer(zeros(K))
     dim_u = n_K  # dim(u[users])
     dim_v = n_K  # dim(v[items])
     # variational parameters (natural, coefficient form) and E[t]
@@ -460,8 +426,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
     seed_category = np.full(n_N, -1)
     # start every global at its prior
     update_tau(0.0, lam_tau_log, lam_tau_value, a0, b0, acc_y_0, acc_y_1, n_U, n_I, n_K, acc_y_2, E_u_value, E_v_value, acc_y_3, E_u_outer, E_v_outer, True, E_tau_log, E_tau_value)
-    update_u(0.0, lam_u_value, lam_u_outer, n_K, eye_K_c, zeros_K, n_I, acc_y_2, E_tau_value, E_v_value, acc_y_3, E_v_outer, True, E_u_value, E_u_outer, n_U)
-    update_v(0.0, lam_v_value, lam_v_outer, n_K, eye_K_c, zeros_K, n_U, acc_y_2, E_tau_value, E_u_value, acc_y_3, E_u_outer, True, E_v_value, E_v_outer, n_I)
+    update_u(0.0, lam_u_value, lam_u_outer, n_K, eye_K_c, n_I, acc_y_2, E_tau_value, E_v_value, acc_y_3, E_v_outer, True, E_u_value, E_u_outer, n_U)
+    update_v(0.0, lam_v_value, lam_v_outer, n_K, eye_K_c, n_U, acc_y_2, E_tau_value, E_u_value, acc_y_3, E_u_outer, True, E_v_value, E_v_outer, n_I)
     if init is not None:
         # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_tau_log': lam_tau_log, 'lam_tau_value': lam_tau_value, 'lam_u_value': lam_u_value, 'lam_u_outer': lam_u_outer, 'lam_v_value': lam_v_value, 'lam_v_outer': lam_v_outer})
@@ -476,7 +442,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol):
         refresh_globals(lam_tau_log, E_tau_log, lam_tau_value, E_tau_value, lam_u_value, E_u_value, lam_u_outer, E_u_outer, n_U, lam_v_value, E_v_value, lam_v_outer, E_v_outer, n_I)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, user=user, item=item, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_u_value=lam_u_value, E_u_value=E_u_value, lam_u_outer=lam_u_outer, E_u_outer=E_u_outer, n_U=n_U, lam_v_value=lam_v_value, E_v_value=E_v_value, lam_v_outer=lam_v_outer, E_v_outer=E_v_outer, n_I=n_I, log_b0=log_b0, lgamma_a0=lgamma_a0, logdet_eye_K_c=logdet_eye_K_c, n_K=n_K, eye_K_c=eye_K_c, zeros_K=zeros_K, outer_zeros_K=outer_zeros_K, dim_u=dim_u, dim_v=dim_v, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, user=user, item=item, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_u_value=lam_u_value, E_u_value=E_u_value, lam_u_outer=lam_u_outer, E_u_outer=E_u_outer, n_U=n_U, lam_v_value=lam_v_value, E_v_value=E_v_value, lam_v_outer=lam_v_outer, E_v_outer=E_v_outer, n_I=n_I, log_b0=log_b0, lgamma_a0=lgamma_a0, logdet_eye_K_c=logdet_eye_K_c, n_K=n_K, eye_K_c=eye_K_c, dim_u=dim_u, dim_v=dim_v, all_items=all_items)
 
 
 def _bind_items(fit_state, data):
@@ -503,8 +469,6 @@ def _bind_items(fit_state, data):
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
     logdet_eye_K_c = rt.logdet((np.eye(n_K) * c))  # logdet((eye(K) * c))
     eye_K_c = (np.eye(n_K) * c)  # value((eye(K) * c))
-    zeros_K = np.zeros(n_K)  # value(zeros(K))
-    outer_zeros_K = np.outer(np.zeros(n_K), np.zeros(n_K))  # outer(zeros(K))
     dim_u = n_K  # dim(u[users])
     dim_v = n_K  # dim(v[items])
     # variational parameters (natural, coefficient form) and E[t]
@@ -533,7 +497,7 @@ def _bind_items(fit_state, data):
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, user=user, item=item, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_u_value=lam_u_value, E_u_value=E_u_value, lam_u_outer=lam_u_outer, E_u_outer=E_u_outer, n_U=n_U, lam_v_value=lam_v_value, E_v_value=E_v_value, lam_v_outer=lam_v_outer, E_v_outer=E_v_outer, n_I=n_I, log_b0=log_b0, lgamma_a0=lgamma_a0, logdet_eye_K_c=logdet_eye_K_c, n_K=n_K, eye_K_c=eye_K_c, zeros_K=zeros_K, outer_zeros_K=outer_zeros_K, dim_u=dim_u, dim_v=dim_v, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, user=user, item=item, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_u_value=lam_u_value, E_u_value=E_u_value, lam_u_outer=lam_u_outer, E_u_outer=E_u_outer, n_U=n_U, lam_v_value=lam_v_value, E_v_value=E_v_value, lam_v_outer=lam_v_outer, E_v_outer=E_v_outer, n_I=n_I, log_b0=log_b0, lgamma_a0=lgamma_a0, logdet_eye_K_c=logdet_eye_K_c, n_K=n_K, eye_K_c=eye_K_c, dim_u=dim_u, dim_v=dim_v, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -626,9 +590,9 @@ def fit(
         s.acc_y_3[...] = 0.0
         elbo_local = local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.user, s.item, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
         update_tau(1.0, s.lam_tau_log, s.lam_tau_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_U, s.n_I, s.n_K, s.acc_y_2, s.E_u_value, s.E_v_value, s.acc_y_3, s.E_u_outer, s.E_v_outer, True, s.E_tau_log, s.E_tau_value)
-        update_u(1.0, s.lam_u_value, s.lam_u_outer, s.n_K, s.eye_K_c, s.zeros_K, s.n_I, s.acc_y_2, s.E_tau_value, s.E_v_value, s.acc_y_3, s.E_v_outer, True, s.E_u_value, s.E_u_outer, s.n_U)
-        update_v(1.0, s.lam_v_value, s.lam_v_outer, s.n_K, s.eye_K_c, s.zeros_K, s.n_U, s.acc_y_2, s.E_tau_value, s.E_u_value, s.acc_y_3, s.E_u_outer, True, s.E_v_value, s.E_v_outer, s.n_I)
-        elbo = elbo_global(s.a0, s.log_b0, s.lgamma_a0, s.E_tau_log, s.b0, s.E_tau_value, s.n_U, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_u_outer, s.E_u_value, s.zeros_K, s.outer_zeros_K, s.dim_u, s.n_I, s.E_v_outer, s.E_v_value, s.dim_v, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_tau_log, s.lam_tau_value, s.lam_u_value, s.lam_u_outer, s.lam_v_value, s.lam_v_outer)
+        update_u(1.0, s.lam_u_value, s.lam_u_outer, s.n_K, s.eye_K_c, s.n_I, s.acc_y_2, s.E_tau_value, s.E_v_value, s.acc_y_3, s.E_v_outer, True, s.E_u_value, s.E_u_outer, s.n_U)
+        update_v(1.0, s.lam_v_value, s.lam_v_outer, s.n_K, s.eye_K_c, s.n_U, s.acc_y_2, s.E_tau_value, s.E_u_value, s.acc_y_3, s.E_u_outer, True, s.E_v_value, s.E_v_outer, s.n_I)
+        elbo = elbo_global(s.a0, s.log_b0, s.lgamma_a0, s.E_tau_log, s.b0, s.E_tau_value, s.n_U, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_u_outer, s.dim_u, s.n_I, s.E_v_outer, s.dim_v, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.E_u_value, s.E_v_value, s.acc_y_3, s.lam_tau_log, s.lam_tau_value, s.lam_u_value, s.lam_u_outer, s.lam_v_value, s.lam_v_outer)
         elbo += elbo_local
         trace.append(elbo)
         rt.check_elbo_increase(trace, warn_decrease)
@@ -757,8 +721,8 @@ def fit_svi(
             seen = n_N_total if not ramp or epoch > 0 else min(n_N_total, begin + len(batch))
             try:
                 update_tau(seen / len(batch), s.lam_tau_log, s.lam_tau_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_U, s.n_I, s.n_K, s.acc_y_2, s.E_u_value, s.E_v_value, s.acc_y_3, s.E_u_outer, s.E_v_outer, False, s.E_tau_log, s.E_tau_value)
-                update_u(seen / len(batch), s.lam_u_value, s.lam_u_outer, s.n_K, s.eye_K_c, s.zeros_K, s.n_I, s.acc_y_2, s.E_tau_value, s.E_v_value, s.acc_y_3, s.E_v_outer, False, s.E_u_value, s.E_u_outer, s.n_U)
-                update_v(seen / len(batch), s.lam_v_value, s.lam_v_outer, s.n_K, s.eye_K_c, s.zeros_K, s.n_U, s.acc_y_2, s.E_tau_value, s.E_u_value, s.acc_y_3, s.E_u_outer, False, s.E_v_value, s.E_v_outer, s.n_I)
+                update_u(seen / len(batch), s.lam_u_value, s.lam_u_outer, s.n_K, s.eye_K_c, s.n_I, s.acc_y_2, s.E_tau_value, s.E_v_value, s.acc_y_3, s.E_v_outer, False, s.E_u_value, s.E_u_outer, s.n_U)
+                update_v(seen / len(batch), s.lam_v_value, s.lam_v_outer, s.n_K, s.eye_K_c, s.n_U, s.acc_y_2, s.E_tau_value, s.E_u_value, s.acc_y_3, s.E_u_outer, False, s.E_v_value, s.E_v_outer, s.n_I)
                 rt.blend(s.lam_tau_log, old_tau_log, rho)
                 rt.blend(s.lam_tau_value, old_tau_value, rho)
                 rt.blend(s.lam_u_value, old_u_value, rho)
@@ -790,7 +754,7 @@ def fit_svi(
                 for chunk in source.chunks(batch_size):
                     s = _bind_items(s, source.read(chunk))
                     elbo += local_step(False, s.all_items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.user, s.item, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
-            elbo_global_part = elbo_global(s.a0, s.log_b0, s.lgamma_a0, s.E_tau_log, s.b0, s.E_tau_value, s.n_U, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_u_outer, s.E_u_value, s.zeros_K, s.outer_zeros_K, s.dim_u, s.n_I, s.E_v_outer, s.E_v_value, s.dim_v, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.lam_tau_log, s.lam_tau_value, s.lam_u_value, s.lam_u_outer, s.lam_v_value, s.lam_v_outer)
+            elbo_global_part = elbo_global(s.a0, s.log_b0, s.lgamma_a0, s.E_tau_log, s.b0, s.E_tau_value, s.n_U, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_u_outer, s.dim_u, s.n_I, s.E_v_outer, s.dim_v, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.E_u_value, s.E_v_value, s.acc_y_3, s.lam_tau_log, s.lam_tau_value, s.lam_u_value, s.lam_u_outer, s.lam_v_value, s.lam_v_outer)
             elbo += elbo_global_part
             trace.append(elbo)
             if callback is not None:
