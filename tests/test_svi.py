@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from cemodel import runtime as rt
+from cemodel.compiler import compile_model
 from cemodel.errors import CemError
 
 from .test_mf_elbo import lda_corpus
@@ -166,17 +167,19 @@ def test_an_annealed_step_never_returns_an_invalid_dirichlet(compiled):
 
 
 def test_ssvi_with_a_normal_global_reaches_the_exact_posterior(compiled):
-    """A Normal global with 500 observations: V's noise in eq. 7 grows with the data (it
-    used to leave SSVI at a mean of 35 with precision 8000, against 2.47 and 500). With the
-    control variate λ ← λ + ρV(λ̂ − λ) and the first step SSVI-A's, minibatch SSVI lands on
-    the exact posterior, and started there it stays (no locals: λ̂ does not depend on β)."""
+    """A Normal global with 500 observations: from the wide prior, eq. 7's first step moved
+    the mean by about N/p^1.5 (SSVI ended at a mean of 35 with precision 8000, against 2.47
+    and 500). With the first step SSVI-A's, minibatch SSVI lands near the exact posterior.
+    The control variate λ ← λ + ρV(λ̂ − λ) started there stays exactly (no locals: λ̂ does
+    not depend on β), where eq. 7 keeps V's noise."""
     x = np.random.default_rng(0).normal(2.5, 1.0, 500)
     model = compiled("normal_normal")
     exact = model.fit({"x": x})
     fit = model.fit_ssvi({"x": x}, batch_size=100, epochs=50, seed=0)
     assert fit["mu.mean"] == pytest.approx(exact["mu.mean"], abs=0.02)
-    assert fit["mu.precision"] == pytest.approx(exact["mu.precision"], rel=0.1)
-    kept = model.fit_ssvi({"x": x}, batch_size=500, epochs=20, seed=0, init=exact.state)
+    assert fit["mu.precision"] == pytest.approx(exact["mu.precision"], rel=0.15)
+    kept = model.fit_ssvi({"x": x}, batch_size=500, epochs=20, seed=0, init=exact.state,
+                          control_variate=True)
     assert kept["mu.mean"] == pytest.approx(exact["mu.mean"], rel=1e-10)
     assert kept["mu.precision"] == pytest.approx(exact["mu.precision"], rel=1e-10)
     # eq. 7 as printed has the same mean step but keeps V's noise at the optimum
@@ -197,3 +200,41 @@ def test_gamma_v_needs_no_cancellation_at_a_large_shape():
     np.testing.assert_allclose(stable[:4], direct[:4], rtol=1e-9)
     np.testing.assert_allclose(stable[4:], 0.5 / shapes[4:], rtol=1e-5)
     assert np.all(stable > 0)
+
+
+THREE_LEVEL = """model three_level
+dim S
+dim C
+dim N
+mu0 ~ Normal(0.0, 0.001)
+tau_s ~ Gamma(1.0, 1.0)
+tau_c ~ Gamma(1.0, 1.0)
+tau_y ~ Gamma(1.0, 1.0)
+plate schools s in S:
+    a[s] ~ Normal(mu0, tau_s)
+plate classes c in C:
+    data school[c] : int
+    b[c] ~ Normal(a[school[c]], tau_c)
+plate students n in N:
+    data cls[n] : int
+    observe y[n] ~ Normal(b[cls[n]], tau_y)
+"""
+
+
+def test_ssvi_on_a_three_level_normal_hierarchy_reaches_the_mean_field_bound(tmp_path):
+    """Students in classes in schools (a model of no file here): minibatch SSVI ends within
+    0.1% of the batch ELBO. V multiplying the whole step (control_variate=True) diverged
+    here, to an ELBO of −3e7."""
+    path = tmp_path / "three_level.cem"
+    path.write_text(THREE_LEVEL)
+    module = compile_model(path)
+    rng = np.random.default_rng(1)
+    a = rng.normal(3.0, 2.0, 8)
+    school = np.concatenate([np.arange(8), rng.integers(0, 8, 32)])
+    b = rng.normal(a[school], 1.0)
+    cls = np.concatenate([np.arange(40), rng.integers(0, 40, 3960)])
+    data = {"y": rng.normal(b[cls], 0.5), "cls": cls, "school": school}
+    batch = module.fit(data, max_iter=300)
+    for seed in (0, 1):
+        fit = module.fit_ssvi(data, batch_size=200, epochs=40, seed=seed)
+        assert abs(fit.elbo[-1] - batch.elbo[-1]) < 1e-3 * abs(batch.elbo[-1])

@@ -2028,11 +2028,11 @@ class MeanFieldEmitter:
     def fit_ssvi_function(self) -> Function:
         doc = (f"Fit {self.model.name} by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): "
                "as SSVI-A, with V(β, λ) of eq. 8\nmaking the step an unbiased natural gradient "
-               "of the structured bound (see cemodel.runtime.ssvi).\nBy default V multiplies "
-               "the whole step, λ ← λ + ρ V (λ̂ − λ), a control variate with the mean of\n"
-               "eq. 7 (E[V] = I) whose noise vanishes at the optimum; control_variate=False "
-               "runs eq. 7 as\nprinted, λ ← (1 − ρ)λ + ρ(η + V N/|S| Σ η̂_n), whose V noise "
-               "scales with the data.\nOptions as fit_svi.")
+               "of the structured bound (see cemodel.runtime.ssvi):\nλ ← (1 − ρ)λ + ρ(η + V N/|S| "
+               "Σ η̂_n), the first step SSVI-A's (V = I). control_variate=True\nmultiplies "
+               "the whole step instead, λ ← λ + ρ V (λ̂ − λ): the same mean (E[V] = I), "
+               "no noise at\nthe optimum of a model without locals, but larger steps far from "
+               "it (a hierarchy can diverge).\nOptions as fit_svi.")
         return Function("fit_ssvi", ("data", "**options"), (
             Line("return fit_svi(data, sample_globals=True, apply_v=True, **options)"),), doc)
 
@@ -2229,7 +2229,7 @@ class MeanFieldEmitter:
             args += ("learn=()",)
         args += ("sample_globals=False",)
         if self._ssvi_applies():
-            args += ("apply_v=False", "control_variate=True")
+            args += ("apply_v=False", "control_variate=False")
         doc = (f"Fit {m.name} by stochastic variational inference over its data plate.\n\n"
                "Each step draws a minibatch S (without replacement within an epoch), runs the "
                "local step on it,\nand moves every global by ρ_t = step_scale·(t + tau)^−kappa "

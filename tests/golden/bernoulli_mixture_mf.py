@@ -836,7 +836,7 @@ def fit_svi(
         gibbs_burn_in=5,
         sample_globals=False,
         apply_v=False,
-        control_variate=True,
+        control_variate=False,
 ):
     """Fit bernoulli_mixture by stochastic variational inference over its data plate.
 
@@ -1018,10 +1018,10 @@ def fit_ssvi_a(data, **options):
 
 def fit_ssvi(data, **options):
     """Fit bernoulli_mixture by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): as SSVI-A, with V(β, λ) of eq. 8
-    making the step an unbiased natural gradient of the structured bound (see cemodel.runtime.ssvi).
-    By default V multiplies the whole step, λ ← λ + ρ V (λ̂ − λ), a control variate with the mean of
-    eq. 7 (E[V] = I) whose noise vanishes at the optimum; control_variate=False runs eq. 7 as
-    printed, λ ← (1 − ρ)λ + ρ(η + V N/|S| Σ η̂_n), whose V noise scales with the data.
+    making the step an unbiased natural gradient of the structured bound (see cemodel.runtime.ssvi):
+    λ ← (1 − ρ)λ + ρ(η + V N/|S| Σ η̂_n), the first step SSVI-A's (V = I). control_variate=True
+    multiplies the whole step instead, λ ← λ + ρ V (λ̂ − λ): the same mean (E[V] = I), no noise at
+    the optimum of a model without locals, but larger steps far from it (a hierarchy can diverge).
     Options as fit_svi.
     """
     return fit_svi(data, sample_globals=True, apply_v=True, **options)
