@@ -878,7 +878,14 @@ class _Builder:
         name = base.id
         if name in self.hypers:
             if indices:
-                raise self.error(f"hyperparameter '{name}' takes no indices", span)
+                plate = scope.plates[-1] if scope.plates else None
+                where = f"plate {plate.name}" if plate else "the plate it varies over"
+                index = plate.index if plate else "k"
+                raise self.error(
+                    f"hyperparameter '{name}' takes no indices: a hyperparameter is used "
+                    "whole", span,
+                    hint=f"for one value per element of a plate, declare it as data in "
+                         f"{where} ('data {name}[{index}] : real') and pass it with the data")
             return RHyper(name, base.span)
         if name in self.dims:
             if indices:

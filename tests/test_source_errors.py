@@ -362,3 +362,13 @@ def test_data_named_like_a_constant_is_read_as_the_data(tmp_path):
     result = compile_model(path).fit({"y": np.array([1.0, 0.0, 4.0, 2.0]), "c": c})
     assert result["lam.shape"] == pytest.approx(1.0 + 7.0)
     assert result["lam.rate"] == pytest.approx(1.0 + c.sum())
+
+
+def test_an_indexed_hyperparameter_points_to_per_element_data():
+    text = ("model m\ndim K = 3\nhyper m0 = [-4.0, 0.0, 4.0]\nplate comps k in K:\n"
+            "    mu[k] ~ Normal(m0[k], 0.01)\n")
+    with pytest.raises(CemModelError) as info:
+        run_stages(text, "m.cem", {})
+    text = info.value.render()
+    assert "m.cem:5:20" in text and "'m0' takes no indices" in text
+    assert "declare it as data in plate comps ('data m0[k] : real')" in text
