@@ -665,7 +665,8 @@ class _Builder:
             return b
         if b == () or a == b:
             return a
-        raise self.error(f"shape mismatch: {_show(a)} and {_show(b)}", span)
+        raise self.error(f"shape mismatch: {_show(a)} and {_show(b)}", span,
+                         hint=_literal_size_hint(a, b))
 
     # -- pass 2: random variables -------------------------------------------
     def build_var(self, name: str) -> VarDef:
@@ -781,7 +782,7 @@ class _Builder:
             if p != (m[0], m[0]):
                 raise self.error(
                     f"shape mismatch: mean has length {_show(m)} but precision is {_show(p)}",
-                    stmt.span,
+                    stmt.span, hint=_literal_size_hint(m, p),
                 )
         if family.name == "Wishart":
             s = self.shape_of(by_name["scale"])
@@ -989,6 +990,7 @@ class _Builder:
                 raise self.error(
                     f"shape mismatch: '{gate.name}' takes {cats} values but plate '{plate.name}' "
                     f"of '{name}' has {plate.dim} elements", index.span,
+                    hint=_literal_size_hint((cats,), (plate.dim,)),
                 )
             resolved.append(GateIndex(gate, index.span))
         return tuple(resolved)
@@ -1109,6 +1111,19 @@ def _size_of(expr: RExpr) -> ShapeDim:
     if isinstance(expr, RConst):
         return int(expr.value)
     raise AssertionError(expr)
+
+
+def _literal_size_hint(*shapes: Shape) -> str | None:
+    """When a literal length (a vector hyperparameter [1, 2, 3]) meets a dimension: the
+    dimension may be set to another size, so the two are never taken as equal."""
+    sizes = [s for shape in shapes for s in shape]
+    dims = [s for s in sizes if isinstance(s, str)]
+    if not dims or not any(isinstance(s, int) for s in sizes):
+        return None
+    return (f"a literal vector has a fixed length, and {dims[0]} may be set to another size: "
+            f"declare the hyperparameter over {dims[0]} (ones({dims[0]}), "
+            f"full({dims[0]}, x), eye({dims[0]})) and give its values with "
+            "fit(..., hypers={...})")
 
 
 def _show(shape: Shape) -> str:

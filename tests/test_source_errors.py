@@ -372,3 +372,13 @@ def test_an_indexed_hyperparameter_points_to_per_element_data():
     text = info.value.render()
     assert "m.cem:5:20" in text and "'m0' takes no indices" in text
     assert "declare it as data in plate comps ('data m0[k] : real')" in text
+
+
+def test_a_literal_vector_against_a_dimension_says_how_to_write_it():
+    text = ("model m\ndim K = 3\ndim N\nhyper v = [1.0, 2.0, 3.0]\np ~ Dirichlet(v)\n"
+            "plate comps k in K:\n    lam[k] ~ Gamma(1.0, 1.0)\nplate obs n in N:\n"
+            "    z[n] ~ Categorical(p)\n    observe y[n] ~ Poisson(lam[z[n]])\n")
+    with pytest.raises(CemModelError) as info:
+        run_stages(text, "m.cem", {})
+    assert "'z' takes 3 values but plate 'comps' of 'lam' has K elements" in str(info.value)
+    assert "declare the hyperparameter over K (ones(K)" in info.value.hint
