@@ -49,6 +49,7 @@ from .model import (
     ShapeDim,
     SumIndex,
     VarDef,
+    data_refs,
     sub_exprs,
 )
 
@@ -362,7 +363,7 @@ class _Expander:
         """The letters of the sum indices that data in ``exprs`` take (``A[i, k]`` inside
         ``sum(... for k in K)``): the known's array is the data's, its plate axes first, then
         one axis per summed position, read at the sum's letter."""
-        refs = [r for e in exprs for r in _data_refs(e)]
+        refs = [r for e in exprs for r in data_refs(e)]
         summed = [r for r in refs if any(isinstance(i, SumIndex) for i in r.indices)]
         if not summed:
             return ()
@@ -501,16 +502,9 @@ class _Expander:
                     raise self.error("not conjugate: a latent variable in a denominator",
                                      right.span, hint="divide only by constants or data")
                 right = RCall("reciprocal", (right,), right.span)
-            if fn == "logdet" and not self.event_shape(left) and self.latent_in(left) is None:
-                # log|c·X| = log|c·I| + log|X| for a known scalar c (MVN(m0, kappa0 * Lambda))
-                size = self.event_shape(right)[0]
-                dim = RDimSize(size, expr.span) if isinstance(size, str) else RConst(
-                    float(size), expr.span)
-                scaled_eye = RBin("*", left, RCall("eye", (dim,), expr.span), expr.span)
-                return self.expand_expr("logdet", scaled_eye, letters) + self.expand_expr(
-                    "logdet", right, letters)
             if fn == "logdet" and (not self.event_shape(left) or not self.event_shape(right)):
-                # log|s·M| = D log s + log|M| for a latent scalar s (MVN(0, eye(P) * c * tau))
+                # log|s·M| = D log s + log|M| for a scalar s, known (MVN(m0, kappa0 * Lambda))
+                # or latent (MVN(0, eye(P) * c * tau))
                 scalar, matrix = (left, right) if not self.event_shape(left) else (right, left)
                 size = self.event_shape(matrix)[0]
                 dim = RDimSize(size, expr.span) if isinstance(size, str) else RConst(
@@ -633,14 +627,8 @@ def _structurally_zero(slot: Slot) -> bool:
     return isinstance(first, RCall) and first.func == "zeros"
 
 
-def _data_refs(expr: RExpr) -> list[RData]:
-    if isinstance(expr, RData):
-        return [expr]
-    return [r for child in sub_exprs(expr) for r in _data_refs(child)]
-
-
 def _sum_indexed_data(expr: RExpr) -> bool:
-    return any(isinstance(i, SumIndex) for r in _data_refs(expr) for i in r.indices)
+    return any(isinstance(i, SumIndex) for r in data_refs(expr) for i in r.indices)
 
 
 def _index_key(ref: RData) -> tuple[tuple[str, str], ...]:

@@ -1105,6 +1105,13 @@ def sub_exprs(expr: RExpr) -> tuple[RExpr, ...]:
     return ()
 
 
+def data_refs(expr: RExpr) -> list[RData]:
+    """The covariate references (``data``) inside ``expr``, in order."""
+    if isinstance(expr, RData):
+        return [expr]
+    return [r for child in sub_exprs(expr) for r in data_refs(child)]
+
+
 def _size_of(expr: RExpr) -> ShapeDim:
     if isinstance(expr, RDimSize):
         return expr.name

@@ -29,7 +29,7 @@ from ..model import (
     RVector,
     SumIndex,
     VarDef,
-    sub_exprs,
+    data_refs,
 )
 from ..plan import SAMPLED_FAMILIES, SSVI_AUX_DRAWS, InferencePlan, describe_slot
 from .assignments import AssignmentStep
@@ -1750,10 +1750,11 @@ class MeanFieldEmitter:
         # a chain's states (no categorical to seed from) start from random pseudo-counts
         # spread as a Dirichlet(1) draw's: the chain's symmetric start is a saddle that the
         # narrow LDA-style counts above leave too slowly
-        counts = [Line(f"{lam} += rng.exponential(1.0, {lam}.shape)") for lam in count_lams
-                  ] if self.default_start() == "random" or self._seeded_chains() else []
         chains = self._seeded_chains()
-        seeded = self.model.data_plate is not None and bool(categorical or chains)
+        counts = [Line(f"{lam} += rng.exponential(1.0, {lam}.shape)") for lam in count_lams
+                  ] if self.default_start() == "random" or chains else []
+        seed_locals = (categorical or chains) if self.model.data_plate is not None else []
+        seeded = bool(seed_locals)
         if not (draws or counts) and not seeded:
             # one start only: anything else named is refused, not ignored
             body.append(Block("if init is None and start not in (None, 'prior')", (Line(
@@ -1776,15 +1777,14 @@ class MeanFieldEmitter:
                 "raise rt.CemDataError(f\"start: expected 'random' or 'prior', "
                 "found {start!r}\")"),)))
         if seeded:
+            sizes = ", ".join(dim_name(self.var(n).categories) for n in seed_locals)
+            n_cat = sizes if len(seed_locals) == 1 else f"max({sizes})"
             item_dim = dim_name(self.model.plate(self.model.data_plate).dim)
-            seeded = categorical or chains
-            sizes = ", ".join(dim_name(self.var(n).categories) for n in seeded)
-            n_cat = sizes if len(seeded) == 1 else f"max({sizes})"
-            choose = Line(f"seed_category = rt.seed_categories(SPEC, bound.arrays, "
-                          f"{self.model.data_plate!r}, {item_dim}, {n_cat}, seed)")
-            if not categorical:
-                choose = Line(f"seed_category = rt.seed_chain_steps(SPEC, bound.arrays, "
-                              f"{self.var(chains[0]).plates!r}, {n_cat}, seed)")
+            choose = Line(
+                f"seed_category = rt.seed_categories(SPEC, bound.arrays, "
+                f"{self.model.data_plate!r}, {item_dim}, {n_cat}, seed)" if categorical else
+                f"seed_category = rt.seed_chain_steps(SPEC, bound.arrays, "
+                f"{self.var(chains[0]).plates!r}, {n_cat}, seed)")
             seeding: list[Node] = [
                 Comment(f"start from k-means++ seed {'items' if categorical else 'steps'} "
                         "(see cemodel.runtime.seeding); not part of the ELBO trace"),
@@ -2560,12 +2560,7 @@ def _summed_axes(ref: RData) -> tuple[list[int], list[int]]:
 def _data_names(expr: RExpr) -> list[str]:
     """The covariates (``data``) a known expression reads, in order. (Observed variables
     under a log are positive by their support: a Gamma's or Beta's value.)"""
-    if isinstance(expr, RData):
-        return [expr.name]
-    names: list[str] = []
-    for child in sub_exprs(expr):
-        names += [n for n in _data_names(child) if n not in names]
-    return names
+    return list(dict.fromkeys(ref.name for ref in data_refs(expr)))
 
 
 def _ident(fn: str, *operands: RExpr) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
-from ..errors import CemDataError
+from ..errors import CemDataError, CemError, did_you_mean
 from .numeric import LOG_ZERO
 
 
@@ -34,8 +34,6 @@ class FitResult:
         try:
             return self.posterior[key]
         except (KeyError, TypeError):
-            from ..errors import did_you_mean
-
             hint = did_you_mean(str(key), self.posterior) if isinstance(key, str) else None
             raise KeyError(f"no {key!r} in the fit's posterior{'; ' + hint if hint else ''} "
                            f"(it holds: {', '.join(self.posterior)})") from None
@@ -96,8 +94,6 @@ def max_length(ptr: np.ndarray) -> int:
 
 def load_state(init: dict, arrays: dict[str, np.ndarray]) -> None:
     """Copy natural parameters from ``init`` (an earlier result's ``state``) into ``arrays``."""
-    from ..errors import CemDataError
-
     if hasattr(init, "state"):
         init = init.state
     for name, target in arrays.items():
@@ -126,8 +122,6 @@ def effective_size(effective_batch_size, step: int, batch: int) -> float:
     value = effective_batch_size(step) if callable(effective_batch_size) else effective_batch_size
     value = float(value)
     if not value > 0:
-        from ..errors import CemDataError
-
         raise CemDataError(f"effective_batch_size: expected a positive number, found {value!r}")
     return min(value, float(batch))
 
@@ -147,8 +141,6 @@ def invalid_step(step: int, effective_batch_size, cause: Exception | None = None
     """A stochastic step left a posterior's domain (e.g. a scale matrix not positive-definite).
     Without annealing noise a data error of the runtime (data on a scale too far from the
     prior's, found by its positive-definiteness check) is the cause and is reported as such."""
-    from ..errors import CemDataError, CemError
-
     if effective_batch_size is None and isinstance(cause, CemDataError):
         return cause
     if effective_batch_size is not None:
@@ -188,8 +180,6 @@ class NoisyStop:
 
     def __init__(self, window: int = 3, patience: int = 3, tol: float = 1e-4) -> None:
         if window < 1 or patience < 1:
-            from ..errors import CemDataError
-
             raise CemDataError(f"stopping rule: expected window >= 1 and patience >= 1, found "
                                f"window={window}, patience={patience}")
         self.window, self.patience, self.tol = window, patience, tol
@@ -214,8 +204,6 @@ class NoisyStop:
 
 def check_learn(learn, learnable: tuple[str, ...]) -> tuple[str, ...]:
     """The hyperparameters to learn, each one the model can learn, or a clear error."""
-    from ..errors import CemDataError, did_you_mean
-
     if isinstance(learn, str):
         learn = tuple(x.strip() for x in learn.split(",") if x.strip())
     learn = tuple(learn or ())
@@ -233,8 +221,6 @@ def check_applies(kind: str, choice: str, table: dict[str, str]) -> str:
     """``choice`` if ``table`` (a method or local step -> "yes: why" / "no: why", as
     LOCAL_STEPS and the plan's methods hold them) allows it, else a clear error with the
     reason."""
-    from ..errors import CemDataError, did_you_mean
-
     if choice not in table:
         raise CemDataError(f"{kind}: expected one of {', '.join(table)}, found {choice!r}",
                            hint=did_you_mean(str(choice), tuple(table)))
@@ -252,8 +238,6 @@ def check_local_step(local_step: str, local_steps: dict[str, str]) -> str:
 
 def check_sweeps(sweeps: int, burn_in: int) -> None:
     """Gibbs: at least one sweep is kept after burn-in."""
-    from ..errors import CemDataError
-
     if not 0 <= int(burn_in) < int(sweeps):
         raise CemDataError(f"gibbs_burn_in: expected 0 <= burn-in < gibbs_sweeps = {sweeps}, "
                            f"found {burn_in}")
@@ -342,8 +326,6 @@ def load_checkpoint(path, s: State, source_sha: str, method: str, *, source=None
     another model, another fitting method or other data, with the reason (``source``,
     ``keep``: as save_checkpoint)."""
     import json
-
-    from ..errors import CemDataError
 
     try:
         with np.load(path, allow_pickle=False) as archive:

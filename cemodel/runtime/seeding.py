@@ -110,10 +110,16 @@ def kmeanspp(features: np.ndarray | sp.csr_matrix, n_seeds: int, seed: int) -> n
 def seed_categories(spec: dict, arrays: dict[str, np.ndarray], data_plate: str,
                     n_items: int, n_categories: int, seed: int) -> np.ndarray:
     """category of each item for the first global update: c for seed c, −1 for the rest."""
-    features = item_features(spec, arrays, data_plate, n_items)
-    seeds = kmeanspp(features, n_categories, seed)
-    assignment = np.full(n_items, -1, dtype=np.int64)
-    assignment[seeds] = np.arange(len(seeds))
+    return _assign_seeds(item_features(spec, arrays, data_plate, n_items), n_categories, seed)
+
+
+def _assign_seeds(features: np.ndarray | sp.csr_matrix, n_categories: int,
+                  seed: int) -> np.ndarray:
+    """c for the c-th k-means++ seed row of ``features``, −1 for every other row."""
+    assignment = np.full(features.shape[0], -1, dtype=np.int64)
+    if features.shape[0]:
+        seeds = kmeanspp(features, n_categories, seed)
+        assignment[seeds] = np.arange(len(seeds))
     return assignment
 
 
@@ -154,8 +160,4 @@ def seed_chain_steps(spec: dict, arrays: dict[str, np.ndarray], plates: tuple[st
         blocks.append(_onehot(values) if spec["observed"][name]["support"] == "category"
                       else values)
     features = np.hstack(blocks) if blocks else np.zeros((n_steps, 1))
-    assignment = np.full(n_steps, -1, dtype=np.int64)
-    if n_steps:
-        seeds = kmeanspp(features, min(n_categories, n_steps), seed)
-        assignment[seeds] = np.arange(len(seeds))
-    return assignment.reshape(shape)
+    return _assign_seeds(features, n_categories, seed).reshape(shape)
