@@ -19,7 +19,6 @@ process, and its kernels once per machine (the compiler's disk cache).
 from __future__ import annotations
 
 import hashlib
-import inspect
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -34,13 +33,12 @@ from .compiler import Stages, compile_stages, read_source, run_stages
 from .errors import CemError, CemInternalError
 from .model import GateIndex, PlateIndex, RConst, RHyper, RRepeat, RVar
 from .runtime.driver import FitResult, check_applies
+from .runtime.drivers import DRIVERS
 from .runtime.source import ItemSource
 
 __all__ = ["CemEstimator", "Fit", "Inference", "Model", "TopicStructure", "topic_structure"]
 
 STDLIB = Path(__file__).resolve().parents[1] / "stdlib_models"
-METHODS = {"mf": "fit", "svi": "fit_svi", "svi+": "fit_svi", "ssvi-a": "fit_ssvi_a",
-           "ssvi": "fit_ssvi", "klc": "fit_klc"}  # method -> the generated function
 
 _COMPILED: dict[tuple, tuple[Stages, ModuleType]] = {}
 _COMPILING = threading.Lock()
@@ -156,17 +154,8 @@ def _compiled(path: Path, settings: dict[str, float],
     with _COMPILING:
         if key not in _COMPILED:
             stages = run_stages(text, filename, settings, collapse)
-            _COMPILED[key] = (stages, compile_stages(stages, "mf"))
+            _COMPILED[key] = (stages, compile_stages(stages))
         return _COMPILED[key]
-
-
-def _call(kernel: Any, state: Any, fixed: Mapping[str, Any]) -> Any:
-    """Run a generated kernel with each argument from ``fixed`` or else the fit state."""
-    names = inspect.signature(getattr(kernel, "py_func", kernel)).parameters
-    missing = [n for n in names if n not in fixed and not hasattr(state, n)]
-    if missing:
-        raise CemInternalError(f"{kernel.__name__}: no value for {', '.join(missing)}")
-    return kernel(*[fixed[n] if n in fixed else getattr(state, n) for n in names])
 
 
 class Model:
@@ -258,13 +247,7 @@ class Model:
         elif local != "mf":
             raise CemError(f"local step {local!r} does not apply to this model: it has no data "
                            "plate, so no local variables")
-        annealed = options.get("effective_batch_size") is not None
-        if method == "svi+" and not annealed:
-            raise CemError("method 'svi+' needs effective_batch_size=M (M < batch_size), a "
-                           "number or a function of the step")
-        if method == "svi" and annealed:
-            raise CemError("effective_batch_size turns SVI into SVI+", hint="method='svi+'")
-        result = getattr(self.module, METHODS[method])(data, **options)
+        result = DRIVERS[method].run(self.module, data, **options)
         return Fit.of(result, method, local)
 
     def infer(self, data: Mapping[str, Any], fit: FitResult, *, max_local_iter: int = 100,
@@ -284,18 +267,12 @@ class Model:
         clock = time.perf_counter()
         s = module._prepare(data=data, hypers=fit.hypers, dims=dims, seed=0, init=fit.state,
                             start=None, max_local_iter=max_local_iter, local_tol=local_tol)
-        stats = [getattr(s, n) for n in inspect.signature(module.elbo_global.py_func).parameters
-                 if n.startswith("acc_")]
-        for array in stats:
-            array[...] = 0.0
-        fixed = {"seeding": False, "items": s.all_items, "max_local_iter": max_local_iter,
-                 "local_tol": local_tol, "warm": False, "guard": False}
-        local_part = _call(module.local_step, s, fixed)
+        module.zero_statistics(s)
+        local_part = module.run_local_step(s, s.all_items, max_local_iter, local_tol)
         # the global factors' terms are linear in the statistics: with and without them
-        with_data = _call(module.elbo_global, s, {})
-        for array in stats:
-            array[...] = 0.0
-        without_data = _call(module.elbo_global, s, {})
+        with_data = module.elbo_of_globals(s)
+        module.zero_statistics(s)
+        without_data = module.elbo_of_globals(s)
         seconds = time.perf_counter() - clock
         result = module._result(s, [], False, seconds)
         globals_ = {f"lam_{name}" for name in self.stages.plan.globals}

@@ -87,14 +87,12 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compile", help="write the generated Python module",
                        epilog="example: cemodel compile lda.cem -o lda_vi.py --set K=50")
     common(p)
-    p.add_argument("-o", "--output", help="output .py file (default: MODEL_mf.py)")
-    p.add_argument("--method", default="mf", choices=["mf"])
+    p.add_argument("-o", "--output", help="output .py file (default: MODEL_vi.py)")
     p = sub.add_parser("fit", help="compile (cached), load data, fit, write the posterior",
                        epilog="example: cemodel fit lda.cem --data corpus.npz -o post.npz")
     common(p)
     p.add_argument("--data", required=True, help=".npz, .npy, .csv, .mtx or UCI docword file")
     p.add_argument("--method", default="mf",
-                   choices=["mf", "svi", "svi+", "ssvi-a", "ssvi", "klc"],
                    help="mf: batch coordinate ascent; svi: stochastic VI over the data plate; "
                    "svi+: SVI with tuneable annealing (needs --effective-batch-size); ssvi-a, "
                    "ssvi: structured SVI (Hoffman & Blei 2015), globals sampled in the local "
@@ -202,17 +200,32 @@ def cmd_compile(args) -> int:
     from .compiler import generate, write_atomic
 
     stages = _stages(args)
-    source = generate(stages, args.method)
-    out = Path(args.output or f"{stages.model.name}_{args.method}.py")
+    source = generate(stages)
+    out = Path(args.output or f"{stages.model.name}_vi.py")
     write_atomic(out, source)
     print(f"wrote {out}")
     return 0
 
 
+def _fit_summary(args, method, result, stages) -> str:
+    """The line `cemodel fit` prints when a fit ends."""
+    if method.stochastic:
+        return f"{args.method} ({args.local} local step): {result.iterations} epochs"
+    status = "converged" if result.converged else "stopped at --max-iter"
+    if args.method == "klc":
+        return (f"klc ({args.cg}, collapsed {', '.join(stages.plan.collapse.collapsed)}): "
+                f"{status} after {result.notes['iterations']} iterations, "
+                f"{result.notes['restarts']} restarts")
+    return f"{status} after {result.iterations} iterations"
+
+
 def cmd_fit(args) -> int:
     from .compiler import compile_stages, parse_settings, write_atomic_bytes
     from .data import load_data
+    from .runtime.drivers import DRIVERS
 
+    if args.method not in DRIVERS:
+        raise CemError(f"--method: expected one of {', '.join(DRIVERS)}, found {args.method!r}")
     stages = _stages(args)
     why = dict(stages.plan.methods)[args.method]
     if not why.startswith("yes"):
@@ -242,7 +255,7 @@ def cmd_fit(args) -> int:
                        "iteration; out of core applies to svi, svi+, ssvi-a and ssvi")
     if args.stream and (args.dask or args.scheduler):
         raise CemError("--stream does not run on Dask: every worker binds the whole data set")
-    module = compile_stages(stages, "mf")
+    module = compile_stages(stages)
     if args.stream:  # read a minibatch at a time from disk
         from .streaming import open_model_source
 
@@ -254,12 +267,13 @@ def cmd_fit(args) -> int:
     dims = {d.name: d.default for d in stages.model.dims if d.name in settings}
     out = Path(args.output or f"{stages.model.name}_posterior.npz")
 
-    unit = "iter" if args.method in ("mf", "klc") else "epoch"
+    method = DRIVERS[args.method]
+    unit = "epoch" if method.stochastic else "iter"
     bar = None
     if not args.quiet and sys.stderr.isatty():  # a terminal: a progress bar with ELBO and ETA
         from tqdm import tqdm
 
-        total = args.max_iter if args.method in ("mf", "klc") else args.epochs
+        total = args.epochs if method.stochastic else args.max_iter
         bar = tqdm(total=total, unit=unit, file=sys.stderr, dynamic_ncols=True)
 
     def progress(iteration: int, elbo: float, seconds: float) -> None:
@@ -299,45 +313,28 @@ def cmd_fit(args) -> int:
                            "jointly, with no local step to distribute")
         runner = partial(distributed_fit, args.model, method=args.method,
                          client=args.dask or args.scheduler, settings=settings)
+    if args.method == "klc":
+        if args.learn:
+            raise CemError("--learn is not available for --method klc")
+        options = dict(cg=args.cg, max_iter=args.max_iter, tol=args.tol, gtol=args.tol,
+                       seed=args.seed, line_search=args.line_search, callback=klc_progress)
+    elif method.stochastic:
+        options = dict(epochs=args.epochs, batch_size=args.batch_size, kappa=args.kappa,
+                       tau=args.tau, step_scale=args.step_scale, seed=args.seed,
+                       callback=progress, ramp=args.ramp, **extra,
+                       effective_batch_size=args.effective_batch_size
+                       if args.method == "svi+" else None)
+    else:
+        options = dict(max_iter=args.max_iter, tol=args.tol, seed=args.seed, callback=progress,
+                       **extra)
     try:
-        if runner is not None and args.method == "mf":
-            result = runner(data, dims=dims, max_iter=args.max_iter, tol=args.tol,
-                            seed=args.seed, callback=progress, **extra)
-            status = "converged" if result.converged else "stopped at --max-iter"
-            done = (f"{status} after {result.iterations} iterations on Dask "
-                    f"({result.notes['dask_partitions']} partitions)")
-        elif runner is not None:
-            result = runner(
-                data, dims=dims, epochs=args.epochs, batch_size=args.batch_size,
-                kappa=args.kappa, tau=args.tau, step_scale=args.step_scale, seed=args.seed,
-                callback=progress, ramp=args.ramp, **extra,
-                effective_batch_size=args.effective_batch_size if args.method == "svi+" else None)
-            done = (f"{args.method} ({args.local} local step): {result.iterations} epochs on "
-                    f"Dask ({result.notes['dask_partitions']} partitions)")
-        elif args.method == "mf":
-            result = module.fit(data, dims=dims, max_iter=args.max_iter, tol=args.tol,
-                                seed=args.seed, callback=progress, **extra)
-            status = "converged" if result.converged else "stopped at --max-iter"
-            done = f"{status} after {result.iterations} iterations"
-        elif args.method == "klc":
-            if args.learn:
-                raise CemError("--learn is not available for --method klc")
-            result = module.fit_klc(data, dims=dims, cg=args.cg, max_iter=args.max_iter,
-                                    tol=args.tol, gtol=args.tol, seed=args.seed,
-                                    line_search=args.line_search, callback=klc_progress)
-            status = "converged" if result.converged else "stopped at --max-iter"
-            done = (f"klc ({args.cg}, collapsed {', '.join(stages.plan.collapse.collapsed)}): "
-                    f"{status} after {result.notes['iterations']} iterations, "
-                    f"{result.notes['restarts']} restarts")
+        if runner is not None:
+            result = runner(data, dims=dims, **options)
         else:
-            fit = {"ssvi-a": module.fit_ssvi_a, "ssvi": getattr(module, "fit_ssvi", None)}.get(
-                args.method, module.fit_svi)
-            result = fit(
-                data, dims=dims, epochs=args.epochs, batch_size=args.batch_size,
-                kappa=args.kappa, tau=args.tau, step_scale=args.step_scale, seed=args.seed,
-                callback=progress, ramp=args.ramp, **extra,
-                effective_batch_size=args.effective_batch_size if args.method == "svi+" else None)
-            done = f"{args.method} ({args.local} local step): {result.iterations} epochs"
+            result = method.run(module, data, dims=dims, **options)
+        done = _fit_summary(args, method, result, stages)
+        if runner is not None:
+            done += f" on Dask ({result.notes['dask_partitions']} partitions)"
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()

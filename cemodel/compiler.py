@@ -210,9 +210,8 @@ def _collect(node: ast.AST, names: set[str], own: frozenset[str]) -> None:
         _collect(child, names, own)
 
 
-def generate(stages: Stages, method: str = "mf") -> str:
-    if method != "mf":
-        raise CemError(f"unknown method '{method}'", hint="available: mf")
+def generate(stages: Stages) -> str:
+    """The generated module's source (one module serves every inference method)."""
     return stages.source if stages.source is not None else generate_mf(stages.plan)
 
 
@@ -255,12 +254,12 @@ def import_generated(path: Path) -> ModuleType:
 
 
 def compile_model(path: str | Path, settings: dict[str, float] | None = None,
-                  method: str = "mf", collapse: tuple[str, ...] | None = None) -> ModuleType:
+                  collapse: tuple[str, ...] | None = None) -> ModuleType:
     """Compile a .cem file and import the generated module (cached by content hash);
     ``collapse`` names the KLC set X (default: the model file's, else cemodel's choice)."""
     text, filename = read_source(path)
     stages = run_stages(text, filename, settings, collapse)
-    return compile_stages(stages, method)
+    return compile_stages(stages)
 
 
 def runtime_fingerprint() -> str:
@@ -277,10 +276,10 @@ def runtime_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def compile_stages(stages: Stages, method: str = "mf") -> ModuleType:
-    source = generate(stages, method)
+def compile_stages(stages: Stages) -> ModuleType:
+    source = generate(stages)
     digest = hashlib.sha256((source + runtime_fingerprint()).encode()).hexdigest()[:16]
-    target = cache_dir() / f"{stages.model.name}_{method}_{digest}.py"
+    target = cache_dir() / f"{stages.model.name}_{digest}.py"
     if not target.exists():
         write_atomic(target, source)
     return import_generated(target)

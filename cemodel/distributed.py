@@ -7,20 +7,21 @@ data plate, the global step on the client.
 
 How, and why this way:
 
-* The client runs the generated driver itself (``fit``, ``fit_svi``, ``fit_ssvi_a``,
-  ``fit_ssvi``): its random draws, step sizes, global updates, ELBO, stopping rule,
-  callbacks, checkpoints and empirical Bayes, in a private copy of the module's namespace
-  where ``local_step`` is a proxy. Every method therefore follows the single-process
-  trajectory; only the order in which the items' statistics are added changes (round-off).
-* The proxy splits the items of each call among P contiguous partitions of the data plate
+* The client runs the method's driver itself (``cemodel.runtime.drivers.DRIVERS``): its random
+  draws, step sizes, global updates, ELBO, stopping rule, callbacks, checkpoints and empirical
+  Bayes, over the model interface of the generated module in which ``run_local_step`` is this
+  layer's executor. Every method therefore follows the single-process trajectory; only the
+  order in which the items' statistics are added changes (round-off).
+* The executor splits the items of each call among P contiguous partitions of the data plate
   and submits one task per partition that has items. A task is a pure function of (the
-  partition's items, the scalars and the globals' arrays the local step reads, the
-  partition's rows of the per-item state) and returns the partition's sufficient statistics,
+  partition's items, the hyperparameters and the globals' expectations, the partition's rows
+  of the per-item state) and returns the partition's sufficient statistics,
   its local ELBO terms and its new per-item rows, which the client adds up (in partition
   order) and writes back. Recomputing a task, on a worker that replaced a killed one or on a
   retry, gives the same answer, so nothing is lost or counted twice.
-* Per-item state (LDA's q(theta[d]), a mixture's q(z[n]), the SVI+ weights, the seed
-  categories) travels with each task, both ways, instead of living on a worker: the restart
+* Which array is which comes from the module's ``ROLES`` table. Per-item state (its
+  ``kept_local`` arrays: LDA's q(theta[d]), a mixture's q(z[n]); its ``item`` arrays: the SVI+
+  weights, the seed categories) travels with each task, instead of living on a worker: the restart
   guard and warm starts read an item's previous state, the client reads it for empirical
   Bayes, checkpoints and the result, and a recomputed task must start from the same state.
 * The model (its source and settings), the data and the start of the globals go to the
@@ -37,10 +38,8 @@ than as scattered data, which Dask cannot recompute: any worker may die at any t
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import threading
-import types
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -52,17 +51,15 @@ import numpy as np
 from .api import Fit, Model
 from .compiler import compile_stages, read_source, run_stages
 from .errors import CemError, CemInternalError
-from .runtime.driver import FitResult, check_applies
+from .runtime.driver import FitResult, State, check_applies
+from .runtime.drivers import DRIVERS
 from .runtime.source import ItemSource
 
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["DRIVERS", "fit"]
+__all__ = ["NOT_DISTRIBUTED", "fit"]
 
-# the methods distributed here -> the generated function that runs them
-DRIVERS = {"mf": "fit", "svi": "fit_svi", "svi+": "fit_svi", "ssvi-a": "fit_ssvi_a",
-           "ssvi": "fit_ssvi"}
 NOT_DISTRIBUTED = {
     "klc": "KLC-CG optimises q(Z) of all items jointly by conjugate gradients on the whole "
            "data set; it has no local step to partition",
@@ -70,8 +67,6 @@ NOT_DISTRIBUTED = {
              "for all items, so they would depend on which worker ran which item",
     "cvb0": "its E-step is a kernel of its own (local_step_cvb0), which is not partitioned",
 }
-_ITEM_INPUTS = ("item_weight", "seed_category")  # per-item arrays the local step only reads
-_VARIABLE_PREFIXES = ("lam", "E", "X", "XT", "ET")  # arrays of a variable: lam_<var>_<stat>
 
 
 def fit(model: str | Path | Model, data: Mapping[str, Any], *, method: str = "mf",
@@ -107,7 +102,7 @@ def fit(model: str | Path | Model, data: Mapping[str, Any], *, method: str = "mf
     with _connect(client) as dask_client:
         distributor = _Distributor(dask_client, model, partitions, retries)
         try:
-            result = distributor.run(DRIVERS[method], data, options)
+            result = distributor.run(method, data, options)
         finally:
             distributor.close()
     return Fit.of(result, method, local)
@@ -204,14 +199,9 @@ class _Setup:
     prepare: dict[str, Any]  # _prepare's arguments but the data
 
 
-def _variable_of(name: str) -> str | None:
-    """``lam_theta_log`` -> ``theta``: the variable an array of the layout belongs to."""
-    prefix, _, rest = name.partition("_")
-    return rest.rsplit("_", 1)[0] if prefix in _VARIABLE_PREFIXES and "_" in rest else None
-
-
 class _Distributor:
-    """Runs a generated driver with its local step on the cluster (see the module doc)."""
+    """The generated module's interface with ``run_local_step`` on the cluster (see the module
+    doc): what the drivers are given in place of the module."""
 
     def __init__(self, client: Client, model: Model, partitions: int | None,
                  retries: int) -> None:
@@ -223,29 +213,20 @@ class _Distributor:
             raise CemError(f"partitions: expected a number >= 1, found {partitions}")
         self.client, self.model, self.module = client, model, model.module
         self.partitions, self.retries = int(partitions), int(retries)
-        self.names = tuple(inspect.signature(self.module.local_step.py_func).parameters)
-        self.globals = set(model.stages.plan.globals)
-        self.kept = set(model.stages.plan.kept_locals)
+        self.roles = {name: role for role, names in self.module.ROLES.items() for name in names}
         self.setup: _Setup | None = None
         self.setup_future: Any = None
-        self.state: Any = None  # the client's state (the driver's ``s``)
         self.n_items = 0
         self.bounds = np.zeros(1, dtype=np.int64)  # partition p: items bounds[p]:bounds[p + 1]
         self.tasks = self.worker_setups = self.calls = 0
 
-    def run(self, driver: str, data: Mapping[str, Any], options: dict[str, Any]) -> FitResult:
-        """The generated ``driver`` with ``_prepare`` and ``local_step`` replaced by ours."""
-        namespace = dict(vars(self.module))
-        for name, value in vars(self.module).items():
-            # the drivers look kernels up in their globals: rebuild them over the copy
-            if isinstance(value, types.FunctionType) and value.__module__ == self.module.__name__:
-                rebound = types.FunctionType(value.__code__, namespace, value.__name__,
-                                             value.__defaults__, value.__closure__)
-                rebound.__kwdefaults__ = value.__kwdefaults__
-                namespace[name] = rebound
-        namespace["_prepare"] = self._prepare
-        namespace["local_step"] = self._local_step
-        result = namespace[driver](data, **options)
+    def __getattr__(self, name: str) -> Any:
+        """Everything but _prepare and run_local_step is the module's own."""
+        return getattr(self.module, name)
+
+    def run(self, method: str, data: Mapping[str, Any], options: dict[str, Any]) -> FitResult:
+        """The method's driver over this interface."""
+        result = DRIVERS[method].run(self, data, **options)
         result.notes.update(dask_partitions=self.partitions, dask_tasks=self.tasks,
                             dask_worker_setups=self.worker_setups)
         return result
@@ -259,60 +240,56 @@ class _Distributor:
         self.setup_future.release()
         self.setup = None
 
-    def _prepare(self, *args: Any, **kwargs: Any) -> Any:
+    def _prepare(self, data: Any, hypers: Any, dims: Any, seed: int, init: Any, start: Any,
+                 max_local_iter: int, local_tol: float) -> State:
         """The module's _prepare (its seeding local step, if any, runs here), then the setup
         of the workers: the globals start where the client's did."""
-        state = self.module._prepare(*args, **kwargs)
-        arguments = inspect.signature(self.module._prepare).bind(*args, **kwargs).arguments
-        data = arguments.pop("data")
-        # the workers' globals are never read (every step sends them); a start from the
-        # client's skips their start (a seeding pass, random draws)
-        arguments["init"] = {name: value for name, value in vars(state).items()
-                             if name.startswith("lam_") and _variable_of(name) in self.globals}
-        arguments["start"] = None
+        state = self.module._prepare(data, hypers, dims, seed, init, start, max_local_iter,
+                                     local_tol)
+        # the workers' globals are never read (every step sends their expectations); a start
+        # from the client's skips their start (a seeding pass, random draws)
+        prepare = dict(hypers=hypers, dims=dims, seed=seed, start=None,
+                       max_local_iter=max_local_iter, local_tol=local_tol,
+                       init={name: getattr(state, name)
+                             for name in self.module.ROLES.get("global", ())})
         self.n_items = len(state.all_items)
         self.bounds = np.array([p * self.n_items // self.partitions
                                 for p in range(self.partitions + 1)])
-        self.state = state
+        for name in self._names("kept_local", "item"):
+            rows = np.shape(getattr(state, name))[:1]
+            if rows != (self.n_items,):
+                raise CemInternalError(f"the per-item array {name!r}: expected one row per "
+                                       f"item ({self.n_items}), found {rows}")
         text, filename = read_source(self.model.path)
         key = uuid.uuid4().hex
         self.setup = _Setup(key, text, filename, dict(self.model.settings),
                             self.model.collapse, Path(self.module.__file__).name, data,
-                            arguments)
+                            prepare)
         # a task, not scattered data: if every worker holding it dies, Dask recomputes it
         self.setup_future = self.client.submit(_hold, self.setup, key=f"cemodel-setup-{key}")
         return state
 
-    def _role(self, name: str, value: Any) -> str:
-        """Where a local_step argument comes from on the worker."""
-        if name == "items":
-            return "items"
-        if name.endswith("_threads"):  # per-thread scratch: the worker's own
-            return "scratch"
-        if name.startswith("acc_"):  # sufficient statistics: summed over partitions
-            return "output"
-        var = _variable_of(name)
-        if name in _ITEM_INPUTS or var in self.kept:
-            if not (isinstance(value, np.ndarray) and value.shape[:1] == (self.n_items,)):
-                raise CemInternalError(f"local_step argument {name!r}: expected one row per "
-                                       f"item ({self.n_items}), found {np.shape(value)}")
-            return "rows"
-        if not isinstance(value, np.ndarray) or var in self.globals:
-            return "sent"  # scalars (hyperparameters may be learned) and the globals' arrays
-        if getattr(self.state, name, None) is not value:
-            raise CemInternalError(f"local_step argument {name!r} is not data, a global, a "
-                                   "per-item array or fixed by _prepare: cannot place it")
-        return "fixed"  # data and known quantities: the worker's, bound from the same data
+    def _names(self, *roles: str) -> list[str]:
+        return [name for name, role in self.roles.items() if role in roles]
 
-    def _local_step(self, *args: Any) -> float:
-        """local_step(...) over the partitions: accumulators added, per-item rows written."""
+    def _sent(self, s: State) -> dict[str, Any]:
+        """What every task gets from the client: the globals' expectations (E[t], or a draw
+        under SSVI-A) and the hyperparameters and knowns that empirical Bayes may move."""
+        sent = {name: getattr(s, name) for name in self._names("global_exp", "hyper")}
+        sent.update({name: getattr(s, name) for name in self._names("known")
+                     if not isinstance(getattr(s, name), np.ndarray)})
+        return sent
+
+    def run_local_step(self, s: State, items: np.ndarray, max_local_iter: int,
+                       local_tol: float, seeding: bool = False, warm: bool = False,
+                       guard: bool = False) -> float:
+        """run_local_step over the partitions: statistics added, per-item rows written."""
         assert self.setup is not None, "_prepare comes first"
-        values = dict(zip(self.names, args, strict=True))
-        roles = {name: self._role(name, value) for name, value in values.items()}
-        sent = {name: values[name] for name, role in roles.items() if role == "sent"}
-        rows = [name for name, role in roles.items() if role == "rows"]
-        outputs = [name for name, role in roles.items() if role == "output"]
-        items = np.asarray(values["items"])
+        flags = dict(max_local_iter=max_local_iter, local_tol=local_tol, seeding=seeding,
+                     warm=warm, guard=guard)
+        sent, outputs = self._sent(s), self._names("statistic")
+        rows = self._names("kept_local", "item")
+        items = np.asarray(items)
         owner = np.searchsorted(self.bounds, items, side="right") - 1
         parts, futures = [], []
         for part in range(self.partitions):
@@ -321,18 +298,18 @@ class _Distributor:
                 continue
             parts.append(mine)
             futures.append(self.client.submit(
-                _local_task, self.setup_future, mine, sent,
-                {name: values[name][mine] for name in rows}, outputs,
+                _local_task, self.setup_future, mine, flags, sent,
+                {name: getattr(s, name)[mine] for name in rows}, outputs,
                 key=f"cemodel-local-{self.setup.key}-{self.calls}-{part}", retries=self.retries))
         self.calls += 1
         self.tasks += len(futures)
         elbo = 0.0
         for mine, (stats, part_elbo, new_rows, fresh) in zip(
                 parts, self.client.gather(futures), strict=True):
-            for name in outputs:  # local_step adds to the accumulators the driver zeroed
-                values[name] += stats[name]
+            for name in outputs:  # the local step adds to the statistics the driver zeroed
+                getattr(s, name)[...] += stats[name]
             for name, value in new_rows.items():
-                values[name][mine] = value
+                getattr(s, name)[mine] = value
             elbo += part_elbo
             self.worker_setups += fresh
         return elbo
@@ -347,9 +324,8 @@ class _Distributor:
 class _WorkerFit:
     """A worker's compiled module and bound state for one fit."""
 
-    module: types.ModuleType
+    module: Any
     state: Any
-    names: tuple[str, ...]
     lock: threading.Lock  # a worker with several threads runs one task of a fit at a time
 
 
@@ -368,34 +344,34 @@ def _worker_fit(setup: _Setup) -> tuple[_WorkerFit, bool]:
         if found is not None:
             return found, False
         stages = run_stages(setup.source, setup.filename, setup.settings, setup.collapse)
-        module = compile_stages(stages, "mf")
+        module = compile_stages(stages)
         if Path(module.__file__).name != setup.module_file:
             raise CemError(f"a worker generated {Path(module.__file__).name}, the client "
                            f"{setup.module_file}: install the same cemodel on both")
         state = module._prepare(setup.data, **setup.prepare)
-        names = tuple(inspect.signature(module.local_step.py_func).parameters)
-        made = _WorkerFit(module, state, names, threading.Lock())
+        made = _WorkerFit(module, state, threading.Lock())
         _WORKER_FITS[setup.key] = made
         return made, True
 
 
-def _local_task(setup: _Setup, items: np.ndarray, sent: dict[str, Any],
+def _local_task(setup: _Setup, items: np.ndarray, flags: dict[str, Any], sent: dict[str, Any],
                 rows: dict[str, np.ndarray], outputs: list[str],
                 ) -> tuple[dict[str, np.ndarray], float, dict[str, np.ndarray], bool]:
     """The local step over ``items``: a pure function of its arguments (the worker's state
     only caches the data, scratch and the rows written here first)."""
     made, fresh = _worker_fit(setup)
+    item_inputs = set(made.module.ROLES.get("item", ()))
     with made.lock:
         s = made.state
+        for name, value in sent.items():
+            setattr(s, name, value)
         for name, value in rows.items():
             getattr(s, name)[items] = value
         for name in outputs:
             getattr(s, name)[...] = 0.0
-        args = [items if name == "items" else sent[name] if name in sent else getattr(s, name)
-                for name in made.names]
-        elbo = made.module.local_step(*args)
+        elbo = made.module.run_local_step(s, items, **flags)
         stats = {name: getattr(s, name).copy() for name in outputs}
-        new_rows = {name: getattr(s, name)[items] for name in rows if name not in _ITEM_INPUTS}
+        new_rows = {name: getattr(s, name)[items] for name in rows if name not in item_inputs}
     return stats, float(elbo), new_rows, fresh
 
 

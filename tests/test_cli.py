@@ -88,8 +88,8 @@ def test_compile_set_changes_the_default(tmp_path, capsys):
 def test_compile_default_output_name(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["compile", str(BETA_BERNOULLI)]) == 0
-    assert "wrote beta_bernoulli_mf.py" in capsys.readouterr().out
-    assert (tmp_path / "beta_bernoulli_mf.py").is_file()
+    assert "wrote beta_bernoulli_vi.py" in capsys.readouterr().out
+    assert (tmp_path / "beta_bernoulli_vi.py").is_file()
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ identifiers renamed; numbers, distribution names, argument lists, indices and ``
 changed), plausible models from a grammar-aware generator (dimensions, hyperparameters,
 globals, mixtures, nested and ragged plates, covariates, integer group indices), those
 plausible models mutated, and token soup. Each goes through the front end and the analysis
-(``run_stages``) and, when that succeeds, the code generator (``generate(stages, "mf")``,
+(``run_stages``) and, when that succeeds, the code generator (``generate(stages)``,
 whose output must be valid Python; numba is not run, it would be too slow here). It must
 either succeed or raise a ``CemSourceError`` rendered as ``fuzz.cem:LINE:COL: error: ...``
 with that source line and a caret under column COL; any other exception fails.
@@ -60,7 +60,7 @@ def check_source(text: str) -> str:
     except CemSourceError as exc:
         assert_located(exc, text)
         return type(exc).__name__
-    source = generate(stages, "mf")
+    source = generate(stages)
     compile(source, "generated.py", "exec")  # valid Python (numba would take too long here)
     return "ok"
 

@@ -178,53 +178,20 @@ class KlcEmitter:
             grad_overrides[f"natgrad_{z}"] = f"natgrad[{i}]"
             grad_overrides[f"grad_{z}"] = f"grad[{i}]"
         grad_fn = Function("_klc_gradient", ("s", "theta", "natgrad", "grad"), (
-            e._driver_call("klc_gradient", grad_overrides, result="norm"),
-            Line("return norm"),
+            Line("return " + e._driver_call("klc_gradient", grad_overrides).text),
         ), "natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first).")
         shapes = [", ".join(_from_state(d) for d in self.full_shape(z)) for z in self.Z]
-        body: list[Node] = [
-            Line("rt.check_applies('method', 'klc', METHODS)"),
-            Line("s = _prepare(data, hypers, dims, seed, None, 'random', 1, 0.0)",
-                 "(the globals' start is overwritten by q*(X))"),
-            Line("rng = np.random.default_rng(seed)"),
-            Line("shapes = [" + ", ".join(f"({shape},)" for shape in shapes) + "]"),
-            Line(f"theta = rt.klc_start(init, {self.Z!r}, shapes, rng)",
-                 "softmax parameters of q(Z): given, or N(0, 1) draws"),
-            Line("clock = time.perf_counter()"),
-            Line("run = rt.riemannian_cg(lambda t: _klc_bound(s, t), "
-                 "lambda t, n, g: _klc_gradient(s, t, n, g), theta, cg=cg, max_iter=max_iter, "
-                 "tol=tol, gtol=gtol, line_search=line_search, callback=callback)"),
-            Comment("the state at the final θ (the optimiser's last evaluation may be a "
-                    "rejected step)"),
-            Line("_klc_bound(s, run.theta)"),
-            Line("result = _result(s, run.trace, run.converged, time.perf_counter() - clock)"),
-            Line("result.notes.update(run.notes)"),
-            Line("result.iterations = run.notes['iterations']",
-                 "the trace starts with the initial bound"),
-            *[Line(f"result.posterior[{z + '.logits'!r}] = run.theta[{i}]")
-              for i, z in enumerate(self.Z)],
-            Line("return result"),
-        ]
-        args = ("data", "*", "hypers=None", "dims=None", "cg='fr'", "max_iter=1000",
-                "tol=1e-6", "gtol=1e-6", "line_search=False", "seed=0", "init=None",
-                "callback=None")
-        collapse = self.plan.collapse
-        doc = (f"Fit {self.model.name} by KLC-CG: the KL-corrected bound with "
-               f"{', '.join(self.X)} integrated out,\noptimised over the softmax parameters "
-               f"of q({'), q('.join(self.Z)}) by Riemannian conjugate gradients (Hensman, "
-               "Rattray\n& Lawrence 2012).\n\n"
-               "cg: 'fr' (Fletcher–Reeves), 'pr' (Polak–Ribière), 'hs' (Hestenes–Stiefel) or "
-               "'none'\n(steepest ascent with unit steps, which is VBEM). Step length 1; the "
-               "direction restarts at\nthe natural gradient when it is not an ascent "
-               "direction or the bound drops (line_search:\nhalve the step first).\n"
-               "Stops when the change of the bound falls below tol or ⟨g̃, g⟩ below gtol.\n"
-               f"init: {{name: θ}} for {', '.join(self.Z)} (the same start for every method); "
-               "default N(0, 1) draws from seed.\n"
-               "callback(iteration, bound, norm, seconds) after each iteration.\n"
-               f"The collapse set is chosen by {collapse.chosen_by if collapse else ''}; "
-               "result.notes holds restarts and the gradient norms.")
-        fit = Function("fit_klc", args, tuple(body), doc)
-        return [bound_fn, grad_fn, fit]
+        shapes_fn = Function("_klc_shapes", ("s",), (
+            Line("return [" + ", ".join(f"({shape},)" for shape in shapes) + "]"),),
+            "The shapes of the softmax parameters θ of q(Z), one per member of KLC_LOCALS.")
+        doc = (f"KLC-CG (Hensman et al. 2012): {', '.join(self.X)} integrated out, q("
+               f"{'), q('.join(self.Z)}) by Riemannian CG.")
+        fit = Function("fit_klc", ("data", "**options"), (
+            Line("return rt.drivers.klc.fit(_THIS, data, **options)"),), doc)
+        return [bound_fn, grad_fn, shapes_fn, fit]
+
+    def constants(self) -> list[Line]:
+        return [Line(f"KLC_LOCALS = {tuple(self.Z)!r}", "KLC-CG's parameterised Z")]
 
 
 def _from_state(size: str) -> str:

@@ -31,8 +31,9 @@ from ..model import (
     VarDef,
     data_refs,
 )
-from ..plan import SAMPLED_FAMILIES, SSVI_AUX_DRAWS, InferencePlan, describe_slot
+from ..plan import SSVI_AUX_DRAWS, InferencePlan, describe_slot
 from .assignments import AssignmentStep
+from .interface import entry_points, interface_nodes, roles_table
 from .klc import KlcEmitter
 from .loops import (
     ArgRecorder,
@@ -1546,20 +1547,14 @@ class MeanFieldEmitter:
                     return f"no: the hyperparameter {h.name} is sized by {d}, one per item"
         return "yes"
 
-    def _prepare_nodes(self, items_only: bool) -> list[Node]:
-        """The binding and allocations of ``_prepare``; ``items_only`` (``_bind_items``): a
-        minibatch's own data, locals and buffers, and the globals, hyperparameters and
-        statistics of the fit's state ``fit_state``, shared rather than copied."""
+    def _prepare_nodes(self, shares: bool) -> list[Node]:
+        """The binding and allocations of ``_prepare``; ``shares`` (out of core): given the
+        fit's state ``share``, a minibatch's own data, locals and buffers, and the globals,
+        hyperparameters and statistics of ``share``, shared rather than copied."""
         m = self.model
         body: list[Node] = []
-        if items_only:
-            body.append(Line("bound = rt.bind_data(SPEC, data, {k: v for k, v in "
-                             "fit_state.bound.dims.items() if k not in ITEM_DIMS})",
-                             "the sizes of everything but the items are the fit's"))
-        else:
-            body.append(Line("hypers = dict(hypers or {})"))
-            body.append(Line(f"rt.check_hyper_names(hypers, {[h.name for h in m.hypers]!r})"))
-            body.append(Line("bound = rt.bind_data(SPEC, data, dims)"))
+        body.append(Line(f"hypers = rt.check_hyper_names(hypers, {[h.name for h in m.hypers]!r})"))
+        body.append(Line("bound = rt.bind_data(SPEC, data, dims)"))
         for d in m.dims:
             if d.ragged_over is None:
                 body.append(Line(f"{dim_name(d.name)} = bound.dims[{d.name!r}]"))
@@ -1572,22 +1567,17 @@ class MeanFieldEmitter:
                 body.append(Line(f"{v.name} = bound.arrays[{v.name!r}]"))
             else:  # a single number: the kernels read it as a scalar
                 body.append(Line(f"{v.name} = bound.arrays[{v.name!r}].item()"))
-        if items_only:
-            if m.hypers:
-                body.append(Comment("hyperparameters: the fit's current values"))
-            for h in m.hypers:
-                body.append(Line(f"{h.name} = fit_state.{h.name}"))
-        else:
-            body.append(Comment("hyperparameters (defaults from the model file)"))
+        body.append(Comment("hyperparameters (defaults from the model file"
+                            + ("; out of core the fit's current values)" if shares else ")")))
         domains = self._hyper_domains()
-        for h in m.hypers if not items_only else ():
+        for h in m.hypers:
             shape = _tuple([dim_name(s) for s in h.shape])
             domain = f", domain={domains[h.name]!r}" if h.name in domains else ""
             default = _np(h.value)
             if " / " in default:  # evaluated only when not given: a size may make it 1/0
                 default = f"lambda: {default}"
-            body.append(Line(f"{h.name} = rt.hyper_value(hypers, {h.name!r}, "
-                             f"{default}, {shape}{domain})"))
+            value = f"rt.hyper_value(hypers, {h.name!r}, {default}, {shape}{domain})"
+            body.append(Line(f"{h.name} = " + _shared(h.name, value, shares)))
         body.append(Comment("known quantities: functions of hyperparameters and data"))
         for key, (name, expr) in self.known_exprs.items():
             if name == expr:
@@ -1601,22 +1591,23 @@ class MeanFieldEmitter:
                 event = self._stat_shape(var, stat, rank)
                 full = _tuple(shape + event)
                 for array in (self.layout.lam(name, stat), self.layout.E(name, stat)):
-                    shared = items_only and name in self.plan.globals
-                    body.append(Line(f"{array} = fit_state.{array}" if shared
-                                     else f"{array} = np.zeros({full})"))
+                    shared = shares and name in self.plan.globals
+                    body.append(Line(f"{array} = " + _shared(array, f"np.zeros({full})",
+                                                             shared)))
         for name, layouts in self.exp_needed.items():
             E = self.layout.E(name, "log")
-            if items_only and name in self.plan.globals:
-                body += [Line(f"{array} = fit_state.{array}") for array in self._exp_arrays(name)]
-                continue
+            shared = shares and name in self.plan.globals
             for transposed in sorted(layouts):
                 if transposed:
-                    body.append(Line(f"XT_{name}_log = np.zeros({E}.shape[::-1])",
-                                     f"exp(E[log {name}]), statistic axis first"))
-                    body.append(Line(f"ET_{name}_log = np.zeros({E}.shape[::-1])",
-                                     f"E[log {name}], statistic axis first"))
+                    body.append(Line(f"XT_{name}_log = " + _shared(
+                        f"XT_{name}_log", f"np.zeros({E}.shape[::-1])", shared),
+                        f"exp(E[log {name}]), statistic axis first"))
+                    body.append(Line(f"ET_{name}_log = " + _shared(
+                        f"ET_{name}_log", f"np.zeros({E}.shape[::-1])", shared),
+                        f"E[log {name}], statistic axis first"))
                 else:
-                    body.append(Line(f"X_{name}_log = np.zeros_like({E})", f"exp(E[log {name}])"))
+                    body.append(Line(f"X_{name}_log = " + _shared(
+                        f"X_{name}_log", f"np.zeros_like({E})", shared), f"exp(E[log {name}])"))
         for (name, m), pre in self.hoisted().items():
             body.append(Line(f"{pre} = np.zeros({self._hoisted_shape(name, m)})",
                              f"a message to q({name}) that no item changes (hoist_messages)"))
@@ -1646,23 +1637,25 @@ class MeanFieldEmitter:
                                  f"one item's rows of the per-row factor of q({name})"))
                 body.append(Line(f"s_{name} = np.zeros({rows})", "per-row normalisers"))
         body.append(Comment("sufficient statistics the local step hands to the global step"
-                            + (" (added up over minibatches)" if items_only else "")))
+                            + (" (out of core added up over minibatches)" if shares else "")))
         for acc in self.plan.stored_accumulators:
-            if items_only:
-                body.append(Line(f"{acc.name} = fit_state.{acc.name}"))
-                continue
             factor = self.analysis.factors[acc.factor]
             dims = [dim_name(self.model.plate(k[1:]).dim) if k.startswith("@")
                     else dim_name(factor.dim_of(k)) for k in acc.key]
-            body.append(Line(f"{acc.name} = np.zeros({_tuple(dims)})"))
+            body.append(Line(f"{acc.name} = " + _shared(acc.name, f"np.zeros({_tuple(dims)})",
+                                                        shares)))
         if self.model.data_plate is not None:
             body.append(Line("n_threads = rt.thread_count()",
                              "the local step's threads (NUMBA_NUM_THREADS, --threads)"))
-            for name in self.thread_private():
-                body.append(Line(f"{name}_threads = np.zeros((n_threads,) + {name}.shape)"))
+            private = self.thread_private()
+            if private:
+                body.append(Line(", ".join(f"{n}_threads" for n in private)
+                                 + (" =" if len(private) > 1 else ", =")
+                                 + f" rt.per_thread(n_threads, {', '.join(private)})",
+                                 "each thread's own scratch arrays"))
             for name in [a.name for a in self.plan.stored_accumulators]:
-                body.append(Line(f"{name}_threads = fit_state.{name}_threads" if items_only else
-                                 f"{name}_threads = np.zeros((n_threads,) + {name}.shape)"))
+                body.append(Line(f"{name}_threads = " + _shared(
+                    f"{name}_threads", f"np.zeros((n_threads,) + {name}.shape)", shares)))
             item_dim = dim_name(self.model.plate(self.model.data_plate).dim)
             body.append(Line(f"all_items = np.arange({item_dim})",
                              "the local step runs over these"))
@@ -1698,27 +1691,14 @@ class MeanFieldEmitter:
                  "fit_svi from an rt.ItemSource (data on disk)"),
             Line(f"ITEM_DIMS = {self.item_dims()!r}", "sizes set by the items bound"),
         ]
-        if self.streaming() == "yes":
-            names = [a for n in self.plan.globals for st, _ in self.stats(n)
-                     for a in (self.layout.lam(n, st), self.layout.E(n, st))]
-            names += [a for n in self.exp_needed if n in self.plan.globals
-                      for a in self._exp_arrays(n)]
-            nodes.append(Line(f"GLOBAL_STATE = {tuple(names)!r}",
-                              "the arrays an out-of-core checkpoint keeps"))
         return nodes
 
-    def bind_items_function(self) -> Function:
-        body = self._prepare_nodes(items_only=True)
-        body.append(self._state_line())
-        doc = ("Out of core (fit_svi from an rt.ItemSource): the state of one minibatch, `data`\n"
-               "holding its items only. Its data, per-item parameters and the local step's "
-               "buffers are\nits own, sized by the minibatch; the globals, hyperparameters and "
-               "statistics are fit_state's,\nshared (not copied), so the steps on it move the "
-               "fit.")
-        return Function("_bind_items", ("fit_state", "data"), tuple(body), doc)
-
     def prepare_function(self) -> Function:
-        body = self._prepare_nodes(items_only=False)
+        shares = self.streaming() == "yes"
+        body = self._prepare_nodes(shares)
+        if shares:
+            body.append(Block("if share is not None", (self._state_line(),),
+                              comment="out of core: a minibatch's state, sharing the fit's"))
         body.append(Comment("start every global at its prior"))
         for name in self.plan.globals:
             body.append(self._driver_call(f"update_{name}", {"data_scale": "0.0"}, prefix=""))
@@ -1726,10 +1706,9 @@ class MeanFieldEmitter:
                           for n in self.plan.globals for s, _ in self.stats(n))
         if self.plan.globals:
             body.append(Block("if init is not None", (
-                Comment("warm start: the globals' natural parameters from an earlier fit"),
                 Line(f"rt.load_state(init, {{{state}}})"),
                 self._driver_call("refresh_globals", {}, prefix=""),
-            )))
+            ), comment="warm start: the globals' natural parameters from an earlier fit"))
         categorical = [n for n in self.plan.locals if self.family(n) == "categorical"]
         draws: list[Node] = []
         moved: list[str] = []  # what the draws do, for the comment
@@ -1816,8 +1795,13 @@ class MeanFieldEmitter:
         body.append(self._state_line())
         doc = ("Bind and check the data, evaluate hyperparameters and known quantities, "
                "allocate\nthe variational parameters and start the globals (see fit).")
-        return Function("_prepare", ("data", "hypers", "dims", "seed", "init", "start",
-                                     "max_local_iter", "local_tol"), tuple(body), doc)
+        args = ("data", "hypers", "dims", "seed", "init", "start", "max_local_iter",
+                "local_tol")
+        if shares:
+            doc += ("\nshare: out of core, the fit's state; `data` holds one minibatch, "
+                    "whose globals, hyperparameters\nand statistics are share's (not copied).")
+            args += ("share=None",)
+        return Function("_prepare", args, tuple(body), doc)
 
     def learn_function(self) -> Function:
         """Empirical Bayes for the learnable hyperparameters, then the knowns that use them."""
@@ -1851,11 +1835,9 @@ class MeanFieldEmitter:
                 continue
             body.append(Line(f"s.{name} = {expr}"))
         return Function("_learn", ("s", "learn", "rho=1.0", "items=slice(None)"), tuple(body),
-                        "Empirical Bayes (Minka 2000): each learned hyperparameter moves to "
-                        "the value that maximises the\nELBO given q (rho = 1, batch), or a "
-                        "step rho towards the maximiser given the minibatch's\nlocal rows "
-                        "`items` (stochastic: a Robbins–Monro step, as Hoffman et al. 2010 "
-                        "learn LDA's α).")
+                        "Empirical Bayes (Minka 2000): each learned hyperparameter to its "
+                        "ELBO maximiser given q (rho = 1),\nor a Robbins–Monro step rho towards "
+                        "the maximiser given the minibatch's rows `items`.")
 
     def result_function(self) -> Function:
         m = self.model
@@ -1891,9 +1873,7 @@ class MeanFieldEmitter:
                 for st, _ in self.stats(name):
                     lam = self.layout.lam(name, st)
                     into.append(Line(f"state[{lam!r}] = s.{lam}"))
-        args = ("s", "trace", "converged", "seconds")
-        if self.streaming() == "yes":
-            args += ("items=True",)
+        args = ("s", "trace", "converged", "seconds", "items=True")
         if per_item and self.streaming() == "yes":
             body.append(Block("if items", tuple(per_item),
                               comment="out of core the state holds one minibatch's items"))
@@ -1906,432 +1886,16 @@ class MeanFieldEmitter:
             + ", ".join(f"{h.name!r}: s.{h.name}" for h in m.hypers) + "}, state=state)"))
         return Function("_result", args, tuple(body),
                         "The posterior in usual parameters, expectations and the state"
-                        + (";\nitems=False: the globals only." if len(args) > 4 else "."))
-
-    def fit_function(self) -> Function:
-        m = self.model
-        body: list[Node] = []
-        if self.plan.assignment_locals:
-            learn = ", learn=learn" if self.plan.learnable else ""
-            body.append(Block("if rt.check_local_step(local, LOCAL_STEPS) in "
-                              "('gibbs', 'cvb0')", (Line(
-                "return fit_svi(data, hypers=hypers, dims=dims, epochs=max_iter, "
-                "batch_size=None, kappa=0.0, tau=0.0, step_scale=1.0, "
-                "max_local_iter=max_local_iter, local_tol=local_tol, seed=seed, "
-                "callback=callback, init=init, start=start, tol=tol, local=local, "
-                f"gibbs_sweeps=gibbs_sweeps, gibbs_burn_in=gibbs_burn_in{learn}, "
-                "checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)"),),
-                comment="the batch M-step (ρ = 1 on all items) with a collapsed E-step"))
-        elif m.data_plate is not None:
-            body.append(Line("rt.check_local_step(local, LOCAL_STEPS)"))
-        body.append(Line("s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, "
-                         "local_tol)"))
-        loop: list[Node] = []
-        if self.plan.learnable:
-            body.append(Line("learn = rt.check_learn(learn, LEARNABLE)"))
-            loop.append(Block("if learn and iteration > 0", (Line("_learn(s, learn)"),),
-                              comment="empirical Bayes, before the local step"))
-        loop += [Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.stored_accumulators]
-        if self.model.data_plate is not None:
-            loop.append(self._driver_call(
-                "local_step", {"seeding": "False", "items": "s.all_items",
-                               "warm": "warm_start and iteration > 0",
-                               "guard": "not warm_start and iteration > 0"}, result="elbo_local"))
-        else:
-            loop.append(Line("elbo_local = 0.0"))
-        for name in self.plan.globals:
-            loop.append(self._driver_call(f"update_{name}", {"data_scale": "1.0"}))
-        loop += [
-            self._driver_call("elbo_global", {}, result="elbo"),
-            Line("elbo += elbo_local"),
-            Line("trace.append(elbo)"),
-            Line("rt.check_elbo_increase(trace, warn_decrease)"),
-            *self._check_possible_lines(),
-            Block("if callback is not None", (
-                Line("callback(iteration, elbo, time.perf_counter() - clock)"),)),
-            Block("if checkpoint is not None and (iteration + 1) % checkpoint_every == 0", (
-                Line("rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit', "
-                     "iteration=iteration + 1, trace=trace)"),),
-                comment="atomic: a crash keeps the previous one"),
-            Block("if rt.converged(trace, tol)", (Line("converged = True"), Line("break"))),
-        ]
-        body += [
-            Line("trace = []"),
-            Line("converged = False"),
-            Line("first = 0"),
-            Block("if resume is not None", (
-                Line("progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit')"),
-                Line("trace, first = progress['trace'], progress['iteration']"),
-            ), comment="continue the same trajectory"),
-            Line("clock = time.perf_counter()"),
-            Block("for iteration in range(first, max_iter)", tuple(loop)),
-            Line("return _result(s, trace, converged, time.perf_counter() - clock)"),
-        ]
-        args = ("data", "*", "hypers=None", "dims=None", "max_iter=200", "tol=1e-6",
-                "max_local_iter=100", "local_tol=1e-3", "seed=0", "callback=None",
-                "warn_decrease=True", "init=None", "start=None", "warm_start=False",
-                "checkpoint=None", "checkpoint_every=1", "resume=None")
-        if self.plan.learnable:
-            args += ("learn=()",)
-        if m.data_plate is not None:
-            args += ("local='mf'",)
-        if self.plan.assignment_locals:
-            args += ("gibbs_sweeps=10", "gibbs_burn_in=5")
-        doc = (f"Fit {m.name} by batch mean-field variational Bayes (coordinate ascent).\n\n"
-               "data: a mapping from each observed variable (and covariate) to its array; see "
-               "SPEC.\n"
-               "Stops when the relative change of the ELBO falls below tol.\n"
-               "init: the `state` of an earlier result, to continue from its globals.\n"
-               "start: 'seeds' (k-means++ seed items) or 'random' (random pseudo-counts on "
-               "Dirichlet and Beta globals); default DEFAULT_START.\n"
-               "warm_start: start each item's local step from its previous values instead of "
-               "its prior\n(fewer sweeps; may settle in a different optimum).\n"
-               "learn: hyperparameters to set by empirical Bayes (see LEARNABLE); the learned "
-               "values are in result.hypers.\n"
-               "checkpoint: a path written atomically every checkpoint_every iterations; "
-               "resume: such a path,\nto continue that fit (same data and options) where "
-               "it stopped, up to max_iter iterations in all.")
-        if self.plan.assignment_locals:
-            doc += ("\nlocal: 'mf' (or 'exact' where LOCAL_STEPS allows); 'gibbs' or "
-                    "'cvb0' run the batch M-step with\nthat E-step (fit_svi on all items with "
-                    "ρ = 1), its trace the mean-field ELBO after each iteration.")
-        return Function("fit", args, tuple(body), doc)
-
-    def _aux(self, name: str) -> list[str]:
-        """The auxiliary draws V(β, λ) of a global needs (cemodel.runtime.ssvi)."""
-        return [f"aux_{name}_{i}" for i in range(SSVI_AUX_DRAWS[self.family(name)])]
-
-    def _sample_lines(self) -> list[Node]:
-        """β ~ q(β) for every global, written where E[t(β)] lives (and its exp arrays)."""
-        nodes: list[Node] = []
-        ssvi = self._ssvi_applies()
-        for name in self.plan.globals:
-            lams = ", ".join(f"s.{self.layout.lam(name, st)}" for st, _ in self.stats(name))
-            outs = ", ".join(f"s.{self.layout.E(name, st)}" for st, _ in self.stats(name))
-            draw = Line(f"rt.sample_{self.family(name)}({lams}, sampler, {outs})")
-            if ssvi:
-                nodes.append(Block("if apply_v", (Line(
-                    f"rt.sample_{self.family(name)}_aux({lams}, sampler, {outs}, "
-                    f"{', '.join(self._aux(name))})"),), comment="keeps the draws V needs"))
-                nodes.append(Block("else", (draw,)))
-            else:
-                nodes.append(draw)
-            E = f"s.{self.layout.E(name, 'log')}"
-            for transposed in sorted(self.exp_needed.get(name, ())):
-                if transposed:
-                    nodes.append(Line(f"s.ET_{name}_log[...] = {E}.T"))
-                    nodes.append(Line(f"s.XT_{name}_log[...] = np.exp({E}.T)"))
-                else:
-                    nodes.append(Line(f"s.X_{name}_log[...] = np.exp({E})"))
-        return nodes
-
-    def fit_ssvi_function(self) -> Function:
-        doc = (f"Fit {self.model.name} by SSVI (Hoffman & Blei 2015, eq. 7 and algorithm 1): "
-               "as SSVI-A, with V(β, λ) of eq. 8\nmaking the step an unbiased natural gradient "
-               "of the structured bound (see cemodel.runtime.ssvi):\nλ ← (1 − ρ)λ + ρ(η + V N/|S| "
-               "Σ η̂_n), the first step SSVI-A's (V = I). control_variate=True\nmultiplies "
-               "the whole step instead, λ ← λ + ρ V (λ̂ − λ): the same mean (E[V] = I), "
-               "no noise at\nthe optimum of a model without locals, but larger steps far from "
-               "it (a hierarchy can diverge).\nOptions as fit_svi.")
-        return Function("fit_ssvi", ("data", "**options"), (
-            Line("return fit_svi(data, sample_globals=True, apply_v=True, **options)"),), doc)
-
-    def fit_ssvi_a_function(self) -> Function:
-        doc = (f"Fit {self.model.name} by SSVI-A (Hoffman & Blei 2015, eq. 10): each step "
-               "samples the globals\nβ ~ q(β), computes the local step given β, and moves λ "
-               "towards η + N/|S| Σ_S η̂_n(β).\nOptions as fit_svi (effective_batch_size "
-               "combines it with SVI+).")
-        return Function("fit_ssvi_a", ("data", "**options"), (
-            Line("return fit_svi(data, sample_globals=True, **options)"),), doc)
-
-    def fit_svi_function(self) -> Function:
-        """SVI (Hoffman et al. 2013) and SVI+ (Paisley's annealing, Definition 1)."""
-        m = self.model
-        item_dim = dim_name(self.model.plate(self.model.data_plate).dim)
-        globals_ = self.plan.globals
-        lams = [(n, st) for n in globals_ for st, _ in self.stats(n)]
-        stream_ok = self.streaming() == "yes"
-        step: list[Node] = [
-            Line("batch = order[begin:begin + batch_size]"),
-            *([Block("if source is not None", (
-                Line("s = _bind_items(s, source.read(batch))"),
-                Line("batch = s.all_items"),
-            ), comment="out of core: the minibatch's items, read and bound on their own")]
-              if stream_ok else []),
-            Line("rho = step_scale * (step + tau) ** (-kappa)"),
-            *([Line("v_step = apply_v and step > 1",
-                    "SSVI: step 1 is SSVI-A's (V = I): from a start much wider than the "
-                    "posterior V's noise is unbounded, and one step brings q to its scale")]
-              if self._ssvi_applies() else []),
-            Line("s.item_weight[...] = 1.0"),
-            Block("if effective_batch_size is not None", (
-                Line("size_m = rt.effective_size(effective_batch_size, step, len(batch))"),
-                Line("s.item_weight[batch] = rt.annealing_weights(noise, len(batch), size_m)"),
-            ), comment="SVI+: E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)"),
-            *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.stored_accumulators],
-            *([Block("if sample_globals", tuple(self._sample_lines()),
-                     comment="SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]")]
-              if globals_ else []),
-            *self._local_step_switch(),
-            Comment("λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current "
-                    "q of the others (SSVI-A: from the same draw β the local step saw, so "
-                    "that λ̂ estimates E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then "
-                    "λ ← (1 − ρ)λ + ρλ̂ (rt.blend) and only then E[t]"),
-            *[Line(f"old_{n}_{st}[...] = s.{self.layout.lam(n, st)}") for n, st in lams],
-            Line(f"seen = {item_dim}_total if not ramp or epoch > 0 else "
-                 f"min({item_dim}_total, begin + len(batch))",
-                 "N, ramped up over the first sweep if asked (SSVI §2.6)"),
-            Block("try", (
-                *[self._driver_call(f"update_{n}", {"data_scale": "seen / len(batch)",
-                                                     "expect": "False"})
-                  for n in globals_],
-                *([Block("if v_step", tuple(self._v_lines()),
-                         comment="SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)")]
-                  if self._ssvi_applies() else []),
-                *self._blend_lines(lams),
-                *([self._driver_call("refresh_globals", {})] if globals_ else []),
-            )),
-            Block("except (np.linalg.LinAlgError, rt.CemDataError) as exc", (
-                Line("raise rt.invalid_step(step, effective_batch_size, exc) from None"),)),
-            *([Block("if learn", (Line("_learn(s, learn, rho, batch)"),),
-                     comment="empirical Bayes: a step rho towards the batch's maximiser")]
-              if self.plan.learnable else []),
-            Line("rt.check_step({" + ", ".join(
-                f"{self.layout.E(n, st)!r}: s.{self.layout.E(n, st)}"
-                for n in globals_ for st, _ in self.stats(n)) + "}, step, effective_batch_size, "
-                + _tuple(f"({self.family(n)!r}, " + _tuple(
-                    f"s.{self.layout.lam(n, st)}" for st, _ in self.stats(n)) + ")"
-                    for n in globals_) + ")"),
-            Line("step += 1"),
-        ]
-        full_elbo = self._driver_call("local_step", {
-            "seeding": "False", "items": "s.all_items", "warm": "False", "guard": "False"},
-            result="elbo")
-        epoch: list[Node] = [
-            Line(f"order = rng.permutation({item_dim}_total)"),
-            *([Block("if local == 'gibbs'", (Line("rt.seed_kernels(seed * 1000003 + epoch)"),),
-                     comment="the Gibbs draws: one stream per epoch, so a resumed fit "
-                             "repeats them")]
-              if self.plan.assignment_locals else []),
-            Block("for begin in range(0, len(order), batch_size)", tuple(step)),
-            Block("if on_epoch is not None", (
-                Line("paused = time.perf_counter()"),
-                Line("on_epoch(epoch, _result(s, trace, False, paused - clock"
-                     + (", items=source is None))" if stream_ok else "))")),
-                Line("clock += time.perf_counter() - paused", "not part of the fit's time"),
-            )),
-            Block("if evaluate", (
-                Comment("the full-data ELBO at optimal locals for the current globals"),
-                *self._keep_warm_lines(stream_ok, "kept_locals = " + _tuple(
-                    f"s.{a}.copy()" for a in self._kept_arrays())),
-                Line("s.item_weight[...] = 1.0"),
-                *[Line(f"s.{acc.name}[...] = 0.0") for acc in self.plan.stored_accumulators],
-                *([Block("if source is None", (full_elbo,)),
-                   Block("else", (
-                       Line("elbo = 0.0"),
-                       Block("for chunk in source.chunks(batch_size)", (
-                           Line("s = _bind_items(s, source.read(chunk))"),
-                           Line(full_elbo.text.replace("elbo = ", "elbo += ", 1)),
-                       )),
-                   ), comment="out of core: a minibatch at a time; the statistics add up")]
-                  if stream_ok else [full_elbo]),
-                self._driver_call("elbo_global", {}, result="elbo_global_part"),
-                Line("elbo += elbo_global_part"),
-                *self._keep_warm_lines(stream_ok, *(
-                    f"s.{a}[...] = kept_locals[{i}]"
-                    for i, a in enumerate(self._kept_arrays()))),
-                Line("trace.append(elbo)"),
-                *self._check_possible_lines(),
-                Block("if callback is not None", (
-                    Line("callback(epoch, elbo, time.perf_counter() - clock)"),)),
-            )),
-            Block("if checkpoint is not None and (epoch + 1) % checkpoint_every == 0", (
-                Line("rt.save_checkpoint(checkpoint, s, SOURCE_SHA256, 'fit_svi', "
-                     + ("source=source, keep=GLOBAL_STATE, " if stream_ok else "")
-                     + "epoch=epoch + 1, step=step, trace=trace, " + (
-                         "shortened=shortened, " if self._ssvi_applies() else "")
-                     + "streams=[g.bit_generator.state for g in (rng, noise, sampler)])"),),
-                comment="atomic: a crash keeps the previous one"),
-            Block("if evaluate and stop is not None and stop.update(elbo)", (
-                Line("converged = True"), Line("break"))),
-        ]
-        opening: list[Node] = [
-            Line("source = rt.item_source(data, STREAMING)",
-                 "an rt.ItemSource (data on disk), or None"),
-            Block("if source is not None", (
-                Line("dims = source.sizes(dims, ITEM_DIMS)"),
-                Line("data = source.read(source.start_items(batch_size, seed))"),),
-                comment="out of core: the start binds one minibatch ('seeds' seeds from it)"),
-        ] if stream_ok else [Line("rt.item_source(data, STREAMING)",
-                                  "refuses an rt.ItemSource, with the reason")]
-        items = ", items=source is None" if stream_ok else ""
-        body: list[Node] = [
-            *opening,
-            Line("s = _prepare(data, hypers, dims, seed, init, start, max_local_iter, "
-                 "local_tol)"),
-            Line("local = rt.check_local_step(local, LOCAL_STEPS)"),
-            *([Line("learn = rt.check_learn(learn, LEARNABLE)")] if self.plan.learnable else []),
-            *([Block("if local == 'gibbs'", (
-                Line("rt.check_sweeps(gibbs_sweeps, gibbs_burn_in)"),))]
-              if self.plan.assignment_locals else []),
-            Line(f"{item_dim}_total = len(s.all_items)" if not stream_ok else
-                 f"{item_dim}_total = len(s.all_items) if source is None else source.n_items"),
-            Line(f"batch_size = {item_dim}_total if batch_size is None else "
-                 f"min(int(batch_size), {item_dim}_total)"),
-            Line("rng = np.random.default_rng([seed, 1])", "minibatches"),
-            Line("noise = np.random.default_rng([seed, 2])", "SVI+ perturbations, a stream "
-                 "of their own"),
-            Line("sampler = np.random.default_rng([seed, 3])", "SSVI-A draws of the globals"),
-            *([Block("if apply_v", tuple(
-                Line(f"{a} = np.empty_like(s.{self.layout.lam(n, self.stats(n)[0][0])})")
-                for n in globals_ for a in self._aux(n)),
-                comment="the draws behind β that V(β, λ) needs")]
-              if self._ssvi_applies() else []),
-            *[Line(f"old_{n}_{st} = np.empty_like(s.{self.layout.lam(n, st)})",
-                   "λ before the step (one buffer, reused)" if i == 0 else "")
-              for i, (n, st) in enumerate(lams)],
-            Line("trace = []"),
-            Line("step = 1", "t = 1, 2, ... (Hoffman et al. 2013)"),
-            *([Line("shortened = 0", "SSVI: rows whose step was shortened to stay valid")]
-              if self._ssvi_applies() else []),
-            Line("converged = False"),
-            Line("stop = None if tol is None or not evaluate else "
-                 "rt.NoisyStop(window, patience, tol)"),
-            Line("first = 0"),
-            Block("if resume is not None", (
-                Line("progress = rt.load_checkpoint(resume, s, SOURCE_SHA256, 'fit_svi'"
-                     + (", source=source, keep=GLOBAL_STATE)" if stream_ok else ")")),
-                Line("trace, step, first = progress['trace'], progress['step'], "
-                     "progress['epoch']"),
-                *([Line("shortened = progress['shortened']")] if self._ssvi_applies() else []),
-                Block("for g, state in zip((rng, noise, sampler), progress['streams'])", (
-                    Line("rt.restore_generator(g, state)"),)),
-            ), comment="continue the same trajectory: state, counters and random streams"),
-            Line("clock = time.perf_counter()"),
-            Block("for epoch in range(first, epochs)", tuple(epoch)),
-            *([Line(f"result = _result(s, trace, converged, time.perf_counter() - clock{items})"),
-               Block("if apply_v", (Line("result.notes['shortened_steps'] = shortened"),),
-                     comment="rows whose SSVI step was shortened"),
-               Line("return result")] if self._ssvi_applies() else
-              [Line(f"return _result(s, trace, converged, time.perf_counter() - clock{items})")]),
-        ]
-        args = ("data", "*", "hypers=None", "dims=None", "epochs=10", "batch_size=256",
-                "kappa=0.7", "tau=10.0", "step_scale=1.0", "effective_batch_size=None",
-                "max_local_iter=100", "local_tol=1e-3", "seed=0", "callback=None",
-                "init=None", "start=None", "tol=None", "window=3", "patience=3",
-                "local='mf'", "ramp=False", "evaluate=True", "on_epoch=None",
-                "checkpoint=None", "checkpoint_every=1", "resume=None")
-        if self.plan.assignment_locals:
-            args += ("gibbs_sweeps=10", "gibbs_burn_in=5")
-        if self._warmable():
-            args += ("warm_start=False",)
-        if self.plan.learnable:
-            args += ("learn=()",)
-        args += ("sample_globals=False",)
-        if self._ssvi_applies():
-            args += ("apply_v=False", "control_variate=False")
-        doc = (f"Fit {m.name} by stochastic variational inference over its data plate.\n\n"
-               "Each step draws a minibatch S (without replacement within an epoch), runs the "
-               "local step on it,\nand moves every global by ρ_t = step_scale·(t + tau)^−kappa "
-               "towards λ̂ = η + N/|S| Σ_S E[t_n].\n"
-               "effective_batch_size M (a number, or a function of the step) turns on SVI+: "
-               "each E[t_n] is\nweighted by 1 + ε_n − ε̄ with ε_n ~ N(0, |S|/M − 1); "
-               "M = |S| is SVI exactly.\n"
-               "sample_globals=True is SSVI-A (fit_ssvi_a).\n"
-               "local: the E-step, one of LOCAL_STEPS that applies ('mf', 'exact', "
-               "'gibbs', 'cvb0'); Gibbs runs\ngibbs_sweeps sweeps per item and averages "
-               "those after gibbs_burn_in.\n"
-               "ramp: grow N over the first epoch as items are seen (SSVI §2.6).\n"
-               + ("warm_start: start each item's local step from its values at its last "
-                  "visit (its kept locals),\nnot from their prior: the local step's sweeps "
-                  "add up over the steps.\n" if self._warmable() else "")
-               + "checkpoint / checkpoint_every / resume: as fit, per epoch.\n"
-               "evaluate=False skips the full-data ELBO after each epoch (no trace, no "
-               "stopping rule).\non_epoch(epoch, result): called after each epoch's steps "
-               "with the fit so far (its time not counted).\n"
-               "learn: hyperparameters moved each step by rho towards their empirical Bayes "
-               "value given the batch.\n"
-               "The ELBO trace holds the full-data bound after each epoch. With tol set, the fit "
-               "stops when\nits moving average over `window` epochs has not improved by tol "
-               "(relative) for `patience` epochs.\n"
-               "data may be an rt.ItemSource (cemodel.streaming.open_source: files on disk) when "
-               "STREAMING says\nyes: each minibatch is then read and bound on its own "
-               "(_bind_items), the ELBO reads the\nitems a minibatch at a time, and the result "
-               "holds the globals only (Model.infer gives the\nlocals of any items).")
-        return Function("fit_svi", args, tuple(body), doc)
-
-    def _keep_warm_lines(self, stream_ok: bool, *lines: str) -> list[Node]:
-        """Lines run only under warm_start (in memory): the ELBO pass re-solves the kept
-        locals at E_q[β], and the fit must continue from its own, so that evaluating never
-        changes the trajectory."""
-        if not self._warmable():
-            return []
-        condition = "warm_start and source is None" if stream_ok else "warm_start"
-        return [Block(f"if {condition}", tuple(Line(x) for x in lines),
-                      comment="the fit continues from its own kept locals, not the ELBO "
-                              "pass's")]
-
-    def _blend_lines(self, lams) -> list[Node]:
-        """λ ← (1 − ρ)λ + ρλ̂ (SSVI blends inside its V block)."""
-        nodes: list[Node] = [Line(f"rt.blend(s.{self.layout.lam(n, st)}, old_{n}_{st}, rho)")
-                             for n, st in lams]
-        if self._ssvi_applies():
-            return [Block("if not v_step", tuple(nodes))]
-        return nodes
+                        + ("; items=False: the globals only." if per_item and
+                           self.streaming() == "yes" else "."))
 
     def _ssvi_applies(self) -> bool:
         return bool(self.plan.globals) and all(self.family(n) in SSVI_AUX_DRAWS
                                                for n in self.plan.globals)
 
-    def _v_lines(self) -> list[Node]:
-        """V(β, λ), at the λ β was drawn from, times a part of each global's λ̂: eq. 7 takes
-        the data part (λ̂ minus its update with no data; other globals' messages stay as they
-        are, like η); the control variate takes the whole natural gradient λ̂ − λ."""
-        nodes: list[Node] = []
-        for n in self.plan.globals:
-            stats = [st for st, _ in self.stats(n)]
-            lams = [f"s.{self.layout.lam(n, st)}" for st in stats]
-            nodes += [Line(f"data_{n}_{st} = {lam}.copy()") for st, lam in zip(stats, lams,
-                                                                                strict=True)]
-            nodes.append(Block("if control_variate", tuple(
-                Line(f"{lam}[...] = old_{n}_{st}") for st, lam in zip(stats, lams, strict=True)),
-                comment="λ̂ = λ + V(λ̂ − λ): E[V] = I, so the same mean as eq. 7, and no "
-                        "noise from V where λ̂ does not depend on β"))
-            nodes.append(Block("else", (self._driver_call(
-                f"update_{n}", {"data_scale": "0.0", "expect": "False"}),),
-                comment="eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)"))
-            nodes += [Line(f"data_{n}_{st} -= {lam}") for st, lam in zip(stats, lams,
-                                                                          strict=True)]
-            olds = ", ".join(f"old_{n}_{st}" for st in stats)
-            datas = ", ".join(f"data_{n}_{st}" for st in stats)
-            nodes.append(Line(f"rt.ssvi_{self.family(n)}({olds}, "
-                              f"{', '.join(self._aux(n))}, {datas}, {datas})"))
-            nodes += [Line(f"{lam} += data_{n}_{st}") for st, lam in zip(stats, lams,
-                                                                          strict=True)]
-            nodes.append(Line(f"shortened += rt.ssvi_blend({self.family(n)!r}, rho, "
-                              f"{_tuple(f'old_{n}_{st}' for st in stats)}, {_tuple(lams)})",
-                              "the step, shortened where V's noise would leave the domain"))
-        return nodes
-
     def _warmable(self) -> bool:
         """Whether the local step can start from the kept locals' previous values."""
         return "warm" in self.kernel_args.get("local_step", ())
-
-    def _local_step_switch(self) -> list[Node]:
-        """The chosen E-step on the minibatch."""
-        mf = self._driver_call("local_step", {"seeding": "False", "items": "batch",
-                                              "warm": "warm_start" if self._warmable() else
-                                              "False", "guard": "False"})
-        if not self.plan.assignment_locals:
-            return [mf]
-        return [
-            Block("if local == 'gibbs'", (self._driver_call(
-                "local_step_gibbs", {"items": "batch", "sweeps": "gibbs_sweeps",
-                                     "burn_in": "gibbs_burn_in"}),)),
-            Block("elif local == 'cvb0'", (self._driver_call(
-                "local_step_cvb0", {"items": "batch"}),)),
-            Block("else", (mf,), comment="mean field; 'exact' when no local depends on another"),
-        ]
 
     def default_start(self) -> str:
         """'random' when every global selected by a categorical is count-type (Dirichlet or
@@ -2469,21 +2033,16 @@ class MeanFieldEmitter:
         klc = KlcEmitter(self) if self.plan.collapse is not None else None
         if klc is not None:
             self.kernels += [klc.stats_kernel(), klc.gradient_kernel()]
-        drivers = [self.prepare_function(), self.result_function(), self.fit_function()]
-        if self.streaming() == "yes":
-            drivers.insert(1, self.bind_items_function())
+        drivers: list[Node] = [self.prepare_function(), self.result_function()]
         if self.plan.learnable:
-            drivers.insert(2, self.learn_function())
-        if m.data_plate is not None:
-            drivers.append(self.fit_svi_function())
-            if all(self.family(n) in SAMPLED_FAMILIES for n in self.plan.globals):
-                drivers.append(self.fit_ssvi_a_function())
-            if self._ssvi_applies():
-                drivers.append(self.fit_ssvi_function())
+            drivers.insert(1, self.learn_function())
+        drivers += interface_nodes(self)
+        drivers += entry_points(self)
         if klc is not None:
             drivers += klc.functions()
-        doc = (f"{m.name}: batch mean-field variational Bayes, generated by cemodel "
-               f"{__version__}.\n\n"
+        doc = (f"{m.name}: the model's kernels for variational inference, generated by cemodel "
+               f"{__version__}.\nThe fitting algorithms are cemodel.runtime.drivers (see fit, "
+               "fit_svi, ...).\n\n"
                f"Model file: {m.source.filename} (sha256 {source_hash(m)[:16]})\n"
                f"Regenerate with `cemodel compile {m.source.filename}`; do not edit by hand.\n\n"
                "Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).\n"
@@ -2494,6 +2053,7 @@ class MeanFieldEmitter:
             Line(f"DEFAULT_START = {self.default_start()!r}", self._default_start()[1]),
             Line(f"LEARNABLE = {tuple(i.hyper for i in self.plan.learnable)!r}",
                  "hyperparameters empirical Bayes can set (fit(..., learn=...))"),
+            Line(f"DATA_PLATE = {m.data_plate!r}", "the plate the local step runs over"),
             Comment("the global steps (fit, fit_svi, ..., fit_klc) and whether each applies"),
             Line("METHODS = {"),
             *[Line(f"    {k!r}: {v!r},") for k, v in self.plan.methods],
@@ -2503,12 +2063,15 @@ class MeanFieldEmitter:
             *[Line(f"    {k!r}: {v!r},") for k, v in self.plan.local_steps],
             Line("}"),
             *(self._streaming_constants() if m.data_plate is not None else []),
+            *(klc.constants() if klc is not None else []),
+            *roles_table(self),
+            Line("_THIS = sys.modules[__name__]", "the model, as the drivers see it"),
             Blank(),
             *self.spec_literal(),
             *self.kernels,
             *drivers,
         ]
-        imports = ("import time", "", "import numpy as np", "from numba import njit, prange", "",
+        imports = ("import sys", "", "import numpy as np", "from numba import njit, prange", "",
                    "from cemodel import runtime as rt")
         return Module(doc, imports, tuple(body))
 
@@ -2537,6 +2100,11 @@ def _key_plates(acc) -> tuple[str, ...]:
 # names a driver supplies itself rather than reading from the state
 _DRIVER_ARGS = ("data_scale", "seeding", "items", "warm", "guard", "max_local_iter", "local_tol",
                 "expect", "sweeps", "burn_in")
+
+
+def _shared(name: str, value: str, shared: bool) -> str:
+    """``value``, or out of core the fit's own (``share``, see _prepare)."""
+    return f"{value} if share is None else share.{name}" if shared else value
 
 
 def _tuple(items) -> str:

@@ -73,10 +73,12 @@ class PythonPrinter:
         lines += list(node.imports)
         if node.imports:
             lines.append("")
+        previous = None
         for child in node.body:
-            if isinstance(child, Function):
-                lines += ["", ""]
+            if isinstance(child, Function) or isinstance(previous, Function):
+                lines += ["", ""]  # two blank lines around a top-level function (PEP 8)
             lines += self._print(child, depth)
+            previous = child
         return lines
 
     def _print_Line(self, node: Line, depth: int) -> list[str]:

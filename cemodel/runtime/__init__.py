@@ -1,6 +1,7 @@
 """Runtime math library imported by generated variational-inference kernels."""
 
 from ..errors import CemDataError as CemDataError
+from . import drivers as drivers
 from .binding import BoundData as BoundData
 from .binding import bind_data as bind_data
 from .binding import check_hyper_names as check_hyper_names
@@ -24,10 +25,12 @@ from .driver import invalid_step as invalid_step
 from .driver import load_checkpoint as load_checkpoint
 from .driver import load_state as load_state
 from .driver import max_length as max_length
+from .driver import per_thread as per_thread
 from .driver import restore_generator as restore_generator
 from .driver import save_checkpoint as save_checkpoint
 from .driver import seed_kernels as seed_kernels
 from .driver import thread_count as thread_count
+from .drivers import Global as Global
 from .families import bernoulli_expected_stats as bernoulli_expected_stats
 from .families import bernoulli_log_normalizer as bernoulli_log_normalizer
 from .families import bernoulli_natural as bernoulli_natural

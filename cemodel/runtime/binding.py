@@ -906,8 +906,11 @@ def hyper_value(
     return out
 
 
-def check_hyper_names(hypers: Mapping[str, object], known: Sequence[str]) -> None:
-    """Reject names in ``hypers`` that are not hyperparameters of the model."""
+def check_hyper_names(hypers: Mapping[str, object] | None,
+                      known: Sequence[str]) -> dict[str, object]:
+    """``hypers`` as a dict (None: no values given), names that are not hyperparameters of the
+    model refused."""
+    hypers = {} if hypers is None else hypers
     if not isinstance(hypers, Mapping):
         raise CemDataError(
             f"expected hyperparameters as a mapping from names to values, found "
@@ -920,3 +923,4 @@ def check_hyper_names(hypers: Mapping[str, object], known: Sequence[str]) -> Non
                 f"unknown hyperparameter '{key}'; the model's hyperparameters are: {listed}",
                 hint=_suggest(str(key), known),
             )
+    return dict(hypers)

@@ -364,3 +364,8 @@ def thread_count() -> int:
     """Threads the generated local step shares its items among: numba's current setting
     (NUMBA_NUM_THREADS, or numba.set_num_threads; `cemodel fit --threads N`)."""
     return int(numba.get_num_threads())
+
+
+def per_thread(n_threads: int, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A zeroed copy of each array per thread of the local step (axis 0: the thread)."""
+    return tuple(np.zeros((n_threads,) + a.shape) for a in arrays)

@@ -1,0 +1,75 @@
+"""The fitting algorithms: one registry of methods, each a driver over the model interface.
+
+    DRIVERS[method].run(module, data, **options)
+
+``module`` is a generated module (or anything that provides ``ModelInterface``); the CLI, the
+Python API and the Dask layer all dispatch through ``DRIVERS``. Whether a method applies to a
+model is the model's ``METHODS`` table (computed by ``cemodel.plan``), never decided here.
+
+Adding a method: a driver in this package, its entry in ``DRIVERS``, and its applicability
+rule in ``cemodel.plan`` (README, "Adding an inference method").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from types import MappingProxyType
+from typing import Any
+
+from ...errors import CemDataError
+from ..driver import FitResult, check_applies
+from . import klc, mf, svi
+from .interface import Global, ModelInterface
+
+__all__ = ["DRIVERS", "Global", "Method", "ModelInterface", "run"]
+
+
+@dataclass(frozen=True)
+class Method:
+    """A global step: its driver, the module's entry point for it and what its length
+    option counts."""
+
+    name: str
+    driver: Callable[..., FitResult]
+    entry: str  # the generated module's function that runs it (fit, fit_svi, ...)
+    length: str  # the option that bounds it: 'max_iter' (iterations) or 'epochs'
+    summary: str
+    stochastic: bool = False
+
+    def run(self, model: ModelInterface, data: Any, **options: Any) -> FitResult:
+        """Fit ``model`` to ``data`` by this method; refused with the reason where the
+        model's METHODS table says it does not apply."""
+        check_applies("method", self.name, model.METHODS)
+        annealed = options.get("effective_batch_size") is not None
+        if self.name == "svi+" and not annealed:
+            raise CemDataError("method 'svi+' needs effective_batch_size=M (M < batch_size), a "
+                               "number or a function of the step")
+        if self.name == "svi" and annealed:
+            raise CemDataError("effective_batch_size turns SVI into SVI+", hint="method='svi+'")
+        return self.driver(model, data, **options)
+
+
+DRIVERS: Mapping[str, Method] = MappingProxyType({
+    "mf": Method("mf", mf.fit, "fit", "max_iter",
+                 "batch mean-field VB (coordinate ascent)"),
+    "svi": Method("svi", svi.fit, "fit_svi", "epochs",
+                  "stochastic VI (Hoffman et al. 2013)", stochastic=True),
+    "svi+": Method("svi+", svi.fit, "fit_svi", "epochs",
+                   "SVI with tuneable annealing (Paisley)", stochastic=True),
+    "ssvi-a": Method("ssvi-a", partial(svi.fit, sample_globals=True), "fit_ssvi_a", "epochs",
+                     "structured SVI, the approximate step (Hoffman & Blei 2015, eq. 10)",
+                     stochastic=True),
+    "ssvi": Method("ssvi", partial(svi.fit, sample_globals=True, apply_v=True), "fit_ssvi",
+                   "epochs", "structured SVI with V(β, λ) (Hoffman & Blei 2015, eq. 7)",
+                   stochastic=True),
+    "klc": Method("klc", klc.fit, "fit_klc", "max_iter",
+                  "KL-corrected collapsed bound by Riemannian CG (Hensman et al. 2012)"),
+})
+
+
+def run(method: str, model: ModelInterface, data: Any, **options: Any) -> FitResult:
+    """``DRIVERS[method].run(model, data, **options)``, an unknown method refused."""
+    check_applies("method", method, {name: "yes" for name in DRIVERS})
+    return DRIVERS[method].run(model, data, **options)

@@ -1,0 +1,100 @@
+"""What a generated module provides to the fitting drivers: the model's side of the seam.
+
+A generated module (``cemodel compile``) is the model: its data layout (``SPEC``), its kernels,
+its constants and its start. The drivers in this package are the algorithms, the same for
+every model (as stanc3's generated C++ is a model class and NUTS lives in the Stan library).
+They call only the names below; ``tests/test_drivers.py`` implements them in plain numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..driver import FitResult, State
+from ..driver import check_possible as check_possible_elbo
+
+
+@dataclass(frozen=True)
+class Global:
+    """One global factor q(β) as the stochastic drivers move it.
+
+    ``lam``: the state names of its natural-parameter arrays (coefficient form), ``E``: those
+    of its expected statistics, in the family's order; ``update(s, data_scale, expect=True)``
+    sets λ = η + data_scale · (its messages from the statistics) and, with ``expect``, E[t];
+    ``aux_draws``: how many auxiliary draws SSVI's V(β, λ) needs (0: no V for this family);
+    ``after_sample(s)``: refreshes the copies of E[t] the kernels read (exp(E[log β])) after a
+    draw has been written into ``E``.
+    """
+
+    name: str
+    family: str
+    lam: tuple[str, ...]
+    E: tuple[str, ...]
+    update: Callable[..., None]
+    aux_draws: int = 0
+    after_sample: Callable[[State], None] | None = None
+
+    def lams(self, s: State) -> tuple[np.ndarray, ...]:
+        return tuple(getattr(s, name) for name in self.lam)
+
+    def expectations(self, s: State) -> tuple[np.ndarray, ...]:
+        return tuple(getattr(s, name) for name in self.E)
+
+
+class ModelInterface(Protocol):
+    """The names a generated module provides (see ``cemodel.codegen.interface``)."""
+
+    SOURCE_SHA256: str
+    SPEC: dict[str, Any]  # the data layout the binder checks against
+    METHODS: dict[str, str]  # method -> 'yes' or 'no: why'
+    LOCAL_STEPS: dict[str, str]  # E-step -> 'yes: ...' or 'no: why'
+    LEARNABLE: tuple[str, ...]
+    DATA_PLATE: str | None
+    STREAMING: str  # 'yes' or 'no: why' (fit_svi from an rt.ItemSource)
+    ITEM_DIMS: tuple[str, ...]
+    GLOBALS: tuple[Global, ...]
+    ROLES: dict[str, tuple[str, ...]]  # role (data, global, statistic, ...) -> state arrays
+
+    def _prepare(self, data: Any, hypers: Any, dims: Any, seed: int, init: Any, start: Any,
+                 max_local_iter: int, local_tol: float, share: State | None = None,
+                 ) -> State: ...
+
+    def _result(self, s: State, trace: list[float], converged: bool, seconds: float,
+                items: bool = True) -> FitResult: ...
+
+    def _learn(self, s: State, learn: tuple[str, ...], rho: float = 1.0,
+               items: Any = ...) -> None: ...
+
+    def zero_statistics(self, s: State) -> None: ...
+
+    def run_local_step(self, s: State, items: np.ndarray, max_local_iter: int,
+                       local_tol: float, seeding: bool = False, warm: bool = False,
+                       guard: bool = False) -> float: ...
+
+    def run_local_step_gibbs(self, s: State, items: np.ndarray, sweeps: int,
+                             burn_in: int) -> float: ...
+
+    def run_local_step_cvb0(self, s: State, items: np.ndarray, max_local_iter: int,
+                            local_tol: float) -> float: ...
+
+    def refresh(self, s: State) -> None: ...
+
+    def elbo_of_globals(self, s: State) -> float: ...
+
+
+def kept_locals(model: ModelInterface) -> tuple[str, ...]:
+    """The per-item arrays a warm start continues from (the kept locals' q)."""
+    return tuple(model.ROLES.get("kept_local", ()))
+
+
+def check_possible(model: ModelInterface, elbo: float) -> None:
+    """Where covariates enter through their log (SPEC: nonnegative), refuse data of
+    probability 0: a positive count where its rate has a known factor of 0."""
+    logged = tuple(name for name, spec in model.SPEC["covariates"].items()
+                   if spec.get("nonnegative"))
+    if logged:
+        check_possible_elbo(elbo, logged)

@@ -1,0 +1,87 @@
+"""Batch mean-field VB: coordinate ascent (VBEM), the same loop for every model.
+
+One iteration (DESIGN.md, "MF"):
+
+    zero_statistics(s); elbo = run_local_step(s, all items)     # E-step: locals, then Σ E[t_n]
+    for each global β: λ_β = η_β + Σ_n E[t_n]                      # M-step (update, scale 1)
+    elbo += elbo_of_globals(s)                                     # never decreases
+
+A collapsed E-step (``local='gibbs'`` or ``'cvb0'``) runs the stochastic driver with ρ = 1 on
+every item, which is this batch M-step with that E-step (Hoffman & Blei 2015, §2.5).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ...errors import CemDataError
+from .. import driver as rt
+from . import svi
+from .interface import ModelInterface, check_possible
+
+
+def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: int = 200,
+        tol: float = 1e-6, max_local_iter: int = 100, local_tol: float = 1e-3, seed: int = 0,
+        callback=None, warn_decrease: bool = True, init=None, start=None,
+        warm_start: bool = False, checkpoint=None, checkpoint_every: int = 1, resume=None,
+        learn=(), local: str = "mf", gibbs_sweeps: int = 10, gibbs_burn_in: int = 5,
+        ) -> rt.FitResult:
+    """Fit ``model`` by coordinate ascent; the options are the generated ``fit``'s (see its
+    docstring): stops when the relative change of the ELBO falls below ``tol``."""
+    if model.DATA_PLATE is None and local != "mf":
+        raise CemDataError(f"local step {local!r} does not apply to this model: it has no "
+                           "data plate, so no local variables")
+    if model.DATA_PLATE is not None and rt.check_local_step(local, model.LOCAL_STEPS) in (
+            "gibbs", "cvb0"):
+        # the batch M-step (ρ = 1 on all items) with a collapsed E-step
+        return svi.fit(model, data, hypers=hypers, dims=dims, epochs=max_iter,
+                       batch_size=None, kappa=0.0, tau=0.0, step_scale=1.0,
+                       max_local_iter=max_local_iter, local_tol=local_tol, seed=seed,
+                       callback=callback, init=init, start=start, tol=tol, local=local,
+                       gibbs_sweeps=gibbs_sweeps, gibbs_burn_in=gibbs_burn_in, learn=learn,
+                       checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
+    s = model._prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
+    learn = rt.check_learn(learn, model.LEARNABLE)
+    trace: list[float] = []
+    converged = False
+    first = 0
+    if resume is not None:  # continue the same trajectory
+        progress = rt.load_checkpoint(resume, s, model.SOURCE_SHA256, "fit")
+        trace, first = progress["trace"], progress["iteration"]
+    clock = time.perf_counter()
+    for iteration in range(first, max_iter):
+        if learn and iteration > 0:  # empirical Bayes, before the local step
+            model._learn(s, learn)
+        elbo = _iteration(model, s, warm_start, iteration, max_local_iter, local_tol)
+        trace.append(elbo)
+        rt.check_elbo_increase(trace, warn_decrease)
+        check_possible(model, elbo)
+        if callback is not None:
+            callback(iteration, elbo, time.perf_counter() - clock)
+        # atomic: a crash keeps the previous one
+        if checkpoint is not None and (iteration + 1) % checkpoint_every == 0:
+            rt.save_checkpoint(checkpoint, s, model.SOURCE_SHA256, "fit",
+                               iteration=iteration + 1, trace=trace)
+        if rt.converged(trace, tol):
+            converged = True
+            break
+    return model._result(s, trace, converged, time.perf_counter() - clock)
+
+
+def _iteration(model: ModelInterface, s: rt.State, warm_start: bool, iteration: int,
+               max_local_iter: int, local_tol: float) -> float:
+    """One coordinate-ascent sweep: the E-step over every item, then every global's update
+    from the statistics; returns the ELBO. Each item restarts from its prior (guarded: the
+    restart is kept only when it is no worse) unless ``warm_start``."""
+    model.zero_statistics(s)
+    elbo_local = 0.0
+    if model.DATA_PLATE is not None:
+        elbo_local = model.run_local_step(
+            s, s.all_items, max_local_iter, local_tol, seeding=False,
+            warm=warm_start and iteration > 0, guard=not warm_start and iteration > 0)
+    for g in model.GLOBALS:
+        g.update(s, 1.0)
+    elbo = model.elbo_of_globals(s)
+    elbo += elbo_local
+    return elbo

@@ -1,0 +1,318 @@
+"""Stochastic variational inference and its variants, the same loop for every model.
+
+Each step draws a minibatch S of the data plate (without replacement within an epoch), runs
+the local step on it and moves every global towards λ̂ = η + N/|S| Σ_{n∈S} E[t_n]:
+
+    SVI      λ ← (1 − ρ_t)λ + ρ_t λ̂,  ρ_t = step_scale·(t + τ)^−κ    (Hoffman et al. 2013)
+    SVI+     E[t_n] weighted by 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)    (Paisley, Definition 1)
+    SSVI-A   the local step sees t(β) of a draw β ~ q(β)    (Hoffman & Blei 2015, eq. 10)
+    SSVI     λ̂ = η + V(β, λ)·N/|S| Σ η̂_n(β)               (eq. 7; V of eq. 8)
+
+After each epoch the full-data ELBO at optimal locals is the trace's next value.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from ... import errors
+from .. import driver as rt
+from ..sampling import SAMPLERS
+from ..source import ItemSource, item_source
+from ..special import blend
+from ..ssvi import SSVI_FAMILIES, ssvi_blend
+from .interface import Global, ModelInterface, check_possible, kept_locals
+
+
+@dataclass
+class Options:
+    """The options of one stochastic fit (see ``fit``)."""
+
+    epochs: int = 10
+    batch_size: int | None = 256
+    kappa: float = 0.7
+    tau: float = 10.0
+    step_scale: float = 1.0
+    effective_batch_size: Any = None
+    max_local_iter: int = 100
+    local_tol: float = 1e-3
+    seed: int = 0
+    callback: Any = None
+    tol: float | None = None
+    window: int = 3
+    patience: int = 3
+    local: str = "mf"
+    ramp: bool = False
+    evaluate: bool = True
+    on_epoch: Any = None
+    checkpoint: Any = None
+    checkpoint_every: int = 1
+    gibbs_sweeps: int = 10
+    gibbs_burn_in: int = 5
+    warm_start: bool = False
+    learn: tuple[str, ...] = ()
+    sample_globals: bool = False
+    apply_v: bool = False
+    control_variate: bool = False
+
+
+@dataclass
+class Run:
+    """A stochastic fit in progress: the state, its counters and its three random streams."""
+
+    model: ModelInterface
+    s: rt.State
+    o: Options
+    source: ItemSource | None
+    n_total: int
+    rng: np.random.Generator  # minibatches
+    noise: np.random.Generator  # SVI+ perturbations, a stream of their own
+    sampler: np.random.Generator  # SSVI-A draws of the globals
+    old: dict[str, np.ndarray] = field(default_factory=dict)  # λ before the step (reused)
+    aux: dict[str, tuple[np.ndarray, ...]] = field(default_factory=dict)  # V's draws
+    trace: list[float] = field(default_factory=list)
+    step: int = 1  # t = 1, 2, ... (Hoffman et al. 2013)
+    shortened: int = 0  # SSVI: rows whose step was shortened to stay valid
+
+
+def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None, start=None,
+        resume=None, **options: Any) -> rt.FitResult:
+    """Fit ``model`` by SVI (SVI+ with ``effective_batch_size``, SSVI-A with
+    ``sample_globals``, SSVI with ``apply_v``); the options are the generated ``fit_svi``'s
+    (see its docstring)."""
+    unknown = sorted(set(options) - {f.name for f in fields(Options)})
+    if unknown:
+        raise TypeError(f"fit_svi() got unexpected keyword argument(s) {', '.join(unknown)}; "
+                        f"its options: {', '.join(f.name for f in fields(Options))}")
+    o = Options(**options)
+    _check_options(model, o)
+    source = item_source(data, model.STREAMING)  # an rt.ItemSource (data on disk), or None
+    if source is not None:  # out of core: the start binds one minibatch ('seeds' seeds from it)
+        dims = source.sizes(dims, model.ITEM_DIMS)
+        data = source.read(source.start_items(o.batch_size, o.seed))
+    s = model._prepare(data, hypers, dims, o.seed, init, start, o.max_local_iter, o.local_tol)
+    o.local = rt.check_local_step(o.local, model.LOCAL_STEPS)
+    o.learn = rt.check_learn(o.learn, model.LEARNABLE)
+    if o.local == "gibbs":
+        rt.check_sweeps(o.gibbs_sweeps, o.gibbs_burn_in)
+    n_total = len(s.all_items) if source is None else source.n_items
+    o.batch_size = n_total if o.batch_size is None else min(int(o.batch_size), n_total)
+    run = Run(model, s, o, source, n_total, np.random.default_rng([o.seed, 1]),
+              np.random.default_rng([o.seed, 2]), np.random.default_rng([o.seed, 3]))
+    if o.apply_v:  # the draws behind β that V(β, λ) needs
+        run.aux = {g.name: tuple(np.empty_like(getattr(s, g.lam[0]))
+                                 for _ in range(g.aux_draws)) for g in model.GLOBALS}
+    run.old = {name: np.empty_like(getattr(s, name)) for g in model.GLOBALS for name in g.lam}
+    return _loop(run, resume)
+
+
+def _check_options(model: ModelInterface, o: Options) -> None:
+    """What the model cannot do is refused with the reason, never ignored."""
+    if model.DATA_PLATE is None:
+        rt.check_applies("method", "svi", model.METHODS)
+    if o.sample_globals:
+        rt.check_applies("method", "ssvi-a", model.METHODS)
+    if o.apply_v or o.control_variate:
+        rt.check_applies("method", "ssvi", model.METHODS)
+    if o.warm_start and not kept_locals(model):
+        raise errors.CemDataError(
+            "warm_start: this model keeps no local between visits of an item (no iterative "
+            "local step), so there is nothing to start from")
+
+
+def _loop(run: Run, resume: Any) -> rt.FitResult:
+    model, o = run.model, run.o
+    converged = False
+    stop = None if o.tol is None or not o.evaluate else rt.NoisyStop(o.window, o.patience,
+                                                                     o.tol)
+    first = 0
+    if resume is not None:  # continue the same trajectory: state, counters and random streams
+        progress = rt.load_checkpoint(resume, run.s, model.SOURCE_SHA256, "fit_svi",
+                                      source=run.source, keep=_global_state(model))
+        run.trace, run.step, first = progress["trace"], progress["step"], progress["epoch"]
+        run.shortened = progress.get("shortened", 0)
+        for g, state in zip((run.rng, run.noise, run.sampler), progress["streams"],
+                            strict=True):
+            rt.restore_generator(g, state)
+    clock = time.perf_counter()
+    for epoch in range(first, o.epochs):
+        order = run.rng.permutation(run.n_total)
+        # the Gibbs draws: one stream per epoch, so a resumed fit repeats them
+        if o.local == "gibbs":
+            rt.seed_kernels(o.seed * 1000003 + epoch)
+        for begin in range(0, len(order), o.batch_size):
+            _step(run, order[begin:begin + o.batch_size], begin, epoch)
+        if o.on_epoch is not None:
+            paused = time.perf_counter()
+            o.on_epoch(epoch, model._result(run.s, run.trace, False, paused - clock,
+                                            items=run.source is None))
+            clock += time.perf_counter() - paused  # not part of the fit's time
+        if o.evaluate:
+            elbo = full_elbo(run)
+            run.trace.append(elbo)
+            check_possible(model, elbo)
+            if o.callback is not None:
+                o.callback(epoch, elbo, time.perf_counter() - clock)
+        # atomic: a crash keeps the previous one
+        if o.checkpoint is not None and (epoch + 1) % o.checkpoint_every == 0:
+            rt.save_checkpoint(
+                o.checkpoint, run.s, model.SOURCE_SHA256, "fit_svi", source=run.source,
+                keep=_global_state(model), epoch=epoch + 1, step=run.step, trace=run.trace,
+                **({"shortened": run.shortened} if _v_applies(model) else {}),
+                streams=[g.bit_generator.state for g in (run.rng, run.noise, run.sampler)])
+        if o.evaluate and stop is not None and stop.update(run.trace[-1]):
+            converged = True
+            break
+    result = model._result(run.s, run.trace, converged, time.perf_counter() - clock,
+                           items=run.source is None)
+    if o.apply_v:  # rows whose SSVI step was shortened
+        result.notes["shortened_steps"] = run.shortened
+    return result
+
+
+def _global_state(model: ModelInterface) -> tuple[str, ...]:
+    """The arrays an out-of-core checkpoint keeps: the globals' (its state holds one
+    minibatch's items)."""
+    return (*model.ROLES.get("global", ()), *model.ROLES.get("global_exp", ()))
+
+
+def _bind_items(run: Run, data: dict[str, Any]) -> rt.State:
+    """Out of core: the state of one minibatch (``data`` holding its items only), its
+    globals, hyperparameters and statistics the fit's, shared (``_prepare(share=)``)."""
+    dims = {k: v for k, v in run.s.bound.dims.items() if k not in run.model.ITEM_DIMS}
+    return run.model._prepare(data, None, dims, run.o.seed, None, None, run.o.max_local_iter,
+                              run.o.local_tol, share=run.s)
+
+
+def _v_applies(model: ModelInterface) -> bool:
+    return model.METHODS.get("ssvi", "no").startswith("yes")
+
+
+def _step(run: Run, batch: np.ndarray, begin: int, epoch: int) -> None:
+    """One stochastic step on the minibatch ``batch`` (positions ``begin``... of the epoch)."""
+    model, o = run.model, run.o
+    if run.source is not None:  # out of core: the minibatch's items, read and bound on their own
+        run.s = _bind_items(run, run.source.read(batch))
+        batch = run.s.all_items
+    s = run.s
+    rho = o.step_scale * (run.step + o.tau) ** (-o.kappa)
+    # SSVI: step 1 is SSVI-A's (V = I): from a start much wider than the posterior V's noise
+    # is unbounded, and one step brings q to its scale
+    v_step = o.apply_v and run.step > 1
+    s.item_weight[...] = 1.0
+    if o.effective_batch_size is not None:  # SVI+: weights 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
+        size_m = rt.effective_size(o.effective_batch_size, run.step, len(batch))
+        s.item_weight[batch] = rt.annealing_weights(run.noise, len(batch), size_m)
+    model.zero_statistics(s)
+    if o.sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
+        for g in model.GLOBALS:
+            _sample(run, g)
+    _local_step(run, batch)
+    # λ̂ = η + N/|S| Σ_{n∈S} E[t_n] for every global, each from the current q of the others
+    # (SSVI-A: from the same draw β the local step saw, so that λ̂ estimates
+    # E_q(β)[η(β) + Σ_n E_q(z_n|β)[t_n]] without bias); then λ ← (1 − ρ)λ + ρλ̂ and only
+    # then E[t]
+    for name, old in run.old.items():
+        old[...] = getattr(s, name)
+    # N, ramped up over the first sweep if asked (SSVI §2.6)
+    seen = run.n_total if not o.ramp or epoch > 0 else min(run.n_total, begin + len(batch))
+    try:
+        for g in model.GLOBALS:
+            g.update(s, seen / len(batch), expect=False)
+        if v_step:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
+            for g in model.GLOBALS:
+                _v_step(run, g, rho)
+        else:
+            for name, old in run.old.items():
+                blend(getattr(s, name), old, rho)
+        if model.GLOBALS:
+            model.refresh(s)
+    except (np.linalg.LinAlgError, errors.CemDataError) as exc:
+        raise rt.invalid_step(run.step, o.effective_batch_size, exc) from None
+    if o.learn:  # empirical Bayes: a step rho towards the batch's maximiser
+        model._learn(s, o.learn, rho, batch)
+    rt.check_step({name: getattr(s, name) for g in model.GLOBALS for name in g.E}, run.step,
+                  o.effective_batch_size, tuple((g.family, g.lams(s)) for g in model.GLOBALS))
+    run.step += 1
+
+
+def _sample(run: Run, g: Global) -> None:
+    """β ~ q(β) written where E[t(β)] lives (and its exp arrays); SSVI keeps V's draws."""
+    s = run.s
+    if run.o.apply_v:
+        SSVI_FAMILIES[g.family][0](*g.lams(s), run.sampler, *g.expectations(s),
+                                    *run.aux[g.name])
+    else:
+        SAMPLERS[g.family](*g.lams(s), run.sampler, *g.expectations(s))
+    if g.after_sample is not None:
+        g.after_sample(s)
+
+
+def _local_step(run: Run, batch: np.ndarray) -> None:
+    """The chosen E-step on the minibatch: mean field ('exact' when no local depends on
+    another), or the collapsed Gibbs / CVB0 step."""
+    model, o, s = run.model, run.o, run.s
+    if o.local == "gibbs":
+        model.run_local_step_gibbs(s, batch, o.gibbs_sweeps, o.gibbs_burn_in)
+    elif o.local == "cvb0":
+        model.run_local_step_cvb0(s, batch, o.max_local_iter, o.local_tol)
+    else:
+        model.run_local_step(s, batch, o.max_local_iter, o.local_tol, seeding=False,
+                             warm=o.warm_start, guard=False)
+
+
+def _v_step(run: Run, g: Global, rho: float) -> None:
+    """V(β, λ), at the λ β was drawn from, times a part of the global's λ̂: eq. 7 takes the
+    data part (λ̂ minus its update with no data; other globals' messages stay as they are,
+    like η); the control variate takes the whole natural gradient λ̂ − λ. The step is then
+    shortened where V's noise would leave the domain (rt.ssvi_blend)."""
+    s = run.s
+    lams = g.lams(s)
+    olds = tuple(run.old[name] for name in g.lam)
+    datas = tuple(lam.copy() for lam in lams)
+    if run.o.control_variate:  # λ̂ = λ + V(λ̂ − λ): E[V] = I, the same mean as eq. 7
+        for lam, old in zip(lams, olds, strict=True):
+            lam[...] = old
+    else:  # eq. 7: λ̂ = η + V · N/|S| Σ η̂_n(β)
+        g.update(s, 0.0, expect=False)
+    for data, lam in zip(datas, lams, strict=True):
+        data -= lam
+    SSVI_FAMILIES[g.family][1](*olds, *run.aux[g.name], *datas, *datas)
+    for lam, data in zip(lams, datas, strict=True):
+        lam += data
+    run.shortened += ssvi_blend(g.family, rho, olds, lams)
+
+
+def full_elbo(run: Run) -> float:
+    """The full-data ELBO at optimal locals for the current globals (in memory, or out of
+    core a minibatch at a time: the statistics add up). Under warm start the fit continues
+    from its own kept locals, not the ELBO pass's, so evaluating never changes the
+    trajectory."""
+    model, o = run.model, run.o
+    kept = None
+    if o.warm_start and run.source is None:
+        kept = tuple(getattr(run.s, name).copy() for name in kept_locals(model))
+    run.s.item_weight[...] = 1.0
+    model.zero_statistics(run.s)
+    if run.source is None:
+        elbo = _all_items(run)
+    else:
+        elbo = 0.0
+        for chunk in run.source.chunks(o.batch_size):
+            run.s = _bind_items(run, run.source.read(chunk))
+            elbo += _all_items(run)
+    elbo_global_part = model.elbo_of_globals(run.s)
+    elbo += elbo_global_part
+    if kept is not None:
+        for name, value in zip(kept_locals(model), kept, strict=True):
+            getattr(run.s, name)[...] = value
+    return elbo
+
+
+def _all_items(run: Run) -> float:
+    return run.model.run_local_step(run.s, run.s.all_items, run.o.max_local_iter,
+                                    run.o.local_tol, seeding=False, warm=False, guard=False)
