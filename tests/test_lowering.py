@@ -204,31 +204,3 @@ def test_lower_is_pure_and_its_result_immutable():
         assert not isinstance(value, (list, dict, set)), field.name
     with pytest.raises(TypeError):
         k.hoisted[("z", 0)] = "pre"  # type: ignore[index]
-
-
-@pytest.mark.parametrize("name", MODELS)
-def test_kernel_plan_agrees_with_the_emitters_lazy_decisions(name):
-    """Until the emitter reads the KernelPlan, what it works out while printing must be
-    what lower() decided up front."""
-    k, e, plan = kplan(name), emitter(name), plan_of(name)
-    assert k.knowns == e.known_exprs and k.known_slots == e.known_slots
-    assert k.log_data_names == tuple(e._log_data_names())
-    assert k.scratch == e.layout.scratch
-    assert (k.implicit, k.product_form, k.exp_only) == (e.implicit, e.product_form, e.exp_only)
-    for name_ in plan.locals:
-        assert k.product.get(name_) == (tuple(e.product_messages(name_))
-                                        if e.product_messages(name_) else None)
-        old = e.implicit_plan(name_)
-        assert k.implicit_plans.get(name_) == (None if old is None else tuple(
-            tuple(part) for part in old))
-        assert k.gathered.get(name_) == e.gathered_plan(name_)
-    assert (k.exp_arrays, k.log_arrays, k.exp_needed) == (e.exp_arrays, e.log_arrays,
-                                                         e.exp_needed)
-    assert k.hoisted == e.hoisted() and k.partial == e.partial()
-    assert k.needs_start == tuple(n for n in plan.locals if e._read_before_update(n))
-    assert k.fast_guard == e._fast_guard()
-    assert k.kept_arrays == tuple(e._kept_arrays())
-    assert k.guard_arrays == tuple(getattr(e, "_guard_arrays", ()))
-    assert k.thread_private == tuple(e.thread_private())
-    assert k.hyper_domains == e._hyper_domains()
-    assert k.seeded_chains == tuple(e._seeded_chains())

@@ -47,6 +47,16 @@ def lam_name(var: str, stat: str) -> str:
     return f"lam_{var}_{stat}"
 
 
+def plate_loop(model: Model, plate: str, args: ArgRecorder) -> str:
+    """The loop header over one plate's elements (a ragged plate's: its parent's CSR range)."""
+    pdef = model.plate(plate)
+    if pdef.ragged:
+        ptr = args.use(f"{plate}_ptr")
+        parent = plate_var(pdef.parent)
+        return f"for {plate_var(plate)} in range({ptr}[{parent}], {ptr}[{parent} + 1])"
+    return f"for {plate_var(plate)} in range({args.use(dim_name(pdef.dim))})"
+
+
 def onehot_binding(slot: Known) -> bool:
     """A one-hot of observed data or of a variable: its letter binds to the observed value."""
     return slot.fn == "onehot" and isinstance(slot.operands[0], (RVar, RData))
@@ -176,25 +186,14 @@ def emit_contraction(
     multiply: dict[Stat, tuple[str, bool]] | None = None,
     reads: dict[Stat, tuple[str, bool]] | None = None,
 ) -> list[Node]:
-    """With ``multiply`` the nest multiplies the target by Π exp(E[stat]) instead of adding;
+    """Emit the loop nest for one contraction, accumulating into ``target``. With
+    ``multiply`` the nest multiplies the target by Π exp(E[stat]) instead of adding;
     ``reads`` points statistics at other layouts of E[stat] (a transposed copy)."""
-    """Emit the loop nest for one contraction, accumulating into ``target``."""
     model = layout.model
     letters: dict[str, str] = dict(bound_letters)
     letters.update({f"@{plate}": expr for plate, expr in bound_plates.items()})
-    loops: list[str] = []
     # plates: loops over those not bound
-    for plate in c.plates:
-        if plate in bound_plates:
-            continue
-        pdef = model.plate(plate)
-        if pdef.ragged:
-            ptr = args.use(f"{plate}_ptr")
-            parent = plate_var(pdef.parent)
-            loops.append(f"for {plate_var(plate)} in range({ptr}[{parent}], {ptr}[{parent} + 1])")
-        else:
-            size = args.use(dim_name(pdef.dim))
-            loops.append(f"for {plate_var(plate)} in range({size})")
+    loops = [plate_loop(model, plate, args) for plate in c.plates if plate not in bound_plates]
     # one-hot data binds its letter to the observed category
     # (a letter bound already, e.g. the target's row theta[g] read as theta[group[n]], keeps
     # only the items whose category is that row)
