@@ -204,3 +204,33 @@ def test_lower_is_pure_and_its_result_immutable():
         assert not isinstance(value, (list, dict, set)), field.name
     with pytest.raises(TypeError):
         k.hoisted[("z", 0)] = "pre"  # type: ignore[index]
+
+
+# -- the kernel emitters keep no hidden state ------------------------------------------------
+CODEGEN = STDLIB.parent / "cemodel" / "codegen"
+KERNEL_SIDE = sorted([*CODEGEN.glob("kernels/*.py"), *(CODEGEN / n for n in (
+    "context.py", "lowering.py", "knowns.py", "loops.py", "klc.py"))])
+
+
+@pytest.mark.parametrize("path", KERNEL_SIDE, ids=lambda p: p.relative_to(CODEGEN).as_posix())
+def test_kernel_side_is_small_functions_without_hidden_state(path):
+    import ast
+
+    text = path.read_text()
+    tree = ast.parse(text)
+    assert len(text.splitlines()) <= 600
+    assert "TYPE_CHECKING" not in text
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            limit = 300 if isinstance(node, ast.ClassDef) else 100
+            assert node.end_lineno - node.lineno < limit, node.name
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            assert node.func.id not in ("hasattr", "getattr", "setattr"), node.lineno
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not (
+                node.attr.startswith("__") or isinstance(node.value, ast.Name)
+                and node.value.id in ("self", "cls")):
+            raise AssertionError(f"line {node.lineno}: another object's {node.attr}")
+        if isinstance(node, ast.FunctionDef) and node.name != "__init__":
+            for target in ast.walk(node):
+                if isinstance(target, ast.Attribute) and isinstance(target.ctx, ast.Store):
+                    raise AssertionError(f"line {target.lineno}: {node.name} assigns an attribute")

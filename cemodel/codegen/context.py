@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ..conjugacy import Factor, Known, Monomial, Stat
-from ..model import VarDef
+from ..model import Model, VarDef
 from ..plan import InferencePlan
 from .loops import (
     ArgRecorder,
@@ -80,13 +80,15 @@ def emit_context(plan: InferencePlan, kplan: KernelPlan) -> EmitContext:
 
 @dataclass(frozen=True)
 class EmitContext:
+    """What a kernel emitter reads: the plan, what lowering decided, the array layout."""
+
     plan: InferencePlan
     kplan: KernelPlan
     layout: Layout
 
     # -- the model ---------------------------------------------------------------------
     @property
-    def model(self):
+    def model(self) -> Model:
         return self.plan.model
 
     @property

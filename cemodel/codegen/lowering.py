@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from ..conjugacy import Factor, Known, Message, Monomial, Stat
 from ..families import FAMILIES
-from ..model import RHyper, RRepeat, VarDef
+from ..model import Model, RHyper, RRepeat, VarDef
 from ..plan import InferencePlan
 from .knowns import collect_knowns, log_data_names
 from .loops import E_name, lam_name, onehot_binding, plate_var
@@ -96,7 +96,7 @@ def lower(plan: InferencePlan) -> KernelPlan:
     scratch = frozenset(v for v in plan.locals if v not in plan.kept_locals)
     product = {}
     for name in plan.locals:
-        found = product_messages(plan, name)
+        found = _product_messages(plan, name)
         if found:
             product[name] = found
     exp_arrays, log_arrays, exp_needed = _exp_arrays(plan, product)
@@ -151,12 +151,12 @@ def lower(plan: InferencePlan) -> KernelPlan:
 
 
 # -- questions about the plan, shared with the kernel emitters -----------------------------
-def family(model, name: str) -> str:
+def family(model: Model, name: str) -> str:
     """The variational family of a variable ('' for an observed one)."""
     return FAMILIES[model.var(name).family].variational or ""
 
 
-def stats(model, name: str) -> tuple[tuple[str, int], ...]:
+def stats(model: Model, name: str) -> tuple[tuple[str, int], ...]:
     """A variable's sufficient statistics and their ranks."""
     return FAMILIES[model.var(name).family].stats
 
@@ -168,7 +168,7 @@ def messages_to(plan: InferencePlan, var: str) -> Iterator[tuple[Message, Factor
         yield message, factor, factor.monomials[message.monomial]
 
 
-def target_bindings(model, var: VarDef, target: Stat) -> tuple[dict, dict]:
+def target_bindings(model: Model, var: VarDef, target: Stat) -> tuple[dict, dict]:
     """Bind the factor's plates/gates at the target to the row loop variables."""
     plate_names = {p.name for p in model.plates}
     plates: dict[str, str] = {}
@@ -181,7 +181,7 @@ def target_bindings(model, var: VarDef, target: Stat) -> tuple[dict, dict]:
     return plates, letters
 
 
-def product_messages(plan: InferencePlan, name: str) -> tuple[ProductMessage, ...] | None:
+def _product_messages(plan: InferencePlan, name: str) -> tuple[ProductMessage, ...] | None:
     """The messages to a categorical local if each is one E[log ·] read, else None.
 
     Then q_k ∝ Π_messages exp(E[log ·])_k: the kernel multiplies precomputed
