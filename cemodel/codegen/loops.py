@@ -12,6 +12,7 @@ to the data value instead of looped (the doc-term-count trick).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..conjugacy import Known, Slot, Stat
@@ -36,6 +37,31 @@ def fmt_float(value: float) -> str:
     return text
 
 
+def E_name(var: str, stat: str) -> str:
+    """The array of E_q[t_stat] of a variable."""
+    return f"E_{var}_{stat}"
+
+
+def lam_name(var: str, stat: str) -> str:
+    """The array of a variable's natural parameter of statistic ``stat``."""
+    return f"lam_{var}_{stat}"
+
+
+def plate_loop(model: Model, plate: str, args: ArgRecorder) -> str:
+    """The loop header over one plate's elements (a ragged plate's: its parent's CSR range)."""
+    pdef = model.plate(plate)
+    if pdef.ragged:
+        ptr = args.use(f"{plate}_ptr")
+        parent = plate_var(pdef.parent)
+        return f"for {plate_var(plate)} in range({ptr}[{parent}], {ptr}[{parent} + 1])"
+    return f"for {plate_var(plate)} in range({args.use(dim_name(pdef.dim))})"
+
+
+def onehot_binding(slot: Known) -> bool:
+    """A one-hot of observed data or of a variable: its letter binds to the observed value."""
+    return slot.fn == "onehot" and isinstance(slot.operands[0], (RVar, RData))
+
+
 @dataclass
 class ArgRecorder:
     """Collects the names a kernel reads, in first-use order (its parameters)."""
@@ -50,19 +76,19 @@ class ArgRecorder:
         return name
 
 
-@dataclass
+@dataclass(frozen=True)
 class Layout:
     """Array names and index expressions for every variable and known."""
 
     model: Model
-    known_names: dict[str, str]  # Known.key -> array / scalar name
+    known_names: Mapping[str, str]  # Known.key -> array / scalar name
     scratch: frozenset[str]  # locals below the data plate, stored per item
 
     def E(self, var: str, stat: str) -> str:
-        return f"E_{var}_{stat}"
+        return E_name(var, stat)
 
     def lam(self, var: str, stat: str) -> str:
-        return f"lam_{var}_{stat}"
+        return lam_name(var, stat)
 
     def row(self, var: str, entries: tuple[str, ...], letters: dict[str, str],
             args: ArgRecorder) -> list[str]:
@@ -74,7 +100,13 @@ class Layout:
     def data_row(self, plates: tuple[str, ...], args: ArgRecorder) -> list[str]:
         """Index parts of an array laid out as the data over ``plates`` (never scratch), at
         the enclosing loops' plate indices."""
-        return self._plate_index(plates, plates, {}, args, scratch=False)
+        return self.data_index(plates, {}, args)
+
+    def data_index(self, plates: tuple[str, ...], letters: dict[str, str],
+                   args: ArgRecorder) -> list[str]:
+        """Index parts of an array laid out as the data over ``plates`` (never scratch), with
+        ``letters`` binding gate letters and ``@plate`` entries."""
+        return self._plate_index(plates, plates, letters, args, scratch=False)
 
     def _plate_index(self, plates: tuple[str, ...], entries: tuple[str, ...],
                      letters: dict[str, str], args: ArgRecorder, scratch: bool) -> list[str]:
@@ -101,8 +133,7 @@ class Layout:
         if slot.fn == "value" and len(slot.operands) == 1 and isinstance(slot.operands[0], RConst):
             return fmt_float(slot.operands[0].value)
         name = args.use(self.known_names[slot.key])
-        index = self._plate_index(slot.plates, slot.plates, letters, args, scratch=False) \
-            if slot.plates else []
+        index = self.data_index(slot.plates, letters, args) if slot.plates else []
         index += [letters[t] if t in letters else plate_var(t[1:])
                   for t in slot.tensor if not self.drops_tensor(slot)]
         return f"{name}[{', '.join(index)}]" if index else name
@@ -115,7 +146,7 @@ class Layout:
                 and slot.fn in ("value", "lgamma", "log"))
 
     def onehot_binding(self, slot: Known) -> bool:
-        return slot.fn == "onehot" and isinstance(slot.operands[0], (RVar, RData))
+        return onehot_binding(slot)
 
     def stat_ref(self, slot: Stat, letters: dict[str, str], args: ArgRecorder,
                  exp_array: dict[Stat, tuple[str, bool]] | None = None) -> str:
@@ -155,25 +186,14 @@ def emit_contraction(
     multiply: dict[Stat, tuple[str, bool]] | None = None,
     reads: dict[Stat, tuple[str, bool]] | None = None,
 ) -> list[Node]:
-    """With ``multiply`` the nest multiplies the target by Π exp(E[stat]) instead of adding;
+    """Emit the loop nest for one contraction, accumulating into ``target``. With
+    ``multiply`` the nest multiplies the target by Π exp(E[stat]) instead of adding;
     ``reads`` points statistics at other layouts of E[stat] (a transposed copy)."""
-    """Emit the loop nest for one contraction, accumulating into ``target``."""
     model = layout.model
     letters: dict[str, str] = dict(bound_letters)
     letters.update({f"@{plate}": expr for plate, expr in bound_plates.items()})
-    loops: list[str] = []
     # plates: loops over those not bound
-    for plate in c.plates:
-        if plate in bound_plates:
-            continue
-        pdef = model.plate(plate)
-        if pdef.ragged:
-            ptr = args.use(f"{plate}_ptr")
-            parent = plate_var(pdef.parent)
-            loops.append(f"for {plate_var(plate)} in range({ptr}[{parent}], {ptr}[{parent} + 1])")
-        else:
-            size = args.use(dim_name(pdef.dim))
-            loops.append(f"for {plate_var(plate)} in range({size})")
+    loops = [plate_loop(model, plate, args) for plate in c.plates if plate not in bound_plates]
     # one-hot data binds its letter to the observed category
     # (a letter bound already, e.g. the target's row theta[g] read as theta[group[n]], keeps
     # only the items whose category is that row)
@@ -183,7 +203,7 @@ def emit_contraction(
         if isinstance(slot, Known) and layout.onehot_binding(slot):
             letter = slot.tensor[0]
             ref = slot.operands[0]
-            index = layout._plate_index(slot.plates, slot.plates, letters, args, scratch=False)
+            index = layout.data_index(slot.plates, letters, args)
             value = f"{args.use(ref.name)}[{', '.join(index)}]"
             if letter in letters:
                 guards.append(f"{value} == {letters[letter]}")

@@ -1,0 +1,1 @@
+"""The kernel emitters: plain functions from an EmitContext to numba kernels (Function)."""

@@ -1,0 +1,99 @@
+"""The global kernels: update_<global> (its natural parameters from the accumulated
+statistics, scaled by data_scale), refresh_globals (E[t] from λ) and elbo_global (the ELBO
+terms outside the data plate or through the accumulators, and the global entropies)."""
+
+from __future__ import annotations
+
+from ..context import KERNEL, EmitContext, acc_slot
+from ..loops import ArgRecorder, Contraction, emit_contraction
+from ..pycode import Block, Comment, Function, Line, Node
+
+
+def _key_plates(acc) -> tuple[str, ...]:
+    """Inner plates an accumulator keeps (``@plate`` entries of its key)."""
+    return tuple(k[1:] for k in acc.key if k.startswith("@"))
+
+
+def emit_update_global(ctx: EmitContext, name: str) -> Function:
+    """update_<name>(data_scale, ..., expect): λ = η + data_scale · Σ statistics; E[t]
+    only when ``expect`` (a stochastic step blends λ first)."""
+    var = ctx.var(name)
+    args = ArgRecorder()
+    args.use("data_scale")
+    row = ctx.row_index(var, args)
+    inner: list[Node] = []
+    for stat, _ in ctx.stats(name):
+        inner.append(Line(f"{args.use(ctx.layout.lam(name, stat))}[{row}] = 0.0"))
+    for message, factor, monomial in ctx.messages_to(name):
+        acc = ctx.plan.accumulator_for(message.factor, message.monomial)
+        inner.append(Comment(f"from {factor.child} ~ {factor.family} "
+                             f"({ctx.factor_comment(factor)})"))
+        if acc is None:
+            inner += ctx.contribution(factor, monomial, message.target, var, args, {})
+            continue
+        # data_scale · coef · acc[key] · Π E[other global slots]
+        others = tuple(s for s in acc.glob if s != message.target)
+        plates, letters = ctx.target_bindings(var, message.target)
+        lam = args.use(ctx.layout.lam(name, message.target.stat))
+        target_row = ctx.layout.row(name, var.plates, {}, args)
+        inner += emit_contraction(
+            ctx.layout, args,
+            Contraction(monomial.coef, (acc_slot(acc),) + others, _key_plates(acc),
+                        dict(factor.index_dims), extra=("data_scale",)),
+            lam, tuple(target_row) + message.target.tensor, plates, letters,
+        )
+    expect = args.use("expect")
+    inner.append(Block(f"if {expect}", (ctx.expect_line(var, row, args),
+                                        *ctx.exp_lines(var, row, args)),
+                       comment="a stochastic step mixes λ first (λ̂ may be invalid)"))
+    nodes = ctx.in_rows(var, set(), inner, args)
+    return Function(f"update_{name}", tuple(args.names), tuple(nodes),
+                    ctx.conditional_doc(var), KERNEL)
+
+
+def emit_refresh(ctx: EmitContext) -> Function:
+    """E[t] (and exp(E[log])) of every global from its natural parameters (warm starts)."""
+    args = ArgRecorder()
+    body: list[Node] = []
+    for name in ctx.plan.globals:
+        var = ctx.var(name)
+        row = ctx.row_index(var, args)
+        body += ctx.in_rows(var, set(), [ctx.expect_line(var, row, args),
+                                         *ctx.exp_lines(var, row, args)], args)
+    return Function("refresh_globals", tuple(args.names), tuple(body),
+                    "Expected statistics of the globals from their natural parameters.", KERNEL)
+
+
+def emit_elbo_global(ctx: EmitContext) -> Function:
+    """Σ E[log p] of factors outside the data plate and via the accumulators, plus the
+    global entropies."""
+    plan = ctx.plan
+    args = ArgRecorder()
+    body: list[Node] = [Line("elbo = 0.0")]
+    for fi, factor in enumerate(plan.analysis.factors):
+        inside = plan.in_data_plate(factor.plates)
+        body.append(Comment(f"E[log p({factor.child} | ...)]  ({ctx.factor_comment(factor)})"))
+        for mi, monomial in enumerate(factor.monomials):
+            acc = plan.accumulator_for(fi, mi)
+            if inside and acc is None:
+                continue  # summed in the local step
+            if acc is not None:
+                slots = (acc_slot(acc),) + acc.glob
+                plates: tuple[str, ...] = _key_plates(acc)
+            else:
+                slots = monomial.slots
+                plates = factor.plates
+            body += emit_contraction(
+                ctx.layout, args,
+                Contraction(monomial.coef, slots, plates, dict(factor.index_dims)),
+                "elbo", (), {}, {},
+            )
+    for name in plan.globals:
+        var = ctx.var(name)
+        row = ctx.row_index(var, args)
+        body.append(Comment(f"entropy of q({name})"))
+        body += ctx.in_rows(var, set(), [Line(f"elbo += {ctx.entropy_expr(var, row, args)}")],
+                            args)
+    body.append(Line("return elbo"))
+    return Function("elbo_global", tuple(args.names), tuple(body),
+                    "ELBO terms of the global factors (see elbo_terms in the README).", KERNEL)

@@ -1,0 +1,337 @@
+"""local_step: the E-step over the items of the data plate, shared among threads. Per item:
+its start (k-means++ seeding, or the locals' priors, or a warm start), the sweeps to
+convergence (children first), the restart guard, the sufficient statistics into the
+accumulators and the item's local ELBO terms. ``threaded_kernel``, ``accumulate_nodes``
+and ``local_elbo_nodes`` serve the KLC kernels too."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ...model import VarDef
+from ...plan import describe_slot
+from ..context import KERNEL, EmitContext
+from ..loops import ArgRecorder, Contraction, dim_name, emit_contraction, plate_var
+from ..pycode import Block, Comment, Function, Line, Node
+
+Callees = Mapping[str, tuple[str, ...]]  # kernel -> its parameters, for calls to it
+
+
+def emit_local_step(ctx: EmitContext, callees: Callees) -> Function:
+    """E-step over every item of the data plate; accumulates the sufficient statistics."""
+    plan = ctx.plan
+    args = ArgRecorder()
+    for name in ("seeding", "items", "seed_category", "max_local_iter", "local_tol"):
+        args.use(name)
+    categorical = [n for n in plan.locals if ctx.family(n) == "categorical"]
+    chains = ctx.kplan.seeded_chains
+    init_random = _seeding(ctx, callees, categorical, args)
+    if plan.local_iterations:
+        init_sweeps = _sweeps(ctx, callees, args)
+    else:
+        init_sweeps = [ctx.call_update(callees, n, "True", args) for n in plan.locals]
+    if plan.local_iterations and plan.kept_locals:
+        before, after = _guard_nodes(ctx, callees, args)
+        args.use("guard")
+        init_sweeps = [Block("if guard", tuple(before)), *init_sweeps,
+                       Block("if guard", tuple(after))]
+    per_item: list[Node] = []
+    if categorical or chains:
+        per_item.append(Block("if seeding", tuple(init_random),
+                              comment="k-means++ seed items: seed c is all category c"
+                              if categorical else "k-means++ seed steps: seed c in state c"))
+        per_item.append(Block("else", tuple(init_sweeps)))
+    else:  # nothing to seed: start=seeds needs a categorical local
+        per_item += init_sweeps
+    per_item += accumulate_nodes(ctx, args, suffix="_t")
+    per_item.append(Comment("ELBO: local terms and local entropies"))
+    per_item += local_elbo_nodes(ctx, args)
+    per_item = ctx.bases(per_item, args) + per_item
+    doc = ("Local step: each item's local factors to convergence, then the sufficient "
+           "statistics.\n\n"
+           "The items are shared among the threads (numba prange), each with its own "
+           "scratch arrays\nand accumulators (<name>_threads[thread]); their statistics "
+           "are summed in thread order.\n"
+           "Returns the ELBO terms that involve only local variables and data.")
+    return threaded_kernel(ctx, "local_step", per_item, args, doc, buffers=_buffers(ctx),
+                           hoist=True)
+
+
+def _buffers(ctx: EmitContext) -> tuple[Node, ...]:
+    """Each thread's copies of the previous sweep and of the item's state (the guard)."""
+    buffers: list[Node] = []
+    if ctx.plan.local_iterations:
+        for name in ctx.plan.kept_locals or ctx.plan.locals:
+            lam = ctx.layout.lam(name, ctx.stats(name)[0][0])
+            row = "" if name in ctx.layout.scratch else "[0]"
+            buffers.append(Line(f"old_{name} = np.empty_like({lam}{row})",
+                                "the previous sweep, for the convergence test"))
+        for a in ctx.kplan.guard_arrays:
+            buffers.append(Line(f"keep_{a} = np.empty_like({a}[0])",
+                                "the item's previous state, for the restart guard"))
+    return tuple(buffers)
+
+
+def _seeding(ctx: EmitContext, callees: Callees, categorical: list[str],
+             args: ArgRecorder) -> list[Node]:
+    """The seeding pass of an item: its seed rows one-hot, the other locals from the priors."""
+    chains = ctx.kplan.seeded_chains
+    nodes: list[Node] = []
+    for name in categorical:
+        nodes += _seed_categorical(ctx, ctx.var(name), args)
+    for name in chains:
+        nodes += _seed_chain(ctx, ctx.var(name), args)
+    for name in ctx.plan.locals:
+        if name not in categorical and name not in chains:
+            nodes.append(Line(ctx.call(callees, f"update_{name}", ctx.all_messages(), args)))
+    return nodes
+
+
+def _seed_categorical(ctx: EmitContext, var: VarDef, args: ArgRecorder) -> list[Node]:
+    """Seeding: every row of a seed item is its category; other items weigh nothing."""
+    row = ctx.row_index(var, args)
+    E = args.use(ctx.layout.E(var.name, "onehot"))
+    k = args.use(dim_name(var.categories))
+    nodes: list[Node] = [
+        Line(f"{E}[{row}] = 0.0"),
+        Block(f"if 0 <= seed_category[{ctx.item}] < {k}",
+              (Line(f"{E}[{row}, seed_category[{ctx.item}]] = 1.0"),)),
+    ]
+    return ctx.item_rows(var, nodes, args)
+
+
+def _seed_chain(ctx: EmitContext, var: VarDef, args: ArgRecorder) -> list[Node]:
+    """Seeding: a chain's seed steps are in their state; its other steps, its first
+    state and its transitions weigh nothing."""
+    row = ctx.row_index(var, args)
+    E = [args.use(ctx.layout.E(var.name, st)) for st, _ in ctx.stats(var.name)]
+    seed = f"seed_category[{', '.join(ctx.layout.data_row(var.plates, args))}]"
+    k = args.use(dim_name(var.categories))
+    nodes: list[Node] = [
+        *[Line(f"{e}[{row}] = 0.0") for e in E],
+        Block(f"if 0 <= {seed} < {k}", (Line(f"{E[0]}[{row}, {seed}] = 1.0"),)),
+    ]
+    return [*ctx.item_rows(var, nodes, args),
+            Line(f"{args.use(f'H_{var.name}')}[0] = 0.0",
+                 "the seeding pass is not part of the ELBO")]
+
+
+def _tracked(ctx: EmitContext, name: str, args: ArgRecorder) -> str:
+    """The natural parameters of a local whose change ends the sweeps: the item's row of
+    a kept local, the whole scratch array of one stored per item."""
+    lam = args.use(ctx.layout.lam(name, ctx.stats(name)[0][0]))
+    if name in ctx.layout.scratch:
+        return lam
+    return f"{lam}[{ctx.item}]"
+
+
+def _sweeps(ctx: EmitContext, callees: Callees, args: ArgRecorder) -> list[Node]:
+    """The item's start, its sweeps until the locals stop changing, and what is computed
+    once they have converged."""
+    plan, kplan = ctx.plan, ctx.kplan
+    # a sweep runs children first, so only locals with local children need a start:
+    # their prior, or (warm) their value from the previous iteration
+    nodes: list[Node] = []
+    starts: list[Node] = []
+    for name in kplan.needs_start:
+        start = ctx.call_update(callees, name, "False", args)
+        (starts if name in plan.kept_locals else nodes).append(start)
+    if starts:
+        args.use("warm")
+        nodes.append(Block("if not warm", tuple(starts)))
+    tracked = plan.kept_locals or plan.locals
+    sweep: list[Node] = [Line("change = 0.0")]
+    for name in tracked:
+        sweep.append(Line(f"old_{name}[...] = {_tracked(ctx, name, args)}"))
+    finish = [ctx.expect_line(ctx.var(n), ctx.item, args) for n in kplan.exp_only]
+    for name in reversed(plan.locals):
+        if name in kplan.implicit:
+            sweep.append(Line(f"use_sums_{name} = "
+                              + ctx.call(callees, f"sums_{name}", {}, args)))
+            sweep.append(Block(f"if not use_sums_{name}", (
+                *finish, ctx.call_update(callees, name, "True", args))))
+        else:
+            sweep.append(ctx.call_update(callees, name, "True", args, exp_only="True"))
+    for name in tracked:
+        sweep.append(Line(f"change += rt.mean_abs_change({_tracked(ctx, name, args)}, "
+                          f"old_{name})"))
+    mean = "change" if len(tracked) == 1 else f"change / {len(tracked)}"
+    sweep.append(Block(f"if {mean} < local_tol", (Line("break"),)))
+    gathers: list[Node] = [Line(ctx.call(callees, f"gather_{n}", {}, args))
+                           for n in kplan.implicit if n in kplan.gathered]
+    if gathers and kplan.fast_guard is not None and plan.kept_locals:
+        gathers = [Block("if not guard", tuple(gathers),
+                         comment="the guard gathered them already")]
+    nodes += gathers
+    nodes.append(Block("for sweep in range(max_local_iter)", tuple(sweep)))
+    if finish:
+        nodes.append(Comment("E[log ·] of the item, once its sweeps converged"))
+        nodes += finish
+    for name in kplan.implicit:
+        nodes.append(Comment(f"q({name}) itself, from the converged sweeps"))
+        nodes.append(ctx.call_update(callees, name, "True", args))
+    return nodes
+
+
+def _guard_nodes(ctx: EmitContext, callees: Callees,
+                 args: ArgRecorder) -> tuple[list[Node], list[Node]]:
+    """Before and after an item's restarted local step: keep the restart only if it is at
+    least as good as the previous state (re-optimised in the scratch locals), so the
+    ELBO never decreases."""
+    item = ctx.item
+    scratch = [n for n in reversed(ctx.plan.locals) if n in ctx.layout.scratch]
+    arrays = ctx.kplan.guard_arrays
+    rebuild = [ctx.call_update(callees, n, "True", args) for n in scratch]
+    fast = ctx.kplan.fast_guard
+    if fast is not None:
+        value = (ctx.call(callees, f"collapsed_{fast}", {}, args) + " + "
+                 + ctx.call(callees, f"item_elbo_without_{fast}", {}, args))
+        before: list[Node] = [
+            *[Line(f"keep_{a}[...] = {args.use(a)}[{item}]") for a in arrays],
+            Line(ctx.call(callees, f"gather_{fast}", {}, args)),
+            Line(f"previous = {value}", f"the previous state with q({fast}) at its optimum"),
+        ]
+        plate = ctx.kplan.gathered[fast].plate
+        ptr, weight = args.use(f"{plate}_ptr"), args.use(f"{plate}_weight")
+        logZ = args.use(f"logZ_{fast}")
+        value = (f"rt.weighted_sum({weight}[{ptr}[{item}]:{ptr}[{item} + 1]], "
+                 f"{logZ}[:{ptr}[{item} + 1] - {ptr}[{item}]]) + "
+                 + ctx.call(callees, f"item_elbo_without_{fast}", {}, args))
+    else:
+        value = ctx.call(callees, "item_elbo", {}, args)
+        before = [
+            *[Line(f"keep_{a}[...] = {args.use(a)}[{item}]") for a in arrays],
+            *rebuild,
+            Line(f"previous = {value}",
+                 "the previous state, re-optimised in its scratch locals"),
+        ]
+    after: list[Node] = [
+        Block(f"if {value} < previous", (
+            Comment("the restart settled lower: keep the previous state"),
+            *[Line(f"{a}[{item}] = keep_{a}") for a in arrays],
+            *rebuild,
+        )),
+    ]
+    return before, after
+
+
+def threaded_kernel(ctx: EmitContext, name: str, per_item: list[Node], args: ArgRecorder,
+                    doc: str, buffers: tuple[Node, ...] = (), accumulate: bool = True,
+                    result: str = "elbo", threads: str = "1",
+                    hoist: bool = False) -> Function:
+    """A kernel over ``items``: each thread runs a contiguous share of them with its own
+    scratch arrays and (``accumulate``) accumulators, summed in thread order afterwards;
+    it returns the sum of ``result`` over the items. ``threads``: the thread count when
+    there is no per-thread array to read it from (a literal or a parameter name).
+    ``hoist``: the per-item body calls local updates, so the item-independent messages
+    they read are contracted first (hoisted)."""
+    stored = ctx.plan.stored_accumulators
+    private = list(ctx.kplan.thread_private)
+    accs = [a.name for a in stored] if accumulate else []
+    threaded = private + accs
+    count = f"{threaded[0]}_threads.shape[0]" if threaded else args.use(threads)
+    bind = [Line(f"{n} = {n}_threads[thread]") for n in private]
+    vector_accs = [a.name for a in stored if a.key] if accumulate else []
+    bind += [Line(f"{a}_t = {a}_threads[thread]") for a in vector_accs]
+    bind += [Line(f"{a}_t[...] = 0.0") for a in vector_accs]
+    if accumulate:
+        bind += [Line(f"{a.name}_threads[thread] = 0.0") for a in stored if not a.key]
+    body: list[Node] = [
+        *(hoist_nodes(ctx, args) if hoist else ()),
+        Line(f"n_threads = {count}"),
+        Line(f"{result}_threads = np.zeros(n_threads)"),
+        Block("for thread in prange(n_threads)", (
+            *bind,
+            *buffers,
+            Line(f"{result} = 0.0"),
+            Block("for position in range(thread * items.shape[0] // n_threads, "
+                  "(thread + 1) * items.shape[0] // n_threads)",
+                  (Line(f"{ctx.item} = items[position]"), *per_item)),
+            Line(f"{result}_threads[thread] = {result}"),
+        )),
+        *[Block("for thread in range(n_threads)", (Line(f"{a} += {a}_threads[thread]"),))
+          for a in accs],
+        Line(f"return {result}_threads.sum()"),
+    ]
+    local_names = set(private) | {f"{a}_t" for a in accs}
+    params = [a for a in args.names if a not in local_names]
+    params += [f"{n}_threads" for n in private + accs] + accs
+    return Function(name, tuple(dict.fromkeys(params)), tuple(body), doc,
+                    KERNEL.replace("nogil=True", "nogil=True, parallel=True"))
+
+
+def hoist_nodes(ctx: EmitContext, args: ArgRecorder) -> list[Node]:
+    """Contract every hoisted message into its pre_ array (before the items' loop)."""
+    data_plate = ctx.model.data_plate
+    nodes: list[Node] = []
+    for (name, m), pre in ctx.kplan.hoisted.items():
+        var = ctx.var(name)
+        message, factor, monomial = list(ctx.messages_to(name))[m]
+        plates, letters = ctx.target_bindings(var, message.target)
+        plates[data_plate] = "0"  # no operand reads the item
+        target_index = tuple(plate_var(p) for p in var.plates[1:]) + message.target.tensor
+        inner: list[Node] = emit_contraction(
+            ctx.layout, args,
+            Contraction(monomial.coef, monomial.without(message.target), factor.plates,
+                        dict(factor.index_dims)),
+            args.use(pre), target_index or ("0",), plates, letters,
+        )
+        nodes += [Comment(f"{pre}: to q({name}) from {factor.child} ~ {factor.family} "
+                          f"({ctx.factor_comment(factor)}), the same for every item"),
+                  Line(f"{pre}[...] = 0.0"), *ctx.in_rows(var, {data_plate}, inner, args)]
+    for (name, m), (pre, glob, _, key) in ctx.kplan.partial.items():
+        _, factor, _ = list(ctx.messages_to(name))[m]
+        nodes += [Comment(f"{pre}: the global part of a message to q({name}) from "
+                          f"{factor.child} ~ {factor.family} ({ctx.factor_comment(factor)})"),
+                  Line(f"{pre}[...] = 0.0"),
+                  *emit_contraction(ctx.layout, args,
+                                    Contraction(1.0, glob, (), dict(factor.index_dims)),
+                                    args.use(pre), key, {}, {})]
+    return nodes
+
+
+def local_elbo_nodes(ctx: EmitContext, args: ArgRecorder) -> list[Node]:
+    """``elbo +=`` the item's ELBO terms that involve only locals and data (the others
+    go through the accumulators to elbo_global), and its local entropies."""
+    data_plate = ctx.model.data_plate
+    nodes: list[Node] = []
+    for fi, factor in enumerate(ctx.plan.analysis.factors):
+        if not ctx.plan.in_data_plate(factor.plates):
+            continue
+        for mi, monomial in enumerate(factor.monomials):
+            if ctx.plan.accumulator_for(fi, mi) is not None:
+                continue
+            nodes += emit_contraction(
+                ctx.layout, args,
+                Contraction(monomial.coef, monomial.slots, factor.plates,
+                            dict(factor.index_dims)),
+                "elbo", (), {data_plate: ctx.item}, {},
+            )
+    return nodes + ctx.entropy_nodes(ctx.plan.locals, "elbo", args)
+
+
+def accumulate_nodes(ctx: EmitContext, args: ArgRecorder, suffix: str = "") -> list[Node]:
+    """The item's sufficient statistics into the accumulators (``<acc><suffix>``), weighted
+    by item_weight."""
+    data_plate = ctx.model.data_plate
+    nodes: list[Node] = []
+    for acc in ctx.plan.stored_accumulators:
+        factor = ctx.plan.analysis.factors[acc.factor]
+        nodes.append(Comment(f"{acc.name}[{', '.join(acc.key)}] += "
+                             + " · ".join(describe_slot(s) for s in acc.local)
+                             + f"  ({ctx.factor_comment(factor)})"))
+        nodes += emit_contraction(
+            ctx.layout, args,
+            Contraction(1.0, acc.local, factor.plates, dict(factor.index_dims),
+                        extra=(f"{args.use('item_weight')}[{ctx.item}]",)),
+            _acc_target(acc, suffix, args), acc.key, {data_plate: ctx.item}, {},
+        )
+    return nodes
+
+
+def _acc_target(acc, suffix: str, args: ArgRecorder) -> str:
+    """Where the local step adds an accumulator's terms: the thread's own copy (a scalar
+    one through its thread array, so the addition lands in the array)."""
+    if suffix and not acc.key:
+        return f"{args.use(acc.name + '_threads')}[thread]"
+    return args.use(acc.name + suffix)

@@ -1,0 +1,236 @@
+"""lower(plan) -> KernelPlan: every decision of the kernel emitters, made before printing.
+
+One test per field on the stdlib model that exercises it (no numba compile: lowering and
+code generation are plain Python)."""
+
+import dataclasses
+from functools import cache
+
+import pytest
+
+from cemodel.codegen.lowering import KernelPlan, lower
+from cemodel.codegen.mf import MeanFieldEmitter
+from cemodel.compiler import read_source, run_stages
+from cemodel.conjugacy import Stat
+
+from .conftest import STDLIB
+
+MODELS = sorted(p.stem for p in STDLIB.glob("*.cem"))
+
+
+@cache
+def plan_of(name: str):
+    text, filename = read_source(STDLIB / f"{name}.cem")
+    return run_stages(text, filename).plan
+
+
+@cache
+def kplan(name: str) -> KernelPlan:
+    return lower(plan_of(name))
+
+
+@cache
+def emitter(name: str) -> MeanFieldEmitter:
+    """An emitter whose module() has run (its kernels built, as the drivers see them)."""
+    e = MeanFieldEmitter(plan_of(name))
+    e.module()
+    return e
+
+
+# -- knowns -------------------------------------------------------------------------------
+def test_knowns_name_each_known_once_with_its_numpy_expression():
+    k = kplan("lda")
+    assert k.knowns["onehot(w[docs, tokens])"] == ("w", "w")
+    assert k.knowns["lgamma_sum(repeat(eta, V))"] == ("lgamma_sum_eta", "rt.gammaln(n_V * eta)")
+    assert k.knowns["value(repeat(alpha, K))"] == ("alpha", "alpha")
+    assert list(k.known_slots) == list(k.knowns)
+    assert k.known_slots["onehot(w[docs, tokens])"].fn == "onehot"
+    names = [name for name, _ in k.knowns.values()]
+    assert len(names) == len(set(names))
+
+
+def test_log_data_names_are_the_covariates_under_a_log():
+    k = kplan("hierarchical_poisson")
+    assert k.log_data_names == ("e",)
+    assert k.knowns["log(e[counts])"] == ("log_e", "rt.log_data(e, \"data 'e'\")")
+    assert kplan("lda").log_data_names == ()
+
+
+# -- the product form ------------------------------------------------------------------------
+def test_scratch_locals_are_those_not_kept():
+    assert kplan("lda").scratch == frozenset({"z"})
+    assert kplan("gmm").scratch == frozenset()
+
+
+def test_product_form_locals_and_their_log_messages():
+    k = kplan("lda")
+    assert k.product_form == ("z",)
+    assert [m.stat.var for m in k.product["z"]] == ["theta", "beta"]
+    assert all(m.stat.stat == "log" for m in k.product["z"])
+    assert kplan("gap_nmf").product_form == ("Y_split",)
+    assert len(kplan("gap_nmf").product["Y_split"]) == 3
+    assert kplan("gmm").product_form == () and not kplan("gmm").product
+
+
+def test_implicit_sums_of_lda_z():
+    k = kplan("lda")
+    assert k.implicit == ("z",)
+    plan = k.implicit_plans["z"]
+    assert [m.stat.var for m in plan.constant] == ["theta"]
+    assert [m.stat.var for m in plan.rows] == ["beta"]
+    assert [c[0] for c in plan.consumers] == ["theta"]
+    consumer, _, _, monomial = plan.consumers[0]
+    assert k.implicit_source(consumer, monomial) == "z"
+    assert kplan("gap_nmf").implicit == ()
+
+
+def test_gathered_rows_of_lda_z():
+    gathered = kplan("lda").gathered["z"]
+    assert gathered.plate == "tokens"
+    assert gathered.stat.var == "beta" and gathered.known.fn == "onehot"
+    assert not kplan("gap_nmf").gathered
+
+
+def test_exp_and_log_arrays_and_their_layouts():
+    k = kplan("lda")
+    assert sorted(k.exp_arrays.values()) == [("XT_beta_log", True), ("X_theta_log", False)]
+    assert list(k.log_arrays.values()) == [("ET_beta_log", True)]
+    assert k.exp_needed == {"theta": {False}, "beta": {True}}
+    assert all(isinstance(s, Stat) for s in k.exp_arrays)
+    assert kplan("gap_nmf").exp_needed == {"theta": {False}, "W": {False}, "H": {False}}
+
+
+def test_exp_only_kept_dirichlet_locals():
+    assert kplan("lda").exp_only == ("theta",)
+    assert kplan("gap_nmf").exp_only == ()
+
+
+# -- item-independent messages -------------------------------------------------------------
+def test_hoisted_messages():
+    assert kplan("gmm").hoisted == {("z", 4): "pre_z_4"}
+    assert kplan("gap_nmf").hoisted == {("H", 4): "pre_H_4"}
+    assert kplan("factor_analysis").hoisted == {("f", 2): "pre_f_2"}
+    assert not kplan("lda").hoisted
+
+
+def test_partial_messages():
+    partial = kplan("gmm").partial
+    assert list(partial) == [("z", 3)]
+    pre, glob, data, key = partial[("z", 3)]
+    assert pre == "pre_z_3"
+    assert [g.var for g in glob] == ["Lambda", "mu"]  # E[Λ_k] E[μ_k], summed over j
+    assert [d.fn for d in data] == ["value"]  # x_i
+    assert key == ("g0", "i")  # the target's letter first, then the data's
+    assert not kplan("lda").partial
+
+
+# -- the local step ------------------------------------------------------------------------
+def test_needs_start_locals_read_before_their_update():
+    assert kplan("lda").needs_start == ("theta",)
+    assert kplan("gap_nmf").needs_start == ("H",)
+    assert kplan("gmm").needs_start == ()
+
+
+def test_fast_guard():
+    assert kplan("lda").fast_guard == "z"
+    assert kplan("gap_nmf").fast_guard is None
+
+
+def test_kept_and_guard_arrays():
+    lda = ("lam_theta_log", "E_theta_log", "X_theta_log")
+    assert kplan("lda").kept_arrays == lda and kplan("lda").guard_arrays == lda
+    assert kplan("gmm").kept_arrays == ("lam_z_onehot", "E_z_onehot")
+    assert kplan("gmm").guard_arrays == ()  # no sweeps, no restart to guard
+
+
+def test_thread_private_arrays():
+    assert kplan("lda").thread_private == ("lam_z_onehot", "E_z_onehot", "H_z", "logZ_z",
+                                           "A_z", "S_z", "B_z", "s_z")
+    assert kplan("hmm").thread_private[-1] == "H_z"
+    assert kplan("gmm").thread_private == ()
+
+
+# -- the start -----------------------------------------------------------------------------
+def test_hyper_domains():
+    assert kplan("gmm").hyper_domains == {"alpha": "shape", "P0": "spd", "nu0": "positive",
+                                          "W0": "spd"}
+
+
+def test_seeded_chains():
+    assert kplan("hmm").seeded_chains == ("z",)
+    assert kplan("lda").seeded_chains == ()
+
+
+def test_gamma_products():
+    assert kplan("gap_nmf").gamma_products == ("W", "theta")
+    assert kplan("pmf").gamma_products == ()
+
+
+@pytest.mark.parametrize("name, start", [
+    ("beta_bernoulli", "prior"), ("lda", "random"), ("gmm", "seeds"),
+    ("factor_analysis", "random"), ("gap_nmf", "random"), ("hmm", "random"),
+])
+def test_default_start(name, start):
+    assert kplan(name).default_start == start
+    assert kplan(name).default_start_reason
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_decisions_agree_with_the_driver_section(name):
+    """The driver section still decides for itself (until it moves to the runtime): the
+    KernelPlan must say the same."""
+    k, e = kplan(name), emitter(name)
+    assert (k.default_start, k.default_start_reason) == e._default_start()
+    assert k.gamma_products == e._gamma_products()
+    assert k.warm_start_applies == e._warmable()
+    if plan_of(name).model.data_plate is not None:  # where either is read
+        assert k.ssvi_applies == e._ssvi_applies()
+
+
+def test_ssvi_and_warm_start():
+    assert kplan("lda").ssvi_applies and kplan("lda").warm_start_applies
+    assert not kplan("gmm").ssvi_applies  # a Wishart global: no V-step
+    assert not kplan("beta_bernoulli").warm_start_applies
+
+
+# -- the KernelPlan itself -------------------------------------------------------------------
+def test_lower_is_pure_and_its_result_immutable():
+    k = kplan("lda")
+    assert lower(plan_of("lda")) == k
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        k.implicit = ()  # type: ignore[misc]
+    for field in dataclasses.fields(k):
+        value = getattr(k, field.name)
+        assert not isinstance(value, (list, dict, set)), field.name
+    with pytest.raises(TypeError):
+        k.hoisted[("z", 0)] = "pre"  # type: ignore[index]
+
+
+# -- the kernel emitters keep no hidden state ------------------------------------------------
+CODEGEN = STDLIB.parent / "cemodel" / "codegen"
+KERNEL_SIDE = sorted([*CODEGEN.glob("kernels/*.py"), *(CODEGEN / n for n in (
+    "context.py", "lowering.py", "knowns.py", "loops.py", "klc.py"))])
+
+
+@pytest.mark.parametrize("path", KERNEL_SIDE, ids=lambda p: p.relative_to(CODEGEN).as_posix())
+def test_kernel_side_is_small_functions_without_hidden_state(path):
+    import ast
+
+    text = path.read_text()
+    tree = ast.parse(text)
+    assert len(text.splitlines()) <= 600
+    assert "TYPE_CHECKING" not in text
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            limit = 300 if isinstance(node, ast.ClassDef) else 100
+            assert node.end_lineno - node.lineno < limit, node.name
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            assert node.func.id not in ("hasattr", "getattr", "setattr"), node.lineno
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not (
+                node.attr.startswith("__") or isinstance(node.value, ast.Name)
+                and node.value.id in ("self", "cls")):
+            raise AssertionError(f"line {node.lineno}: another object's {node.attr}")
+        if isinstance(node, ast.FunctionDef) and node.name != "__init__":
+            for target in ast.walk(node):
+                if isinstance(target, ast.Attribute) and isinstance(target.ctx, ast.Store):
+                    raise AssertionError(f"line {target.lineno}: {node.name} assigns an attribute")
