@@ -2,7 +2,7 @@
 
     source --parse--> AST --build_model--> Model --augment--> Model --form_blocks--> Model
            --analyse--> Analysis
-           --make_plan--> InferencePlan --generate_mf--> Python source
+           --make_plan--> InferencePlan --codegen.generate--> Python source
 
 ``compile_model`` writes the generated source to a real file in a cache
 directory keyed by its hash and imports it, so numba's ``cache=True`` keeps
@@ -24,7 +24,7 @@ from types import ModuleType
 
 from .augment import augment
 from .blocks import form_blocks
-from .codegen.mf import generate_mf
+from .codegen import generate as generate_module
 from .conjugacy import Analysis, analyse
 from .errors import CemError, CemModelError, Source, Span
 from .model import Model, RConst, build_model
@@ -212,7 +212,7 @@ def _collect(node: ast.AST, names: set[str], own: frozenset[str]) -> None:
 
 def generate(stages: Stages) -> str:
     """The generated module's source (one module serves every inference method)."""
-    return stages.source if stages.source is not None else generate_mf(stages.plan)
+    return stages.source if stages.source is not None else generate_module(stages.plan)
 
 
 def cache_dir() -> Path:

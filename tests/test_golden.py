@@ -41,7 +41,7 @@ def test_generated_module_imports_only_numpy_numba_runtime():
     for name in MODELS:
         imports = [line for line in generated(name).splitlines()
                    if line.startswith(("import ", "from "))]
-        assert imports == ["import sys", "import numpy as np",
+        assert imports == ["import numpy as np",
                            "from numba import njit, prange",
                            "from cemodel import runtime as rt"], name
 

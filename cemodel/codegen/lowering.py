@@ -83,6 +83,7 @@ class KernelPlan:
     default_start_reason: str
     ssvi_applies: bool  # SSVI's V-step (plan.methods) for a model with globals
     warm_start_applies: bool  # the local step can continue from the kept locals
+    roles: Mapping[str, str]  # every array the module allocates -> its role (see ROLES)
 
     def implicit_source(self, consumer: str, monomial: Monomial) -> str | None:
         """The implicit categorical whose sums this monomial (to ``consumer``) reads."""
@@ -117,6 +118,7 @@ def lower(plan: InferencePlan) -> KernelPlan:
     chains = _seeded_chains(plan)
     gamma = _gamma_products(plan)
     start, reason = _default_start(plan, chains, gamma)
+    thread_private = _thread_private(plan, scratch, product, implicit_plans, gathered)
     return KernelPlan(
         knowns=MappingProxyType(knowns),
         known_slots=MappingProxyType(slots),
@@ -138,7 +140,7 @@ def lower(plan: InferencePlan) -> KernelPlan:
         fast_guard=_fast_guard(plan, scratch, implicit_plans, gathered),
         kept_arrays=kept_arrays,
         guard_arrays=kept_arrays if guarded else (),
-        thread_private=_thread_private(plan, scratch, product, implicit_plans, gathered),
+        thread_private=thread_private,
         hyper_domains=MappingProxyType(_hyper_domains(plan)),
         seeded_chains=chains,
         gamma_products=gamma,
@@ -147,7 +149,56 @@ def lower(plan: InferencePlan) -> KernelPlan:
         ssvi_applies=bool(plan.globals) and dict(plan.methods).get("ssvi") == "yes",
         warm_start_applies=(model.data_plate is not None and plan.local_iterations
                             and any(n in plan.kept_locals for n in needs_start)),
+        roles=MappingProxyType(array_roles(plan, knowns, exp_needed, thread_private)),
     )
+
+
+ROLES = ("data", "hyper", "known", "global", "global_exp", "local", "kept_local", "item",
+         "statistic", "thread", "scratch")
+
+
+def array_roles(plan: InferencePlan, knowns: Mapping[str, tuple[str, str]],
+                exp_needed: Mapping[str, frozenset[bool]],
+                thread_private: tuple[str, ...]) -> dict[str, str]:
+    """What each array of the fit state holds: ``data`` (bound, never changed), ``hyper``,
+    ``known`` (functions of hyperparameters and data), ``global`` (a global's λ),
+    ``global_exp`` (its E[t] and the exp(E[log ·]) copies the kernels read), ``local`` and
+    ``kept_local`` (q of a local: the item's rows only, or one row per item), ``item`` (per-item
+    inputs: SVI+ weights, seed categories), ``statistic`` (the accumulated sufficient
+    statistics), ``thread`` (a thread's own copy) and ``scratch`` (buffers of one local step)."""
+    model = plan.model
+    roles: dict[str, str] = {}
+    for name in (*plan.globals, *plan.locals):
+        arrays = [f(name, st) for st, _ in stats(model, name) for f in (lam_name, E_name)]
+        arrays += [f"{p}_{name}_log" for p in ("X", "XT", "ET")
+                   if name in exp_needed]
+        for array in arrays:
+            if name in plan.globals:
+                roles[array] = "global" if array.startswith("lam_") else "global_exp"
+            else:
+                roles[array] = "kept_local" if name in plan.kept_locals else "local"
+    for acc in plan.stored_accumulators:
+        roles[acc.name] = "statistic"
+    for name in (*thread_private, *[a.name for a in plan.stored_accumulators]):
+        roles[f"{name}_threads"] = "thread"
+    roles.update(item_weight="item", seed_category="item")
+    for v in (*model.observed, *model.data):
+        roles[v.name] = "data"
+    for p in model.plates:
+        if p.ragged:
+            roles[f"{p.name}_ptr"] = roles[f"{p.name}_weight"] = "data"
+    for d in model.dims:
+        roles[f"n_{d.name}"] = "data"
+    for h in model.hypers:
+        roles[h.name] = "hyper"
+    for name, _ in knowns.values():
+        roles.setdefault(name, "known")
+    return roles
+
+
+def role_of(roles: Mapping[str, str], name: str) -> str:
+    """An array's role; every other buffer of the local step is scratch."""
+    return roles.get(name, "scratch")
 
 
 # -- questions about the plan, shared with the kernel emitters -----------------------------

@@ -31,6 +31,7 @@ from .driver import save_checkpoint as save_checkpoint
 from .driver import seed_kernels as seed_kernels
 from .driver import thread_count as thread_count
 from .drivers import Global as Global
+from .drivers import ModelView as ModelView
 from .families import bernoulli_expected_stats as bernoulli_expected_stats
 from .families import bernoulli_log_normalizer as bernoulli_log_normalizer
 from .families import bernoulli_natural as bernoulli_natural

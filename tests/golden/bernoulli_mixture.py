@@ -8,8 +8,6 @@ Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).
 E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
-import sys
-
 import numpy as np
 from numba import njit, prange
 
@@ -40,14 +38,15 @@ STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 KLC_LOCALS = ('z',)  # KLC-CG's parameterised Z
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'item': ('seed_category', 'item_weight'), 'kept_local': ('E_z_onehot', 'lam_z_onehot'),
-    'data': ('n_K', 'n_P', 'x'), 'global_exp': ('E_pi_log', 'E_p_log', 'E_p_log1m'),
-    'scratch': ('pre_z_2',), 'thread': ('acc_z_0_threads', 'acc_x_0_threads', 'acc_x_1_threads'),
-    'statistic': ('acc_z_0', 'acc_x_0', 'acc_x_1'),
+    'data': ('n_K', 'n_P', 'x'), 'hyper': ('alpha', 'a', 'b'),
+    'known': ('alpha_K', 'lgamma_sum_alpha_K', 'lgamma_alpha_K', 'lbeta_a_b'),
     'global': ('lam_p_log', 'lam_p_log1m', 'lam_pi_log'),
-    'known': ('alpha_K', 'lgamma_sum_alpha_K', 'lgamma_alpha_K', 'lbeta_a_b'), 'hyper': ('a', 'b'),
+    'global_exp': ('E_pi_log', 'E_p_log', 'E_p_log1m'),
+    'kept_local': ('E_z_onehot', 'lam_z_onehot'), 'item': ('seed_category', 'item_weight'),
+    'statistic': ('acc_z_0', 'acc_x_0', 'acc_x_1'),
+    'thread': ('acc_z_0_threads', 'acc_x_0_threads', 'acc_x_1_threads'), 'scratch': ('pre_z_2',),
 }
-_THIS = sys.modules[__name__]  # the model, as the drivers see it
+_THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
 SPEC = {
     "model": 'bernoulli_mixture',

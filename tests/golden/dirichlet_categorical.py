@@ -8,8 +8,6 @@ Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).
 E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
-import sys
-
 import numpy as np
 from numba import njit, prange
 
@@ -39,11 +37,11 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'item': ('seed_category', 'item_weight'), 'data': ('x', 'n_K'), 'thread': ('acc_x_0_threads',),
-    'statistic': ('acc_x_0',), 'global': ('lam_p_log',), 'global_exp': ('E_p_log',),
-    'hyper': ('alpha',), 'known': ('lgamma_sum_alpha', 'lgamma_alpha'),
+    'data': ('x', 'n_K'), 'hyper': ('alpha',), 'known': ('lgamma_sum_alpha', 'lgamma_alpha'),
+    'global': ('lam_p_log',), 'global_exp': ('E_p_log',), 'item': ('seed_category', 'item_weight'),
+    'statistic': ('acc_x_0',), 'thread': ('acc_x_0_threads',),
 }
-_THIS = sys.modules[__name__]  # the model, as the drivers see it
+_THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
 SPEC = {
     "model": 'dirichlet_categorical',

@@ -8,8 +8,6 @@ Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).
 E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
-import sys
-
 import numpy as np
 from numba import njit, prange
 
@@ -39,17 +37,17 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'item': ('seed_category', 'item_weight'),
-    'kept_local': ('lam_f_value', 'lam_f_outer', 'E_f_value', 'E_f_outer'),
-    'data': ('n_K', 'n_P', 'y'),
+    'data': ('n_K', 'n_P', 'y'), 'hyper': ('c', 'a0', 'b0'),
     'known': ('eye_K', 'logdet_eye_K', 'dim_f', 'logdet_eye_K_c', 'eye_K_c', 'dim_W', 'log_b0', 'lgamma_a0'),
-    'global_exp': ('E_psi_value', 'E_W_value', 'E_W_outer', 'E_psi_log'), 'scratch': ('pre_f_2',),
-    'thread': ('acc_y_0_threads', 'acc_y_1_threads', 'acc_y_2_threads', 'acc_y_3_threads'),
-    'statistic': ('acc_y_0', 'acc_y_1', 'acc_y_2', 'acc_y_3'),
     'global': ('lam_W_value', 'lam_W_outer', 'lam_psi_log', 'lam_psi_value'),
-    'hyper': ('a0', 'b0'),
+    'global_exp': ('E_psi_value', 'E_W_value', 'E_W_outer', 'E_psi_log'),
+    'kept_local': ('lam_f_value', 'lam_f_outer', 'E_f_value', 'E_f_outer'),
+    'item': ('seed_category', 'item_weight'),
+    'statistic': ('acc_y_0', 'acc_y_1', 'acc_y_2', 'acc_y_3'),
+    'thread': ('acc_y_0_threads', 'acc_y_1_threads', 'acc_y_2_threads', 'acc_y_3_threads'),
+    'scratch': ('pre_f_2',),
 }
-_THIS = sys.modules[__name__]  # the model, as the drivers see it
+_THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
 SPEC = {
     "model": 'factor_analysis',

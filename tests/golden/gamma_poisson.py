@@ -8,8 +8,6 @@ Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).
 E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
-import sys
-
 import numpy as np
 from numba import njit, prange
 
@@ -39,12 +37,12 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'item': ('seed_category', 'item_weight'), 'thread': ('acc_x_0_threads', 'acc_x_1_threads'),
-    'data': ('x',), 'known': ('lgamma1p_x', 'log_b', 'lgamma_a'),
-    'statistic': ('acc_x_0', 'acc_x_1'), 'global': ('lam_rate_log', 'lam_rate_value'),
-    'global_exp': ('E_rate_log', 'E_rate_value'), 'hyper': ('a', 'b'),
+    'data': ('x',), 'hyper': ('a', 'b'), 'known': ('lgamma1p_x', 'log_b', 'lgamma_a'),
+    'global': ('lam_rate_log', 'lam_rate_value'), 'global_exp': ('E_rate_log', 'E_rate_value'),
+    'item': ('seed_category', 'item_weight'), 'statistic': ('acc_x_0', 'acc_x_1'),
+    'thread': ('acc_x_0_threads', 'acc_x_1_threads'),
 }
-_THIS = sys.modules[__name__]  # the model, as the drivers see it
+_THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
 SPEC = {
     "model": 'gamma_poisson',

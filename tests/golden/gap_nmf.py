@@ -8,8 +8,6 @@ Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).
 E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
-import sys
-
 import numpy as np
 from numba import njit, prange
 
@@ -39,16 +37,16 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('T',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'item': ('seed_category', 'item_weight'),
-    'kept_local': ('lam_H_log', 'lam_H_value', 'E_H_log', 'E_H_value', 'X_H_log'),
-    'hyper': ('b', 'a'), 'data': ('n_F', 'n_K', 'Y'), 'scratch': ('pre_H_4',),
-    'global_exp': ('E_theta_log', 'E_W_log', 'X_theta_log', 'X_W_log', 'E_theta_value', 'E_W_value'),
+    'data': ('n_F', 'n_K', 'Y'), 'hyper': ('a', 'b', 'alpha', 'c'),
     'known': ('log_b', 'lgamma_b', 'lgamma1p_Y', 'alpha_K', 'log_alpha_c', 'lgamma_alpha_K', 'alpha_c', 'log_a', 'lgamma_a'),
-    'thread': ('lam_Y_split_value_threads', 'E_Y_split_value_threads', 'H_Y_split_threads', 'logZ_Y_split_threads', 'acc_Y_0_threads', 'acc_Y_1_threads', 'acc_Y_3_threads'),
-    'statistic': ('acc_Y_0', 'acc_Y_1', 'acc_Y_3'),
     'global': ('lam_W_log', 'lam_W_value', 'lam_theta_log', 'lam_theta_value'),
+    'global_exp': ('E_theta_log', 'E_W_log', 'X_theta_log', 'X_W_log', 'E_theta_value', 'E_W_value'),
+    'kept_local': ('lam_H_log', 'lam_H_value', 'E_H_log', 'E_H_value', 'X_H_log'),
+    'item': ('seed_category', 'item_weight'), 'statistic': ('acc_Y_0', 'acc_Y_1', 'acc_Y_3'),
+    'thread': ('lam_Y_split_value_threads', 'E_Y_split_value_threads', 'H_Y_split_threads', 'logZ_Y_split_threads', 'acc_Y_0_threads', 'acc_Y_1_threads', 'acc_Y_3_threads'),
+    'scratch': ('pre_H_4',),
 }
-_THIS = sys.modules[__name__]  # the model, as the drivers see it
+_THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
 SPEC = {
     "model": 'gap_nmf',

@@ -8,8 +8,6 @@ Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).
 E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
-import sys
-
 import numpy as np
 from numba import njit, prange
 
@@ -39,17 +37,16 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'item': ('seed_category', 'item_weight'), 'kept_local': ('E_z_onehot', 'lam_z_onehot'),
-    'data': ('n_K', 'n_D', 'x'),
-    'global_exp': ('E_pi_log', 'E_Lambda_logdet', 'E_Lambda_value', 'E_mu_outer', 'E_mu_value'),
-    'scratch': ('pre_z_3', 'pre_z_4'),
+    'data': ('n_K', 'n_D', 'x'), 'hyper': ('alpha', 'm0', 'P0', 'nu0', 'W0'),
     'known': ('dim_x', 'lgamma_sum_alpha', 'lgamma_alpha', 'logdet_P0', 'outer_m0', 'dim_mu', 'dim_Lambda', 'inv_W0', 'wishart_lognorm_nu0_W0'),
-    'thread': ('acc_z_0_threads', 'acc_x_0_threads', 'acc_x_1_threads', 'acc_x_2_threads'),
-    'statistic': ('acc_z_0', 'acc_x_0', 'acc_x_1', 'acc_x_2'),
     'global': ('lam_Lambda_value', 'lam_Lambda_logdet', 'lam_mu_value', 'lam_mu_outer', 'lam_pi_log'),
-    'hyper': ('alpha', 'P0', 'm0', 'nu0'),
+    'global_exp': ('E_pi_log', 'E_Lambda_logdet', 'E_Lambda_value', 'E_mu_outer', 'E_mu_value'),
+    'kept_local': ('E_z_onehot', 'lam_z_onehot'), 'item': ('seed_category', 'item_weight'),
+    'statistic': ('acc_z_0', 'acc_x_0', 'acc_x_1', 'acc_x_2'),
+    'thread': ('acc_z_0_threads', 'acc_x_0_threads', 'acc_x_1_threads', 'acc_x_2_threads'),
+    'scratch': ('pre_z_3', 'pre_z_4'),
 }
-_THIS = sys.modules[__name__]  # the model, as the drivers see it
+_THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
 SPEC = {
     "model": 'gmm',

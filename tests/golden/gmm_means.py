@@ -8,8 +8,6 @@ Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).
 E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
-import sys
-
 import numpy as np
 from numba import njit, prange
 
@@ -40,15 +38,15 @@ STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 KLC_LOCALS = ('z',)  # KLC-CG's parameterised Z
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'item': ('seed_category', 'item_weight'), 'kept_local': ('E_z_onehot', 'lam_z_onehot'),
-    'data': ('n_K', 'n_D', 'x'), 'global_exp': ('E_pi_log', 'E_mu_value', 'E_mu_outer'),
-    'hyper': ('P', 'alpha', 'P0', 'm0'), 'scratch': ('pre_z_2',),
+    'data': ('n_K', 'n_D', 'x'), 'hyper': ('alpha', 'm0', 'P0', 'P'),
     'known': ('logdet_P', 'dim_x', 'lgamma_sum_alpha', 'lgamma_alpha', 'logdet_P0', 'outer_m0', 'dim_mu'),
-    'thread': ('acc_z_0_threads', 'acc_x_2_threads', 'acc_x_3_threads'),
-    'statistic': ('acc_z_0', 'acc_x_2', 'acc_x_3'),
     'global': ('lam_mu_value', 'lam_mu_outer', 'lam_pi_log'),
+    'global_exp': ('E_pi_log', 'E_mu_value', 'E_mu_outer'),
+    'kept_local': ('E_z_onehot', 'lam_z_onehot'), 'item': ('seed_category', 'item_weight'),
+    'statistic': ('acc_z_0', 'acc_x_2', 'acc_x_3'),
+    'thread': ('acc_z_0_threads', 'acc_x_2_threads', 'acc_x_3_threads'), 'scratch': ('pre_z_2',),
 }
-_THIS = sys.modules[__name__]  # the model, as the drivers see it
+_THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
 SPEC = {
     "model": 'gmm_means',

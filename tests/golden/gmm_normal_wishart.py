@@ -8,8 +8,6 @@ Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).
 E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
-import sys
-
 import numpy as np
 from numba import njit, prange
 
@@ -40,16 +38,15 @@ STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 KLC_LOCALS = ('z',)  # KLC-CG's parameterised Z
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'item': ('seed_category', 'item_weight'), 'kept_local': ('E_z_onehot', 'lam_z_onehot'),
-    'data': ('n_K', 'n_D', 'x'),
-    'global_exp': ('E_pi_log', 'E_mu_Lambda_logdet', 'E_mu_Lambda_value', 'E_mu_Lambda_prec_mean', 'E_mu_Lambda_quad'),
+    'data': ('n_K', 'n_D', 'x'), 'hyper': ('alpha', 'm0', 'kappa0', 'nu0', 'W0'),
     'known': ('dim_x', 'lgamma_sum_alpha', 'lgamma_alpha', 'dim_mu_Lambda', 'log_kappa0', 'outer_m0', 'inv_W0', 'wishart_lognorm_nu0_W0'),
-    'thread': ('acc_z_0_threads', 'acc_x_0_threads', 'acc_x_1_threads', 'acc_x_2_threads'),
-    'statistic': ('acc_z_0', 'acc_x_0', 'acc_x_1', 'acc_x_2'),
     'global': ('lam_mu_Lambda_value', 'lam_mu_Lambda_logdet', 'lam_mu_Lambda_prec_mean', 'lam_mu_Lambda_quad', 'lam_pi_log'),
-    'hyper': ('alpha', 'nu0', 'kappa0', 'm0'),
+    'global_exp': ('E_pi_log', 'E_mu_Lambda_logdet', 'E_mu_Lambda_value', 'E_mu_Lambda_prec_mean', 'E_mu_Lambda_quad'),
+    'kept_local': ('E_z_onehot', 'lam_z_onehot'), 'item': ('seed_category', 'item_weight'),
+    'statistic': ('acc_z_0', 'acc_x_0', 'acc_x_1', 'acc_x_2'),
+    'thread': ('acc_z_0_threads', 'acc_x_0_threads', 'acc_x_1_threads', 'acc_x_2_threads'),
 }
-_THIS = sys.modules[__name__]  # the model, as the drivers see it
+_THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
 SPEC = {
     "model": 'gmm_normal_wishart',

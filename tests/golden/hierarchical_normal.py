@@ -8,8 +8,6 @@ Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).
 E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
-import sys
-
 import numpy as np
 from numba import njit, prange
 
@@ -39,14 +37,15 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'item': ('seed_category', 'item_weight'),
-    'thread': ('acc_y_0_threads', 'acc_y_1_threads', 'acc_y_2_threads', 'acc_y_3_threads'),
-    'data': ('y', 'group', 'n_G'), 'statistic': ('acc_y_0', 'acc_y_1', 'acc_y_2', 'acc_y_3'),
+    'data': ('y', 'group', 'n_G'), 'hyper': ('m0', 'k0', 'a0', 'b0'),
+    'known': ('log_k0', 'square_m0', 'log_b0', 'lgamma_a0'),
     'global': ('lam_mu_tau_b_log', 'lam_mu_tau_b_value', 'lam_mu_tau_b_prec_mean', 'lam_mu_tau_b_quad', 'lam_tau_w_log', 'lam_tau_w_value', 'lam_theta_value', 'lam_theta_square'),
     'global_exp': ('E_mu_tau_b_log', 'E_mu_tau_b_value', 'E_mu_tau_b_prec_mean', 'E_mu_tau_b_quad', 'E_tau_w_log', 'E_tau_w_value', 'E_theta_value', 'E_theta_square'),
-    'known': ('log_k0', 'square_m0', 'log_b0', 'lgamma_a0'), 'hyper': ('k0', 'm0', 'a0', 'b0'),
+    'item': ('seed_category', 'item_weight'),
+    'statistic': ('acc_y_0', 'acc_y_1', 'acc_y_2', 'acc_y_3'),
+    'thread': ('acc_y_0_threads', 'acc_y_1_threads', 'acc_y_2_threads', 'acc_y_3_threads'),
 }
-_THIS = sys.modules[__name__]  # the model, as the drivers see it
+_THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
 SPEC = {
     "model": 'hierarchical_normal',

@@ -8,8 +8,6 @@ Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).
 E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
-import sys
-
 import numpy as np
 from numba import njit, prange
 
@@ -39,14 +37,14 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'item': ('seed_category', 'item_weight'), 'data': ('group', 'x', 'e', 'n_G'),
+    'data': ('group', 'x', 'e', 'n_G'), 'hyper': ('a', 'a0', 'b0'),
     'known': ('log_e', 'lgamma1p_x', 'log_b0', 'lgamma_a0', 'lgamma_a'),
-    'thread': ('acc_x_1_threads', 'acc_x_2_threads'), 'statistic': ('acc_x_1', 'acc_x_2'),
     'global': ('lam_beta_log', 'lam_beta_value', 'lam_lam_log', 'lam_lam_value'),
     'global_exp': ('E_beta_log', 'E_beta_value', 'E_lam_log', 'E_lam_value'),
-    'hyper': ('a0', 'b0', 'a'),
+    'item': ('seed_category', 'item_weight'), 'statistic': ('acc_x_1', 'acc_x_2'),
+    'thread': ('acc_x_1_threads', 'acc_x_2_threads'),
 }
-_THIS = sys.modules[__name__]  # the model, as the drivers see it
+_THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
 SPEC = {
     "model": 'hierarchical_poisson',

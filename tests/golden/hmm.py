@@ -8,8 +8,6 @@ Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).
 E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
-import sys
-
 import numpy as np
 from numba import njit, prange
 
@@ -39,15 +37,14 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('S', 'T')  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'item': ('seed_category', 'item_weight'),
-    'data': ('n_K', 'steps_ptr', 'x', 'steps_weight', 'n_V'),
-    'global_exp': ('E_pi0_log', 'E_A_log', 'E_phi_log'),
-    'thread': ('lam_z_onehot_threads', 'lam_z_first_threads', 'lam_z_pair_threads', 'E_z_onehot_threads', 'E_z_first_threads', 'E_z_pair_threads', 'H_z_threads', 'acc_z_0_threads', 'acc_z_1_threads', 'acc_x_0_threads'),
-    'statistic': ('acc_z_0', 'acc_z_1', 'acc_x_0'),
-    'global': ('lam_A_log', 'lam_phi_log', 'lam_pi0_log'), 'hyper': ('alpha', 'eta'),
+    'data': ('n_K', 'steps_ptr', 'x', 'steps_weight', 'n_V'), 'hyper': ('alpha', 'eta'),
     'known': ('lgamma_sum_alpha', 'lgamma_alpha', 'lgamma_sum_eta', 'lgamma_eta'),
+    'global': ('lam_A_log', 'lam_phi_log', 'lam_pi0_log'),
+    'global_exp': ('E_pi0_log', 'E_A_log', 'E_phi_log'), 'item': ('seed_category', 'item_weight'),
+    'statistic': ('acc_z_0', 'acc_z_1', 'acc_x_0'),
+    'thread': ('lam_z_onehot_threads', 'lam_z_first_threads', 'lam_z_pair_threads', 'E_z_onehot_threads', 'E_z_first_threads', 'E_z_pair_threads', 'H_z_threads', 'acc_z_0_threads', 'acc_z_1_threads', 'acc_x_0_threads'),
 }
-_THIS = sys.modules[__name__]  # the model, as the drivers see it
+_THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
 SPEC = {
     "model": 'hmm',

@@ -8,8 +8,6 @@ Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).
 E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
-import sys
-
 import numpy as np
 from numba import njit, prange
 
@@ -40,16 +38,16 @@ STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('D', 'N')  # sizes set by the items bound
 KLC_LOCALS = ('z',)  # KLC-CG's parameterised Z
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'item': ('seed_category', 'item_weight'),
-    'data': ('n_K', 'tokens_ptr', 'tokens_weight', 'w', 'n_V'),
-    'kept_local': ('lam_theta_log', 'X_theta_log', 'E_theta_log'), 'hyper': ('alpha', 'eta'),
-    'global_exp': ('E_beta_log', 'XT_beta_log', 'ET_beta_log'),
+    'data': ('n_K', 'tokens_ptr', 'tokens_weight', 'w', 'n_V'), 'hyper': ('alpha', 'eta'),
     'known': ('lgamma_sum_alpha', 'lgamma_alpha', 'lgamma_sum_eta', 'lgamma_eta'),
+    'global': ('lam_beta_log',), 'global_exp': ('E_beta_log', 'XT_beta_log', 'ET_beta_log'),
+    'local': ('E_z_onehot', 'lam_z_onehot'),
+    'kept_local': ('lam_theta_log', 'X_theta_log', 'E_theta_log'),
+    'item': ('seed_category', 'item_weight'), 'statistic': ('acc_w_0',),
     'thread': ('lam_z_onehot_threads', 'E_z_onehot_threads', 'H_z_threads', 'logZ_z_threads', 'A_z_threads', 'S_z_threads', 'B_z_threads', 's_z_threads', 'acc_w_0_threads'),
-    'statistic': ('acc_w_0',), 'local': ('E_z_onehot', 'lam_z_onehot'), 'scratch': ('S_z',),
-    'global': ('lam_beta_log',),
+    'scratch': ('S_z',),
 }
-_THIS = sys.modules[__name__]  # the model, as the drivers see it
+_THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
 SPEC = {
     "model": 'lda',

@@ -8,8 +8,6 @@ Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).
 E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
-import sys
-
 import numpy as np
 from numba import njit, prange
 
@@ -39,14 +37,15 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'item': ('seed_category', 'item_weight'),
-    'thread': ('acc_y_0_threads', 'acc_y_1_threads', 'acc_y_2_threads', 'acc_y_3_threads'),
-    'data': ('y', 'n_P', 'x'), 'statistic': ('acc_y_0', 'acc_y_1', 'acc_y_2', 'acc_y_3'),
+    'data': ('y', 'n_P', 'x'), 'hyper': ('c', 'a0', 'b0'),
+    'known': ('logdet_eye_P_c', 'eye_P_c', 'dim_w', 'log_b0', 'lgamma_a0'),
     'global': ('lam_tau_log', 'lam_tau_value', 'lam_w_value', 'lam_w_outer'),
     'global_exp': ('E_tau_log', 'E_tau_value', 'E_w_value', 'E_w_outer'),
-    'known': ('logdet_eye_P_c', 'eye_P_c', 'dim_w', 'log_b0', 'lgamma_a0'), 'hyper': ('a0', 'b0'),
+    'item': ('seed_category', 'item_weight'),
+    'statistic': ('acc_y_0', 'acc_y_1', 'acc_y_2', 'acc_y_3'),
+    'thread': ('acc_y_0_threads', 'acc_y_1_threads', 'acc_y_2_threads', 'acc_y_3_threads'),
 }
-_THIS = sys.modules[__name__]  # the model, as the drivers see it
+_THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
 SPEC = {
     "model": 'linear_regression',

@@ -8,8 +8,6 @@ Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).
 E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
-import sys
-
 import numpy as np
 from numba import njit, prange
 
@@ -40,14 +38,13 @@ STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('D', 'N')  # sizes set by the items bound
 KLC_LOCALS = ('c',)  # KLC-CG's parameterised Z
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'item': ('seed_category', 'item_weight'), 'kept_local': ('E_c_onehot', 'lam_c_onehot'),
-    'data': ('n_K', 'tokens_ptr', 'w', 'tokens_weight', 'n_V'),
-    'global_exp': ('E_pi_log', 'E_phi_log'), 'thread': ('acc_c_0_threads', 'acc_w_0_threads'),
-    'statistic': ('acc_c_0', 'acc_w_0'), 'global': ('lam_phi_log', 'lam_pi_log'),
-    'hyper': ('alpha', 'eta'),
+    'data': ('n_K', 'tokens_ptr', 'w', 'tokens_weight', 'n_V'), 'hyper': ('alpha', 'eta'),
     'known': ('lgamma_sum_alpha', 'lgamma_alpha', 'lgamma_sum_eta', 'lgamma_eta'),
+    'global': ('lam_phi_log', 'lam_pi_log'), 'global_exp': ('E_pi_log', 'E_phi_log'),
+    'kept_local': ('E_c_onehot', 'lam_c_onehot'), 'item': ('seed_category', 'item_weight'),
+    'statistic': ('acc_c_0', 'acc_w_0'), 'thread': ('acc_c_0_threads', 'acc_w_0_threads'),
 }
-_THIS = sys.modules[__name__]  # the model, as the drivers see it
+_THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
 SPEC = {
     "model": 'mixture_of_multinomials',

@@ -8,8 +8,6 @@ Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).
 E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
-import sys
-
 import numpy as np
 from numba import njit, prange
 
@@ -39,12 +37,12 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'item': ('seed_category', 'item_weight'), 'thread': ('acc_x_2_threads', 'acc_x_3_threads'),
-    'hyper': ('tau', 't0', 'm0'), 'data': ('x',), 'known': ('log_tau', 'log_t0', 'square_m0'),
-    'statistic': ('acc_x_2', 'acc_x_3'), 'global': ('lam_mu_value', 'lam_mu_square'),
-    'global_exp': ('E_mu_value', 'E_mu_square'),
+    'data': ('x',), 'hyper': ('m0', 't0', 'tau'), 'known': ('log_tau', 'log_t0', 'square_m0'),
+    'global': ('lam_mu_value', 'lam_mu_square'), 'global_exp': ('E_mu_value', 'E_mu_square'),
+    'item': ('seed_category', 'item_weight'), 'statistic': ('acc_x_2', 'acc_x_3'),
+    'thread': ('acc_x_2_threads', 'acc_x_3_threads'),
 }
-_THIS = sys.modules[__name__]  # the model, as the drivers see it
+_THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
 SPEC = {
     "model": 'normal_normal',

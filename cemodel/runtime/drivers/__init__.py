@@ -21,9 +21,9 @@ from typing import Any
 from ...errors import CemDataError
 from ..driver import FitResult, check_applies
 from . import klc, mf, svi
-from .interface import Global, ModelInterface
+from .interface import Global, ModelInterface, ModelView
 
-__all__ = ["DRIVERS", "Global", "Method", "ModelInterface", "run"]
+__all__ = ["DRIVERS", "Global", "Method", "ModelInterface", "ModelView", "run"]
 
 
 @dataclass(frozen=True)

@@ -98,3 +98,15 @@ def check_possible(model: ModelInterface, elbo: float) -> None:
                    if spec.get("nonnegative"))
     if logged:
         check_possible_elbo(elbo, logged)
+
+
+class ModelView:
+    """A generated module's namespace as the drivers see it (attribute access, live): what
+    its entry points pass, so that a module imported any way (not registered in
+    ``sys.modules``) still hands the drivers itself."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        self.__dict__ = namespace
+
+    def __repr__(self) -> str:
+        return f"<model {self.__dict__.get('SOURCE', '?')}>"
