@@ -11,8 +11,8 @@ import pytest
 from cemodel.codegen.calls import KernelCalls
 from cemodel.codegen.context import emit_context
 from cemodel.codegen.kernels import emit_kernels
-from cemodel.codegen.prepare import STATE_KERNELS
 from cemodel.codegen.lowering import KernelPlan, lower
+from cemodel.codegen.prepare import STATE_KERNELS
 from cemodel.compiler import read_source, run_stages
 from cemodel.conjugacy import Stat
 
