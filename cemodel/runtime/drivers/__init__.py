@@ -28,12 +28,10 @@ __all__ = ["DRIVERS", "Global", "Method", "ModelInterface", "ModelView", "run"]
 
 @dataclass(frozen=True)
 class Method:
-    """A global step: its driver, the module's entry point for it and what its length
-    option counts."""
+    """A global step: its driver and what its length option counts."""
 
     name: str
     driver: Callable[..., FitResult]
-    entry: str  # the generated module's function that runs it (fit, fit_svi, ...)
     length: str  # the option that bounds it: 'max_iter' (iterations) or 'epochs'
     summary: str
     stochastic: bool = False
@@ -52,19 +50,18 @@ class Method:
 
 
 DRIVERS: Mapping[str, Method] = MappingProxyType({
-    "mf": Method("mf", mf.fit, "fit", "max_iter",
+    "mf": Method("mf", mf.fit, "max_iter",
                  "batch mean-field VB (coordinate ascent)"),
-    "svi": Method("svi", svi.fit, "fit_svi", "epochs",
+    "svi": Method("svi", svi.fit, "epochs",
                   "stochastic VI (Hoffman et al. 2013)", stochastic=True),
-    "svi+": Method("svi+", svi.fit, "fit_svi", "epochs",
+    "svi+": Method("svi+", svi.fit, "epochs",
                    "SVI with tuneable annealing (Paisley)", stochastic=True),
-    "ssvi-a": Method("ssvi-a", partial(svi.fit, sample_globals=True), "fit_ssvi_a", "epochs",
+    "ssvi-a": Method("ssvi-a", partial(svi.fit, sample_globals=True), "epochs",
                      "structured SVI, the approximate step (Hoffman & Blei 2015, eq. 10)",
                      stochastic=True),
-    "ssvi": Method("ssvi", partial(svi.fit, sample_globals=True, apply_v=True), "fit_ssvi",
-                   "epochs", "structured SVI with V(β, λ) (Hoffman & Blei 2015, eq. 7)",
-                   stochastic=True),
-    "klc": Method("klc", klc.fit, "fit_klc", "max_iter",
+    "ssvi": Method("ssvi", partial(svi.fit, sample_globals=True, apply_v=True), "epochs",
+                   "structured SVI with V(β, λ) (Hoffman & Blei 2015, eq. 7)", stochastic=True),
+    "klc": Method("klc", klc.fit, "max_iter",
                   "KL-corrected collapsed bound by Riemannian CG (Hensman et al. 2012)"),
 })
 

@@ -14,6 +14,7 @@ After each epoch the full-data ELBO at optimal locals is the trace's next value.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -84,10 +85,18 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None, 
     """Fit ``model`` by SVI (SVI+ with ``effective_batch_size``, SSVI-A with
     ``sample_globals``, SSVI with ``apply_v``); the options are the generated ``fit_svi``'s
     (see its docstring)."""
+    return _loop(begin(model, data, hypers=hypers, dims=dims, init=init, start=start,
+                       **options), resume)
+
+
+def begin(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None,
+          start=None, **options: Any) -> Run:
+    """A stochastic fit ready for its first step: options checked, data bound (out of core:
+    one minibatch), globals started, the three random streams seeded."""
     unknown = sorted(set(options) - {f.name for f in fields(Options)})
     if unknown:
-        raise TypeError(f"fit_svi() got unexpected keyword argument(s) {', '.join(unknown)}; "
-                        f"its options: {', '.join(f.name for f in fields(Options))}")
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; the options "
+                        f"of a stochastic fit: {', '.join(f.name for f in fields(Options))}")
     o = Options(**options)
     _check_options(model, o)
     source = item_source(data, model.STREAMING)  # an rt.ItemSource (data on disk), or None
@@ -107,7 +116,18 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None, 
         run.aux = {g.name: tuple(np.empty_like(getattr(s, g.lam[0]))
                                  for _ in range(g.aux_draws)) for g in model.GLOBALS}
     run.old = {name: np.empty_like(getattr(s, name)) for g in model.GLOBALS for name in g.lam}
-    return _loop(run, resume)
+    return run
+
+
+def minibatches(run: Run, epoch: int) -> Iterator[tuple[np.ndarray, int]]:
+    """The epoch's minibatches (a permutation of the items, without replacement) and where
+    each begins in it."""
+    order = run.rng.permutation(run.n_total)
+    # the Gibbs draws: one stream per epoch, so a resumed fit repeats them
+    if run.o.local == "gibbs":
+        rt.seed_kernels(run.o.seed * 1000003 + epoch)
+    for start in range(0, len(order), run.o.batch_size):
+        yield order[start:start + run.o.batch_size], start
 
 
 def _check_options(model: ModelInterface, o: Options) -> None:
@@ -140,12 +160,8 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
             rt.restore_generator(g, state)
     clock = time.perf_counter()
     for epoch in range(first, o.epochs):
-        order = run.rng.permutation(run.n_total)
-        # the Gibbs draws: one stream per epoch, so a resumed fit repeats them
-        if o.local == "gibbs":
-            rt.seed_kernels(o.seed * 1000003 + epoch)
-        for begin in range(0, len(order), o.batch_size):
-            _step(run, order[begin:begin + o.batch_size], begin, epoch)
+        for batch, start in minibatches(run, epoch):
+            step(run, batch, start, epoch)
         if o.on_epoch is not None:
             paused = time.perf_counter()
             o.on_epoch(epoch, model._result(run.s, run.trace, False, paused - clock,
@@ -192,8 +208,9 @@ def _v_applies(model: ModelInterface) -> bool:
     return model.METHODS.get("ssvi", "no").startswith("yes")
 
 
-def _step(run: Run, batch: np.ndarray, begin: int, epoch: int) -> None:
-    """One stochastic step on the minibatch ``batch`` (positions ``begin``... of the epoch)."""
+def step(run: Run, batch: np.ndarray, offset: int, epoch: int) -> None:
+    """One stochastic step on the minibatch ``batch`` (positions ``offset``... of the epoch):
+    the local step on it, then every global moved by ρ_t towards its λ̂."""
     model, o = run.model, run.o
     if run.source is not None:  # out of core: the minibatch's items, read and bound on their own
         run.s = _bind_items(run, run.source.read(batch))
@@ -219,7 +236,7 @@ def _step(run: Run, batch: np.ndarray, begin: int, epoch: int) -> None:
     for name, old in run.old.items():
         old[...] = getattr(s, name)
     # N, ramped up over the first sweep if asked (SSVI §2.6)
-    seen = run.n_total if not o.ramp or epoch > 0 else min(run.n_total, begin + len(batch))
+    seen = run.n_total if not o.ramp or epoch > 0 else min(run.n_total, offset + len(batch))
     try:
         for g in model.GLOBALS:
             g.update(s, seen / len(batch), expect=False)
