@@ -355,6 +355,7 @@ def _methods(model: Model) -> tuple[tuple[str, str], ...]:
         ("mf", "yes"),
         ("svi", stochastic),
         ("svi+", stochastic),
+        ("svi-avg", stochastic),
         ("ssvi-a", ssvi_a),
         ("ssvi", ssvi),
     )

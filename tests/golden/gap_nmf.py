@@ -23,6 +23,7 @@ METHODS = {
     'mf': 'yes',
     'svi': 'yes',
     'svi+': 'yes',
+    'svi-avg': 'yes',
     'ssvi-a': 'yes',
     'ssvi': 'yes',
     'klc': 'no: KLC-CG keeps the categorical assignments of the data plate in Z (softmax-parameterised), and this model has none',

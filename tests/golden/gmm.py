@@ -23,6 +23,7 @@ METHODS = {
     'mf': 'yes',
     'svi': 'yes',
     'svi+': 'yes',
+    'svi-avg': 'yes',
     'ssvi-a': 'yes',
     'ssvi': 'no: V(β, λ) needs the quantile derivative of q(β), which cemodel has for Dirichlet, Beta, Gamma, Normal and Normal-Gamma globals, not mvn, wishart',
     'klc': "no: 'mu' and 'Lambda' are not d-separated given z and the data: the path mu → x ← Lambda is active",

@@ -23,6 +23,7 @@ METHODS = {
     'mf': 'yes',
     'svi': 'yes',
     'svi+': 'yes',
+    'svi-avg': 'yes',
     'ssvi-a': 'yes',
     'ssvi': 'no: V(β, λ) needs the quantile derivative of q(β), which cemodel has for Dirichlet, Beta, Gamma, Normal and Normal-Gamma globals, not mvn',
     'klc': 'yes: collapses pi, mu, parameterises z',

@@ -23,6 +23,7 @@ METHODS = {
     'mf': 'yes',
     'svi': 'yes',
     'svi+': 'yes',
+    'svi-avg': 'yes',
     'ssvi-a': 'yes',
     'ssvi': 'yes',
     'klc': 'yes: collapses beta, theta, parameterises z',

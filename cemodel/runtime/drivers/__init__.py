@@ -20,7 +20,7 @@ from typing import Any
 
 from ...errors import CemDataError
 from ..driver import FitResult, check_applies
-from . import klc, mf, svi
+from . import klc, mf, svi, svi_avg
 from .interface import Global, ModelInterface, ModelView
 
 __all__ = ["DRIVERS", "Global", "Method", "ModelInterface", "ModelView", "run"]
@@ -61,6 +61,9 @@ DRIVERS: Mapping[str, Method] = MappingProxyType({
                      stochastic=True),
     "ssvi": Method("ssvi", partial(svi.fit, sample_globals=True, apply_v=True), "epochs",
                    "structured SVI with V(β, λ) (Hoffman & Blei 2015, eq. 7)", stochastic=True),
+    "svi-avg": Method("svi-avg", svi_avg.fit, "epochs",
+                      "SVI with the Polyak–Ruppert average of the last half's iterates",
+                      stochastic=True),
     "klc": Method("klc", klc.fit, "max_iter",
                   "KL-corrected collapsed bound by Riemannian CG (Hensman et al. 2012)"),
 })
