@@ -5,7 +5,7 @@ conditional and emits a Python module of numba kernels that fits it by
 variational inference.
 """
 
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 __all__ = ["CemEstimator", "Fit", "Model"]  # and cemodel.compile(path, **settings)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
 from .errors import CemError, CemInternalError
+from .version import __version__
 
 EPILOG = """examples:
   cemodel check stdlib_models/lda.cem

@@ -268,7 +268,7 @@ def runtime_fingerprint() -> str:
     numba's cache of a function is invalidated only when its own file changes, not when a
     runtime helper it calls does; keying generated modules by this fingerprint makes an
     upgraded runtime recompile every kernel that calls it."""
-    from . import __version__
+    from .version import __version__
 
     digest = hashlib.sha256(__version__.encode())
     for path in sorted((Path(__file__).parent / "runtime").glob("*.py")):

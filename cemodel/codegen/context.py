@@ -11,6 +11,7 @@ from types import MappingProxyType
 from ..conjugacy import Factor, Known, Monomial, Stat
 from ..model import Model, VarDef
 from ..plan import InferencePlan
+from ..render import conditional_text
 from .loops import (
     ArgRecorder,
     Contraction,
@@ -113,8 +114,6 @@ class EmitContext:
         """A kernel's docstring: the conditional it computes and the model line."""
         span = var.span
         where = f"{self.model.source.filename}:{span.line}:{span.column}"
-        from ..check import conditional_text
-
         return f"{conditional_text(self.plan, var.name)}\n\n({where})"
 
     def messages_to(self, name: str):

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import hashlib
 
-from .. import __version__
 from ..families import FAMILIES
 from ..model import Model
 from ..plan import InferencePlan
+from ..version import __version__
 from .calls import KernelCalls
 from .context import EmitContext, emit_context
 from .interface import entry_points, interface_nodes, roles_table

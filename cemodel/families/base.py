@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..numerics import SHAPE_SMALLEST as SHAPE_SMALLEST
+
 CHILD = "x"
 
 
@@ -46,9 +48,6 @@ class Param:
     # the smallest value the variational parameters represent: a shape held as α − 1 is
     # 0 once α < 2^-53 (ε/2), so such a parameter must be at least ε
     smallest: float = 0.0
-
-
-SHAPE_SMALLEST = float(2.0**-52)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import numpy as np
 from scipy import sparse
 
 from ..errors import CemDataError, did_you_mean
-from ..families.base import SHAPE_SMALLEST
+from ..numerics import SHAPE_SMALLEST
 
 __all__ = ["BoundData", "bind_data", "check_hyper_names", "hyper_value"]
 

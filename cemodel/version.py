@@ -1,0 +1,4 @@
+"""cemodel's version (a leaf module: the compiler's stages read it without importing the
+package and its API)."""
+
+__version__ = "0.1.0"

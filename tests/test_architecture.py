@@ -1,0 +1,83 @@
+"""The import graph of cemodel (every import, TYPE_CHECKING ones and those inside functions
+included): no cycle, and each layer imports only what it may. The compiler's stages never
+import the consumers (check, api, cli, distributed); the runtime (what generated modules and
+the drivers run on) imports nothing of the compiler."""
+
+import ast
+from functools import cache
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "cemodel"
+COMPILER = ("model", "conjugacy", "plan", "codegen", "families", "syntax", "augment", "blocks",
+            "collapse", "compiler", "graph", "check", "api", "cli", "distributed")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def import_graph() -> nx.DiGraph:
+    """cemodel module -> the cemodel modules it imports."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            for target in _targets(node, package):
+                # `from .pkg import mod` imports the module mod where there is one
+                found = target if target in modules else target.rsplit(".", 1)[0]
+                if found in modules and found != name:
+                    graph.add_edge(name, found)
+    return graph
+
+
+def _targets(node: ast.AST, package: str) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.startswith("cemodel")]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    if node.level:
+        base = package.split(".")
+        base = base[:len(base) - node.level + 1]
+        module = ".".join(base + ([node.module] if node.module else []))
+    elif node.module and node.module.startswith("cemodel"):
+        module = node.module
+    else:
+        return []
+    return [f"{module}.{a.name}" for a in node.names]
+
+
+def test_the_graph_sees_the_imports():
+    graph = import_graph()
+    assert graph.has_edge("cemodel.api", "cemodel.runtime.drivers")
+    assert graph.has_edge("cemodel.codegen.module", "cemodel.codegen.lowering")
+    assert graph.has_edge("cemodel.runtime.drivers.svi", "cemodel.runtime.driver")
+
+
+def test_no_import_cycle():
+    cycles = list(nx.simple_cycles(import_graph()))
+    assert not cycles, cycles[:5]
+
+
+def _imports_of(prefix: str) -> set[tuple[str, str]]:
+    graph = import_graph()
+    return {(a, b) for a, b in graph.edges if a == prefix or a.startswith(prefix + ".")}
+
+
+@pytest.mark.parametrize("forbidden", ["check", "api", "cli", "distributed"])
+def test_codegen_never_imports_a_consumer(forbidden):
+    bad = [(a, b) for a, b in _imports_of("cemodel.codegen")
+           if b == f"cemodel.{forbidden}" or b.startswith(f"cemodel.{forbidden}.")]
+    assert not bad
+
+
+def test_the_runtime_imports_nothing_of_the_compiler():
+    bad = [(a, b) for a, b in _imports_of("cemodel.runtime")
+           if b.split(".")[1] in COMPILER]
+    assert not bad
