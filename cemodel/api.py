@@ -34,6 +34,7 @@ from .errors import CemError, CemInternalError
 from .model import GateIndex, PlateIndex, RConst, RHyper, RRepeat, RVar
 from .runtime.driver import FitResult, check_applies
 from .runtime.drivers import DRIVERS
+from .runtime.drivers.interface import zero_statistics
 from .runtime.source import ItemSource
 
 __all__ = ["CemEstimator", "Fit", "Inference", "Model", "TopicStructure", "topic_structure"]
@@ -267,11 +268,11 @@ class Model:
         clock = time.perf_counter()
         s = module._prepare(data=data, hypers=fit.hypers, dims=dims, seed=0, init=fit.state,
                             start=None, max_local_iter=max_local_iter, local_tol=local_tol)
-        module.zero_statistics(s)
+        zero_statistics(module, s)
         local_part = module.run_local_step(s, s.all_items, max_local_iter, local_tol)
         # the global factors' terms are linear in the statistics: with and without them
         with_data = module.elbo_of_globals(s)
-        module.zero_statistics(s)
+        zero_statistics(module, s)
         without_data = module.elbo_of_globals(s)
         seconds = time.perf_counter() - clock
         result = module._result(s, [], False, seconds)

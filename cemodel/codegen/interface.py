@@ -1,7 +1,7 @@
 """The generated module's side of the seam with the fitting drivers (cemodel.runtime.drivers).
 
 A generated module is the model: its kernels, and here the short glue the drivers call
-(``run_local_step``, ``zero_statistics``, one ``_update_<global>`` each, ``refresh``,
+(``run_local_step``, one ``_update_<global>`` each, ``refresh``,
 ``elbo_of_globals``), the tables they read (``GLOBALS``, ``ROLES``) and one entry point per
 method that applies, whose docstring shows its iteration. Each glue function is a kernel
 call with its arguments read from the fit state ``s``.
@@ -23,9 +23,6 @@ def interface_nodes(ctx: EmitContext, calls: KernelCalls) -> list[Node]:
     functions: list[Function] = []
     if ctx.model.data_plate is not None:
         functions += _local_step_glue(ctx, calls)
-    functions.append(Function("zero_statistics", ("s",), tuple(
-        Line(f"s.{acc.name}[...] = 0.0") for acc in plan.stored_accumulators) or (
-        Line("pass"),)))
     for name in plan.globals:
         functions.append(Function(f"_update_{name}", ("s", "data_scale", "expect=True"), (
             calls.call(f"update_{name}", {"data_scale": "data_scale", "expect": "expect"}),)))
@@ -105,14 +102,12 @@ def roles_table(ctx: EmitContext, calls: KernelCalls) -> list[Node]:
 def entry_points(ctx: EmitContext) -> list[Function]:
     """fit, fit_svi, fit_ssvi_a, fit_ssvi: one short function per method that applies."""
     m, plan = ctx.model, ctx.plan
-    out = [_entry("fit", "mf", f"Fit {m.name} by batch mean-field VB (coordinate ascent, "
-                  "options: cemodel.runtime.drivers.mf.fit).\nOne iteration:\n"
-                  + _mf_iteration(ctx))]
+    out = [_entry("fit", "mf", "Batch mean-field VB (options: cemodel.runtime.drivers.mf.fit)."
+                  " One iteration:\n" + _mf_iteration(ctx))]
     if m.data_plate is None:
         return out
-    out.append(_entry("fit_svi", "svi", f"Fit {m.name} by SVI, SVI+ with effective_batch_size "
-                      "(options: cemodel.runtime.drivers.svi.fit).\nOne step on a minibatch "
-                      "S:\n" + _svi_step(ctx)))
+    out.append(_entry("fit_svi", "svi", "SVI, SVI+ (options: cemodel.runtime.drivers.svi.fit)."
+                      " One step on a minibatch S:\n" + _svi_step(ctx)))
     if all(ctx.family(n) in SAMPLED_FAMILIES for n in plan.globals):
         out.append(_entry("fit_ssvi_a", "svi", "SSVI-A (Hoffman & Blei 2015, eq. 10): fit_svi "
                           "with the local step given a draw β ~ q(β).", "sample_globals=True, "))
@@ -129,7 +124,7 @@ def _entry(name: str, driver: str, doc: str, presets: str = "") -> Function:
 
 
 def _mf_iteration(ctx: EmitContext) -> str:
-    local = ("zero_statistics(s); elbo = run_local_step(s, s.all_items, ...)  # E-step\n"
+    local = ("statistics ← 0; elbo = run_local_step(s, s.all_items, ...)  # E-step\n"
              if ctx.model.data_plate is not None else "elbo = 0.0\n")
     updates = "".join(f"    _update_{n}(s, 1.0)  # q({n})\n" for n in ctx.plan.globals)
     return "    " + local + updates + "    elbo += elbo_of_globals(s)"
@@ -138,5 +133,5 @@ def _mf_iteration(ctx: EmitContext) -> str:
 def _svi_step(ctx: EmitContext) -> str:
     updates = "".join(f"    _update_{n}(s, N / len(S), expect=False)  # λ̂ of q({n})\n"
                       for n in ctx.plan.globals)
-    return ("    zero_statistics(s); run_local_step(s, S, ...)\n" + updates
+    return ("    statistics ← 0; run_local_step(s, S, ...)\n" + updates
             + "    λ ← (1 − ρ)λ + ρλ̂ (rt.blend); refresh(s)")

@@ -35,8 +35,7 @@ def klc_functions(ctx: EmitContext, driver_call: DriverCall,
         bound.append(Comment("the collapsed globals at their optimum given q(Z)"))
     for name in global_X:
         bound.append(driver_call(f"update_{name}", {"data_scale": "1.0"}))
-    bound += [driver_call("elbo_global", {}, result="value_global"),
-              Line("return value + value_global")]
+    bound.append(Line("return value + " + driver_call("elbo_global", {}).text))
     bound_fn = Function("_klc_bound", ("s", "theta"), tuple(bound),
                         "L_KL(θ) (eq. 4): the mean-field ELBO with X at q*(X) given "
                         "q(Z) = softmax(θ) (eq. 9).")

@@ -106,9 +106,8 @@ def learn_function(ctx: EmitContext) -> Function:
         if f"s.{name}" != expr:
             body.append(Line(f"s.{name} = {expr}"))
     return Function("_learn", ("s", "learn", "rho=1.0", "items=slice(None)"), tuple(body),
-                    "Empirical Bayes (Minka 2000): each learned hyperparameter to its "
-                    "ELBO maximiser given q (rho = 1),\nor a Robbins–Monro step rho towards "
-                    "the maximiser given the minibatch's rows `items`.")
+                    "Empirical Bayes (Minka 2000): each learned hyperparameter a step rho "
+                    "towards its ELBO maximiser given q.")
 
 
 def _mentions(expr: RExpr, hypers: set[str]) -> bool:

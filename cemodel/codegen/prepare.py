@@ -25,12 +25,12 @@ def prepare_function(ctx: EmitContext, calls: KernelCalls, shares: bool) -> Func
                           comment="out of core: a minibatch's state, sharing the fit's"))
     body += _start(ctx, calls)
     body.append(state_line(ctx, calls))
-    doc = ("Bind and check the data, evaluate hyperparameters and known quantities, "
-           "allocate\nthe variational parameters and start the globals (see fit).")
+    doc = ("Bind and check the data, evaluate hyperparameters and knowns, allocate the "
+           "arrays, start the globals.")
     args = ("data", "hypers", "dims", "seed", "init", "start", "max_local_iter", "local_tol")
     if shares:
-        doc += ("\nshare: out of core, the fit's state; `data` holds one minibatch, "
-                "whose globals, hyperparameters\nand statistics are share's (not copied).")
+        doc += ("\nshare: out of core, the fit's state, whose globals, hyperparameters and "
+                "statistics `data`'s minibatch shares.")
         args += ("share=None",)
     return Function("_prepare", args, tuple(body), doc)
 
@@ -54,6 +54,18 @@ def _shared(name: str, value: str, shared: bool) -> str:
     return f"{value} if share is None else share.{name}" if shared else value
 
 
+def _unpack(names: list[str], values: list[str]) -> Line:
+    """``a, b = x, y`` (or ``a = x``)."""
+    return Line(f"{', '.join(names)} = {', '.join(values)}")
+
+
+def _shared_pair(names: tuple[str, str], value: str, shared: bool) -> str:
+    """``value`` (two arrays), or out of core the fit's own two."""
+    if not shared:
+        return value
+    return f"({value}) if share is None else ({', '.join(f'share.{n}' for n in names)})"
+
+
 def _binding(ctx: EmitContext, shares: bool) -> list[Node]:
     """The data bound and checked, sizes, hyperparameters and known quantities."""
     m = ctx.model
@@ -61,18 +73,15 @@ def _binding(ctx: EmitContext, shares: bool) -> list[Node]:
         Line(f"hypers = rt.check_hyper_names(hypers, {[h.name for h in m.hypers]!r})"),
         Line("bound = rt.bind_data(SPEC, data, dims)"),
     ]
-    for d in m.dims:
-        if d.ragged_over is None:
-            body.append(Line(f"{dim_name(d.name)} = bound.dims[{d.name!r}]"))
-    for p in m.plates:
-        if p.ragged:
-            body.append(Line(f"{p.name}_ptr = bound.arrays[{p.name + '_ptr'!r}]"))
-            body.append(Line(f"{p.name}_weight = bound.arrays[{p.name + '_weight'!r}]"))
-    for v in (*m.observed, *m.data):
-        if v.plates or v.shape:
-            body.append(Line(f"{v.name} = bound.arrays[{v.name!r}]"))
-        else:  # a single number: the kernels read it as a scalar
-            body.append(Line(f"{v.name} = bound.arrays[{v.name!r}].item()"))
+    sizes = [d.name for d in m.dims if d.ragged_over is None]
+    if sizes:
+        body.append(_unpack([dim_name(d) for d in sizes], [f"bound.dims[{d!r}]" for d in sizes]))
+    arrays = [f"{p.name}_{k}" for p in m.plates if p.ragged for k in ("ptr", "weight")]
+    arrays += [v.name for v in (*m.observed, *m.data)]
+    scalars = {v.name for v in (*m.observed, *m.data) if not (v.plates or v.shape)}
+    if arrays:  # a single number (no plate, no shape): the kernels read it as a scalar
+        body.append(_unpack(arrays, [f"bound.arrays[{a!r}]" + (".item()" if a in scalars
+                                                                 else "") for a in arrays]))
     body.append(Comment("hyperparameters (defaults from the model file"
                         + ("; out of core the fit's current values)" if shares else ")")))
     domains = ctx.kplan.hyper_domains
@@ -101,19 +110,18 @@ def _allocations(ctx: EmitContext, shares: bool) -> list[Node]:
         shared = shares and name in plan.globals
         for stat, rank in ctx.stats(name):
             full = tuple_text(shape + stat_shape(var, stat, rank))
-            for array in (layout.lam(name, stat), layout.E(name, stat)):
-                body.append(Line(f"{array} = " + _shared(array, f"np.zeros({full})", shared)))
+            lam, E = layout.lam(name, stat), layout.E(name, stat)
+            body.append(Line(f"{lam}, {E} = " + _shared_pair(
+                (lam, E), f"np.zeros({full}), np.zeros({full})", shared)))
     for name, layouts in kplan.exp_needed.items():
         E = layout.E(name, "log")
         shared = shares and name in plan.globals
         for transposed in sorted(layouts):
             if transposed:
-                body.append(Line(f"XT_{name}_log = " + _shared(
-                    f"XT_{name}_log", f"np.zeros({E}.shape[::-1])", shared),
-                    f"exp(E[log {name}]), statistic axis first"))
-                body.append(Line(f"ET_{name}_log = " + _shared(
-                    f"ET_{name}_log", f"np.zeros({E}.shape[::-1])", shared),
-                    f"E[log {name}], statistic axis first"))
+                body.append(Line(f"XT_{name}_log, ET_{name}_log = " + _shared_pair(
+                    (f"XT_{name}_log", f"ET_{name}_log"),
+                    f"np.zeros({E}.shape[::-1]), np.zeros({E}.shape[::-1])", shared),
+                    f"exp(E[log {name}]) and E[log {name}], statistic axis first"))
             else:
                 body.append(Line(f"X_{name}_log = " + _shared(
                     f"X_{name}_log", f"np.zeros_like({E})", shared), f"exp(E[log {name}])"))
@@ -161,7 +169,7 @@ def _buffers(ctx: EmitContext) -> list[Node]:
         if name in kplan.gathered:
             rows = f"rt.max_length({kplan.gathered[name].plate}_ptr)"
             body.append(Line(f"B_{name} = np.zeros(({rows}, {size}))",
-                             f"one item's rows of the per-row factor of q({name})"))
+                             f"one item's per-row factor of q({name})"))
             body.append(Line(f"s_{name} = np.zeros({rows})", "per-row normalisers"))
     return body
 
@@ -175,8 +183,7 @@ def _item_arrays(ctx: EmitContext, shares: bool) -> list[Node]:
     if private:
         body.append(Line(", ".join(f"{n}_threads" for n in private)
                          + (" =" if len(private) > 1 else ", =")
-                         + f" rt.per_thread(n_threads, {', '.join(private)})",
-                         "each thread's own scratch arrays"))
+                         + f" rt.per_thread(n_threads, {', '.join(private)})"))
     for name in [a.name for a in plan.stored_accumulators]:
         body.append(Line(f"{name}_threads = " + _shared(
             f"{name}_threads", f"np.zeros((n_threads,) + {name}.shape)", shares)))
@@ -230,7 +237,7 @@ def _start(ctx: EmitContext, calls: KernelCalls) -> list[Node]:
             why.append(Comment(", ".join(dict.fromkeys(moved)) + ": breaks the symmetry "
                                "of products of latent variables"))
         return body + [
-            Block("if start is None", (Line("start = DEFAULT_START"),)),
+            Line("start = DEFAULT_START if start is None else start"),
             Block("if init is None and start == 'random'", (
                 *why, Line("rng = np.random.default_rng(seed)"), *counts, *draws,
                 calls.call("refresh_globals", {}, prefix=""))),
@@ -293,7 +300,7 @@ def _seeded_start(ctx: EmitContext, calls: KernelCalls, random: list[Node]) -> l
         random_start = [Comment("no global latent to start: the locals' first step "
                                 "starts from the prior"), Line("pass")]
     return [
-        Block("if start is None", (Line("start = DEFAULT_START"),)),
+        Line("start = DEFAULT_START if start is None else start"),
         Block("if init is None and start == 'seeds'", tuple(seeding)),
         Block("elif init is None and start == 'random'", tuple(random_start)),
         Block("elif init is None", (Line(

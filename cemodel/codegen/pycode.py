@@ -75,8 +75,11 @@ class PythonPrinter:
             lines.append("")
         previous = None
         for child in node.body:
-            if isinstance(child, Function) or isinstance(previous, Function):
-                lines += ["", ""]  # two blank lines around a top-level function (PEP 8)
+            # two blank lines around a top-level function (PEP 8); a comment right above one
+            # belongs to it
+            if isinstance(child, Function) and not isinstance(previous, Comment) or (
+                    isinstance(previous, Function)):
+                lines += ["", ""]
             lines += self._print(child, depth)
             previous = child
         return lines

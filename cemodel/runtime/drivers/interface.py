@@ -69,8 +69,6 @@ class ModelInterface(Protocol):
     def _learn(self, s: State, learn: tuple[str, ...], rho: float = 1.0,
                items: Any = ...) -> None: ...
 
-    def zero_statistics(self, s: State) -> None: ...
-
     def run_local_step(self, s: State, items: np.ndarray, max_local_iter: int,
                        local_tol: float, seeding: bool = False, warm: bool = False,
                        guard: bool = False) -> float: ...
@@ -84,6 +82,12 @@ class ModelInterface(Protocol):
     def refresh(self, s: State) -> None: ...
 
     def elbo_of_globals(self, s: State) -> float: ...
+
+
+def zero_statistics(model: ModelInterface, s: State) -> None:
+    """Zero the sufficient statistics (ROLES 'statistic') the local step adds to."""
+    for name in model.ROLES.get("statistic", ()):
+        getattr(s, name)[...] = 0.0
 
 
 def kept_locals(model: ModelInterface) -> tuple[str, ...]:

@@ -2,7 +2,7 @@
 
 One iteration (DESIGN.md, "MF"):
 
-    zero_statistics(s); elbo = run_local_step(s, all items)     # E-step: locals, then Σ E[t_n]
+    statistics ← 0; elbo = run_local_step(s, all items)          # E-step: locals, then Σ E[t_n]
     for each global β: λ_β = η_β + Σ_n E[t_n]                      # M-step (update, scale 1)
     elbo += elbo_of_globals(s)                                     # never decreases
 
@@ -18,7 +18,7 @@ from typing import Any
 from ...errors import CemDataError
 from .. import driver as rt
 from . import svi
-from .interface import ModelInterface, check_possible
+from .interface import ModelInterface, check_possible, zero_statistics
 
 
 def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: int = 200,
@@ -74,7 +74,7 @@ def _iteration(model: ModelInterface, s: rt.State, warm_start: bool, iteration: 
     """One coordinate-ascent sweep: the E-step over every item, then every global's update
     from the statistics; returns the ELBO. Each item restarts from its prior (guarded: the
     restart is kept only when it is no worse) unless ``warm_start``."""
-    model.zero_statistics(s)
+    zero_statistics(model, s)
     elbo_local = 0.0
     if model.DATA_PLATE is not None:
         elbo_local = model.run_local_step(

@@ -26,7 +26,7 @@ from ..sampling import SAMPLERS
 from ..source import ItemSource, item_source
 from ..special import blend
 from ..ssvi import SSVI_FAMILIES, ssvi_blend
-from .interface import Global, ModelInterface, check_possible, kept_locals
+from .interface import Global, ModelInterface, check_possible, kept_locals, zero_statistics
 
 
 @dataclass
@@ -224,7 +224,7 @@ def step(run: Run, batch: np.ndarray, offset: int, epoch: int) -> None:
     if o.effective_batch_size is not None:  # SVI+: weights 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
         size_m = rt.effective_size(o.effective_batch_size, run.step, len(batch))
         s.item_weight[batch] = rt.annealing_weights(run.noise, len(batch), size_m)
-    model.zero_statistics(s)
+    zero_statistics(model, s)
     if o.sample_globals:  # SSVI-A: the local step sees t(β) of β ~ q(β), not E[t(β)]
         for g in model.GLOBALS:
             _sample(run, g)
@@ -314,7 +314,7 @@ def full_elbo(run: Run) -> float:
     if o.warm_start and run.source is None:
         kept = tuple(getattr(run.s, name).copy() for name in kept_locals(model))
     run.s.item_weight[...] = 1.0
-    model.zero_statistics(run.s)
+    zero_statistics(model, run.s)
     if run.source is None:
         elbo = _all_items(run)
     else:
