@@ -88,6 +88,10 @@ def _parser() -> argparse.ArgumentParser:
                        epilog="example: cemodel compile lda.cem -o lda_vi.py --set K=50")
     common(p)
     p.add_argument("-o", "--output", help="output .py file (default: MODEL_vi.py)")
+    p.add_argument("--dump", choices=["kernel-plan"],
+                   help="print a stage's output instead of writing the module: kernel-plan, "
+                   "every decision of the code generator (knowns, hoisted messages, product "
+                   "form, exp arrays, restart guard, default start, array roles)")
     p = sub.add_parser("fit", help="compile (cached), load data, fit, write the posterior",
                        epilog="example: cemodel fit lda.cem --data corpus.npz -o post.npz")
     common(p)
@@ -200,6 +204,12 @@ def cmd_compile(args) -> int:
     from .compiler import generate, write_atomic
 
     stages = _stages(args)
+    if args.dump == "kernel-plan":
+        from .codegen.dump import dump_kernel_plan
+        from .codegen.lowering import lower
+
+        print(dump_kernel_plan(lower(stages.plan)), end="")
+        return 0
     source = generate(stages)
     out = Path(args.output or f"{stages.model.name}_vi.py")
     write_atomic(out, source)

@@ -303,3 +303,13 @@ def test_fit_on_a_terminal_shows_a_progress_bar(tmp_path, monkeypatch, capsys):
     bar = terminal.getvalue()
     assert "1/5" in bar and "elbo" in bar and "iter" in bar  # a binary model converges at 1
     assert "iter    1" not in capsys.readouterr().out
+
+
+def test_compile_dumps_the_kernel_plan(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["compile", str(REPO / "stdlib_models" / "lda.cem"), "--dump", "kernel-plan"]) == 0
+    out = capsys.readouterr().out
+    assert "lgamma_alpha = rt.gammaln(alpha)" in out
+    assert "default_start:\n    random" in out and "fast_guard:\n    z" in out
+    assert "kept_local: lam_theta_log, E_theta_log, X_theta_log" in out
+    assert not list(tmp_path.iterdir())  # nothing written

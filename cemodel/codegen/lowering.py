@@ -170,8 +170,8 @@ def array_roles(plan: InferencePlan, knowns: Mapping[str, tuple[str, str]],
     roles: dict[str, str] = {}
     for name in (*plan.globals, *plan.locals):
         arrays = [f(name, st) for st, _ in stats(model, name) for f in (lam_name, E_name)]
-        arrays += [f"{p}_{name}_log" for p in ("X", "XT", "ET")
-                   if name in exp_needed]
+        for transposed in sorted(exp_needed.get(name, ())):
+            arrays += [f"XT_{name}_log", f"ET_{name}_log"] if transposed else [f"X_{name}_log"]
         for array in arrays:
             if name in plan.globals:
                 roles[array] = "global" if array.startswith("lam_") else "global_exp"
