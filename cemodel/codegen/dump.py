@@ -15,7 +15,7 @@ from .lowering import Gathered, ImplicitPlan, KernelPlan, ProductMessage
 def dump_kernel_plan(kplan: KernelPlan) -> str:
     lines: list[str] = []
     for field in dataclasses.fields(kplan):
-        value = getattr(kplan, field.name)
+        value = vars(kplan)[field.name]
         if field.name == "known_slots":
             continue  # the knowns' slots: shown through `knowns`
         if field.name == "knowns":
