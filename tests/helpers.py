@@ -8,3 +8,12 @@ def never_decreases(elbo, rtol: float = 1e-9) -> bool:
     property every mean-field coordinate step must keep."""
     elbo = np.asarray(elbo, dtype=float)
     return bool(np.all(np.diff(elbo) >= -rtol * np.abs(elbo[:-1])))
+
+
+def call_kernel(kernel, state, fixed):
+    """Run a generated kernel (tests only) with each argument from ``fixed`` or else the fit
+    state's attribute of the parameter's name."""
+    import inspect
+
+    names = inspect.signature(getattr(kernel, "py_func", kernel)).parameters
+    return kernel(*[fixed[n] if n in fixed else getattr(state, n) for n in names])

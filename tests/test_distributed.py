@@ -19,6 +19,7 @@ distributed = pytest.importorskip("distributed")
 from cemodel import distributed as cd  # noqa: E402
 from cemodel.api import Model  # noqa: E402
 from cemodel.errors import CemError  # noqa: E402
+from cemodel.runtime.drivers import DRIVERS  # noqa: E402
 
 RTOL = 1e-8
 
@@ -106,8 +107,7 @@ def test_lda_stochastic_methods_follow_the_one_process_trajectory(client, lda, m
                                                                    options):
     data = {"w": _corpus()}
     options = {**LDA, "epochs": 3, "batch_size": 8, **options}
-    driver = getattr(lda.module, cd.DRIVERS[method])
-    expected = driver(data, **options)
+    expected = DRIVERS[method].run(lda.module, data, **options)
     got = cd.fit(lda, data, method=method, client=client, **options)
     _assert_same(got, expected)
     # 5 minibatch steps and one full-data evaluation per epoch, each split in at most 2 tasks

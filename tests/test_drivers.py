@@ -3,10 +3,12 @@
 A fake model implements ``ModelInterface`` (``cemodel/runtime/drivers/interface.py``), the
 names a generated module provides, for models whose posterior is known in closed form. No
 generated module and no kernel of the fake's own: only the runtime's pieces the drivers call
-(``blend``, the Beta samplers and SSVI's V(β, λ), which compiles numba functions on first
-use). The fakes:
+(``blend``, cached on disk, the samplers and SSVI's V(β, λ) of a Normal, plain numpy; the
+Beta's V compiles numba functions that are not cached, so SSVI runs on a Normal mean here and
+on every stdlib model in tests/test_svi.py). The fakes:
 
 - ``BetaBernoulli``: p ~ Beta(a, b), x[n] ~ Bernoulli(p); one global, no local;
+- ``NormalMean``: mu ~ Normal(m0, p0), x[n] ~ Normal(mu, tau) with tau known; one global;
 - ``LatentCoin``: the coin hidden, z[n] ~ Bernoulli(p), x[n] ~ Normal(MU[z[n]], 1); a global
   and a categorical local, so that mean field iterates and the local step reads E[t(p)];
 - ``PerItemBeta``: p[n] ~ Beta(a, b), y[n] ~ Binomial(m[n], p[n]); locals only, no global.
@@ -96,10 +98,6 @@ class BetaBernoulli:
         self.update_p(s, 0.0)  # q(p) starts at the prior
         return s
 
-    def zero_statistics(self, s: State) -> None:
-        s.acc_x_0[...] = 0.0
-        s.acc_x_1[...] = 0.0
-
     def run_local_step(self, s: State, items: np.ndarray, max_local_iter: int,
                        local_tol: float, seeding: bool = False, warm: bool = False,
                        guard: bool = False) -> float:
@@ -141,6 +139,85 @@ class BetaBernoulli:
     def _visit(self, s: State, items: np.ndarray) -> None:
         p_total = float(np.exp(s.E_p_log[0]) + np.exp(s.E_p_log1m[0]))
         self.visits.append(Visit(items.copy(), s.item_weight[items].copy(), p_total))
+
+
+M0, P0, TAU = 0.5, 0.1, 4.0  # NormalMean: the prior's mean and precision, the noise precision
+NORMAL_X = 1.3 + np.random.default_rng(6).normal(size=N) / np.sqrt(TAU)
+
+
+class NormalMean:
+    """mu ~ Normal(m0, p0); x[n] ~ Normal(mu, tau), tau known: one global, no local, laid out
+    as the golden ``normal_normal`` (λ_value = p·m, λ_square = −p/2); statistics Σ w x,
+    Σ w and Σ w x²."""
+
+    SOURCE_SHA256 = "fake:normal_mean"
+    SPEC = _spec("points", {"x": "real"})
+    METHODS = BetaBernoulli.METHODS
+    LOCAL_STEPS = BetaBernoulli.LOCAL_STEPS
+    LEARNABLE: tuple[str, ...] = ()
+    DATA_PLATE = "points"
+    STREAMING = BetaBernoulli.STREAMING
+    ITEM_DIMS = ("N",)
+    ROLES = {"item": ("item_weight",), "data": ("x",),
+             "statistic": ("acc_x_0", "acc_x_1", "acc_x_2"),
+             "global": ("lam_mu_value", "lam_mu_square"),
+             "global_exp": ("E_mu_value", "E_mu_square")}
+
+    def __init__(self) -> None:
+        self.GLOBALS = (Global("mu", "normal", lam=("lam_mu_value", "lam_mu_square"),
+                               E=("E_mu_value", "E_mu_square"), update=self.update_mu,
+                               aux_draws=1),)
+
+    def _prepare(self, data, hypers, dims, seed, init, start, max_local_iter, local_tol,
+                 share=None) -> State:
+        bound = bind_data(self.SPEC, data, dims)
+        n = bound.dims["N"]
+        s = State(bound=bound, x=bound.arrays["x"], all_items=np.arange(n),
+                  item_weight=np.ones(n), acc_x_0=np.zeros(()), acc_x_1=np.zeros(()),
+                  acc_x_2=np.zeros(()), lam_mu_value=np.zeros(1), lam_mu_square=np.zeros(1),
+                  E_mu_value=np.zeros(1), E_mu_square=np.zeros(1))
+        self.update_mu(s, 0.0)  # the prior, or an earlier fit's q(mu)
+        if init is not None:
+            s.lam_mu_value[...], s.lam_mu_square[...] = init["lam_mu_value"], init["lam_mu_square"]
+            self.refresh(s)
+        return s
+
+    def run_local_step(self, s: State, items: np.ndarray, max_local_iter: int,
+                       local_tol: float, seeding: bool = False, warm: bool = False,
+                       guard: bool = False) -> float:
+        w, x = s.item_weight[items], s.x[items]
+        s.acc_x_0[...] += w @ x
+        s.acc_x_1[...] += w.sum()
+        s.acc_x_2[...] += w @ (x * x)
+        return 0.0
+
+    def update_mu(self, s: State, data_scale: float, expect: bool = True) -> None:
+        s.lam_mu_value[...] = P0 * M0 + data_scale * TAU * s.acc_x_0
+        s.lam_mu_square[...] = -0.5 * P0 - data_scale * 0.5 * TAU * s.acc_x_1
+        if expect:
+            self.refresh(s)
+
+    def refresh(self, s: State) -> None:
+        precision = -2.0 * s.lam_mu_square
+        s.E_mu_value[...] = s.lam_mu_value / precision
+        s.E_mu_square[...] = s.E_mu_value ** 2 + 1.0 / precision
+
+    def elbo_of_globals(self, s: State) -> float:
+        m, m2 = s.E_mu_value[0], s.E_mu_square[0]
+        prior = 0.5 * np.log(P0 / (2 * np.pi)) - 0.5 * P0 * (m2 - 2 * M0 * m + M0 * M0)
+        data = (0.5 * np.log(TAU / (2 * np.pi)) * s.acc_x_1
+                - 0.5 * TAU * (s.acc_x_2 - 2 * m * s.acc_x_0 + m2 * s.acc_x_1))
+        entropy = 0.5 * np.log(2 * np.pi * np.e / (-2.0 * s.lam_mu_square[0]))
+        return float(prior + data + entropy)
+
+    def _result(self, s: State, trace: list[float], converged: bool, seconds: float,
+                items: bool = True) -> FitResult:
+        precision = -2.0 * s.lam_mu_square[0]
+        return FitResult(posterior={"mu.mean": s.lam_mu_value[0] / precision,
+                                    "mu.precision": precision},
+                         elbo=np.array(trace), iterations=len(trace), converged=converged,
+                         seconds=seconds, dims=dict(s.bound.dims), hypers={},
+                         state={name: getattr(s, name).copy() for name in self.ROLES["global"]})
 
 
 MU = np.array([-1.0, 1.0])  # LatentCoin: the mean of x given z = 0, 1
@@ -199,9 +276,6 @@ class PerItemBeta:
         return State(bound=bound, a=A, b=B, **bound.arrays, all_items=np.arange(n),
                      item_weight=np.ones(n),
                      **{name: np.zeros(n) for name in self.ROLES["local"]})
-
-    def zero_statistics(self, s: State) -> None:
-        """No statistic: nothing is handed to a global step."""
 
     def run_local_step(self, s: State, items: np.ndarray, max_local_iter: int,
                        local_tol: float, seeding: bool = False, warm: bool = False,
@@ -336,24 +410,43 @@ def test_svi_plus_with_a_smaller_m_perturbs_the_weights_around_one():
 
 
 # -- SSVI-A and SSVI --------------------------------------------------------------------------
-# SSVI's first V(β, λ) compiles cemodel.runtime.ssvi's numba functions, which are not cached on
-# disk: about 3.5 s per process, the bulk of this file's time.
+NORMAL_PRECISION = P0 + TAU * N  # q(mu) of NormalMean = p(mu | x)
+NORMAL_MEAN = (P0 * M0 + TAU * NORMAL_X.sum()) / NORMAL_PRECISION
 
 
-@pytest.mark.parametrize("method", ["ssvi-a", "ssvi"])
-def test_ssvi_ends_near_the_posterior(method):
-    result = DRIVERS[method].run(BetaBernoulli(), {"x": X}, epochs=40, batch_size=6, seed=2)
-    assert len(result.elbo) == 40
+def test_ssvi_a_ends_near_the_posterior():
+    result = DRIVERS["ssvi-a"].run(BetaBernoulli(), {"x": X}, epochs=40, batch_size=6, seed=2)
+    assert len(result.elbo) == 40 and "shortened_steps" not in result.notes
     assert abs(_mean(result) - POST_MEAN) < 0.02
-    assert ("shortened_steps" in result.notes) == (method == "ssvi")
+
+
+def test_ssvi_ends_near_the_posterior():
+    result = DRIVERS["ssvi"].run(NormalMean(), {"x": NORMAL_X}, epochs=40, batch_size=6,
+                                 seed=2)
+    assert len(result.elbo) == 40 and "shortened_steps" in result.notes
+    sd = NORMAL_PRECISION ** -0.5
+    assert abs(result["mu.mean"] - NORMAL_MEAN) < sd  # V's noise: near, not at
+    assert 0.3 * NORMAL_PRECISION < result["mu.precision"] < 3.0 * NORMAL_PRECISION
 
 
 def test_ssvi_first_step_is_ssvi_a_and_later_steps_apply_v():
     """Step 1 is SSVI-A's (V = I, svi.py), the later ones λ̂ = η + V(β, λ) · data."""
     for epochs, same in ((1, True), (2, False)):  # full batches: one step per epoch
-        fits = [DRIVERS[method].run(BetaBernoulli(), {"x": X}, epochs=epochs, batch_size=None)
-                for method in ("ssvi-a", "ssvi")]
-        assert np.array_equal(fits[0].state["lam_p_log"], fits[1].state["lam_p_log"]) == same
+        fits = [DRIVERS[method].run(NormalMean(), {"x": NORMAL_X}, epochs=epochs,
+                                    batch_size=None) for method in ("ssvi-a", "ssvi")]
+        assert np.array_equal(fits[0].state["lam_mu_value"],
+                              fits[1].state["lam_mu_value"]) == same
+
+
+def test_ssvi_control_variate_at_the_posterior_stays_there():
+    """With the control variate the step is ρ V (λ̂ − λ): no data noise at the optimum of a
+    model without locals (full batches), so from the exact posterior it does not move."""
+    model = NormalMean()
+    mf = DRIVERS["mf"].run(model, {"x": NORMAL_X})
+    result = DRIVERS["ssvi"].run(NormalMean(), {"x": NORMAL_X}, epochs=5, batch_size=None,
+                                 control_variate=True, init=mf.state)
+    np.testing.assert_allclose(result["mu.mean"], NORMAL_MEAN, rtol=1e-10)
+    np.testing.assert_allclose(result["mu.precision"], NORMAL_PRECISION, rtol=1e-10)
 
 
 def test_ssvi_a_local_step_sees_a_draw_of_the_global():
@@ -446,18 +539,17 @@ def test_stochastic_fit_resumed_is_the_fit_uninterrupted(tmp_path, method):
     of shortened steps."""
     data, path = COIN_DATA, tmp_path / f"{method}.npz"
     options: dict[str, Any] = {"batch_size": 7, "seed": 11}
+    fake, lam = LatentCoin, "lam_p_log"
     if method == "svi+":
         options["effective_batch_size"] = 3
-    if method == "ssvi":  # with ρ = 1, V's noise needs shortened steps before and after
-        options.update(UNIT_STEP)
-    whole = DRIVERS[method].run(LatentCoin(), data, epochs=5, **options)
-    first = DRIVERS[method].run(LatentCoin(), data, epochs=2, checkpoint=path, **options)
-    resumed = DRIVERS[method].run(LatentCoin(), data, epochs=5, resume=path, **options)
-    assert not np.array_equal(first.state["lam_p_log"], whole.state["lam_p_log"])  # moving
+    if method == "ssvi":  # a Normal global (its V is plain numpy)
+        data, fake, lam = {"x": NORMAL_X}, NormalMean, "lam_mu_value"
+    whole = DRIVERS[method].run(fake(), data, epochs=5, **options)
+    first = DRIVERS[method].run(fake(), data, epochs=2, checkpoint=path, **options)
+    resumed = DRIVERS[method].run(fake(), data, epochs=5, resume=path, **options)
+    assert not np.array_equal(first.state[lam], whole.state[lam])  # moving
     _assert_same_fit(resumed, whole)
     assert resumed.notes == whole.notes
-    if method == "ssvi":
-        assert 0 < first.notes["shortened_steps"] < whole.notes["shortened_steps"]
 
 
 # -- stopping ---------------------------------------------------------------------------------
@@ -475,3 +567,24 @@ def test_noisy_stop_ends_a_minibatch_fit_early():
     assert not never.converged and len(never.elbo) == 20  # without tol: every epoch
     result = DRIVERS["svi"].run(BetaBernoulli(), {"x": X}, tol=1e-3, **options)
     assert result.converged and len(result.elbo) < 20
+
+
+# -- options the drivers refuse ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch_size", [0, -5, 2.5])
+def test_a_batch_size_that_is_not_a_count_of_items_is_refused(batch_size):
+    with pytest.raises(CemDataError, match="batch_size: expected a whole number"):
+        DRIVERS["svi"].run(BetaBernoulli(), {"x": X}, epochs=1, batch_size=batch_size)
+
+
+def test_a_stopping_rule_without_the_elbo_it_reads_is_refused():
+    with pytest.raises(CemDataError, match="tol: the stopping rule reads the per-epoch ELBO"):
+        DRIVERS["svi"].run(BetaBernoulli(), {"x": X}, epochs=3, tol=1e-3, evaluate=False)
+
+
+@pytest.mark.parametrize("method, option", [("svi", "sample_globals"), ("ssvi-a", "apply_v"),
+                                            ("ssvi", "sample_globals")])
+def test_the_registry_refuses_options_that_would_change_the_method(method, option):
+    with pytest.raises(CemDataError, match="the method decides this"):
+        DRIVERS[method].run(NormalMean(), {"x": NORMAL_X}, epochs=1, **{option: False})

@@ -40,6 +40,10 @@ class Method:
         """Fit ``model`` to ``data`` by this method; refused with the reason where the
         model's METHODS table says it does not apply."""
         check_applies("method", self.name, model.METHODS)
+        chosen = sorted({"sample_globals", "apply_v"} & set(options))
+        if chosen:
+            raise CemDataError(f"{', '.join(chosen)}: the method decides this (ssvi-a samples "
+                               "the globals, ssvi also applies V)", hint="choose the method")
         annealed = options.get("effective_batch_size") is not None
         if self.name == "svi+" and not annealed:
             raise CemDataError("method 'svi+' needs effective_batch_size=M (M < batch_size), a "

@@ -138,6 +138,13 @@ def _check_options(model: ModelInterface, o: Options) -> None:
         rt.check_applies("method", "ssvi-a", model.METHODS)
     if o.apply_v or o.control_variate:
         rt.check_applies("method", "ssvi", model.METHODS)
+    if o.batch_size is not None and not (isinstance(o.batch_size, (int, np.integer))
+                                         and o.batch_size >= 1):
+        raise errors.CemDataError(f"batch_size: expected a whole number of items >= 1 (or "
+                                  f"None: all of them), found {o.batch_size!r}")
+    if o.tol is not None and not o.evaluate:
+        raise errors.CemDataError("tol: the stopping rule reads the per-epoch ELBO, which "
+                                  "evaluate=False skips", hint="drop tol, or evaluate=True")
     if o.warm_start and not kept_locals(model):
         raise errors.CemDataError(
             "warm_start: this model keeps no local between visits of an item (no iterative "
