@@ -81,3 +81,14 @@ def test_the_runtime_imports_nothing_of_the_compiler():
     bad = [(a, b) for a, b in _imports_of("cemodel.runtime")
            if b.split(".")[1] in COMPILER]
     assert not bad
+
+
+def test_every_package_is_in_the_wheel():
+    """pyproject's package list names every folder of cemodel with an __init__.py (an editable
+    install hides a missing one; a wheel would lack it)."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())
+                 ["tool"]["setuptools"]["packages"])
+    found = {_module_name(p) for p in PACKAGE.rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)
