@@ -164,3 +164,24 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_last_checkpoint(tmp_path):
     assert not out.exists()
     with np.load(ckpt) as archive:  # a whole, loadable checkpoint
         assert "meta" in archive.files and "state.lam_beta_log" in archive.files
+
+
+@pytest.mark.parametrize("method, length", [("fit", "max_iter"), ("fit_svi", "epochs")])
+def test_a_checkpoint_of_a_module_before_the_driver_split_still_resumes(compiled, method,
+                                                                        length):
+    """tests/data/*_d63ddda.ckpt were written by the generated poisson_mixture of d63ddda,
+    whose module printed its own fit and fit_svi (3 iterations, 2 epochs of batch 16, data
+    below): today's module, with the drivers in cemodel.runtime.drivers, continues them where
+    an uninterrupted fit of its own goes."""
+    x = np.random.default_rng(7).poisson(np.repeat([2.0, 9.0, 25.0], 20))
+    module = compiled("poisson_mixture")
+    path = Path(__file__).parent / "data" / f"poisson_mixture_{method}_d63ddda.ckpt"
+    options = {"max_iter": 6, "tol": 0.0} if method == "fit" else {"epochs": 4,
+                                                                     "batch_size": 16}
+    resumed = getattr(module, method)({"x": x}, resume=path, **options)
+    whole = getattr(module, method)({"x": x}, **options)
+    assert len(resumed.elbo) == options[length] == len(whole.elbo)
+    # the same trajectory (to round-off: the old module's kernels were compiled elsewhere)
+    np.testing.assert_allclose(resumed.elbo, whole.elbo, rtol=1e-12)
+    for name, value in whole.state.items():
+        np.testing.assert_allclose(resumed.state[name], value, rtol=1e-10, err_msg=name)
