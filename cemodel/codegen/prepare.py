@@ -39,8 +39,8 @@ def state_names(ctx: EmitContext, calls: KernelCalls) -> list[str]:
     """Every array and value the fit state holds: what the drivers' glue passes to kernels."""
     kernels = (*STATE_KERNELS, *[f"update_{n}" for n in ctx.plan.globals])
     names = ["bound", *[h.name for h in ctx.model.hypers], *calls.state_names(kernels)]
-    if ctx.model.data_plate is not None:
-        names.append("all_items")
+    if ctx.model.data_plate is not None:  # the drivers set the weights even where no kernel
+        names += ["item_weight", "all_items"]  # reads them (a model without a global)
     return list(dict.fromkeys(names))
 
 
