@@ -92,3 +92,26 @@ def test_every_package_is_in_the_wheel():
                  ["tool"]["setuptools"]["packages"])
     found = {_module_name(p) for p in PACKAGE.rglob("__init__.py")}
     assert found <= listed, sorted(found - listed)
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "runtime" / "drivers").glob("*.py")),
+                         ids=lambda p: p.name)
+def test_the_drivers_are_small_units(path):
+    """No driver file over 600 lines, no class over 300, no function over 100."""
+    text = path.read_text()
+    assert len(text.splitlines()) <= 600
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            limit = 300 if isinstance(node, ast.ClassDef) else 100
+            assert node.end_lineno - node.lineno < limit, node.name
+
+
+def test_consumers_use_the_interface_not_names():
+    """Dask and the API reach a module only through the drivers' interface: no rebinding of
+    module functions, no roles guessed from name prefixes, no kernel signatures read."""
+    distributed = (PACKAGE / "distributed.py").read_text()
+    api = (PACKAGE / "api.py").read_text()
+    assert "FunctionType" not in distributed and "_VARIABLE_PREFIXES" not in distributed
+    assert "inspect" not in api and "inspect" not in distributed
+    for consumer in ("cli", "api", "distributed"):
+        assert import_graph().has_edge(f"cemodel.{consumer}", "cemodel.runtime.drivers")
