@@ -181,7 +181,7 @@ def test_methods_local_steps_and_refusals(X):
     with pytest.raises(CemError, match="local step 'exact' does not apply to this model: "
                                        "local 'z' depends on local 'theta'"):
         model.fit(data, local="exact")
-    with pytest.raises(CemError, match="expected one of mf, svi, svi\\+, ssvi-a, ssvi"):
+    with pytest.raises(CemError, match="expected one of mf, svi, svi\\+, svi-avg, ssvi-a, ssvi"):
         model.fit(data, "svii")
     with pytest.raises(CemError, match="needs effective_batch_size"):
         model.fit(data, "svi+")
