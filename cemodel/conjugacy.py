@@ -26,8 +26,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from .errors import CemConjugacyError, Span
+from .errors import CemConjugacyError, CemError, Span
 from .families import CHILD, FAMILIES, WRITABLE, FamilySpec, View
+from .families.base import SCALE_DOMAIN
 from .families.blocks import FUSED
 from .model import (
     GateIndex,
@@ -98,6 +99,16 @@ class Monomial:
         slots = list(self.slots)
         slots.remove(slot)
         return tuple(slots)
+
+
+@dataclass(frozen=True)
+class Use:
+    """A latent variable read in a term: the statistic the term needs of it, and the domain
+    of the parameter it is read in (None where the read sets no domain)."""
+
+    var: str
+    stat: str
+    domain: str | None
 
 
 @dataclass(frozen=True)
@@ -177,6 +188,10 @@ class _Expander:
         # the index of each enclosing sum(... for k in K) -> its letter (summed, not gated)
         self.sum_letters: dict[str, str] = {}
         self.role = ""
+        self.domain: str | None = None  # of the parameter whose view is being expanded
+        # probing (``uses_of``): every read of a latent variable is recorded here and none is
+        # refused for its statistic
+        self.uses: list[Use] | None = None
 
     def fresh(self, dim: ShapeDim) -> str:
         letter = f"i{next(self.letters)}"
@@ -292,13 +307,15 @@ class _Expander:
             extra: list[Slot] = []
             for letter in used:
                 gate_ref = next(r for g, r in self.gate_refs.values() if g == letter)
-                extra.append(self.leaf(gate_ref, "onehot", (letter,)))
+                extra.append(self.leaf(gate_ref, "onehot", (letter,), domain="category"))
             out.append((coef, slots + tuple(extra)))
         return out
 
     def expand_view(self, view: View) -> Poly:
         exprs = tuple(self.child_ref if o == CHILD else self.operands[o] for o in view.operands)
         self.role = ", ".join(view.operands)
+        params = {p.name: p for p in self.family.params}
+        self.domain = params[view.operands[0]].domain if view.operands[0] in params else None
         letters = view.indices
         if len(exprs) > 1 or view.fn in ("lgamma", "lgamma_sum", "inv", "lgamma1p", "dim"):
             for expr in exprs:
@@ -387,8 +404,10 @@ class _Expander:
                      f"'{self.var.name}' are")
         return tuple(self.sum_letters[i.name] for i in first.indices if isinstance(i, SumIndex))
 
-    def leaf(self, expr: RVar | RData, fn: str, letters: tuple[str, ...]) -> Slot:
-        """A view of a variable reference: a statistic if latent, known if observed."""
+    def leaf(self, expr: RVar | RData, fn: str, letters: tuple[str, ...],
+             domain: str | None = None) -> Slot:
+        """A view of a variable reference: a statistic if latent, known if observed. A latent
+        read is read in ``domain`` (by default the current parameter's)."""
         if isinstance(expr, RData):  # integer data used as an index: its one-hot is known
             return self.known(fn, (expr,), letters)
         var = self.model.var(expr.name)
@@ -415,14 +434,14 @@ class _Expander:
                 raise self.error("a sum runs over latent terms; an observed variable cannot "
                                  "take the sum's index", expr.span)
             return self.known(fn, (expr,), letters)
+        read = self.model.member(expr)  # the variable itself, or a block's member
+        use = Use(read.name, fn, domain or self.domain)
+        if self.uses is not None:
+            self.uses.append(use)
+        elif not FAMILIES[read.family].provides(fn):
+            raise self.conjugacy_error(read, use, expr)
         if expr.part is not None:  # a block member: fused with its partner in ``fuse``
-            member = self.model.member(expr)
-            if fn not in dict(FAMILIES[member.family].stats):
-                raise self.conjugacy_error(member, fn, expr)
             return Stat(var.name, tuple(index), f"{expr.part}.{fn}", letters)
-        stats = dict(FAMILIES[var.family].stats)
-        if fn not in stats:
-            raise self.conjugacy_error(var, fn, expr)
         return Stat(var.name, tuple(index), fn, letters)
 
     def leaf_poly(self, expr: RVar, fn: str, letters: tuple[str, ...]) -> Poly:
@@ -435,15 +454,14 @@ class _Expander:
             return [(1.0, (a, b))]
         return [(1.0, (self.leaf(expr, fn, letters),))]
 
-    def conjugacy_error(self, var: VarDef, fn: str, expr: RExpr) -> CemConjugacyError:
+    def conjugacy_error(self, var: VarDef, use: Use, expr: RExpr) -> CemConjugacyError:
         prior = FAMILIES[var.family]
         have = ", ".join(s for s, _ in prior.stats)
-        good = sorted({
-            f.name for f in FAMILIES.values()
-            if f.name in WRITABLE and f.variational and fn in dict(f.stats)
-            and f.event_rank == prior.event_rank
-        })
-        what = _STAT_WORDS.get(fn, fn)
+        uses = [use, *uses_of(self.model, var.name)]
+        good = conjugate_priors(prior.event_rank, uses)
+        needed = ", ".join(f"E[{_STAT_WORDS.get(stat, stat)}]"
+                           for stat in dict.fromkeys(u.stat for u in uses))
+        what = _STAT_WORDS.get(use.stat, use.stat)
         if expr == self.child_ref:
             where = f"'{var.name}' as the value of its own {self.family.name} distribution"
         else:
@@ -453,7 +471,8 @@ class _Expander:
             f"prior, whose posterior only provides E[{have}] (edge {var.name} -> {self.var.name})",
             getattr(expr, "span", self.var.span),
             hint=(f"give '{var.name}' a prior from: {', '.join(good)}" if good else
-                  f"no family in cemodel makes '{var.name}' conjugate in this role"),
+                  f"no family in cemodel is a conjugate prior for every term that reads "
+                  f"'{var.name}' (together they need {needed} of it)"),
         )
 
     def gate_letter(self, position: GateIndex) -> str:
@@ -510,11 +529,11 @@ class _Expander:
                 dim = RDimSize(size, expr.span) if isinstance(size, str) else RConst(
                     float(size), expr.span)
                 return _multiply([(1.0, (self.known("value", (dim,), ()),))],
-                                 self.expand_expr("log", scalar, ())) + self.expand_expr(
+                                 self.expand_factor("log", scalar, expr, ())) + self.expand_expr(
                     "logdet", matrix, letters)
             if fn == "log":
-                return self.expand_expr("log", left, letters) + self.expand_expr("log", right,
-                                                                                 letters)
+                return (self.expand_factor("log", left, expr, letters)
+                        + self.expand_factor("log", right, expr, letters))
             if fn in ("value", "square", "outer"):
                 lfn, rfn = fn, fn
                 if fn == "outer":  # scalar * vector
@@ -522,8 +541,8 @@ class _Expander:
                     rfn = "square" if not self.event_shape(right) else "outer"
                 lshape = letters if self.event_shape(left) else ()
                 rshape = letters if self.event_shape(right) else ()
-                return _multiply(self.expand_expr(lfn, left, lshape),
-                                 self.expand_expr(rfn, right, rshape))
+                return _multiply(self.expand_factor(lfn, left, expr, lshape),
+                                 self.expand_factor(rfn, right, expr, rshape))
         elif isinstance(expr, RBin) and expr.op in "+-":
             sign = 1.0 if expr.op == "+" else -1.0
             left, right = expr.left, expr.right
@@ -551,6 +570,18 @@ class _Expander:
             f"statistics of latent '{latent}'",
             getattr(expr, "span", self.var.span),
         )
+
+    def expand_factor(self, fn: str, factor: RExpr, product: RBin,
+                      letters: tuple[str, ...]) -> Poly:
+        """One factor of a product; a scalar scaling an array is read in the domain of its
+        scale (``SCALE_DOMAIN``)."""
+        domain = self.domain
+        if domain in SCALE_DOMAIN and not self.event_shape(factor) and self.event_shape(product):
+            self.domain = SCALE_DOMAIN[domain]
+        try:
+            return self.expand_expr(fn, factor, letters)
+        finally:
+            self.domain = domain
 
     def expand_sum(self, fn: str, expr: RSum, letters: tuple[str, ...]) -> Poly:
         """``value`` of a sum: its terms, over a fresh summed letter. With one letter given
@@ -694,6 +725,38 @@ def expand_factor(model: Model, var: VarDef) -> Factor:
         tuple(sorted(expander.index_dims.items())), tuple(sorted(expander.gates.items())),
         var.span,
     )
+
+
+def uses_of(model: Model, name: str) -> list[Use]:
+    """Every read of latent ``name`` (a variable or a block's member) in the factors of the
+    other variables: the expansion ``analyse`` runs, recording each read instead of refusing
+    it. A factor with a mistake of its own (one no prior of ``name`` would change) is
+    recorded up to that mistake, which is reported once the prior is right."""
+    uses: list[Use] = []
+    for var in model.variables:
+        block = model.block(var.name)
+        if name in (var.name, *((block.mean.name, block.precision.name) if block else ())):
+            continue  # its own prior
+        expander = _Expander(model, var)
+        expander.uses = uses
+        try:
+            expander.expand()
+        except CemError:
+            pass
+    return [use for use in uses if use.var == name]
+
+
+def conjugate_priors(event_rank: int, uses: list[Use]) -> tuple[str, ...]:
+    """The families a model file may give a latent variable with events of ``event_rank``
+    read by ``uses`` that make it conjugate: each read's statistic is one the family's
+    posterior provides (the rule ``_Expander.leaf`` accepts a read by), and its support lies
+    in each read's domain."""
+    return tuple(sorted({
+        family.name for family in FAMILIES.values()
+        if family.name in WRITABLE and family.variational and family.event_rank == event_rank
+        and all(family.provides(use.stat) and (use.domain is None or family.fits(use.domain))
+                for use in uses)
+    }))
 
 
 def analyse(model: Model) -> Analysis:

@@ -44,10 +44,33 @@ class Term:
 class Param:
     name: str
     rank: int  # 0 scalar, 1 vector, 2 matrix
-    domain: str  # real, positive, unit, spd, count, simplex
+    domain: str  # real, positive, unit, spd, count, simplex (see SUPPORT_WITHIN)
     # the smallest value the variational parameters represent: a shape held as α − 1 is
     # 0 once α < 2^-53 (ε/2), so such a parameter must be at least ε
     smallest: float = 0.0
+
+
+# The parameter domains a value of each support lies in: a variable may be read as a
+# parameter only if its support is within the parameter's domain (a rate is positive, a
+# probability in (0, 1), a precision matrix SPD). "category" is the domain of an index
+# (``beta[z[n]]``): only a categorical selects.
+SUPPORT_WITHIN: dict[str, frozenset[str]] = {
+    "real": frozenset({"real"}),
+    "vector": frozenset({"real"}),
+    "positive": frozenset({"positive", "real"}),
+    "unit": frozenset({"unit", "positive", "real"}),
+    "simplex": frozenset({"simplex", "real"}),
+    "spd": frozenset({"spd", "real"}),
+    "binary": frozenset({"count", "real"}),
+    "count": frozenset({"count", "real"}),
+    "trials": frozenset({"count", "positive", "real"}),
+    "category": frozenset({"category"}),
+}
+
+# The domain of a scalar that multiplies an array read in a domain (``t * eye(D)`` as a
+# precision matrix: t > 0); in any other domain a factor of a product is read in the
+# product's.
+SCALE_DOMAIN: dict[str, str] = {"spd": "positive"}
 
 
 @dataclass(frozen=True)
@@ -66,6 +89,15 @@ class FamilySpec:
     shape_from: str | None = None
     doc: str = ""
     aliases: tuple[str, ...] = field(default=())
+
+    def provides(self, stat: str) -> bool:
+        """Whether the posterior of a variable with this prior provides E[stat]: the one rule
+        by which a term reading a latent variable is accepted (``cemodel.conjugacy``)."""
+        return stat in dict(self.stats)
+
+    def fits(self, domain: str) -> bool:
+        """Whether every value of this family lies in a parameter ``domain``."""
+        return domain in SUPPORT_WITHIN[self.support]
 
 
 def v(fn: str, operand: str, *indices: str) -> View:
