@@ -51,6 +51,7 @@ import numpy as np
 from .api import Fit, Model
 from .compiler import compile_stages, read_source, run_stages
 from .errors import CemError, CemInternalError
+from .options import check_workers
 from .runtime.driver import FitResult, State, check_applies
 from .runtime.drivers import DRIVERS
 from .runtime.source import ItemSource
@@ -146,10 +147,22 @@ def _connect(client: Client | str | None) -> Iterator[Client]:
         elif isinstance(client, str) and client.startswith("local:"):
             yield owned.enter_context(_local_cluster(client))
         elif isinstance(client, str):
-            yield owned.enter_context(Client(client))
+            yield owned.enter_context(_connect_to(Client, client))
         else:
             raise CemError(f"client: expected a Client, an address or 'local:N', found "
                            f"{client!r}")
+
+
+def _connect_to(client_type: type, address: str) -> Client:
+    """A client of the scheduler at ``address``; an address Dask cannot read, or a scheduler
+    it cannot reach (within ``distributed.comm.timeouts.connect``), is a clear error."""
+    try:
+        return client_type(address)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise CemError(f"cannot connect to the Dask scheduler at {address!r}: {exc}",
+                       hint="check the address (tcp://host:8786) and that the scheduler is "
+                            "running, or use a local cluster (--dask local:N, client='local:N')"
+                       ) from None
 
 
 def _default_client() -> Client:
@@ -167,10 +180,10 @@ def _local_cluster(name: str) -> Iterator[Client]:
     """``local:N``: N worker processes of one thread on this machine, for one fit."""
     from distributed import Client, LocalCluster
 
-    count = name.removeprefix("local:")
-    if not count.isdigit() or int(count) < 1:
-        raise CemError(f"client {name!r}: expected local:N with N >= 1 workers")
-    workers = int(count)
+    try:
+        workers = check_workers(name)
+    except CemError as exc:
+        raise CemError(f"client: {exc.message}") from None
     # numba's threads share the machine's cores among the worker processes
     threads = max(1, (os.cpu_count() or 1) // workers)
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,

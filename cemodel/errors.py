@@ -105,6 +105,12 @@ class CemDataError(CemError):
     """Data that does not fit the model: names the variable, the expected and the found."""
 
 
+class CemOptionError(CemDataError):
+    """An option or setting outside what it takes (``max_iter=0``, ``--tau -20``, ``--set
+    K=nan``): names the option, the values it takes and the value found
+    (``cemodel.runtime.options``)."""
+
+
 class CemInternalError(Exception):
     """A bug in cemodel, not in the user's input."""
 

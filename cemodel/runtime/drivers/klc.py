@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ...options import check_options
 from .. import driver as rt
 from ..klc import klc_start, riemannian_cg
 
@@ -22,6 +23,7 @@ def fit(model: Any, data: Any, *, hypers=None, dims=None, cg: str = "fr", max_it
         init=None, callback=None) -> rt.FitResult:
     """Fit ``model`` by KLC-CG; the options are the generated ``fit_klc``'s."""
     rt.check_applies("method", "klc", model.METHODS)
+    check_options(max_iter=max_iter, tol=tol, gtol=gtol, seed=seed)
     # (the globals' start is overwritten by q*(X))
     s = model._prepare(data, hypers, dims, seed, None, "random", 1, 0.0)
     rng = np.random.default_rng(seed)

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from ...errors import CemDataError
+from ...options import check_options
 from .. import driver as rt
 from . import svi
 from .interface import ModelInterface, check_possible, zero_statistics
@@ -29,6 +30,9 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
         ) -> rt.FitResult:
     """Fit ``model`` by coordinate ascent; the options are the generated ``fit``'s (see its
     docstring): stops when the relative change of the ELBO falls below ``tol``."""
+    check_options(max_iter=max_iter, tol=tol, max_local_iter=max_local_iter,
+                  local_tol=local_tol, seed=seed, checkpoint_every=checkpoint_every,
+                  gibbs_sweeps=gibbs_sweeps, gibbs_burn_in=gibbs_burn_in)
     if model.DATA_PLATE is None and local != "mf":
         raise CemDataError(f"local step {local!r} does not apply to this model: it has no "
                            "data plate, so no local variables")

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ... import errors
+from ...options import check_options
 from .. import driver as rt
 from ..sampling import SAMPLERS
 from ..source import ItemSource, item_source
@@ -138,10 +139,12 @@ def _check_options(model: ModelInterface, o: Options) -> None:
         rt.check_applies("method", "ssvi-a", model.METHODS)
     if o.apply_v or o.control_variate:
         rt.check_applies("method", "ssvi", model.METHODS)
-    if o.batch_size is not None and not (isinstance(o.batch_size, (int, np.integer))
-                                         and o.batch_size >= 1):
-        raise errors.CemDataError(f"batch_size: expected a whole number of items >= 1 (or "
-                                  f"None: all of them), found {o.batch_size!r}")
+    values = {f.name: getattr(o, f.name) for f in fields(o)}
+    if o.tol is None:  # no early stop
+        del values["tol"]
+    if o.effective_batch_size is None or callable(o.effective_batch_size):  # checked per step
+        del values["effective_batch_size"]
+    check_options(**values)
     if o.tol is not None and not o.evaluate:
         raise errors.CemDataError("tol: the stopping rule reads the per-epoch ELBO, which "
                                   "evaluate=False skips", hint="drop tol, or evaluate=True")

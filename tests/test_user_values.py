@@ -1,0 +1,195 @@
+"""Values a user gives cemodel (issue 19): options, ``--set`` settings, hyperparameters and
+names. Each out-of-range value is refused with the option or name, what it takes and what was
+found: on the command line with exit status 2, no traceback and no file written; from Python
+with a ``CemError``. The rules live in one place (``cemodel.options``), read by the argparse
+types and by the drivers alike.
+
+One numba compile at most (``beta_bernoulli``, shared through the kernel cache); every other
+case is refused before anything compiles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cemodel.cli import main
+from cemodel.errors import CemError, CemOptionError
+from cemodel.options import RULES, check_workers
+from cemodel.runtime.drivers import DRIVERS
+
+from .conftest import STDLIB
+
+BETA_BERNOULLI = STDLIB / "beta_bernoulli.cem"
+COINS = {"x": (np.random.default_rng(0).random(40) < 0.3).astype(np.int64)}
+
+
+def run_cli(argv: list[str]) -> int:
+    """``cemodel ARGV``'s exit status (argparse exits by SystemExit)."""
+    try:
+        return main([str(a) for a in argv])
+    except SystemExit as exc:
+        return exc.code
+
+
+def refused(capsys, argv: list[str], *words: str) -> str:
+    """Run the CLI; assert exit status 2, no traceback, and every word in the message."""
+    status = run_cli(argv)
+    captured = capsys.readouterr()
+    err = captured.err
+    assert status == 2, (status, captured.out, err)
+    assert "Traceback" not in err and "Traceback" not in captured.out
+    for word in words:
+        assert word in err, (word, err)
+    return err
+
+
+@pytest.fixture
+def coins(tmp_path):
+    path = tmp_path / "coins.npz"
+    np.savez(path, **COINS)
+    return path
+
+
+# -- options: one rule each, for the command line and the drivers --------------------------------
+
+CLI_OPTIONS = [  # (arguments, the flag, what it takes)
+    (["--max-iter", "0"], "--max-iter", "a whole number >= 1"),
+    (["--max-iter", "-3"], "--max-iter", "a whole number >= 1"),
+    (["--method", "svi", "--epochs", "0"], "--epochs", "a whole number >= 1"),
+    (["--checkpoint-every", "0"], "--checkpoint-every", "a whole number >= 1"),
+    (["--method", "svi", "--batch-size", "0"], "--batch-size", "a whole number >= 1"),
+    (["--method", "svi", "--tau", "-20"], "--tau", "a finite number >= 0"),
+    (["--method", "svi", "--kappa", "1.5"], "--kappa", "a number from 0 to 1"),
+    (["--method", "svi", "--step-scale", "0"], "--step-scale", "a finite number > 0"),
+    (["--seed", "-1"], "--seed", "a whole number from 0 to 4294967295"),
+    (["--tol", "nan"], "--tol", "a finite number >= 0"),
+    (["--tol", "inf"], "--tol", "a finite number >= 0"),
+    (["--max-iter", "2.5"], "--max-iter", "a whole number >= 1"),
+    (["--threads", "0"], "--threads", "a whole number >= 1"),
+    (["--gibbs-sweeps", "0"], "--gibbs-sweeps", "a whole number >= 1"),
+    (["--method", "svi+", "--effective-batch-size", "-1"], "--effective-batch-size",
+     "a finite number > 0"),
+    (["--dask", "banana"], "--dask", "local:N with N >= 1 worker processes"),
+    (["--dask", "local:0"], "--dask", "local:N with N >= 1 worker processes"),
+]
+
+
+@pytest.mark.parametrize("args, flag, expected", CLI_OPTIONS,
+                         ids=[" ".join(case[0]) for case in CLI_OPTIONS])
+def test_the_command_line_refuses_an_option_out_of_range(args, flag, expected, coins, tmp_path,
+                                                          capsys):
+    out = tmp_path / "post.npz"
+    err = refused(capsys, ["fit", BETA_BERNOULLI, "--data", coins, *args, "-o", out],
+                  f"argument {flag}: expected {expected}, found '{args[-1]}'")
+    assert "usage: cemodel fit" in err
+    assert not out.exists()
+
+
+def test_an_option_out_of_range_is_refused_before_the_model_is_read(tmp_path, capsys):
+    # argparse checks the values first: nothing is compiled for a command that cannot run
+    refused(capsys, ["fit", tmp_path / "missing.cem", "--data", "x.npz", "--max-iter", "0"],
+            "--max-iter")
+
+
+API_OPTIONS = [  # (method, options, the words of the message)
+    ("mf", {"max_iter": 0}, "max_iter: expected a whole number >= 1, found 0"),
+    ("mf", {"max_iter": -3}, "max_iter: expected a whole number >= 1, found -3"),
+    ("mf", {"max_iter": 10.0}, "max_iter: expected a whole number >= 1, found 10.0"),
+    ("mf", {"max_iter": True}, "max_iter: expected a whole number >= 1, found True"),
+    ("mf", {"tol": float("nan")}, "tol: expected a finite number >= 0, found nan"),
+    ("mf", {"seed": -1}, "seed: expected a whole number from 0 to 4294967295, found -1"),
+    ("mf", {"checkpoint_every": 0}, "checkpoint_every: expected a whole number >= 1"),
+    ("mf", {"max_local_iter": 0}, "max_local_iter: expected a whole number >= 1"),
+    ("mf", {"local_tol": -1.0}, "local_tol: expected a finite number >= 0"),
+    ("svi", {"epochs": 0}, "epochs: expected a whole number >= 1, found 0"),
+    ("svi", {"batch_size": 0}, "batch_size: expected a whole number >= 1 (or None: all"),
+    ("svi", {"tau": -20}, "tau: expected a finite number >= 0, found -20"),
+    ("svi", {"kappa": -0.5}, "kappa: expected a number from 0 to 1, found -0.5"),
+    ("svi", {"step_scale": float("inf")}, "step_scale: expected a finite number > 0"),
+    ("svi", {"seed": 2**32}, "seed: expected a whole number from 0 to 4294967295"),
+    ("svi", {"tol": float("nan")}, "tol: expected a finite number >= 0, found nan"),
+    ("svi", {"window": 0}, "window: expected a whole number >= 1"),
+    ("svi", {"patience": 0}, "patience: expected a whole number >= 1"),
+    ("svi", {"checkpoint_every": 0}, "checkpoint_every: expected a whole number >= 1"),
+    ("svi", {"gibbs_burn_in": -1}, "gibbs_burn_in: expected a whole number >= 0"),
+    ("svi+", {"effective_batch_size": 0.0}, "effective_batch_size: expected a finite number > 0"),
+    ("svi-avg", {"epochs": 0}, "epochs: expected a whole number >= 1"),
+    ("ssvi-a", {"tau": float("nan")}, "tau: expected a finite number >= 0"),
+]
+
+
+@pytest.mark.parametrize("method, options, words", API_OPTIONS,
+                         ids=[f"{m}-{next(iter(o))}={next(iter(o.values()))}"
+                              for m, o, _ in API_OPTIONS])
+def test_the_drivers_refuse_an_option_out_of_range(method, options, words, compiled):
+    with pytest.raises(CemOptionError) as info:
+        DRIVERS[method].run(compiled("beta_bernoulli"), COINS, **options)
+    assert words in info.value.message
+
+
+def test_klc_refuses_its_options_out_of_range():
+    from cemodel.runtime.drivers import klc
+
+    class Model:
+        METHODS = {"klc": "yes"}
+
+    for options, words in [({"max_iter": 0}, "max_iter: expected a whole number >= 1"),
+                           ({"gtol": -1.0}, "gtol: expected a finite number >= 0"),
+                           ({"seed": -2}, "seed: expected a whole number from 0")]:
+        with pytest.raises(CemOptionError, match=words):
+            klc.fit(Model(), {}, **options)
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_the_command_line_and_the_drivers_read_one_rule(name):
+    """The argparse type and the drivers' check refuse the same values, in the same words."""
+    rule = RULES[name]
+    bad = (rule.high + 1) if rule.high is not None else (rule.low - 1)
+    with pytest.raises(CemOptionError) as parsed:
+        rule.parse(str(int(bad) if rule.whole else bad))
+    with pytest.raises(CemOptionError) as checked:
+        rule.check(int(bad) if rule.whole else bad)
+    assert parsed.value.message.split(", found")[0] == f"expected {rule.number}"
+    assert checked.value.message.startswith(f"{name}: expected {rule.number}")
+    assert rule.check(rule.low if not rule.above else rule.low + 1) is not None
+
+
+def test_a_valid_value_reaches_the_fit_unchanged(compiled):
+    """Checking converts nothing: the same fit with and without the options spelled out."""
+    module = compiled("beta_bernoulli")
+    plain = DRIVERS["svi"].run(module, COINS, epochs=3, batch_size=10, seed=4)
+    spelled = DRIVERS["svi"].run(module, COINS, epochs=np.int64(3), batch_size=np.int32(10),
+                                 seed=np.uint32(4), kappa=0.7, tau=10, step_scale=1.0)
+    np.testing.assert_array_equal(plain.elbo, spelled.elbo)
+
+
+# -- Dask: the cluster and the scheduler -----------------------------------------------------------
+
+
+def test_a_dask_cluster_spec_is_checked_once_for_both():
+    assert check_workers("local:3") == 3
+    for spec in ("banana", "local:", "local:0", "local:-1", "local:²", 4):
+        with pytest.raises(CemOptionError, match="expected local:N with N >= 1"):
+            check_workers(spec)
+
+
+def test_an_unreachable_scheduler_is_a_clean_error(coins, tmp_path, capsys):
+    pytest.importorskip("distributed")
+    import dask
+
+    out = tmp_path / "post.npz"
+    # the connection timeout is Dask's (30 s by default): short here
+    with dask.config.set({"distributed.comm.timeouts.connect": "0.2s"}):
+        refused(capsys, ["fit", BETA_BERNOULLI, "--data", coins, "--scheduler",
+                         "tcp://127.0.0.1:1", "-o", out, "--quiet"],
+                "cannot connect to the Dask scheduler at 'tcp://127.0.0.1:1'", "hint:")
+    assert not out.exists()
+
+
+def test_a_scheduler_address_dask_cannot_read_is_a_clean_error():
+    pytest.importorskip("distributed")
+    from cemodel import distributed
+
+    with pytest.raises(CemError, match="cannot connect to the Dask scheduler at 'banana'"):
+        distributed.fit(str(BETA_BERNOULLI), COINS, client="banana")
