@@ -32,6 +32,7 @@ import numpy as np
 from .compiler import Stages, compile_stages, read_source, run_stages
 from .errors import CemError, CemInternalError
 from .model import GateIndex, PlateIndex, RConst, RHyper, RRepeat, RVar
+from .options import setting_number
 from .runtime.driver import FitResult, check_applies
 from .runtime.drivers import DRIVERS
 from .runtime.drivers.interface import zero_statistics
@@ -169,7 +170,7 @@ class Model:
     def __init__(self, path: str | Path, *, collapse: Sequence[str] | None = None,
                  **settings: float) -> None:
         self.path = resolve_model_path(path)
-        self.settings = {name: float(value) for name, value in settings.items()}
+        self.settings = {name: setting_number(name, value) for name, value in settings.items()}
         self.collapse = None if collapse is None else tuple(collapse)
         self.stages, self.module = _compiled(self.path, self.settings, self.collapse)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import math
 import os
 import re
 import sys
@@ -28,6 +29,7 @@ from .codegen import generate as generate_module
 from .conjugacy import Analysis, analyse
 from .errors import CemError, CemModelError, Source, Span
 from .model import Model, RConst, build_model
+from .options import check_setting, setting_number
 from .plan import InferencePlan, make_plan
 from .syntax import parse, user_name_tokens
 
@@ -64,6 +66,9 @@ def parse_settings(items: list[str] | tuple[str, ...] | None) -> dict[str, float
             number = float(value)
         except ValueError:
             raise CemError(f"--set {name}: expected a number, found {value!r}") from None
+        if math.isinf(number) and value.strip().lstrip("+-").lower() not in ("inf", "infinity"):
+            raise CemError(f"--set {name}: {value.strip()} is beyond the largest number a "
+                           "double holds (about 1.8e308)")
         settings[name.strip()] = number
     return settings
 
@@ -76,16 +81,15 @@ def apply_settings(model: Model, settings: dict[str, float]) -> Model:
     hypers = {h.name: h for h in model.hypers}
     for name, value in settings.items():
         if name in dims:
-            if value != int(value) or value < 1 or dims[name].ragged_over is not None:
-                raise CemError(f"--set {name}: a dimension takes a whole number >= 1"
-                               if dims[name].ragged_over is None else
-                               f"--set {name}: ragged dimension '{name}' comes from the data")
-            dims[name] = replace(dims[name], default=int(value))
+            if dims[name].ragged_over is not None:
+                raise CemError(f"--set {name}: ragged dimension '{name}' comes from the data")
+            dims[name] = replace(dims[name], default=check_setting(name, value, dimension=True))
         elif name in hypers:
             if hypers[name].shape != ():
                 raise CemError(f"--set {name}: only scalar hyperparameters can be set here; "
                                "pass vectors through the Python API (hypers=...)")
-            hypers[name] = replace(hypers[name], value=RConst(value, Span(0, 0, 0, 0)))
+            number = check_setting(name, value, dimension=False)
+            hypers[name] = replace(hypers[name], value=RConst(number, Span(0, 0, 0, 0)))
         else:
             from .errors import did_you_mean
 
@@ -289,5 +293,5 @@ def compile(path: str | Path, *, collapse: tuple[str, ...] | list[str] | None = 
             **settings: float) -> ModuleType:
     """``cemodel.compile("lda.cem", K=50)``: the generated module, ready to ``fit``;
     ``collapse=("pi", "mu")`` names the set KLC-CG integrates out (``fit_klc``)."""
-    return compile_model(path, {k: float(v) for k, v in settings.items()},
+    return compile_model(path, {k: setting_number(k, v) for k, v in settings.items()},
                          collapse=None if collapse is None else tuple(collapse))

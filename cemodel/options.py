@@ -27,7 +27,7 @@ import numpy as np
 from .errors import CemOptionError
 
 __all__ = ["HYPER_LARGEST", "HYPER_SMALLEST", "RULES", "Rule", "check_hyper_values",
-           "check_options", "check_setting", "check_workers"]
+           "check_options", "check_setting", "check_workers", "setting_number"]
 
 
 @dataclass(frozen=True)
@@ -170,24 +170,27 @@ def check_hyper_values(label: str, values: np.ndarray) -> None:
                              f"{float(values[at]):g}{where}")
 
 
-def check_setting(name: str, value: Any, *, dimension: bool) -> float | int:
-    """A ``--set NAME=VALUE`` (or ``Model(path, NAME=VALUE)``) value: a dimension's a whole
-    number >= 1, a hyperparameter's a finite number in the representable range. Returns the
-    dimension as an int, the hyperparameter as a float."""
-    label = f"--set {name}"
+def setting_number(name: str, value: Any) -> float:
+    """A setting given from Python (``Model(path, K=50)``) as the float ``--set`` reads."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):
-        what = "a whole number >= 1" if dimension else "a finite number"
-        raise CemOptionError(f"{label}: expected {what}, found {_found(value)}")
-    number = float(value)
+        raise CemOptionError(f"--set {name}: expected a number, found {_found(value)}")
+    return float(value)
+
+
+def check_setting(name: str, value: float, *, dimension: bool) -> float | int:
+    """A ``--set NAME=VALUE`` (or ``Model(path, NAME=VALUE)``) value: a dimension's a whole
+    number >= 1 (returned as an int), a hyperparameter's a finite number (returned as a
+    float)."""
+    label = f"--set {name}"
+    number = setting_number(name, value)
     if dimension:
         if not (math.isfinite(number) and number.is_integer() and number >= 1):
             raise CemOptionError(f"{label}: a dimension takes a whole number >= 1, found "
-                                 f"{_found(value)}")
+                                 f"{number:g}")
         return int(number)
     if not math.isfinite(number):
         raise CemOptionError(f"{label}: a hyperparameter takes a finite number, found "
-                             f"{_found(value)}")
-    check_hyper_values(label, np.array(number))
+                             f"{number:g}")
     return number
 
 

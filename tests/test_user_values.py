@@ -193,3 +193,52 @@ def test_a_scheduler_address_dask_cannot_read_is_a_clean_error():
 
     with pytest.raises(CemError, match="cannot connect to the Dask scheduler at 'banana'"):
         distributed.fit(str(BETA_BERNOULLI), COINS, client="banana")
+
+
+# -- --set: dimensions and hyperparameters (the same check for the CLI and the API) -----------
+
+SETTINGS = [  # (command, model, setting, the words of the message)
+    ("check", "gap_nmf", "alpha=inf", "--set alpha: a hyperparameter takes a finite number, "
+     "found inf"),
+    ("check", "linear_regression", "c=1e400", "--set c: 1e400 is beyond the largest number"),
+    ("check", "linear_regression", "b0=inf", "--set b0: a hyperparameter takes a finite number"),
+    ("check", "beta_bernoulli", "a=nan", "--set a: a hyperparameter takes a finite number, "
+     "found nan"),
+    ("check", "beta_bernoulli", "N=-inf", "--set N: a dimension takes a whole number >= 1, "
+     "found -inf"),
+    ("compile", "poisson_mixture", "K=2.5", "--set K: a dimension takes a whole number >= 1, "
+     "found 2.5"),
+    ("check", "poisson_mixture", "K=0", "--set K: a dimension takes a whole number >= 1, "
+     "found 0"),
+    ("graph", "lda", "K=nan", "--set K: a dimension takes a whole number >= 1, found nan"),
+    ("graph", "lda", "K=inf", "--set K: a dimension takes a whole number >= 1, found inf"),
+    ("check", "lda", "alpha=x", "--set alpha: expected a number, found 'x'"),
+]
+
+
+@pytest.mark.parametrize("command, model, setting, words", SETTINGS,
+                         ids=[f"{c}-{m}-{s}" for c, m, s, _ in SETTINGS])
+def test_the_command_line_refuses_a_setting_out_of_range(command, model, setting, words,
+                                                         tmp_path, capsys):
+    out = tmp_path / ("out.dot" if command == "graph" else "out.py")
+    extra = ["-o", out] if command != "check" else []
+    refused(capsys, [command, STDLIB / f"{model}.cem", "--set", setting, *extra], words)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("model, settings, words", [
+    ("gap_nmf", {"alpha": float("inf")}, "--set alpha: a hyperparameter takes a finite number"),
+    ("linear_regression", {"b0": float("nan")}, "--set b0: a hyperparameter takes a finite"),
+    ("lda", {"K": float("nan")}, "--set K: a dimension takes a whole number >= 1, found nan"),
+    ("beta_bernoulli", {"N": float("-inf")}, "--set N: a dimension takes a whole number"),
+    ("lda", {"K": "20"}, "--set K: expected a number, found '20'"),
+    ("lda", {"K": [20]}, "--set K: expected a number, found [20]"),
+])
+def test_the_api_refuses_the_same_settings(model, settings, words):
+    import cemodel
+
+    with pytest.raises(CemOptionError) as info:
+        cemodel.Model(model, **settings)
+    assert words in info.value.message
+    with pytest.raises(CemOptionError):
+        cemodel.compile(STDLIB / f"{model}.cem", **settings)
