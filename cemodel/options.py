@@ -154,8 +154,8 @@ def check_options(**values: Any) -> None:
 
 HYPER_LARGEST = 1e150
 HYPER_SMALLEST = 1e-150
-HYPER_RANGE = (f"0 or a magnitude from {HYPER_SMALLEST:g} to {HYPER_LARGEST:g}, so that the "
-               "prior's products, squares and reciprocals stay finite")
+HYPER_RANGE = ("0 or a magnitude from 1e-150 to 1e150, so that the prior's products, squares "
+               "and reciprocals stay finite")
 
 
 def check_hyper_values(label: str, values: np.ndarray) -> None:
@@ -167,7 +167,7 @@ def check_hyper_values(label: str, values: np.ndarray) -> None:
         at = np.unravel_index(int(np.argmax(outside)), values.shape) if values.ndim else ()
         where = f" at [{', '.join(map(str, at))}]" if at else ""
         raise CemOptionError(f"{label}: expected {HYPER_RANGE}, found "
-                             f"{float(values[at]):g}{where}")
+                             f"{float(values[at])!r}{where}")
 
 
 def setting_number(name: str, value: Any) -> float:
@@ -179,8 +179,8 @@ def setting_number(name: str, value: Any) -> float:
 
 def check_setting(name: str, value: float, *, dimension: bool) -> float | int:
     """A ``--set NAME=VALUE`` (or ``Model(path, NAME=VALUE)``) value: a dimension's a whole
-    number >= 1 (returned as an int), a hyperparameter's a finite number (returned as a
-    float)."""
+    number >= 1 (returned as an int), a hyperparameter's a finite number in the
+    representable range (HYPER_RANGE; returned as a float)."""
     label = f"--set {name}"
     number = setting_number(name, value)
     if dimension:
@@ -191,6 +191,7 @@ def check_setting(name: str, value: float, *, dimension: bool) -> float | int:
     if not math.isfinite(number):
         raise CemOptionError(f"{label}: a hyperparameter takes a finite number, found "
                              f"{number:g}")
+    check_hyper_values(label, np.array(number))
     return number
 
 

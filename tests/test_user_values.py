@@ -19,6 +19,8 @@ from cemodel.options import RULES, check_workers
 from cemodel.runtime.drivers import DRIVERS
 
 from .conftest import STDLIB
+from .test_drivers import BetaBernoulli
+from .test_drivers import X as FLIPS
 
 BETA_BERNOULLI = STDLIB / "beta_bernoulli.cem"
 COINS = {"x": (np.random.default_rng(0).random(40) < 0.3).astype(np.int64)}
@@ -242,3 +244,144 @@ def test_the_api_refuses_the_same_settings(model, settings, words):
     assert words in info.value.message
     with pytest.raises(CemOptionError):
         cemodel.compile(STDLIB / f"{model}.cem", **settings)
+
+
+# -- a prior that cannot be represented, and a fit that stops being finite (item 0) ---------------
+
+OUT_OF_RANGE = "expected 0 or a magnitude from 1e-150 to 1e150"
+
+
+@pytest.mark.parametrize("model, setting", [
+    ("poisson_mixture", "alpha=1e308"), ("poisson_mixture", "a=1e308"),
+    ("linear_regression", "c=1e308"), ("linear_regression", "a0=1e308"),
+    ("linear_regression", "c=1e-320"), ("linear_regression", "b0=1e-320"),
+])
+def test_a_hyperparameter_whose_prior_cannot_be_represented_is_refused(model, setting, tmp_path,
+                                                                        capsys):
+    """These fitted to NaN everywhere, printed 'ELBO nan', wrote the NaNs and exited 0."""
+    name, value = setting.split("=")
+    data = tmp_path / "data.npz"
+    np.savez(data, x=np.arange(6))
+    out = tmp_path / "post.npz"
+    refused(capsys, ["fit", STDLIB / f"{model}.cem", "--data", data, "--set", setting,
+                     "--max-iter", "5", "-o", out], f"--set {name}: {OUT_OF_RANGE}",
+            f"found {float(value)!r}")
+    assert not out.exists()
+    import cemodel
+
+    with pytest.raises(CemOptionError, match=f"--set {name}: {OUT_OF_RANGE}"):
+        cemodel.Model(model, **{name: float(value)})
+
+
+@pytest.mark.parametrize("hypers, found", [({"a": 1e308}, "found 1e+308"),
+                                           ({"b": 1e-320}, "found 1e-320"),
+                                           ({"a": -1e151}, "found -1e+151")])
+def test_the_fit_refuses_the_same_hyperparameters_from_python(hypers, found, compiled):
+    name = next(iter(hypers))
+    with pytest.raises(CemOptionError) as info:
+        DRIVERS["mf"].run(compiled("beta_bernoulli"), COINS, hypers=hypers)
+    assert f"hyperparameter '{name}': {OUT_OF_RANGE}" in info.value.message
+    assert found in info.value.message
+
+
+def test_a_model_file_hyperparameter_out_of_range_is_refused_at_its_line(tmp_path, capsys):
+    path = tmp_path / "huge.cem"
+    path.write_text(BETA_BERNOULLI.read_text().replace("hyper a = 2.0", "hyper a = 1e200"))
+    err = refused(capsys, ["check", path], f"huge.cem:8:11: error: hyperparameter 'a': "
+                  f"{OUT_OF_RANGE}", "found 1e+200", "hint:")
+    assert "hyper a = 1e200" in err
+
+
+def test_zero_and_the_ends_of_the_range_are_representable(compiled):
+    """The range refuses nothing a fit can represent: 0, 1e-150 and 1e150 fit finitely."""
+    module = compiled("beta_bernoulli")
+    for hypers in ({"a": 1e150, "b": 1e150}, {"a": 1.0, "b": 1e-10}):  # shapes: >= 2**-52
+        fit = DRIVERS["mf"].run(module, COINS, hypers=hypers)
+        assert np.all(np.isfinite(fit.elbo))
+    from cemodel.options import check_hyper_values
+
+    check_hyper_values("h", np.array([0.0, 1e-150, -1e150, 1e150, -3.0]))
+
+
+# the drivers' guard, on the plain-numpy fake of tests/test_drivers.py (no compile)
+
+
+class GoesNaN(BetaBernoulli):
+    """The fake coin whose q(p) becomes NaN at its ``at``-th update after the start, or whose
+    ELBO becomes NaN at its ``elbo_at``-th evaluation."""
+
+    def __init__(self, at: int | None = None, elbo_at: int | None = None) -> None:
+        super().__init__({"svi-avg": "yes"})
+        self.at, self.elbo_at, self.updates, self.elbos = at, elbo_at, -1, 0
+
+    def update_p(self, s, data_scale, expect=True):
+        super().update_p(s, data_scale, expect)
+        self.updates += 1
+        if self.at is not None and self.updates >= self.at:
+            s.lam_p_log[...] = np.nan
+            self.refresh(s)
+
+    def elbo_of_globals(self, s):
+        self.elbos += 1
+        value = super().elbo_of_globals(s)
+        return np.nan if self.elbo_at is not None and self.elbos >= self.elbo_at else value
+
+
+@pytest.mark.parametrize("method, model, options, words", [
+    ("mf", lambda: GoesNaN(at=2), {"tol": 0.0},
+     "the fit stopped at iteration 2: q(p) is not finite"),
+    ("mf", lambda: GoesNaN(elbo_at=2), {"tol": 0.0},
+     "the fit stopped at iteration 2: the ELBO is not finite"),
+    ("svi", lambda: GoesNaN(elbo_at=2), {"epochs": 4, "batch_size": 10},
+     "the fit stopped at epoch 2: the ELBO is not finite"),
+    ("svi-avg", lambda: GoesNaN(elbo_at=3), {"epochs": 4, "batch_size": 10},
+     "the fit stopped at epoch 3: the ELBO is not finite"),
+    ("svi", lambda: GoesNaN(at=5), {"epochs": 4, "batch_size": 10},
+     "SVI step 5: q(p) left its domain"),
+])
+def test_a_fit_that_stops_being_finite_stops_with_the_variable_and_the_iteration(
+        method, model, options, words):
+    with pytest.raises(CemError) as info:
+        DRIVERS[method].run(model(), {"x": FLIPS}, **options)
+    assert words in info.value.message
+
+
+def test_a_finite_fit_passes_the_guard():
+    """The same fake, never NaN, fits to convergence."""
+    fit = DRIVERS["mf"].run(GoesNaN(), {"x": FLIPS}, max_iter=50)
+    assert fit.converged and np.all(np.isfinite(fit.elbo))
+
+
+def test_the_command_line_writes_nothing_when_the_fit_stops_being_finite(compiled, coins,
+                                                                          tmp_path, capsys,
+                                                                          monkeypatch):
+    """A generated module whose q(p) turns NaN at the second iteration (the fault put into
+    its global update): exit status 2, the variable and the iteration, no posterior file."""
+    import dataclasses
+
+    import cemodel.compiler
+
+    module = compiled("beta_bernoulli")
+    (real,) = module.GLOBALS
+    count = {"updates": 0}
+
+    def update(s, scale, expect=True):
+        real.update(s, scale, expect)
+        count["updates"] += 1
+        if count["updates"] >= 2:  # iteration 2 (the start calls the update directly)
+            getattr(s, real.lam[0])[...] = np.nan
+            getattr(s, real.E[0])[...] = np.nan
+
+    class Faulty:
+        GLOBALS = (dataclasses.replace(real, update=update),)
+
+        def __getattr__(self, name):
+            return getattr(module, name)
+
+    monkeypatch.setattr(cemodel.compiler, "compile_stages", lambda stages: Faulty())
+    out = tmp_path / "post.npz"
+    err = refused(capsys, ["fit", BETA_BERNOULLI, "--data", coins, "--tol", "0", "-o", out],
+                  "the fit stopped at iteration 2: q(p) is not finite (NaN or inf)", "hint:")
+    assert "nan" not in capsys.readouterr().out.lower() + err.split("error:")[0].lower()
+    assert not out.exists()
+

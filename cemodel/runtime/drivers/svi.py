@@ -27,7 +27,14 @@ from ..sampling import SAMPLERS
 from ..source import ItemSource, item_source
 from ..special import blend
 from ..ssvi import SSVI_FAMILIES, ssvi_blend
-from .interface import Global, ModelInterface, check_possible, kept_locals, zero_statistics
+from .interface import (
+    Global,
+    ModelInterface,
+    check_finite,
+    check_possible,
+    kept_locals,
+    zero_statistics,
+)
 
 
 @dataclass
@@ -181,6 +188,7 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
             elbo = full_elbo(run)
             run.trace.append(elbo)
             check_possible(model, elbo)
+            check_finite(model, run.s, elbo, f"epoch {epoch + 1}")
             if o.callback is not None:
                 o.callback(epoch, elbo, time.perf_counter() - clock)
         # atomic: a crash keeps the previous one
@@ -262,8 +270,9 @@ def step(run: Run, batch: np.ndarray, offset: int, epoch: int) -> None:
         raise rt.invalid_step(run.step, o.effective_batch_size, exc) from None
     if o.learn:  # empirical Bayes: a step rho towards the batch's maximiser
         model._learn(s, o.learn, rho, batch)
-    rt.check_step({name: getattr(s, name) for g in model.GLOBALS for name in g.E}, run.step,
-                  o.effective_batch_size, tuple((g.family, g.lams(s)) for g in model.GLOBALS))
+    for g in model.GLOBALS:  # in update order: the first that left its domain is named
+        rt.check_step({name: getattr(s, name) for name in g.E}, run.step,
+                      o.effective_batch_size, ((g.family, g.lams(s)),), variable=g.name)
     run.step += 1
 
 
