@@ -12,8 +12,10 @@ compiled kernels between runs.
 from __future__ import annotations
 
 import ast
+import builtins
 import hashlib
 import importlib.util
+import keyword
 import math
 import os
 import re
@@ -27,11 +29,11 @@ from .augment import augment
 from .blocks import form_blocks
 from .codegen import generate as generate_module
 from .conjugacy import Analysis, analyse
-from .errors import CemError, CemModelError, Source, Span
+from .errors import CemError, CemInternalError, CemModelError, Source, Span
 from .model import Model, RConst, build_model
 from .options import check_setting, setting_number
 from .plan import InferencePlan, make_plan
-from .syntax import parse, user_name_tokens
+from .syntax import declaration_spans, parse, user_name_tokens
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,7 @@ def check_generated_names(source: str, text: str, filename: str,
     first: dict[str, Span] = {}
     for name, span, _, _ in tokens:
         first.setdefault(name, span)
+    first.update(declaration_spans(text))
     marked = text
     for name, _, start, end in sorted(tokens, key=lambda tok: -tok[2]):
         marked = marked[:start] + marker[name] + marked[end:]
@@ -151,13 +154,18 @@ def check_generated_names(source: str, text: str, filename: str,
             None if collapse is None else tuple(marker.get(c, c) for c in collapse)))
     except CemError:
         return  # not expected (the model compiled); nothing to compare with
+    _refuse_reserved_names(apart, marker, first, Source(filename, text))
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise CemInternalError(f"the generated module is not valid Python: {exc}") from None
     back = {v: k for k, v in marker.items()}
     unmark = re.compile(r"cemU\d+Z")
 
     def real(name: str) -> str:
         return unmark.sub(lambda m: back[m.group()], name)
 
-    generated = dict(_scopes(ast.parse(source)))
+    generated = dict(_scopes(tree))
     for scope, names in _scopes(ast.parse(apart)):
         if len(generated.get(real(scope), names)) >= len(names):
             continue
@@ -173,6 +181,25 @@ def check_generated_names(source: str, text: str, filename: str,
                 raise CemModelError(f"{what} {why} (in {real(scope)})", first[owner],
                                     Source(filename, text),
                                     hint=f"rename '{owner}' (e.g. '{owner}_')")
+
+
+def _refuse_reserved_names(apart: str, marker: dict[str, str], declared: dict[str, Span],
+                           source: Source) -> None:
+    """Refuse a name Python reserves (a keyword such as ``elif`` or ``lambda``, or
+    ``__debug__``) where the generated module would use it as an identifier: ``apart`` (the
+    module generated with every name marked) with that one name put back does not compile.
+    Where the module uses the name only inside longer identifiers and strings (a latent
+    ``lambda`` is ``lam_lambda_value``, ``"lambda.shape"``), it stays allowed."""
+    for name in marker:
+        if not (keyword.iskeyword(name) or name == "__debug__"):
+            continue
+        try:
+            builtins.compile(apart.replace(marker[name], name), "<generated>", "exec")
+        except SyntaxError:
+            what = "a Python keyword" if keyword.iskeyword(name) else "a name Python reserves"
+            raise CemModelError(f"'{name}' is {what}, and the generated module uses this name "
+                                "as a Python identifier", declared[name], source,
+                                hint=f"rename '{name}' (e.g. '{name}_')") from None
 
 
 def _scopes(tree: ast.Module):

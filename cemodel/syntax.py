@@ -359,6 +359,23 @@ def user_name_tokens(text: str) -> list[tuple[str, Span, int, int]]:
     return sorted(found, key=lambda tok: tok[2])
 
 
+# the rules that declare names, and how many of their first names they declare
+_DECLARING = {"dim_decl": 1, "hyper_decl": 1, "data_decl": 1, "target": 1, "plate": 2}
+
+
+def declaration_spans(text: str) -> dict[str, Span]:
+    """Where valid source declares each of its names (dimensions, hyperparameters, data,
+    variables, plates and their indices): name -> the span of the name in its declaration."""
+    tree = _parser().parse(text if text.endswith("\n") else text + "\n")
+    spans: dict[str, Span] = {}
+    for node in tree.iter_subtrees_topdown():
+        count = _DECLARING.get(str(node.data), 0)
+        names = [c for c in node.children if isinstance(c, lark.Token) and c.type == "NAME"]
+        for tok in names[:count]:
+            spans.setdefault(str(tok), _span(tok))
+    return spans
+
+
 def parse(text: str, filename: str = "<model>") -> Program:
     """Parse .cem source text into a ``Program``; raises ``CemSyntaxError``."""
     source = Source(filename, text if text.endswith("\n") else text + "\n")

@@ -166,7 +166,7 @@ def test_a_valid_value_reaches_the_fit_unchanged(compiled):
     np.testing.assert_array_equal(plain.elbo, spelled.elbo)
 
 
-# -- Dask: the cluster and the scheduler -----------------------------------------------------------
+# -- Dask: the cluster and the scheduler --------------------------------------------------------
 
 
 def test_a_dask_cluster_spec_is_checked_once_for_both():
@@ -246,7 +246,7 @@ def test_the_api_refuses_the_same_settings(model, settings, words):
         cemodel.compile(STDLIB / f"{model}.cem", **settings)
 
 
-# -- a prior that cannot be represented, and a fit that stops being finite (item 0) ---------------
+# -- a prior that cannot be represented, and a fit that stops being finite (item 0) ----------
 
 OUT_OF_RANGE = "expected 0 or a magnitude from 1e-150 to 1e150"
 
@@ -385,3 +385,70 @@ def test_the_command_line_writes_nothing_when_the_fit_stops_being_finite(compile
     assert "nan" not in capsys.readouterr().out.lower() + err.split("error:")[0].lower()
     assert not out.exists()
 
+
+# -- names: Python keywords (item 1) ---------------------------------------------------------
+
+KEYWORD_MODEL = """model m
+dim N
+dim K = 2
+hyper a = 2.0
+hyper b = 3.0
+plate comps k in K:
+    p[k] ~ Beta(a, b)
+plate trials n in N:
+    data g[n] : int
+    data c[n] : real
+    observe x[n] ~ Normal(c[n] * 0.0 + 0.0, 1.0)
+    observe y[n] ~ Bernoulli(p[g[n]])
+"""
+# the kinds of name the generated module uses bare: (kind, the name in KEYWORD_MODEL, the line
+# and column of its declaration)
+BARE = [("hyper", "a", 4, 7), ("data", "c", 10, 10), ("data used as an index", "g", 9, 10),
+        ("observed", "y", 12, 13)]
+
+
+def _rename(text: str, old: str, new: str) -> str:
+    import re
+
+    return re.sub(rf"\b{old}\b", new, text)
+
+
+@pytest.mark.parametrize("kind, name, line, col", BARE, ids=[b[0] for b in BARE])
+def test_a_python_keyword_is_refused_at_the_declaration_where_it_would_be_an_identifier(
+        kind, name, line, col):
+    """`observe elif[n]` crashed `check` with a SyntaxError from ast.parse: every keyword as
+    each kind of name the generated module uses bare is now refused where it is declared."""
+    import keyword
+
+    from cemodel.compiler import run_stages
+    from cemodel.errors import CemModelError
+
+    assert run_stages(KEYWORD_MODEL, "m.cem").source is not None
+    for word in [*keyword.kwlist, "__debug__"]:
+        with pytest.raises(CemModelError) as info:
+            run_stages(_rename(KEYWORD_MODEL, name, word), "m.cem")
+        error = info.value
+        assert (error.span.line, error.span.column) == (line, col), (word, error.render())
+        assert error.message.startswith(f"'{word}' is a ") and "identifier" in error.message
+        assert error.hint == f"rename '{word}' (e.g. '{word}_')"
+
+
+def test_the_command_line_reports_a_keyword_name_at_its_line(tmp_path, capsys):
+    path = tmp_path / "coin.cem"
+    path.write_text(BETA_BERNOULLI.read_text().replace("observe x[n]", "observe elif[n]"))
+    err = refused(capsys, ["check", path], "coin.cem:13:13: error: 'elif' is a Python keyword",
+                  "hint: rename 'elif' (e.g. 'elif_')")
+    assert "SyntaxError" not in err
+
+
+@pytest.mark.parametrize("kind, old", [("latent", "p"), ("dimension", "K"), ("plate", "comps"),
+                                       ("plate index", "k"), ("soft keyword", "c")])
+def test_a_keyword_the_module_never_uses_bare_stays_allowed(kind, old):
+    """A latent `lambda` (a rate) is `lam_lambda_value` in the module and 'lambda.shape' in the
+    posterior: nothing to refuse. Soft keywords (match, case, type, _) are identifiers."""
+    from cemodel.compiler import run_stages
+
+    words = ["match", "case", "type", "_"] if kind == "soft keyword" else ["lambda", "if"]
+    for word in words:
+        source = run_stages(_rename(KEYWORD_MODEL, old, word), "m.cem").source
+        compile(source, "<generated>", "exec")
