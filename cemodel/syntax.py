@@ -424,6 +424,7 @@ def parse(text: str, filename: str = "<model>") -> Program:
             "this line's indentation matches no enclosing block", Span(line, 1, line, 2), source,
             hint="indent it exactly as far as the statements of the block it belongs to",
         ) from None
+    _check_name_lengths(tree, source)
     try:
         statements = _ToAst().transform(tree)
     except lark.exceptions.VisitError as exc:
@@ -431,6 +432,29 @@ def parse(text: str, filename: str = "<model>") -> Program:
             raise exc.orig_exc.with_source(source) from None
         raise
     return Program(source, statements)
+
+
+# A name becomes part of Python identifiers and of file names: the generated module's kernels
+# are named after variables (a joint block's after two: update_mu_Lambda), and numba caches
+# each kernel in a file named MODEL_HASH.KERNEL-LINE.py311.N.nbc (and a temporary .tmp.UUID
+# beside it while writing), which the file system limits to 255 bytes. With names of at most
+# 48 characters the longest such file name of the model library is 225 bytes.
+NAME_LONGEST = 48
+
+
+def _check_name_lengths(tree: lark.Tree, source: Source) -> None:
+    """Refuse the first name longer than NAME_LONGEST, where it appears (its declaration, or
+    the model's name), before it reaches a file name (an OSError from numba's cache) or the
+    code generator."""
+    long = [tok for tok in tree.scan_values(lambda v: isinstance(v, lark.Token))
+            if tok.type == "NAME" and len(tok) > NAME_LONGEST]
+    if long:
+        tok = min(long, key=lambda t: t.start_pos)
+        raise CemSyntaxError(
+            f"the name '{tok[:20]}...' is {len(tok)} characters long; names are at most "
+            f"{NAME_LONGEST}", _span(tok), source,
+            hint="cemodel names the generated kernels and their cache files after the model's "
+                 "names, and a file name is at most 255 bytes: shorten it")
 
 
 def _hint_for_character(char: str) -> str | None:

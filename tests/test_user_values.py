@@ -452,3 +452,51 @@ def test_a_keyword_the_module_never_uses_bare_stays_allowed(kind, old):
     for word in words:
         source = run_stages(_rename(KEYWORD_MODEL, old, word), "m.cem").source
         compile(source, "<generated>", "exec")
+
+
+# -- names: length (item 4) ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("length", [49, 3005, 100_000])
+def test_a_name_longer_than_the_limit_is_refused_where_it_is_declared(length, tmp_path, capsys):
+    """A 3,005-character name passed check and compile, then fit failed with 'OSError: File
+    name too long' from numba's cache (100,000: a RuntimeError from llvmlite)."""
+    from cemodel.syntax import NAME_LONGEST
+
+    name = "v" * length
+    path = tmp_path / "long.cem"
+    path.write_text(BETA_BERNOULLI.read_text().replace("p ~", f"{name} ~")
+                    .replace("Bernoulli(p)", f"Bernoulli({name})"))
+    err = refused(capsys, ["check", path], f"long.cem:11:1: error: the name '{'v' * 20}...' is "
+                  f"{length} characters long; names are at most {NAME_LONGEST}", "hint:")
+    assert len(err) < 1000  # the line is shown as a window around the caret
+    out = tmp_path / "long_vi.py"
+    refused(capsys, ["compile", path, "-o", out], "names are at most")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("model", ["hierarchical_normal", "gmm_normal_wishart", "lda"])
+def test_names_of_the_longest_length_give_file_names_the_file_system_takes(model):
+    """The longest file name a fit writes is numba's cache of a kernel named after a joint
+    block (update_MEAN_PRECISION), in a module named after the model, plus numba's suffixes
+    and the temporary name it writes under: every name NAME_LONGEST long, it stays within
+    255 bytes (the models with a block, and LDA's longest kernel prefix)."""
+    import ast
+    import re
+
+    from cemodel.compiler import run_stages
+    from cemodel.syntax import NAME_LONGEST, user_name_tokens
+
+    text = (STDLIB / f"{model}.cem").read_text()
+    tokens = user_name_tokens(text)
+    names = list(dict.fromkeys(n for n, *_ in tokens))
+    long = {n: (f"{n}_{i}_" + "q" * NAME_LONGEST)[:NAME_LONGEST] for i, n in enumerate(names)}
+    for name, _, start, end in sorted(tokens, key=lambda tok: -tok[2]):
+        text = text[:start] + long[name] + text[end:]
+    text = re.sub(r"^model \w+", "model " + "m" * NAME_LONGEST, text, flags=re.M)
+    source = run_stages(text, f"{model}.cem").source
+    kernels = [node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)]
+    stem = f"{'m' * NAME_LONGEST}_{'0' * 16}"  # compile_stages: MODEL_HASH16.py
+    longest = max(len(f"{stem}.{k.name}-{k.lineno:06d}.py311.99.nbc.tmp.{'0' * 32}")
+                  for k in kernels)
+    assert longest <= 255
