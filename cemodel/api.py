@@ -32,7 +32,7 @@ import numpy as np
 from .compiler import Stages, compile_stages, read_source, run_stages
 from .errors import CemError, CemInternalError
 from .model import GateIndex, PlateIndex, RConst, RHyper, RRepeat, RVar
-from .options import setting_number
+from .options import check_options, setting_number
 from .runtime.driver import FitResult, check_applies
 from .runtime.drivers import DRIVERS
 from .runtime.drivers.interface import zero_statistics
@@ -256,6 +256,7 @@ class Model:
               local_tol: float = 1e-3) -> Inference:
         """The local step (mean field) on new data with ``fit``'s globals held fixed: the
         items' local posteriors and their part of the ELBO. Nothing of ``fit`` changes."""
+        check_options(max_local_iter=max_local_iter, local_tol=local_tol)
         if self.data_plate is None:
             raise CemError("infer: the model has no data plate, so new data has no local "
                            "variables (every latent variable is global)")

@@ -487,6 +487,11 @@ def main(argv: list[str] | None = None) -> int:
     except CemInternalError as exc:
         print(f"internal error: {exc}", file=sys.stderr)
         return 3
+    except MemoryError as exc:  # --set K=1e12: an allocation no machine makes
+        detail = f": {exc}" if str(exc) else ""
+        print(CemError(f"not enough memory{detail}", hint="a dimension (--set) or the data "
+                       "may be far larger than intended").render(), file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -51,7 +51,7 @@ import numpy as np
 from .api import Fit, Model
 from .compiler import compile_stages, read_source, run_stages
 from .errors import CemError, CemInternalError
-from .options import check_workers
+from .options import check_options, check_workers
 from .runtime.driver import FitResult, State, check_applies
 from .runtime.drivers import DRIVERS
 from .runtime.source import ItemSource
@@ -92,6 +92,7 @@ def fit(model: str | Path | Model, data: Mapping[str, Any], *, method: str = "mf
     ``dask_tasks`` (tasks submitted) and ``dask_worker_setups`` (times a worker compiled the
     model and bound the data).
     """
+    check_options(partitions=partitions, retries=retries)
     if not isinstance(model, Model):
         model = Model(model, **dict(settings or {}))
     elif settings:
@@ -222,8 +223,6 @@ class _Distributor:
             partitions = sum(client.nthreads().values())
             if partitions == 0:
                 raise CemError("the Dask cluster has no workers")
-        elif partitions < 1:
-            raise CemError(f"partitions: expected a number >= 1, found {partitions}")
         self.client, self.model, self.module = client, model, model.module
         self.partitions, self.retries = int(partitions), int(retries)
         self.roles = {name: role for role, names in self.module.ROLES.items() for name in names}

@@ -500,3 +500,49 @@ def test_names_of_the_longest_length_give_file_names_the_file_system_takes(model
     longest = max(len(f"{stem}.{k.name}-{k.lineno:06d}.py311.99.nbc.tmp.{'0' * 32}")
                   for k in kernels)
     assert longest <= 255
+
+
+# -- the rest of the user-facing values ----------------------------------------------------------
+
+
+def test_summarize_refuses_a_top_out_of_range(tmp_path, capsys):
+    post = tmp_path / "post.npz"
+    np.savez(post, elbo=np.array([-1.0]))
+    refused(capsys, ["summarize", post, "--top", "0"],
+            "argument --top: expected a whole number >= 1, found '0'")
+
+
+def test_infer_refuses_its_options_out_of_range():
+    import cemodel
+
+    model = cemodel.Model(BETA_BERNOULLI)
+    fit = model.fit(COINS)
+    with pytest.raises(CemOptionError, match="max_local_iter: expected a whole number >= 1"):
+        model.infer(COINS, fit, max_local_iter=0)
+    with pytest.raises(CemOptionError, match="local_tol: expected a finite number >= 0"):
+        model.infer(COINS, fit, local_tol=float("nan"))
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"partitions": 0}, "partitions: expected a whole number >= 1 (or None: one per thread"),
+    ({"retries": -1}, "retries: expected a whole number >= 0"),
+])
+def test_the_dask_layer_refuses_its_options_before_it_connects(options, words):
+    pytest.importorskip("distributed")
+    from cemodel import distributed
+
+    with pytest.raises(CemOptionError) as info:  # no cluster is started for this
+        distributed.fit(str(BETA_BERNOULLI), COINS, client="tcp://127.0.0.1:1", **options)
+    assert words in info.value.message
+
+
+def test_running_out_of_memory_is_a_clean_error(monkeypatch, capsys):
+    """--set K=1e12 and a fit: numpy cannot allocate the arrays (an _ArrayMemoryError)."""
+    import cemodel.cli
+
+    def check(args):
+        raise MemoryError("Unable to allocate 7.28 TiB for an array")
+
+    monkeypatch.setattr(cemodel.cli, "cmd_check", check)
+    refused(capsys, ["check", BETA_BERNOULLI], "error: not enough memory: Unable to allocate",
+            "hint: a dimension (--set)")
