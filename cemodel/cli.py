@@ -89,7 +89,7 @@ def _workers(text: str) -> str:
 def _option(p: argparse.ArgumentParser, name: str, default, help: str, **kw) -> None:  # noqa: A002
     """``--name`` checked by its rule, the values it takes appended to its help."""
     p.add_argument(RULES[name].flag, type=_typed(name), default=default,
-                   help=f"{help} ({RULES[name].number})", **kw)
+                   help=f"{help}; takes {RULES[name].number}", **kw)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -41,6 +41,7 @@ class Rule:
     high: float | None = None
     above: bool = False
     none: str | None = None
+    note: str | None = None  # what a value means, where it is not plain (tol < 0: never stop)
 
     @property
     def flag(self) -> str:
@@ -64,7 +65,7 @@ class Rule:
             text = f"{what} <= {_show(self.high)}"
         else:
             text = what
-        return text
+        return text + (f" ({self.note})" if self.note else "")
 
     def check(self, value: Any, label: str | None = None) -> Any:
         """``value`` unchanged when the rule allows it, else a ``CemOptionError`` that names
@@ -113,8 +114,8 @@ RULES: Mapping[str, Rule] = {rule.name: rule for rule in (
     # how long a fit runs, and when it stops
     Rule("max_iter", whole=True, low=1),
     Rule("epochs", whole=True, low=1),
-    Rule("tol", whole=False, low=0),
-    Rule("gtol", whole=False, low=0),
+    Rule("tol", whole=False, note="below 0: never stop early"),
+    Rule("gtol", whole=False, note="below 0: never stop early"),
     Rule("window", whole=True, low=1),
     Rule("patience", whole=True, low=1),
     # the stochastic step: minibatches and rho_t = step_scale * (t + tau)^-kappa, t = 1, 2...
@@ -125,7 +126,7 @@ RULES: Mapping[str, Rule] = {rule.name: rule for rule in (
     Rule("step_scale", whole=False, low=0, above=True),
     # the local step
     Rule("max_local_iter", whole=True, low=1),
-    Rule("local_tol", whole=False, low=0),
+    Rule("local_tol", whole=False, note="below 0: always max_local_iter sweeps"),
     Rule("gibbs_sweeps", whole=True, low=1),
     Rule("gibbs_burn_in", whole=True, low=0),
     # everything else
