@@ -20,6 +20,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral, Real
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -67,14 +68,13 @@ class Rule:
             text = what
         return text + (f" ({self.note})" if self.note else "")
 
-    def check(self, value: Any, label: str | None = None) -> Any:
+    def check(self, value: Any) -> Any:
         """``value`` unchanged when the rule allows it, else a ``CemOptionError`` that names
-        the option (``label``, default its keyword), what it takes and what was found."""
+        the option, what it takes and what was found."""
         if value is None and self.none:
             return value
         if not self._allows(value):
-            raise CemOptionError(f"{label or self.name}: expected {self.expected}, "
-                                 f"found {_found(value)}")
+            raise CemOptionError(f"{self.name}: expected {self.expected}, found {_found(value)}")
         return value
 
     def parse(self, text: str) -> int | float:
@@ -110,7 +110,7 @@ def _found(value: Any) -> str:
 
 SEED_LARGEST = 2**32 - 1
 
-RULES: Mapping[str, Rule] = {rule.name: rule for rule in (
+RULES: Mapping[str, Rule] = MappingProxyType({rule.name: rule for rule in (
     # how long a fit runs, and when it stops
     Rule("max_iter", whole=True, low=1),
     Rule("epochs", whole=True, low=1),
@@ -136,7 +136,7 @@ RULES: Mapping[str, Rule] = {rule.name: rule for rule in (
     Rule("partitions", whole=True, low=1, none="one per thread of the Dask cluster"),
     Rule("retries", whole=True, low=0),
     Rule("top", whole=True, low=1),
-)}
+)})
 
 
 def check_options(**values: Any) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 from ...options import check_options
 from .. import driver as rt
 from ..klc import klc_start, riemannian_cg
+from .interface import check_finite
 
 
 def fit(model: Any, data: Any, *, hypers=None, dims=None, cg: str = "fr", max_iter: int = 1000,
@@ -35,7 +36,8 @@ def fit(model: Any, data: Any, *, hypers=None, dims=None, cg: str = "fr", max_it
                         max_iter=max_iter, tol=tol, gtol=gtol, line_search=line_search,
                         callback=callback)
     # the state at the final θ (the optimiser's last evaluation may be a rejected step)
-    model._klc_bound(s, run.theta)
+    bound = model._klc_bound(s, run.theta)
+    check_finite(model, s, bound, f"iteration {run.notes['iterations']}")
     result = model._result(s, run.trace, run.converged, time.perf_counter() - clock)
     result.notes.update(run.notes)
     result.iterations = run.notes["iterations"]  # the trace starts with the initial bound
