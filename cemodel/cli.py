@@ -149,8 +149,8 @@ def _parser() -> argparse.ArgumentParser:
                         "core: .npy, .npz, .mtx, docword)")
     p.add_argument("--ramp", action="store_true",
                    help="svi: grow N over the first epoch as items are seen (SSVI §2.6)")
-    _option(p, "threads", None, "threads for the local step (default: all, "
-            "NUMBA_NUM_THREADS)", metavar="N")
+    p.add_argument("--threads", type=int, default=None, metavar="N",  # range: in cmd_fit
+                   help="threads for the local step (default: all, NUMBA_NUM_THREADS)")
     cluster = p.add_mutually_exclusive_group()
     cluster.add_argument("--dask", metavar="local:N", default=None, type=_workers,
                          help="run the local step on a Dask LocalCluster of N worker "

@@ -132,7 +132,6 @@ RULES: Mapping[str, Rule] = MappingProxyType({rule.name: rule for rule in (
     # everything else
     Rule("seed", whole=True, low=0, high=SEED_LARGEST),
     Rule("checkpoint_every", whole=True, low=1),
-    Rule("threads", whole=True, low=1),
     Rule("partitions", whole=True, low=1, none="one per thread of the Dask cluster"),
     Rule("retries", whole=True, low=0),
     Rule("top", whole=True, low=1),

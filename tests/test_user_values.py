@@ -68,7 +68,6 @@ CLI_OPTIONS = [  # (arguments, the flag, what it takes)
     (["--tol", "nan"], "--tol", "a finite number (below 0: never stop early)"),
     (["--tol", "inf"], "--tol", "a finite number (below 0: never stop early)"),
     (["--max-iter", "2.5"], "--max-iter", "a whole number >= 1"),
-    (["--threads", "0"], "--threads", "a whole number >= 1"),
     (["--gibbs-sweeps", "0"], "--gibbs-sweeps", "a whole number >= 1"),
     (["--method", "svi+", "--effective-batch-size", "-1"], "--effective-batch-size",
      "a finite number > 0"),
