@@ -32,6 +32,7 @@ import numpy as np
 from .compiler import Stages, compile_stages, read_source, run_stages
 from .errors import CemError, CemInternalError
 from .model import GateIndex, PlateIndex, RConst, RHyper, RRepeat, RVar
+from .options import check_options, setting_number
 from .runtime.driver import FitResult, check_applies
 from .runtime.drivers import DRIVERS
 from .runtime.drivers.interface import zero_statistics
@@ -169,7 +170,7 @@ class Model:
     def __init__(self, path: str | Path, *, collapse: Sequence[str] | None = None,
                  **settings: float) -> None:
         self.path = resolve_model_path(path)
-        self.settings = {name: float(value) for name, value in settings.items()}
+        self.settings = {name: setting_number(name, value) for name, value in settings.items()}
         self.collapse = None if collapse is None else tuple(collapse)
         self.stages, self.module = _compiled(self.path, self.settings, self.collapse)
 
@@ -255,6 +256,7 @@ class Model:
               local_tol: float = 1e-3) -> Inference:
         """The local step (mean field) on new data with ``fit``'s globals held fixed: the
         items' local posteriors and their part of the ELBO. Nothing of ``fit`` changes."""
+        check_options(max_local_iter=max_local_iter, local_tol=local_tol)
         if self.data_plate is None:
             raise CemError("infer: the model has no data plate, so new data has no local "
                            "variables (every latent variable is global)")

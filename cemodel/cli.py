@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import CemError, CemInternalError
+from .errors import CemError, CemInternalError, CemOptionError
+from .options import RULES, check_workers
 from .version import __version__
 
 EPILOG = """examples:
@@ -59,6 +60,36 @@ each topic, the mixture weights and the 2-D components, where the posterior has 
 """
 
 GRAPH_SUFFIXES = (".png", ".svg", ".pdf", ".dot")
+
+
+def _typed(name: str):
+    """The argparse type of option ``name``: its rule (cemodel.options, the rule the drivers
+    apply to the same keyword), so a value out of range is refused as the command line is
+    read, with exit status 2 and the option, the range and the value."""
+    rule = RULES[name]
+
+    def parse(text: str):
+        try:
+            return rule.parse(text)
+        except CemOptionError as exc:
+            raise argparse.ArgumentTypeError(exc.message) from None
+
+    parse.__name__ = name
+    return parse
+
+
+def _workers(text: str) -> str:
+    try:
+        check_workers(text)
+    except CemOptionError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+    return text
+
+
+def _option(p: argparse.ArgumentParser, name: str, default, help: str, **kw) -> None:  # noqa: A002
+    """``--name`` checked by its rule, the values it takes appended to its help."""
+    p.add_argument(RULES[name].flag, type=_typed(name), default=default,
+                   help=f"{help}; takes {RULES[name].number}", **kw)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -111,18 +142,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--local", default="mf", choices=["mf", "exact", "gibbs", "cvb0"],
                    help="the local step (E-step): mean field, the exact conditional, Gibbs "
                    "sampling or CVB0 with local proportions integrated out (see cemodel check)")
-    p.add_argument("--gibbs-sweeps", type=int, default=10, help="gibbs: sweeps per item")
-    p.add_argument("--gibbs-burn-in", type=int, default=5,
-                   help="gibbs: sweeps discarded before averaging")
+    _option(p, "gibbs_sweeps", 10, "gibbs: sweeps per item")
+    _option(p, "gibbs_burn_in", 5, "gibbs: sweeps discarded before averaging")
     p.add_argument("--stream", action="store_true",
                    help="svi methods: read the data from disk a minibatch at a time (out of "
                         "core: .npy, .npz, .mtx, docword)")
     p.add_argument("--ramp", action="store_true",
                    help="svi: grow N over the first epoch as items are seen (SSVI §2.6)")
-    p.add_argument("--threads", type=int, default=None, metavar="N",
+    p.add_argument("--threads", type=int, default=None, metavar="N",  # range: in cmd_fit
                    help="threads for the local step (default: all, NUMBA_NUM_THREADS)")
     cluster = p.add_mutually_exclusive_group()
-    cluster.add_argument("--dask", metavar="local:N", default=None,
+    cluster.add_argument("--dask", metavar="local:N", default=None, type=_workers,
                          help="run the local step on a Dask LocalCluster of N worker "
                          "processes (mf, svi, svi+, ssvi-a, ssvi; needs the dask extra)")
     cluster.add_argument("--scheduler", metavar="ADDRESS", default=None,
@@ -130,22 +160,20 @@ def _parser() -> argparse.ArgumentParser:
                          "(tcp://host:8786)")
     p.add_argument("--checkpoint", metavar="PATH", default=None,
                    help="write the fit's state to PATH (atomically) as it goes")
-    p.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
-                   help="with --checkpoint: every N iterations (mf) or epochs")
+    _option(p, "checkpoint_every", 1, "with --checkpoint: every N iterations (mf) or epochs",
+            metavar="N")
     p.add_argument("--resume", metavar="PATH", default=None,
                    help="continue the fit saved in PATH (same model, data and options)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-iter", type=int, default=200, help="mf, klc: iterations at most")
-    p.add_argument("--tol", type=float, default=1e-6,
-                   help="mf: stop when the relative change of the ELBO is below this; klc: "
-                   "the change of the bound (nats) or the squared gradient norm")
-    p.add_argument("--epochs", type=int, default=10, help="svi: passes over the data")
-    p.add_argument("--batch-size", type=int, default=256, help="svi: minibatch size |S|")
-    p.add_argument("--kappa", type=float, default=0.7, help="svi: step size (t + tau)^-kappa")
-    p.add_argument("--tau", type=float, default=10.0, help="svi: step size delay")
-    p.add_argument("--step-scale", type=float, default=1.0, help="svi: step size scale s")
-    p.add_argument("--effective-batch-size", type=float, default=None,
-                   help="svi+: the effective batch size M <= |S|")
+    _option(p, "seed", 0, "the random streams' seed")
+    _option(p, "max_iter", 200, "mf, klc: iterations at most")
+    _option(p, "tol", 1e-6, "mf: stop when the relative change of the ELBO is below this; "
+            "klc: the change of the bound (nats) or the squared gradient norm")
+    _option(p, "epochs", 10, "svi: passes over the data")
+    _option(p, "batch_size", 256, "svi: minibatch size |S|")
+    _option(p, "kappa", 0.7, "svi: step size s·(t + tau)^-kappa")
+    _option(p, "tau", 10.0, "svi: step size delay")
+    _option(p, "step_scale", 1.0, "svi: step size scale s")
+    _option(p, "effective_batch_size", None, "svi+: the effective batch size M <= |S|")
     p.add_argument("--learn", default=None, metavar="HYPER,...",
                    help="hyperparameters to set by empirical Bayes (e.g. alpha,eta); "
                    "stochastic methods take a step towards the batch's value each step")
@@ -165,8 +193,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("posterior", help="a posterior .npz written by cemodel fit -o")
         p.add_argument("--model", help="the .cem model that was fitted (exact families)")
         p.add_argument("--vocab", help="a vocabulary file, one word per line, for topics")
-        p.add_argument("--top", type=int, default=10,
-                       help="words per topic and weights listed (default 10)")
+        _option(p, "top", 10, "words per topic and weights listed (default 10)")
 
     p = sub.add_parser("plot", help="plot a posterior: ELBO trace, weights, topics, clusters",
                        epilog=PLOT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -418,8 +445,6 @@ def cmd_graph(args) -> int:
 def _posterior(args):
     from .plots import load_posterior, read_vocab
 
-    if args.top < 1:
-        raise CemError(f"--top takes a whole number >= 1, found {args.top}")
     model = None
     if args.model:
         from .compiler import fitted_model, read_source
@@ -462,6 +487,11 @@ def main(argv: list[str] | None = None) -> int:
     except CemInternalError as exc:
         print(f"internal error: {exc}", file=sys.stderr)
         return 3
+    except MemoryError as exc:  # --set K=1e12: an allocation no machine makes
+        detail = f": {exc}" if str(exc) else ""
+        print(CemError(f"not enough memory{detail}", hint="a dimension (--set) or the data "
+                       "may be far larger than intended").render(), file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -12,8 +12,11 @@ compiled kernels between runs.
 from __future__ import annotations
 
 import ast
+import builtins
 import hashlib
 import importlib.util
+import keyword
+import math
 import os
 import re
 import sys
@@ -26,10 +29,11 @@ from .augment import augment
 from .blocks import form_blocks
 from .codegen import generate as generate_module
 from .conjugacy import Analysis, analyse
-from .errors import CemError, CemModelError, Source, Span
+from .errors import CemError, CemInternalError, CemModelError, Source, Span
 from .model import Model, RConst, build_model
+from .options import check_setting, setting_number
 from .plan import InferencePlan, make_plan
-from .syntax import parse, user_name_tokens
+from .syntax import declaration_spans, parse, user_name_tokens
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,9 @@ def parse_settings(items: list[str] | tuple[str, ...] | None) -> dict[str, float
             number = float(value)
         except ValueError:
             raise CemError(f"--set {name}: expected a number, found {value!r}") from None
+        if math.isinf(number) and value.strip().lstrip("+-").lower() not in ("inf", "infinity"):
+            raise CemError(f"--set {name}: {value.strip()} is beyond the largest number a "
+                           "double holds (about 1.8e308)")
         settings[name.strip()] = number
     return settings
 
@@ -76,16 +83,15 @@ def apply_settings(model: Model, settings: dict[str, float]) -> Model:
     hypers = {h.name: h for h in model.hypers}
     for name, value in settings.items():
         if name in dims:
-            if value != int(value) or value < 1 or dims[name].ragged_over is not None:
-                raise CemError(f"--set {name}: a dimension takes a whole number >= 1"
-                               if dims[name].ragged_over is None else
-                               f"--set {name}: ragged dimension '{name}' comes from the data")
-            dims[name] = replace(dims[name], default=int(value))
+            if dims[name].ragged_over is not None:
+                raise CemError(f"--set {name}: ragged dimension '{name}' comes from the data")
+            dims[name] = replace(dims[name], default=check_setting(name, value, dimension=True))
         elif name in hypers:
             if hypers[name].shape != ():
                 raise CemError(f"--set {name}: only scalar hyperparameters can be set here; "
                                "pass vectors through the Python API (hypers=...)")
-            hypers[name] = replace(hypers[name], value=RConst(value, Span(0, 0, 0, 0)))
+            number = check_setting(name, value, dimension=False)
+            hypers[name] = replace(hypers[name], value=RConst(number, Span(0, 0, 0, 0)))
         else:
             from .errors import did_you_mean
 
@@ -138,6 +144,7 @@ def check_generated_names(source: str, text: str, filename: str,
     first: dict[str, Span] = {}
     for name, span, _, _ in tokens:
         first.setdefault(name, span)
+    first.update(declaration_spans(text))
     marked = text
     for name, _, start, end in sorted(tokens, key=lambda tok: -tok[2]):
         marked = marked[:start] + marker[name] + marked[end:]
@@ -147,13 +154,18 @@ def check_generated_names(source: str, text: str, filename: str,
             None if collapse is None else tuple(marker.get(c, c) for c in collapse)))
     except CemError:
         return  # not expected (the model compiled); nothing to compare with
+    _refuse_reserved_names(apart, marker, first, Source(filename, text))
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise CemInternalError(f"the generated module is not valid Python: {exc}") from None
     back = {v: k for k, v in marker.items()}
     unmark = re.compile(r"cemU\d+Z")
 
     def real(name: str) -> str:
         return unmark.sub(lambda m: back[m.group()], name)
 
-    generated = dict(_scopes(ast.parse(source)))
+    generated = dict(_scopes(tree))
     for scope, names in _scopes(ast.parse(apart)):
         if len(generated.get(real(scope), names)) >= len(names):
             continue
@@ -169,6 +181,25 @@ def check_generated_names(source: str, text: str, filename: str,
                 raise CemModelError(f"{what} {why} (in {real(scope)})", first[owner],
                                     Source(filename, text),
                                     hint=f"rename '{owner}' (e.g. '{owner}_')")
+
+
+def _refuse_reserved_names(apart: str, marker: dict[str, str], declared: dict[str, Span],
+                           source: Source) -> None:
+    """Refuse a name Python reserves (a keyword such as ``elif`` or ``lambda``, or
+    ``__debug__``) where the generated module would use it as an identifier: ``apart`` (the
+    module generated with every name marked) with that one name put back does not compile.
+    Where the module uses the name only inside longer identifiers and strings (a latent
+    ``lambda`` is ``lam_lambda_value``, ``"lambda.shape"``), it stays allowed."""
+    for name in marker:
+        if not (keyword.iskeyword(name) or name == "__debug__"):
+            continue
+        try:
+            builtins.compile(apart.replace(marker[name], name), "<generated>", "exec")
+        except SyntaxError:
+            what = "a Python keyword" if keyword.iskeyword(name) else "a name Python reserves"
+            raise CemModelError(f"'{name}' is {what}, and the generated module uses this name "
+                                "as a Python identifier", declared[name], source,
+                                hint=f"rename '{name}' (e.g. '{name}_')") from None
 
 
 def _scopes(tree: ast.Module):
@@ -289,5 +320,5 @@ def compile(path: str | Path, *, collapse: tuple[str, ...] | list[str] | None = 
             **settings: float) -> ModuleType:
     """``cemodel.compile("lda.cem", K=50)``: the generated module, ready to ``fit``;
     ``collapse=("pi", "mu")`` names the set KLC-CG integrates out (``fit_klc``)."""
-    return compile_model(path, {k: float(v) for k, v in settings.items()},
+    return compile_model(path, {k: setting_number(k, v) for k, v in settings.items()},
                          collapse=None if collapse is None else tuple(collapse))

@@ -51,6 +51,7 @@ import numpy as np
 from .api import Fit, Model
 from .compiler import compile_stages, read_source, run_stages
 from .errors import CemError, CemInternalError
+from .options import check_options, check_workers
 from .runtime.driver import FitResult, State, check_applies
 from .runtime.drivers import DRIVERS
 from .runtime.source import ItemSource
@@ -91,6 +92,7 @@ def fit(model: str | Path | Model, data: Mapping[str, Any], *, method: str = "mf
     ``dask_tasks`` (tasks submitted) and ``dask_worker_setups`` (times a worker compiled the
     model and bound the data).
     """
+    check_options(partitions=partitions, retries=retries)
     if not isinstance(model, Model):
         model = Model(model, **dict(settings or {}))
     elif settings:
@@ -146,10 +148,22 @@ def _connect(client: Client | str | None) -> Iterator[Client]:
         elif isinstance(client, str) and client.startswith("local:"):
             yield owned.enter_context(_local_cluster(client))
         elif isinstance(client, str):
-            yield owned.enter_context(Client(client))
+            yield owned.enter_context(_connect_to(Client, client))
         else:
             raise CemError(f"client: expected a Client, an address or 'local:N', found "
                            f"{client!r}")
+
+
+def _connect_to(client_type: type, address: str) -> Client:
+    """A client of the scheduler at ``address``; an address Dask cannot read, or a scheduler
+    it cannot reach (within ``distributed.comm.timeouts.connect``), is a clear error."""
+    try:
+        return client_type(address)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise CemError(f"cannot connect to the Dask scheduler at {address!r}: {exc}",
+                       hint="check the address (tcp://host:8786) and that the scheduler is "
+                            "running, or use a local cluster (--dask local:N, client='local:N')"
+                       ) from None
 
 
 def _default_client() -> Client:
@@ -167,10 +181,10 @@ def _local_cluster(name: str) -> Iterator[Client]:
     """``local:N``: N worker processes of one thread on this machine, for one fit."""
     from distributed import Client, LocalCluster
 
-    count = name.removeprefix("local:")
-    if not count.isdigit() or int(count) < 1:
-        raise CemError(f"client {name!r}: expected local:N with N >= 1 workers")
-    workers = int(count)
+    try:
+        workers = check_workers(name)
+    except CemError as exc:
+        raise CemError(f"client: {exc.message}") from None
     # numba's threads share the machine's cores among the worker processes
     threads = max(1, (os.cpu_count() or 1) // workers)
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
@@ -209,8 +223,6 @@ class _Distributor:
             partitions = sum(client.nthreads().values())
             if partitions == 0:
                 raise CemError("the Dask cluster has no workers")
-        elif partitions < 1:
-            raise CemError(f"partitions: expected a number >= 1, found {partitions}")
         self.client, self.model, self.module = client, model, model.module
         self.partitions, self.retries = int(partitions), int(retries)
         self.roles = {name: role for role, names in self.module.ROLES.items() for name in names}

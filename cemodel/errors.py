@@ -26,6 +26,7 @@ class Span:
 
 
 NO_SPAN = Span(0, 0, 0, 0)
+WIDEST_LINE = 160  # a longer source line is shown as a window around the caret
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,16 @@ class CemSourceError(CemError):
             width = 1
             if self.span.end_line == self.span.line and self.span.end_column > self.span.column:
                 width = self.span.end_column - self.span.column
+            column = self.span.column - 1
+            if len(line) > WIDEST_LINE:  # a window of the line around the caret
+                start = max(0, column - 20)
+                shown = line[start:start + WIDEST_LINE]
+                line = ("..." if start else "") + shown + (
+                    "..." if start + WIDEST_LINE < len(line) else "")
+                column = column - start + (3 if start else 0)
+                width = min(width, len(shown) - (column - (3 if start else 0)))
             parts.append(f"    {line}")
-            parts.append("    " + " " * (self.span.column - 1) + "^" * max(width, 1))
+            parts.append("    " + " " * column + "^" * max(width, 1))
         if self.hint:
             parts.append(f"  hint: {self.hint}")
         return "\n".join(parts)
@@ -103,6 +112,12 @@ class CemConjugacyError(CemSourceError):
 
 class CemDataError(CemError):
     """Data that does not fit the model: names the variable, the expected and the found."""
+
+
+class CemOptionError(CemDataError):
+    """An option or setting outside what it takes (``max_iter=0``, ``--tau -20``, ``--set
+    K=nan``): names the option, the values it takes and the value found
+    (``cemodel.runtime.options``)."""
 
 
 class CemInternalError(Exception):

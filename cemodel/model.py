@@ -12,11 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import networkx as nx
+import numpy as np
 
 from . import syntax as ast
-from .errors import CemModelError, Source, Span, did_you_mean
+from .errors import CemModelError, CemOptionError, Source, Span, did_you_mean
 from .families import FAMILIES, WRITABLE, FamilySpec
 from .families.base import Param
+from .options import check_hyper_values
 
 # ---------------------------------------------------------------------------
 # Resolved expressions
@@ -421,6 +423,7 @@ class _Builder:
                 self._top_level_only(stmt, scope, "hyper")
                 self._declare(stmt.name, stmt.span)
                 value = self.resolve_hyper_expr(stmt.value)
+                self._check_hyper_range(stmt, value)
                 self.hypers[stmt.name] = HyperDef(
                     stmt.name, value, self.hyper_shape(value), stmt.span
                 )
@@ -451,6 +454,21 @@ class _Builder:
                 self._declare(name, stmt.target.span)
                 self._check_target_indices(name, stmt.target.indices, scope, stmt.target.span)
                 self.decls[name] = (stmt, scope)
+
+    def _check_hyper_range(self, stmt: ast.HyperDecl, value: RExpr) -> None:
+        """A number the file gives a hyperparameter (a scalar, or the entries of a vector
+        literal) whose prior cannot be represented is refused here, not by a fit gone NaN."""
+        items = value.items if isinstance(value, RVector) else (value,)
+        for item in items:
+            number = self.constant(item)
+            if number is None:
+                continue
+            try:
+                check_hyper_values(f"hyperparameter '{stmt.name}'", np.array(number))
+            except CemOptionError as exc:
+                raise self.error(exc.message, stmt.value.span,
+                                 hint="rescale the model (and its data) so that the "
+                                      "hyperparameters are nearer 1") from None
 
     def _top_level_only(self, stmt: ast.Stmt, scope: _Scope, word: str) -> None:
         if scope.plates:

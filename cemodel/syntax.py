@@ -359,6 +359,23 @@ def user_name_tokens(text: str) -> list[tuple[str, Span, int, int]]:
     return sorted(found, key=lambda tok: tok[2])
 
 
+# the rules that declare names, and how many of their first names they declare
+_DECLARING = {"dim_decl": 1, "hyper_decl": 1, "data_decl": 1, "target": 1, "plate": 2}
+
+
+def declaration_spans(text: str) -> dict[str, Span]:
+    """Where valid source declares each of its names (dimensions, hyperparameters, data,
+    variables, plates and their indices): name -> the span of the name in its declaration."""
+    tree = _parser().parse(text if text.endswith("\n") else text + "\n")
+    spans: dict[str, Span] = {}
+    for node in tree.iter_subtrees_topdown():
+        count = _DECLARING.get(str(node.data), 0)
+        names = [c for c in node.children if isinstance(c, lark.Token) and c.type == "NAME"]
+        for tok in names[:count]:
+            spans.setdefault(str(tok), _span(tok))
+    return spans
+
+
 def parse(text: str, filename: str = "<model>") -> Program:
     """Parse .cem source text into a ``Program``; raises ``CemSyntaxError``."""
     source = Source(filename, text if text.endswith("\n") else text + "\n")
@@ -407,6 +424,7 @@ def parse(text: str, filename: str = "<model>") -> Program:
             "this line's indentation matches no enclosing block", Span(line, 1, line, 2), source,
             hint="indent it exactly as far as the statements of the block it belongs to",
         ) from None
+    _check_name_lengths(tree, source)
     try:
         statements = _ToAst().transform(tree)
     except lark.exceptions.VisitError as exc:
@@ -414,6 +432,29 @@ def parse(text: str, filename: str = "<model>") -> Program:
             raise exc.orig_exc.with_source(source) from None
         raise
     return Program(source, statements)
+
+
+# A name becomes part of Python identifiers and of file names: the generated module's kernels
+# are named after variables (a joint block's after two: update_mu_Lambda), and numba caches
+# each kernel in a file named MODEL_HASH.KERNEL-LINE.py311.N.nbc (and a temporary .tmp.UUID
+# beside it while writing), which the file system limits to 255 bytes. With names of at most
+# 48 characters the longest such file name of the model library is 225 bytes.
+NAME_LONGEST = 48
+
+
+def _check_name_lengths(tree: lark.Tree, source: Source) -> None:
+    """Refuse the first name longer than NAME_LONGEST, where it appears (its declaration, or
+    the model's name), before it reaches a file name (an OSError from numba's cache) or the
+    code generator."""
+    long = [tok for tok in tree.scan_values(lambda v: isinstance(v, lark.Token))
+            if tok.type == "NAME" and len(tok) > NAME_LONGEST]
+    if long:
+        tok = min(long, key=lambda t: t.start_pos)
+        raise CemSyntaxError(
+            f"the name '{tok[:20]}...' is {len(tok)} characters long; names are at most "
+            f"{NAME_LONGEST}", _span(tok), source,
+            hint="cemodel names the generated kernels and their cache files after the model's "
+                 "names, and a file name is at most 255 bytes: shorten it")
 
 
 def _hint_for_character(char: str) -> str | None:

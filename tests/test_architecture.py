@@ -115,3 +115,14 @@ def test_consumers_use_the_interface_not_names():
     assert "inspect" not in api and "inspect" not in distributed
     for consumer in ("cli", "api", "distributed"):
         assert import_graph().has_edge(f"cemodel.{consumer}", "cemodel.runtime.drivers")
+
+
+def test_the_option_rules_are_one_leaf_the_command_line_and_the_drivers_read():
+    """cemodel.options (every user-facing value's rule) imports nothing but the errors, so the
+    command line reads it without loading the runtime (numba) and the runtime without the
+    compiler."""
+    graph = import_graph()
+    assert set(graph.successors("cemodel.options")) <= {"cemodel.errors"}
+    assert graph.has_edge("cemodel.cli", "cemodel.options")
+    for driver in ("mf", "svi", "klc"):
+        assert graph.has_edge(f"cemodel.runtime.drivers.{driver}", "cemodel.options")

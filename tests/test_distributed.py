@@ -217,7 +217,7 @@ def test_local_cluster_by_name(gmm):
     ({"method": "svi+"}, "needs effective_batch_size"),
     ({"client": "local:0"}, "expected local:N with N >= 1"),
     ({"client": 3}, "expected a Client, an address or 'local:N'"),
-    ({"partitions": 0}, "expected a number >= 1"),
+    ({"partitions": 0}, "partitions: expected a whole number >= 1"),
     ({"settings": {"K": 2}}, "settings: give them to Model"),
 ])
 def test_refusals_say_why(client, lda, call, message):

@@ -208,7 +208,10 @@ def test_mismatched_model_vocab_and_data_exit_2(lda_fit, gmm_fit, tmp_path, caps
            capsys, "expected one N × 2 array")
     _fails(["plot", str(gmm_post), "-o", str(tmp_path / "fig.jpeg")], capsys,
            "cemodel plot writes .png, .svg or .pdf, found '.jpeg'")
-    _fails(["summarize", str(gmm_post), "--top", "0"], capsys, "--top takes a whole number")
+    with pytest.raises(SystemExit) as info:  # refused as the command line is read
+        main(["summarize", str(gmm_post), "--top", "0"])
+    assert info.value.code == 2
+    assert "argument --top: expected a whole number >= 1" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["short.txt"]
 
 

@@ -29,6 +29,7 @@ from scipy import sparse
 
 from ..errors import CemDataError, did_you_mean
 from ..numerics import SHAPE_SMALLEST
+from ..options import check_hyper_values
 
 __all__ = ["BoundData", "bind_data", "check_hyper_names", "hyper_value"]
 
@@ -883,6 +884,7 @@ def hyper_value(
         idx = _first(~finite) if out.ndim else ()
         at = f" at [{', '.join(map(str, idx))}]" if idx else ""
         raise CemDataError(f"{label}: expected finite numbers, found {_fmt(out[idx])}{at}")
+    check_hyper_values(label, out)
     if domain in ("positive", "shape") and not np.all(out > 0):
         idx = _first(out <= 0) if out.ndim else ()
         at = f" at [{', '.join(map(str, idx))}]" if idx else ""

@@ -137,38 +137,42 @@ def annealing_weights(rng: np.random.Generator, batch: int, size_m: float) -> np
     return 1.0 + eps - eps.mean()
 
 
-def invalid_step(step: int, effective_batch_size, cause: Exception | None = None) -> Exception:
-    """A stochastic step left a posterior's domain (e.g. a scale matrix not positive-definite).
-    Without annealing noise a data error of the runtime (data on a scale too far from the
-    prior's, found by its positive-definiteness check) is the cause and is reported as such."""
+def invalid_step(step: int, effective_batch_size, cause: Exception | None = None,
+                 variable: str | None = None) -> Exception:
+    """A stochastic step left a posterior's domain (e.g. a scale matrix not positive-definite):
+    q(``variable``) where it is known. Without annealing noise a data error of the runtime
+    (data on a scale too far from the prior's, found by its positive-definiteness check) is
+    the cause and is reported as such."""
     if effective_batch_size is None and isinstance(cause, CemDataError):
         return cause
+    what = f"q({variable})" if variable is not None else "a global posterior"
     if effective_batch_size is not None:
         return CemError(
-            f"SVI+ step {step}: the annealing noise moved a global posterior outside its domain "
+            f"SVI+ step {step}: the annealing noise moved {what} outside its domain "
             "(a natural parameter that is not valid for its family)",
             hint="use a larger effective_batch_size (less noise) or a smaller step "
                  "(larger tau, smaller step_scale)")
     return CemError(
-        f"SVI step {step}: a global posterior left its domain",
+        f"SVI step {step}: {what} left its domain",
         hint="use a smaller step (larger tau, smaller step_scale) or a larger batch_size")
 
 
 def check_step(expectations: dict[str, np.ndarray], step: int, effective_batch_size,
-               naturals: tuple = ()) -> None:
+               naturals: tuple = (), variable: str | None = None) -> None:
     """Every global expectation is finite after a stochastic step, and every natural
     parameter in its family's domain (``naturals``: (family, λ arrays) pairs; digamma of a
     negative Dirichlet parameter is finite, so finiteness alone does not show it), or a clear
-    error. The domains are ``ssvi.in_domain``'s (a box per statistic, and for the
-    Normal-Gamma also a positive rate)."""
+    error, naming ``variable`` when the arrays are one variable's. The domains are
+    ``ssvi.in_domain``'s (a box per statistic, and for the Normal-Gamma also a positive
+    rate)."""
     from .ssvi import in_domain
 
     for array in expectations.values():
         if not np.all(np.isfinite(array)):
-            raise invalid_step(step, effective_batch_size)
+            raise invalid_step(step, effective_batch_size, variable=variable)
     for family, lams in naturals:
         if not np.all(in_domain(family, lams)):
-            raise invalid_step(step, effective_batch_size)
+            raise invalid_step(step, effective_batch_size, variable=variable)
 
 
 class NoisyStop:

@@ -8,12 +8,15 @@ They call only the names below; ``tests/test_drivers.py`` implements them in pla
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from ...errors import CemDataError
 from ..driver import FitResult, State
 from ..driver import check_possible as check_possible_elbo
 
@@ -102,6 +105,43 @@ def check_possible(model: ModelInterface, elbo: float) -> None:
                    if spec.get("nonnegative"))
     if logged:
         check_possible_elbo(elbo, logged)
+
+
+def check_finite(model: ModelInterface, s: State, elbo: float, where: str) -> None:
+    """Stop a fit whose state is no longer finite: a NaN or infinite ELBO or global posterior
+    is never a result. Cheap while all is well (one float and the globals' arrays); on a
+    failure, a ``CemDataError`` naming ``where`` (``iteration 3``) and the first variable, in
+    update order, that holds NaN or inf: a global (the drivers' ``GLOBALS`` order) or, when
+    every global is finite, the first local of the fit's posterior. Data of probability 0
+    (an ELBO of -inf where a count meets a known zero rate) keep their own message."""
+    bad = next((g.name for g in model.GLOBALS if not _finite(g.lams(s) + g.expectations(s))),
+               None)
+    if bad is None and math.isfinite(elbo):
+        return
+    check_possible(model, elbo)
+    what = f"q({bad})" if bad is not None else _nonfinite_local(model, s)
+    raise CemDataError(
+        f"the fit stopped at {where}: {what} is not finite (NaN or inf), so there is no "
+        "posterior to report",
+        hint="the values met a limit of double precision: rescale the data (or the "
+             "hyperparameters with them) towards 1, or choose hyperparameters nearer 1")
+
+
+def _finite(arrays: tuple[np.ndarray, ...]) -> bool:
+    return all(np.isfinite(a).all() for a in arrays)
+
+
+def _nonfinite_local(model: ModelInterface, s: State) -> str:
+    """``q(name)`` of the first variable of the fit's posterior with a NaN or inf (called when
+    every global is finite: a local's), else ``the ELBO``."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        posterior = model._result(s, [], False, 0.0).posterior
+    for key, value in posterior.items():
+        if not np.all(np.isfinite(np.asarray(value, dtype=float))):
+            name = key[2:-1].split()[-1] if key.startswith("E[") else key.split(".")[0]
+            return f"q({name})"
+    return "the ELBO"
 
 
 class ModelView:

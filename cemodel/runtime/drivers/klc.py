@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from ...options import check_options
 from .. import driver as rt
 from ..klc import klc_start, riemannian_cg
+from .interface import check_finite
 
 
 def fit(model: Any, data: Any, *, hypers=None, dims=None, cg: str = "fr", max_iter: int = 1000,
@@ -22,6 +24,7 @@ def fit(model: Any, data: Any, *, hypers=None, dims=None, cg: str = "fr", max_it
         init=None, callback=None) -> rt.FitResult:
     """Fit ``model`` by KLC-CG; the options are the generated ``fit_klc``'s."""
     rt.check_applies("method", "klc", model.METHODS)
+    check_options(max_iter=max_iter, tol=tol, gtol=gtol, seed=seed)
     # (the globals' start is overwritten by q*(X))
     s = model._prepare(data, hypers, dims, seed, None, "random", 1, 0.0)
     rng = np.random.default_rng(seed)
@@ -33,7 +36,8 @@ def fit(model: Any, data: Any, *, hypers=None, dims=None, cg: str = "fr", max_it
                         max_iter=max_iter, tol=tol, gtol=gtol, line_search=line_search,
                         callback=callback)
     # the state at the final θ (the optimiser's last evaluation may be a rejected step)
-    model._klc_bound(s, run.theta)
+    bound = model._klc_bound(s, run.theta)
+    check_finite(model, s, bound, f"iteration {run.notes['iterations']}")
     result = model._result(s, run.trace, run.converged, time.perf_counter() - clock)
     result.notes.update(run.notes)
     result.iterations = run.notes["iterations"]  # the trace starts with the initial bound

@@ -12,13 +12,15 @@ every item, which is this batch M-step with that E-step (Hoffman & Blei 2015, §
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 from ...errors import CemDataError
+from ...options import check_options
 from .. import driver as rt
 from . import svi
-from .interface import ModelInterface, check_possible, zero_statistics
+from .interface import ModelInterface, check_finite, check_possible, zero_statistics
 
 
 def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: int = 200,
@@ -29,6 +31,9 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
         ) -> rt.FitResult:
     """Fit ``model`` by coordinate ascent; the options are the generated ``fit``'s (see its
     docstring): stops when the relative change of the ELBO falls below ``tol``."""
+    check_options(max_iter=max_iter, tol=tol, max_local_iter=max_local_iter,
+                  local_tol=local_tol, seed=seed, checkpoint_every=checkpoint_every,
+                  gibbs_sweeps=gibbs_sweeps, gibbs_burn_in=gibbs_burn_in)
     if model.DATA_PLATE is None and local != "mf":
         raise CemDataError(f"local step {local!r} does not apply to this model: it has no "
                            "data plate, so no local variables")
@@ -57,6 +62,7 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
         trace.append(elbo)
         rt.check_elbo_increase(trace, warn_decrease)
         check_possible(model, elbo)
+        check_finite(model, s, elbo, f"iteration {iteration + 1}")
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         # atomic: a crash keeps the previous one
@@ -80,6 +86,8 @@ def _iteration(model: ModelInterface, s: rt.State, warm_start: bool, iteration: 
         elbo_local = model.run_local_step(
             s, s.all_items, max_local_iter, local_tol, seeding=False,
             warm=warm_start and iteration > 0, guard=not warm_start and iteration > 0)
+        if not math.isfinite(elbo_local):  # the locals went first: name them, not the globals
+            check_finite(model, s, elbo_local, f"iteration {iteration + 1}")
     for g in model.GLOBALS:
         g.update(s, 1.0)
     elbo = model.elbo_of_globals(s)

@@ -21,12 +21,20 @@ from typing import Any
 import numpy as np
 
 from ... import errors
+from ...options import check_options
 from .. import driver as rt
 from ..sampling import SAMPLERS
 from ..source import ItemSource, item_source
 from ..special import blend
 from ..ssvi import SSVI_FAMILIES, ssvi_blend
-from .interface import Global, ModelInterface, check_possible, kept_locals, zero_statistics
+from .interface import (
+    Global,
+    ModelInterface,
+    check_finite,
+    check_possible,
+    kept_locals,
+    zero_statistics,
+)
 
 
 @dataclass
@@ -138,10 +146,12 @@ def _check_options(model: ModelInterface, o: Options) -> None:
         rt.check_applies("method", "ssvi-a", model.METHODS)
     if o.apply_v or o.control_variate:
         rt.check_applies("method", "ssvi", model.METHODS)
-    if o.batch_size is not None and not (isinstance(o.batch_size, (int, np.integer))
-                                         and o.batch_size >= 1):
-        raise errors.CemDataError(f"batch_size: expected a whole number of items >= 1 (or "
-                                  f"None: all of them), found {o.batch_size!r}")
+    values = {f.name: getattr(o, f.name) for f in fields(o)}
+    if o.tol is None:  # no early stop
+        del values["tol"]
+    if o.effective_batch_size is None or callable(o.effective_batch_size):  # checked per step
+        del values["effective_batch_size"]
+    check_options(**values)
     if o.tol is not None and not o.evaluate:
         raise errors.CemDataError("tol: the stopping rule reads the per-epoch ELBO, which "
                                   "evaluate=False skips", hint="drop tol, or evaluate=True")
@@ -178,6 +188,7 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
             elbo = full_elbo(run)
             run.trace.append(elbo)
             check_possible(model, elbo)
+            check_finite(model, run.s, elbo, f"epoch {epoch + 1}")
             if o.callback is not None:
                 o.callback(epoch, elbo, time.perf_counter() - clock)
         # atomic: a crash keeps the previous one
@@ -259,8 +270,9 @@ def step(run: Run, batch: np.ndarray, offset: int, epoch: int) -> None:
         raise rt.invalid_step(run.step, o.effective_batch_size, exc) from None
     if o.learn:  # empirical Bayes: a step rho towards the batch's maximiser
         model._learn(s, o.learn, rho, batch)
-    rt.check_step({name: getattr(s, name) for g in model.GLOBALS for name in g.E}, run.step,
-                  o.effective_batch_size, tuple((g.family, g.lams(s)) for g in model.GLOBALS))
+    for g in model.GLOBALS:  # in update order: the first that left its domain is named
+        rt.check_step({name: getattr(s, name) for name in g.E}, run.step,
+                      o.effective_batch_size, ((g.family, g.lams(s)),), variable=g.name)
     run.step += 1
 
 

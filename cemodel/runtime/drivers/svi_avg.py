@@ -19,7 +19,7 @@ import numpy as np
 from ...errors import CemDataError
 from .. import driver as rt
 from . import svi
-from .interface import ModelInterface, check_possible
+from .interface import ModelInterface, check_finite, check_possible
 
 
 def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None, start=None,
@@ -61,5 +61,7 @@ def _record(run: svi.Run, epoch: int, seconds: float) -> None:
     elbo = svi.full_elbo(run)
     run.trace.append(elbo)
     check_possible(run.model, elbo)
+    where = f"epoch {epoch + 1}" if epoch < run.o.epochs else "the average of the iterates"
+    check_finite(run.model, run.s, elbo, where)
     if run.o.callback is not None:
         run.o.callback(epoch, elbo, seconds)
