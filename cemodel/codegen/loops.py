@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..conjugacy import Known, Slot, Stat
+from ..conjugacy import Known, Slot, Stat, letter_text
 from ..model import Model, RConst, RData, RVar, ShapeDim
 from .pycode import Block, Line, Node
 
@@ -29,7 +29,7 @@ def plate_var(plate: str) -> str:
 
 
 def letter_var(letter: str) -> str:
-    return f"t_{letter}"
+    return f"t_{letter_text(letter)}"
 
 
 def fmt_float(value: float) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ...conjugacy import letter_text
 from ...model import VarDef
 from ...plan import describe_slot
 from ..context import KERNEL, EmitContext
@@ -317,7 +318,7 @@ def accumulate_nodes(ctx: EmitContext, args: ArgRecorder, suffix: str = "") -> l
     nodes: list[Node] = []
     for acc in ctx.plan.stored_accumulators:
         factor = ctx.plan.analysis.factors[acc.factor]
-        nodes.append(Comment(f"{acc.name}[{', '.join(acc.key)}] += "
+        nodes.append(Comment(f"{acc.name}[{', '.join(map(letter_text, acc.key))}] += "
                              + " · ".join(describe_slot(s) for s in acc.local)
                              + f"  ({ctx.factor_comment(factor)})"))
         nodes += emit_contraction(
