@@ -286,22 +286,17 @@ def _local_steps(model: Model, graph: nx.DiGraph, locals_: tuple[str, ...],
 
 
 def _uses_of(model: Model, hyper: str) -> int:
-    """How often a hyperparameter appears in the model (arguments and other hyperparameters)."""
-    from .conjugacy import render_expr
+    """How often a hyperparameter is referred to in the model (arguments and other
+    hyperparameters): its references, never a plate, index or variable spelled the same."""
+    from .model import RHyper, sub_exprs
 
     def count(expr) -> int:
-        text = render_expr(expr)
-        return sum(1 for token in _tokens(text) if token == hyper)
+        own = isinstance(expr, RHyper) and expr.name == hyper
+        return own + sum(count(e) for e in sub_exprs(expr))
 
     total = sum(count(arg) for var in model.variables for arg in var.args)
     total += sum(count(h.value) for h in model.hypers if h.name != hyper)
     return total
-
-
-def _tokens(text: str) -> list[str]:
-    import re
-
-    return re.findall(r"[A-Za-z_][A-Za-z_0-9]*", text)
 
 
 def _learnable(model: Model, kept: tuple[str, ...]) -> tuple[Learnable, ...]:
