@@ -17,7 +17,9 @@ What is checked, and how:
   originals``: poisson_mixture, mixture_of_multinomials (ragged) and pmf, each with three
   names moved into other namespaces at once.
 - Generated only, no numba: ``test_every_renaming_of_every_stdlib_model_generates_the_same_
-  module``, every stdlib model and every ordered pair (a, b) of its names, a renamed b. The
+  module``, every stdlib model and every ordered pair (a, b) of its names, a renamed b (and
+  ``test_a_plate_named_like_a_letter_of_the_compiler_...``: five models' plates renamed to
+  each of the compiler's letters that is no name of the model). The
   language refuses the model; or ``check`` refuses it at the declaration because the
   generated code uses that name itself (``compiler.check_generated_names``, e.g. a
   hyperparameter named ``dims``, a parameter of ``_prepare``); or its module is the
@@ -192,46 +194,80 @@ def stand_in(old: str, new: str, names: list[str], words: set[str]) -> str:
 
 
 # -- generation: every renaming of every stdlib model ----------------------------------------
+class Renamings:
+    """A stdlib model, its module, and the module of the model with one name respelled."""
+
+    def __init__(self, name: str) -> None:
+        self.filename = f"{name}.cem"
+        self.text = (STDLIB / self.filename).read_text()
+        self.tokens = user_name_tokens(self.text)
+        self.names = list(dict.fromkeys(n for n, *_ in self.tokens))
+        self.space = namespaces(self.text)
+        self.original = module_of(self.text, self.filename)
+        self.words = set(re.findall(r"\w+", self.original))
+
+    def module(self, mapping: dict[str, str]) -> str:
+        return module_of(renamed(self.text, mapping, self.tokens), self.filename)
+
+    def differences(self, a: str, b: str) -> str | None:
+        """Where the module of the model with ``a`` spelled ``b`` differs from the original's
+        so spelled, or None: the same module; or the module of a fresh name in a's place that
+        sorts as b does; or ``check`` refuses b as a name the generated code uses itself.
+        Raises ``CemError`` if the language refuses the renaming."""
+        module = self.module({a: b})
+        prose = not {a, b} & set(_LETTER_POOL)  # display letters avoid the index names
+        why = differences(self.original, module, a, b, prose)
+        if why is None:
+            return None
+        fresh = stand_in(a, b, self.names, self.words)
+        if differences(self.module({a: fresh}), module, fresh, b, prose) is None:
+            return None
+        try:
+            run_stages(renamed(self.text, {a: b}, self.tokens), self.filename)
+        except CemError as error:  # not two identifiers made from two of the model's names
+            if "is a name the generated code uses itself" in str(error):
+                return None
+        return why
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_every_renaming_of_every_stdlib_model_generates_the_same_module(name):
-    filename = f"{name}.cem"
-    text = (STDLIB / filename).read_text()
-    tokens = user_name_tokens(text)
-    names = list(dict.fromkeys(n for n, *_ in tokens))
-    space = namespaces(text)
-    original = module_of(text, filename)
-    words = set(re.findall(r"\w+", original))
+    model = Renamings(name)
+    names, space = model.names, model.space
     same_space = [(a, b) for a in names for b in names
                   if a != b and space[a] == space[b] != "index"]
     for a, b in same_space[:1]:
         with pytest.raises(CemError, match="declared twice"):
-            module_of(renamed(text, {a: b}, tokens), filename)
+            model.module({a: b})
     compared, failures = 0, []
     for a in names:
         for b in names:
             if a == b or (a, b) in same_space:
                 continue
-            text_b = renamed(text, {a: b}, tokens)
             try:
-                module = module_of(text_b, filename)
+                why = model.differences(a, b)
             except CemError:
                 continue  # the language refuses it (an index shadowing a name it reads ...)
             compared += 1
-            prose = not {a, b} & set(_LETTER_POOL)  # display letters avoid index names
-            why = differences(original, module, a, b, prose)
-            if why is None:
-                continue
-            fresh = stand_in(a, b, names, words)
-            if differences(module_of(renamed(text, {a: fresh}, tokens), filename), module, fresh, b,
-                           prose) is None:
-                continue  # the same module as with a fresh name in b's place in the order
-            try:
-                run_stages(text_b, filename)
-            except CemError as error:  # check refuses a name the generated code uses itself
-                if "is a name the generated code uses itself" in str(error):
-                    continue  # (not two identifiers made from two of the model's names)
-            failures.append(f"{a} -> {b}: {why}")
+            if why is not None:
+                failures.append(f"{a} -> {b}: {why}")
     assert compared > 0
+    assert not failures, f"{name}: " + "; ".join(failures)
+
+
+# the compiler's own letters: a family's (k, i, j, gj), a gate's (g0), a fresh one (i0)
+LETTERS = ("k", "i", "j", "gj", "g0", "g1", "i0", "i1")
+
+
+@pytest.mark.parametrize("name", ["gmm_means", "pmf", "hmm", "gap_nmf", "lda"])
+def test_a_plate_named_like_a_letter_of_the_compiler_generates_the_same_module(name):
+    """Not only the index of another plate: a plate ``k`` where no index is ``k`` was read
+    as the categorical's letter ``k`` too (the letter is the family's)."""
+    model = Renamings(name)
+    plates = [n for n in model.names if model.space[n] == "plate"]
+    failures = [f"{plate} -> {letter}: {why}" for plate in plates for letter in LETTERS
+                if letter not in model.space
+                and (why := model.differences(plate, letter)) is not None]
     assert not failures, f"{name}: " + "; ".join(failures)
 
 
