@@ -77,7 +77,6 @@ def letter_text(entry: str) -> str:
     return entry.removeprefix(LETTER)
 
 
-
 @dataclass(frozen=True)
 class Stat:
     """E[stat(var[index])]_tensor for a latent variable; index entries are plate names or

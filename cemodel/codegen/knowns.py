@@ -43,11 +43,11 @@ def collect_knowns(plan: InferencePlan) -> tuple[dict[str, tuple[str, str]], dic
     # its operands' names joined by "_", can spell too: hyperparameters n and K make n_K,
     # the size of dimension K, and t, c make t_c, the loop over a categorical's values
     model = plan.model
-    users = {d.name for d in model.data} | {h.name for h in model.hypers}
-    users |= {dim_name(d.name) for d in model.dims}
-    users |= {name for p in model.plates for name in (
+    taken = {d.name for d in model.data} | {h.name for h in model.hypers}
+    taken |= {dim_name(d.name) for d in model.dims}
+    taken |= {name for p in model.plates for name in (
         plate_var(p.name), f"{p.name}_ptr", f"{p.name}_weight", f"base_{p.name}")}
-    users |= {"t_c"} | {letter_var(letter) for factor in plan.analysis.factors
+    taken |= {"t_c"} | {letter_var(letter) for factor in plan.analysis.factors
                         for letter, _ in factor.index_dims}
     exprs: dict[str, tuple[str, str]] = {}
     slots: dict[str, Known] = {}
@@ -62,7 +62,7 @@ def collect_knowns(plan: InferencePlan) -> tuple[dict[str, tuple[str, str]], dic
                 name, expr = known_numpy(model, slot)
                 slots[slot.key] = slot
                 base, n = name, 1
-                while name in used or (name in users and expr != name):
+                while name in used or (name in taken and expr != name):
                     n += 1
                     name = f"{base}_{n}"
                 used.add(name)
