@@ -58,11 +58,30 @@ from .model import (
 # IR
 # ---------------------------------------------------------------------------
 
+# Einsum letters are the generator's own names, made here: a family's ``k``, ``i``, ``j``,
+# a fresh ``i0``, a gate's ``g0``. They are spelled with a leading ``$``, which no name of
+# the language has (a .cem name is an identifier), because the index entries of a ``Stat``
+# hold both letters and plate names, and environments map both: a plate ``k`` must never
+# be taken for the letter ``k`` (it read E[z][k, k] for E[z][n, k]). Generated code and
+# messages show a letter without it (``letter_text``: ``t_k``, ``q(z[n]=k)``).
+LETTER = "$"
+
+
+def as_letter(text: str) -> str:
+    """The letter spelled ``text`` in a family's log density or by the expander."""
+    return LETTER + text
+
+
+def letter_text(entry: str) -> str:
+    """An index entry as code and messages show it: a letter without its ``$``; a plate
+    name, ``@plate`` or an expression unchanged."""
+    return entry.removeprefix(LETTER)
+
 
 @dataclass(frozen=True)
 class Stat:
     """E[stat(var[index])]_tensor for a latent variable; index entries are plate names or
-    gate letters (``g0``...)."""
+    letters (a gate's ``$g0``, a sum's ...), tensor entries letters."""
 
     var: str
     index: tuple[str, ...]
@@ -194,9 +213,9 @@ class _Expander:
         self.uses: list[Use] | None = None
 
     def fresh(self, dim: ShapeDim) -> str:
-        letter = f"i{next(self.letters)}"
-        self.index_dims[letter] = dim
-        return letter
+        name = as_letter(f"i{next(self.letters)}")
+        self.index_dims[name] = dim
+        return name
 
     def error(self, message: str, span: Span, hint: str | None = None) -> CemConjugacyError:
         return CemConjugacyError(message, span, self.model.source, hint=hint)
@@ -316,7 +335,7 @@ class _Expander:
         self.role = ", ".join(view.operands)
         params = {p.name: p for p in self.family.params}
         self.domain = params[view.operands[0]].domain if view.operands[0] in params else None
-        letters = view.indices
+        letters = tuple(as_letter(i) for i in view.indices)
         if len(exprs) > 1 or view.fn in ("lgamma", "lgamma_sum", "inv", "lgamma1p", "dim"):
             for expr in exprs:
                 if view.fn != "dim":
@@ -479,13 +498,13 @@ class _Expander:
         ref = position.var
         key = render_expr(ref)
         if key not in self.gate_refs:
-            letter = f"g{len(self.gate_refs)}"
-            self.gate_refs[key] = (letter, ref)
-            self.gates[letter] = ref.name
+            gate = as_letter(f"g{len(self.gate_refs)}")
+            self.gate_refs[key] = (gate, ref)
+            self.gates[gate] = ref.name
             if isinstance(ref, RData):
-                self.index_dims[letter] = self.model.datum(ref.name).index_range
+                self.index_dims[gate] = self.model.datum(ref.name).index_range
             else:
-                self.index_dims[letter] = self.model.var(ref.name).categories
+                self.index_dims[gate] = self.model.var(ref.name).categories
         return self.gate_refs[key][0]
 
     def expand_expr(self, fn: str, expr: RExpr, letters: tuple[str, ...]) -> Poly:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from .collapse import Collapse, CollapseError, choose_collapse
-from .conjugacy import Analysis, Known, Monomial, Slot, Stat
+from .conjugacy import Analysis, Known, Monomial, Slot, Stat, letter_text
 from .errors import CemError, CemModelError
 from .families import FAMILIES
 from .model import Model, model_graph
@@ -286,22 +286,17 @@ def _local_steps(model: Model, graph: nx.DiGraph, locals_: tuple[str, ...],
 
 
 def _uses_of(model: Model, hyper: str) -> int:
-    """How often a hyperparameter appears in the model (arguments and other hyperparameters)."""
-    from .conjugacy import render_expr
+    """How often a hyperparameter is referred to in the model (arguments and other
+    hyperparameters): its references, never a plate, index or variable spelled the same."""
+    from .model import RHyper, sub_exprs
 
     def count(expr) -> int:
-        text = render_expr(expr)
-        return sum(1 for token in _tokens(text) if token == hyper)
+        own = isinstance(expr, RHyper) and expr.name == hyper
+        return own + sum(count(e) for e in sub_exprs(expr))
 
     total = sum(count(arg) for var in model.variables for arg in var.args)
     total += sum(count(h.value) for h in model.hypers if h.name != hyper)
     return total
-
-
-def _tokens(text: str) -> list[str]:
-    import re
-
-    return re.findall(r"[A-Za-z_][A-Za-z_0-9]*", text)
 
 
 def _learnable(model: Model, kept: tuple[str, ...]) -> tuple[Learnable, ...]:
@@ -369,19 +364,20 @@ def describe_slot(slot: Slot) -> str:
         if slot.fn == "onehot":
             return f"onehot({_render_known_operands(slot)})"
         return f"{slot.fn}({_render_known_operands(slot)})"
-    index = ", ".join(slot.index)
+    index = ", ".join(map(letter_text, slot.index))
     ref = f"{slot.var}[{index}]" if slot.index else slot.var
+    tensor = tuple(map(letter_text, slot.tensor))
     word = {
         "log": f"log {ref}", "log1m": f"log(1-{ref})", "value": ref, "square": f"{ref}²",
         "onehot": f"{ref}", "outer": f"{ref}{ref}ᵀ", "logdet": f"log|{ref}|",
         "first": f"first {ref}", "pair": f"pair {ref}",
     }[slot.stat]
     if slot.stat == "onehot":
-        return f"q({ref}={slot.tensor[0]})"
+        return f"q({ref}={tensor[0]})"
     if slot.stat == "first":  # a chain's initial state
-        return f"q(first {ref}={slot.tensor[0]})"
+        return f"q(first {ref}={tensor[0]})"
     if slot.stat == "pair":  # a chain's transition into a step
-        return f"q(previous {ref}={slot.tensor[0]}, {ref}={slot.tensor[1]})"
+        return f"q(previous {ref}={tensor[0]}, {ref}={tensor[1]})"
     return f"E[{word}]"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .conjugacy import Known, Slot, Stat, render_expr
+from .conjugacy import Known, Slot, Stat, letter_text, render_expr
 from .families import FAMILIES
 from .model import RData, RRepeat, RVar, SumIndex
 from .plan import InferencePlan
@@ -66,7 +66,7 @@ class _Renderer:
         for letter in letters:
             if letter in self.bound or letter in self.names:
                 continue
-            self.names[letter] = pool.pop(0) if pool else letter
+            self.names[letter] = pool.pop(0) if pool else letter_text(letter)
         self.gates = dict(self.factor.gates)
         self.substituted: set[str] = set()
 
@@ -85,7 +85,7 @@ class _Renderer:
         return tuple(kept)
 
     def letter(self, letter: str) -> str:
-        return self.bound.get(letter, self.names.get(letter, letter))
+        return self.bound.get(letter, self.names.get(letter, letter_text(letter)))
 
     def plate_entry(self, entry: str) -> str:
         if entry in self.index_of:

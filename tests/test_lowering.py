@@ -121,7 +121,7 @@ def test_partial_messages():
     assert pre == "pre_z_3"
     assert [g.var for g in glob] == ["Lambda", "mu"]  # E[Λ_k] E[μ_k], summed over j
     assert [d.fn for d in data] == ["value"]  # x_i
-    assert key == ("g0", "i")  # the target's letter first, then the data's
+    assert key == ("$g0", "$i")  # the target's letter first, then the data's (letters: $)
     assert not kplan("lda").partial
 
 

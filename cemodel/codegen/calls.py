@@ -12,35 +12,32 @@ from dataclasses import dataclass
 
 from .pycode import Function, Line
 
-# the parameters a caller supplies itself rather than reading from the state
-CALLER_ARGS = ("data_scale", "seeding", "items", "warm", "guard", "max_local_iter", "local_tol",
-               "expect", "sweeps", "burn_in")
-
 
 @dataclass(frozen=True)
 class KernelCalls:
-    """The module's kernels by name -> their parameters."""
+    """The module's kernels by name -> their parameters, and those a caller supplies itself
+    (``items``, ``data_scale``, ``expect``, ...: ``ArgRecorder.supply``)."""
 
     params: Mapping[str, tuple[str, ...]]
+    supplied: Mapping[str, frozenset[str]]
 
     @staticmethod
     def of(kernels: list[Function]) -> KernelCalls:
-        return KernelCalls({fn.name: fn.args for fn in kernels})
+        return KernelCalls({fn.name: fn.args for fn in kernels},
+                           {fn.name: frozenset(fn.supplied) for fn in kernels})
 
     def call(self, kernel: str, overrides: Mapping[str, str], result: str | None = None,
              prefix: str = "s.") -> Line:
         """``kernel(...)`` with each argument from ``overrides``, else the caller's own of
-        CALLER_ARGS (``expect``: True), else ``prefix + name`` (the state's)."""
+        those it supplies (``expect``: True), else ``prefix + name`` (the state's)."""
         call_args = []
         for a in self.params[kernel]:
             if a in overrides:
                 call_args.append(overrides[a])
-            elif a == "expect":
-                call_args.append("True")
-            elif a in CALLER_ARGS:
-                call_args.append(a)
-            else:
+            elif a not in self.supplied[kernel]:
                 call_args.append(prefix + a)
+            else:
+                call_args.append("True" if a == "expect" else a)
         text = f"{kernel}({', '.join(call_args)})"
         return Line(f"{result} = {text}" if result else text)
 
@@ -49,6 +46,6 @@ class KernelCalls:
         names: list[str] = []
         for kernel in kernels:
             for a in self.params.get(kernel, ()):
-                if a not in names and a not in CALLER_ARGS:
+                if a not in names and a not in self.supplied.get(kernel, ()):
                     names.append(a)
         return names

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..conjugacy import Factor, Known, Monomial, Stat
+from ..conjugacy import Factor, Known, Monomial, Stat, letter_text
 from ..model import Model, VarDef
 from ..plan import InferencePlan
 from ..render import conditional_text
@@ -267,7 +267,7 @@ class EmitContext:
             if isinstance(slot, Known):  # one-hot data: the observed category
                 ref = slot.operands[0]
                 index = self.layout.data_index(slot.plates, env, args)
-                name = f"obs{m}_{slot.tensor[0]}"
+                name = f"obs{m}_{letter_text(slot.tensor[0])}"
                 note = f"{factor.child} ({self.factor_comment(factor)})" if comment else ""
                 nodes.append(Line(f"{name} = {args.use(ref.name)}[{', '.join(index)}]", note))
                 env[slot.tensor[0]] = name

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from ..conjugacy import Stat
+from ..conjugacy import Stat, letter_text
 from ..plan import describe_slot
 from .lowering import Gathered, ImplicitPlan, KernelPlan, ProductMessage
 
@@ -49,4 +49,6 @@ def _show(value: object) -> str:
     if isinstance(value, (tuple, frozenset)):
         items = sorted(value, key=str) if isinstance(value, frozenset) else value
         return "(" + ", ".join(_show(v) for v in items) + ")"
+    if isinstance(value, str):
+        return letter_text(value)  # a letter as code shows it
     return str(value)

@@ -22,7 +22,7 @@ from ..model import (
     data_refs,
 )
 from ..plan import InferencePlan
-from .loops import dim_name
+from .loops import dim_name, letter_var, plate_var
 
 _NUMPY_FN = {
     "log": "np.log({})", "log1m": "np.log1p(-{})", "lgamma": "rt.gammaln({})",
@@ -38,9 +38,17 @@ def collect_knowns(plan: InferencePlan) -> tuple[dict[str, tuple[str, str]], dic
     """Every known slot of the factors: Known.key -> (name, numpy expression), and
     Known.key -> the slot, in first-use order."""
     # a known quantity may be named as a data array or hyperparameter only when it is
-    # that array or value itself: a constant named 'c' must not overwrite data 'c'
+    # that array or value itself: a constant named 'c' must not overwrite data 'c'; nor as
+    # what the module makes of the model's dimensions, plates and letters, which a known,
+    # its operands' names joined by "_", can spell too: hyperparameters n and K make n_K,
+    # the size of dimension K, and t, c make t_c, the loop over a categorical's values
     model = plan.model
-    users = {d.name for d in model.data} | {h.name for h in model.hypers}
+    taken = {d.name for d in model.data} | {h.name for h in model.hypers}
+    taken |= {dim_name(d.name) for d in model.dims}
+    taken |= {name for p in model.plates for name in (
+        plate_var(p.name), f"{p.name}_ptr", f"{p.name}_weight", f"base_{p.name}")}
+    taken |= {"t_c"} | {letter_var(letter) for factor in plan.analysis.factors
+                        for letter, _ in factor.index_dims}
     exprs: dict[str, tuple[str, str]] = {}
     slots: dict[str, Known] = {}
     used: set[str] = set()
@@ -54,7 +62,7 @@ def collect_knowns(plan: InferencePlan) -> tuple[dict[str, tuple[str, str]], dic
                 name, expr = known_numpy(model, slot)
                 slots[slot.key] = slot
                 base, n = name, 1
-                while name in used or (name in users and expr != name):
+                while name in used or (name in taken and expr != name):
                     n += 1
                     name = f"{base}_{n}"
                 used.add(name)

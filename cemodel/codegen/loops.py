@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..conjugacy import Known, Slot, Stat
+from ..conjugacy import Known, Slot, Stat, letter_text
 from ..model import Model, RConst, RData, RVar, ShapeDim
 from .pycode import Block, Line, Node
 
@@ -29,7 +29,7 @@ def plate_var(plate: str) -> str:
 
 
 def letter_var(letter: str) -> str:
-    return f"t_{letter}"
+    return f"t_{letter_text(letter)}"
 
 
 def fmt_float(value: float) -> str:
@@ -64,9 +64,11 @@ def onehot_binding(slot: Known) -> bool:
 
 @dataclass
 class ArgRecorder:
-    """Collects the names a kernel reads, in first-use order (its parameters)."""
+    """Collects the names a kernel reads, in first-use order (its parameters), and which of
+    them its caller supplies itself (``supply``; the others are arrays of the fit state)."""
 
     names: list[str] = field(default_factory=list)
+    supplied: list[str] = field(default_factory=list)
 
     def use(self, name: str) -> str:
         if not name.isidentifier():  # a literal size (``dim K = 3``) is not a parameter
@@ -74,6 +76,14 @@ class ArgRecorder:
         if name not in self.names:
             self.names.append(name)
         return name
+
+    def supply(self, name: str) -> str:
+        """A parameter the caller passes (``items``, ``data_scale``, ...), never read from
+        the state: a hyperparameter spelled the same is another parameter of another kernel
+        (the same name in one kernel is refused by ``compiler.check_generated_names``)."""
+        if name not in self.supplied:
+            self.supplied.append(name)
+        return self.use(name)
 
 
 @dataclass(frozen=True)

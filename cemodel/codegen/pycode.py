@@ -43,6 +43,7 @@ class Function:
     doc: str = ""
     decorator: str | None = None
     returns: str | None = None
+    supplied: tuple[str, ...] = ()  # the args a caller passes itself (a kernel's; not printed)
 
 
 @dataclass(frozen=True)

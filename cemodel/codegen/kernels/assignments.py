@@ -72,9 +72,9 @@ def emit_assignment_step(ctx: EmitContext, mode: str, callees: Callees) -> Funct
     """local_step_gibbs or local_step_cvb0 (``mode``) over ``items``."""
     plan = ctx.plan
     args = ArgRecorder()
-    args.use("items")
+    args.supply("items")
     for name in ("sweeps", "burn_in") if mode == "gibbs" else ("max_local_iter", "local_tol"):
-        args.use(name)
+        args.supply(name)
     collapsed = plan.collapsed_locals
     per_item: list[Node] = []
     if collapsed:
@@ -105,7 +105,8 @@ def emit_assignment_step(ctx: EmitContext, mode: str, callees: Callees) -> Funct
     prior = " · ".join(f"(α_c + n_¬i,c of {t})" for t in collapsed) or ""
     doc = _DOC[mode].format(hidden=f"{hidden} " if hidden else "no proportions ",
                             sweeps="`sweeps`", prior=f"{prior} " if prior else "")
-    return Function(f"local_step_{mode}", tuple(args.names), tuple(body), doc, _KERNEL)
+    return Function(f"local_step_{mode}", tuple(args.names), tuple(body), doc, _KERNEL,
+                    supplied=tuple(args.supplied))
 
 
 def _gibbs_item(ctx: EmitContext, args: ArgRecorder, buffers: list[Node]) -> list[Node]:

@@ -19,7 +19,7 @@ def emit_update_global(ctx: EmitContext, name: str) -> Function:
     only when ``expect`` (a stochastic step blends λ first)."""
     var = ctx.var(name)
     args = ArgRecorder()
-    args.use("data_scale")
+    args.supply("data_scale")
     row = ctx.row_index(var, args)
     inner: list[Node] = []
     for stat, _ in ctx.stats(name):
@@ -42,13 +42,13 @@ def emit_update_global(ctx: EmitContext, name: str) -> Function:
                         dict(factor.index_dims), extra=("data_scale",)),
             lam, tuple(target_row) + message.target.tensor, plates, letters,
         )
-    expect = args.use("expect")
+    expect = args.supply("expect")
     inner.append(Block(f"if {expect}", (ctx.expect_line(var, row, args),
                                         *ctx.exp_lines(var, row, args)),
                        comment="a stochastic step mixes λ first (λ̂ may be invalid)"))
     nodes = ctx.in_rows(var, set(), inner, args)
     return Function(f"update_{name}", tuple(args.names), tuple(nodes),
-                    ctx.conditional_doc(var), KERNEL)
+                    ctx.conditional_doc(var), KERNEL, supplied=tuple(args.supplied))
 
 
 def emit_refresh(ctx: EmitContext) -> Function:

@@ -51,7 +51,7 @@ def emit_klc_stats(ctx: EmitContext, callees: Callees) -> Function:
     collapse = ctx.plan.collapse
     assert collapse is not None
     args = ArgRecorder()
-    args.use("items")
+    args.supply("items")
     per_item: list[Node] = [Comment(f"q({n}) = softmax(θ) per row")
                             for n in collapse.parameterised[:1]]
     for name in collapse.parameterised:
@@ -79,7 +79,7 @@ def emit_klc_gradient(ctx: EmitContext, callees: Callees) -> Function:
     collapse = ctx.plan.collapse
     assert collapse is not None
     args = ArgRecorder()
-    args.use("items")
+    args.supply("items")
     per_item: list[Node] = [Comment("q(Z) = softmax(θ) per row")]
     for name in collapse.parameterised:
         per_item += _softmax_rows(ctx, name, args)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ...conjugacy import letter_text
 from ...model import VarDef
 from ...plan import describe_slot
 from ..context import KERNEL, EmitContext
@@ -21,8 +22,11 @@ def emit_local_step(ctx: EmitContext, callees: Callees) -> Function:
     """E-step over every item of the data plate; accumulates the sufficient statistics."""
     plan = ctx.plan
     args = ArgRecorder()
-    for name in ("seeding", "items", "seed_category", "max_local_iter", "local_tol"):
-        args.use(name)
+    args.supply("seeding")
+    args.supply("items")
+    args.use("seed_category")
+    args.supply("max_local_iter")
+    args.supply("local_tol")
     categorical = [n for n in plan.locals if ctx.family(n) == "categorical"]
     chains = ctx.kplan.seeded_chains
     init_random = _seeding(ctx, callees, categorical, args)
@@ -32,7 +36,7 @@ def emit_local_step(ctx: EmitContext, callees: Callees) -> Function:
         init_sweeps = [ctx.call_update(callees, n, "True", args) for n in plan.locals]
     if plan.local_iterations and plan.kept_locals:
         before, after = _guard_nodes(ctx, callees, args)
-        args.use("guard")
+        args.supply("guard")
         init_sweeps = [Block("if guard", tuple(before)), *init_sweeps,
                        Block("if guard", tuple(after))]
     per_item: list[Node] = []
@@ -137,7 +141,7 @@ def _sweeps(ctx: EmitContext, callees: Callees, args: ArgRecorder) -> list[Node]
         start = ctx.call_update(callees, name, "False", args)
         (starts if name in plan.kept_locals else nodes).append(start)
     if starts:
-        args.use("warm")
+        args.supply("warm")
         nodes.append(Block("if not warm", tuple(starts)))
     tracked = plan.kept_locals or plan.locals
     sweep: list[Node] = [Line("change = 0.0")]
@@ -257,7 +261,8 @@ def threaded_kernel(ctx: EmitContext, name: str, per_item: list[Node], args: Arg
     params = [a for a in args.names if a not in local_names]
     params += [f"{n}_threads" for n in private + accs] + accs
     return Function(name, tuple(dict.fromkeys(params)), tuple(body), doc,
-                    KERNEL.replace("nogil=True", "nogil=True, parallel=True"))
+                    KERNEL.replace("nogil=True", "nogil=True, parallel=True"),
+                    supplied=tuple(args.supplied))
 
 
 def hoist_nodes(ctx: EmitContext, args: ArgRecorder) -> list[Node]:
@@ -317,7 +322,7 @@ def accumulate_nodes(ctx: EmitContext, args: ArgRecorder, suffix: str = "") -> l
     nodes: list[Node] = []
     for acc in ctx.plan.stored_accumulators:
         factor = ctx.plan.analysis.factors[acc.factor]
-        nodes.append(Comment(f"{acc.name}[{', '.join(acc.key)}] += "
+        nodes.append(Comment(f"{acc.name}[{', '.join(map(letter_text, acc.key))}] += "
                              + " · ".join(describe_slot(s) for s in acc.local)
                              + f"  ({ctx.factor_comment(factor)})"))
         nodes += emit_contraction(
