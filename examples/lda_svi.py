@@ -167,7 +167,9 @@ def main() -> None:
                                       **{**options, "batch_size": 10}, **extra)
     print(f"warm-up {time.perf_counter() - clock:.1f} s", flush=True)
     # every run starts from these topics (start="random" with the same seed)
-    start = lda.fit_svi({"w": train}, epochs=0, evaluate=False, **options)
+    # (the model's own start, before any step: _prepare and _result of the module's interface)
+    start = lda._result(lda._prepare({"w": train}, options["hypers"], None, args.seed, None,
+                                     None, 100, 1e-3), [], False, 0.0)
     start_ll = held_out(start["beta.alpha"], alpha, test)
     print(f"held-out per-word log likelihood at the start: {start_ll:.4f}", flush=True)
 
