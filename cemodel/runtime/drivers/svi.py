@@ -185,12 +185,7 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
                                             items=run.source is None))
             clock += time.perf_counter() - paused  # not part of the fit's time
         if o.evaluate:
-            elbo = full_elbo(run)
-            run.trace.append(elbo)
-            check_possible(model, elbo)
-            check_finite(model, run.s, elbo, f"epoch {epoch + 1}")
-            if o.callback is not None:
-                o.callback(epoch, elbo, time.perf_counter() - clock)
+            record_epoch(run, epoch, time.perf_counter() - clock)
         # atomic: a crash keeps the previous one
         if o.checkpoint is not None and (epoch + 1) % o.checkpoint_every == 0:
             rt.save_checkpoint(
@@ -321,6 +316,17 @@ def _v_step(run: Run, g: Global, rho: float) -> None:
     for lam, data in zip(lams, datas, strict=True):
         lam += data
     run.shortened += ssvi_blend(g.family, rho, olds, lams)
+
+
+def record_epoch(run: Run, epoch: int, seconds: float, where: str | None = None) -> None:
+    """The full-data ELBO at the current globals appended to the trace, checked (data of
+    probability 0, a state no longer finite: ``where`` names the place), then the callback."""
+    elbo = full_elbo(run)
+    run.trace.append(elbo)
+    check_possible(run.model, elbo)
+    check_finite(run.model, run.s, elbo, where or f"epoch {epoch + 1}")
+    if run.o.callback is not None:
+        run.o.callback(epoch, elbo, seconds)
 
 
 def full_elbo(run: Run) -> float:

@@ -19,7 +19,7 @@ import numpy as np
 from ...errors import CemDataError
 from .. import driver as rt
 from . import svi
-from .interface import ModelInterface, check_finite, check_possible
+from .interface import ModelInterface
 
 
 def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None, start=None,
@@ -45,23 +45,14 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None, 
                     total[name] += getattr(run.s, name)
                 averaged += 1
         if run.o.evaluate:
-            _record(run, epoch, time.perf_counter() - clock)
+            svi.record_epoch(run, epoch, time.perf_counter() - clock)
     for name in names:  # λ̄, then its expectations
         getattr(run.s, name)[...] = total[name] / max(averaged, 1)
     if model.GLOBALS:
         model.refresh(run.s)
-    _record(run, run.o.epochs, time.perf_counter() - clock)
+    svi.record_epoch(run, run.o.epochs, time.perf_counter() - clock,
+                     "the average of the iterates")
     result = model._result(run.s, run.trace, False, time.perf_counter() - clock)
     result.notes["averaged_steps"] = averaged
     return result
 
-
-def _record(run: svi.Run, epoch: int, seconds: float) -> None:
-    """The full-data ELBO at the current globals, appended to the trace."""
-    elbo = svi.full_elbo(run)
-    run.trace.append(elbo)
-    check_possible(run.model, elbo)
-    where = f"epoch {epoch + 1}" if epoch < run.o.epochs else "the average of the iterates"
-    check_finite(run.model, run.s, elbo, where)
-    if run.o.callback is not None:
-        run.o.callback(epoch, elbo, seconds)
