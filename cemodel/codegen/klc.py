@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .context import EmitContext
-from .loops import dim_name
+from .loops import dim_name, lam_name
 from .pycode import Comment, Function, Line, Node
 
 DriverCall = Callable[..., Line]  # (kernel, overrides, result=None) -> a call from a driver
@@ -46,14 +46,18 @@ def klc_functions(ctx: EmitContext, driver_call: DriverCall,
     grad_fn = Function("_klc_gradient", ("s", "theta", "natgrad", "grad"), (
         Line("return " + driver_call("klc_gradient", grad_overrides).text),
     ), "natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first).")
-    return [bound_fn, grad_fn, _klc_shapes(ctx, array_shape), _fit_klc(ctx)]
+    seeded = [_klc_logits(ctx)] if ctx.kplan.klc_start == "seeds" else []
+    return [bound_fn, grad_fn, _klc_shapes(ctx, array_shape), *seeded, _fit_klc(ctx)]
 
 
 def klc_constants(ctx: EmitContext) -> list[Line]:
-    """KLC_LOCALS: the parameterised Z, in the order of θ."""
+    """KLC_LOCALS: the parameterised Z, in the order of θ; KLC_START: where θ starts."""
     assert ctx.plan.collapse is not None
+    why = ("q(Z) after the seeded start's local step" if ctx.kplan.klc_start == "seeds"
+           else "N(0, 1) logits")
     return [Line(f"KLC_LOCALS = {tuple(ctx.plan.collapse.parameterised)!r}",
-                 "KLC-CG's parameterised Z")]
+                 "KLC-CG's parameterised Z"),
+            Line(f"KLC_START = {ctx.kplan.klc_start!r}", f"θ's default start: {why}")]
 
 
 def _klc_shapes(ctx: EmitContext, array_shape: Callable[..., list[str]]) -> Function:
@@ -66,6 +70,16 @@ def _klc_shapes(ctx: EmitContext, array_shape: Callable[..., list[str]]) -> Func
     return Function("_klc_shapes", ("s",), (
         Line("return [" + ", ".join(f"({shape},)" for shape in shapes) + "]"),),
         "The shapes of the softmax parameters θ of q(Z), one per member of KLC_LOCALS.")
+
+
+def _klc_logits(ctx: EmitContext) -> Function:
+    """_klc_logits: θ from the q(Z) the state holds (log-probabilities up to a constant per
+    row, which the softmax ignores)."""
+    assert ctx.plan.collapse is not None
+    arrays = [f"s.{lam_name(z, 'onehot')}.copy()" for z in ctx.plan.collapse.parameterised]
+    return Function("_klc_logits", ("s",), (Line(f"return [{', '.join(arrays)}]"),),
+                    "θ of q(Z) as the state holds it (its natural parameters), one per member "
+                    "of KLC_LOCALS.")
 
 
 def _fit_klc(ctx: EmitContext) -> Function:

@@ -21,6 +21,7 @@ from ..model import Model, RHyper, RRepeat, VarDef
 from ..plan import InferencePlan
 from .knowns import collect_knowns, log_data_names
 from .loops import E_name, lam_name, onehot_binding, plate_var
+from .starts import default_start, drawn_means, gamma_products, klc_start, seeded_chains
 
 
 class ProductMessage(NamedTuple):
@@ -79,8 +80,10 @@ class KernelPlan:
     hyper_domains: Mapping[str, str]  # hyperparameter -> domain checked when bound
     seeded_chains: tuple[str, ...]  # MarkovChain locals started from seed steps
     gamma_products: tuple[str, ...]  # Gamma globals started apart (summed products)
+    drawn_means: tuple[str, ...]  # Normal/MVN globals whose random start is a prior draw
     default_start: str  # 'prior', 'random' or 'seeds'
     default_start_reason: str
+    klc_start: str  # 'seeds': KLC-CG's θ from q(Z) after the seeded start, else 'random'
     ssvi_applies: bool  # SSVI's V-step (plan.methods) for a model with globals
     warm_start_applies: bool  # the local step can continue from the kept locals
     roles: Mapping[str, str]  # every array the module allocates -> its role (see ROLES)
@@ -115,9 +118,10 @@ def lower(plan: InferencePlan) -> KernelPlan:
     kept_arrays = _kept_arrays(plan, exp_needed)
     guarded = plan.local_iterations and bool(plan.kept_locals)
     needs_start = tuple(n for n in plan.locals if _read_before_update(plan, n))
-    chains = _seeded_chains(plan)
-    gamma = _gamma_products(plan)
-    start, reason = _default_start(plan, chains, gamma)
+    chains = seeded_chains(plan)
+    gamma = gamma_products(plan)
+    drawn = drawn_means(plan)
+    start, reason = default_start(plan, chains, gamma, drawn)
     thread_private = _thread_private(plan, scratch, product, implicit_plans, gathered)
     return KernelPlan(
         knowns=MappingProxyType(knowns),
@@ -144,8 +148,10 @@ def lower(plan: InferencePlan) -> KernelPlan:
         hyper_domains=MappingProxyType(_hyper_domains(plan)),
         seeded_chains=chains,
         gamma_products=gamma,
+        drawn_means=drawn,
         default_start=start,
         default_start_reason=reason,
+        klc_start=klc_start(plan, start),
         ssvi_applies=bool(plan.globals) and dict(plan.methods).get("ssvi") == "yes",
         warm_start_applies=(model.data_plate is not None and plan.local_iterations
                             and any(n in plan.kept_locals for n in needs_start)),
@@ -487,7 +493,7 @@ def _thread_private(plan: InferencePlan, scratch, product, implicit_plans,
     return tuple(names)
 
 
-# -- the start ---------------------------------------------------------------------------------
+# -- hyperparameter domains --------------------------------------------------------------------
 def _hyper_domains(plan: InferencePlan) -> dict[str, str]:
     """Hyperparameters used directly as a positive or SPD family parameter: checked to be
     in that domain when a fit binds them (a Dirichlet concentration of 0, a negative rate)."""
@@ -500,59 +506,3 @@ def _hyper_domains(plan: InferencePlan) -> dict[str, str]:
                 if found.get(inner.name) != "shape":
                     found[inner.name] = domain
     return found
-
-
-def _seeded_chains(plan: InferencePlan) -> tuple[str, ...]:
-    """MarkovChain locals started from seed steps (not in a model that also seeds items
-    of a categorical local: one seed array serves one of the two)."""
-    families = [family(plan.model, n) for n in plan.locals]
-    if "categorical" in families:
-        return ()
-    return tuple(n for n, f in zip(plan.locals, families, strict=True) if f == "markov")
-
-
-def _gamma_products(plan: InferencePlan) -> tuple[str, ...]:
-    """Gamma globals whose components a term sums over, each multiplied by another
-    latent's value (Σ_k θ_k·W_fk·H_kt): such exchangeable components only separate from a
-    random start."""
-    plates = {p.name for p in plan.model.plates}
-    found: set[str] = set()
-    for factor in plan.analysis.factors:
-        for monomial in factor.monomials:
-            values = [s for s in monomial.slots if isinstance(s, Stat) and s.stat == "value"]
-            if len({s.var for s in values}) > 1:
-                found.update(s.var for s in values if s.var in plan.globals
-                             and family(plan.model, s.var) == "gamma"
-                             and any(i not in plates for i in s.index))
-    return tuple(sorted(found))
-
-
-def _gated_globals(plan: InferencePlan) -> set[str]:
-    """Globals read at an index a categorical selects (a mixture's components)."""
-    found: set[str] = set()
-    for factor in plan.analysis.factors:
-        gates = dict(factor.gates)
-        found.update(slot.var for monomial in factor.monomials for slot in monomial.slots
-                     if isinstance(slot, Stat) and slot.var in plan.globals
-                     and any(i in gates for i in slot.index))
-    return found
-
-
-def _default_start(plan: InferencePlan, chains, gamma) -> tuple[str, str]:
-    """'random' when every global selected by a categorical is count-type (Dirichlet or
-    Beta: topic models, mixtures of categoricals/Bernoullis), else seeds where there is
-    something to seed, else a random start where a symmetry needs breaking; and why."""
-    model = plan.model
-    gated = _gated_globals(plan)
-    if gated and all(family(model, n) in ("dirichlet", "beta") for n in gated):
-        return "random", "random pseudo-counts: every gated global is a Dirichlet or Beta"
-    if chains:
-        return "seeds", "k-means++ seed steps for the chain's states"
-    if any(family(model, n) == "categorical" for n in plan.locals):
-        return "seeds", "k-means++ seed items for the categorical locals"
-    if any(family(model, n) in ("normal", "mvn") for n in plan.globals):
-        return "random", "Normal/MVN means drawn from the prior: breaks the symmetry"
-    if gamma:
-        return "random", ("Gamma components of a summed product start apart: breaks their "
-                          "symmetry")
-    return "prior", "nothing to break: every global starts at its prior"

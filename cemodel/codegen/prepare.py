@@ -254,7 +254,7 @@ def _draws(ctx: EmitContext) -> tuple[list[Node], list[str]]:
     draws: list[Node] = []
     moved: list[str] = []
     for name in ctx.plan.globals:
-        if ctx.family(name) in ("normal", "mvn"):
+        if name in ctx.kplan.drawn_means:
             moved.append("each Normal/MVN global's mean drawn from its prior")
             second = ctx.stats(name)[1][0]
             draws.append(Line(f"rt.start_at_draw({ctx.family(name)!r}, "

@@ -14,7 +14,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'bernoulli_mixture.cem'
 SOURCE_SHA256 = 'fd5efa9b016ca8ebfbd88bf3b415f81e2bb093de0ae7d1ed118df0ad1588b4be'
-DEFAULT_START = 'random'  # random pseudo-counts: every gated global is a Dirichlet or Beta
+DEFAULT_START = 'seeds'  # k-means++ seed items for the categorical locals
 LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 DATA_PLATE = 'points'  # the plate the local step runs over
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
@@ -37,6 +37,7 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 KLC_LOCALS = ('z',)  # KLC-CG's parameterised Z
+KLC_START = 'seeds'  # θ's default start: q(Z) after the seeded start's local step
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'data': ('n_K', 'n_P', 'x'), 'hyper': ('alpha', 'a', 'b'),
     'known': ('alpha_K', 'lgamma_sum_alpha_K', 'lgamma_alpha_K', 'lbeta_a_b'),
@@ -778,6 +779,11 @@ def _klc_gradient(s, theta, natgrad, grad):
 def _klc_shapes(s):
     """The shapes of the softmax parameters θ of q(Z), one per member of KLC_LOCALS."""
     return [(s.bound.dims['N'], s.bound.dims['K'],)]
+
+
+def _klc_logits(s):
+    """θ of q(Z) as the state holds it (its natural parameters), one per member of KLC_LOCALS."""
+    return [s.lam_z_onehot.copy()]
 
 
 def fit_klc(data, **options):

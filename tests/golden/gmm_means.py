@@ -37,6 +37,7 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 KLC_LOCALS = ('z',)  # KLC-CG's parameterised Z
+KLC_START = 'seeds'  # θ's default start: q(Z) after the seeded start's local step
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'data': ('n_K', 'n_D', 'x'), 'hyper': ('alpha', 'm0', 'P0', 'P'),
     'known': ('logdet_P', 'dim_x', 'lgamma_sum_alpha', 'lgamma_alpha', 'logdet_P0', 'outer_m0', 'dim_mu'),
@@ -820,6 +821,11 @@ def _klc_gradient(s, theta, natgrad, grad):
 def _klc_shapes(s):
     """The shapes of the softmax parameters θ of q(Z), one per member of KLC_LOCALS."""
     return [(s.bound.dims['N'], s.bound.dims['K'],)]
+
+
+def _klc_logits(s):
+    """θ of q(Z) as the state holds it (its natural parameters), one per member of KLC_LOCALS."""
+    return [s.lam_z_onehot.copy()]
 
 
 def fit_klc(data, **options):

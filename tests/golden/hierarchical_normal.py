@@ -14,7 +14,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'hierarchical_normal.cem'
 SOURCE_SHA256 = '73f89526aed5ecf072b76015bcf61f1a3a5a0ea4fe69a7a7642e1c4c33156146'
-DEFAULT_START = 'random'  # Normal/MVN means drawn from the prior: breaks the symmetry
+DEFAULT_START = 'prior'  # nothing to break: every global starts at its prior
 LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 DATA_PLATE = 'observations'  # the plate the local step runs over
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
@@ -425,14 +425,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     if init is not None:  # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_mu_tau_b_log': lam_mu_tau_b_log, 'lam_mu_tau_b_value': lam_mu_tau_b_value, 'lam_mu_tau_b_prec_mean': lam_mu_tau_b_prec_mean, 'lam_mu_tau_b_quad': lam_mu_tau_b_quad, 'lam_tau_w_log': lam_tau_w_log, 'lam_tau_w_value': lam_tau_w_value, 'lam_theta_value': lam_theta_value, 'lam_theta_square': lam_theta_square})
         refresh_globals(lam_mu_tau_b_log, E_mu_tau_b_log, lam_mu_tau_b_value, E_mu_tau_b_value, lam_mu_tau_b_prec_mean, E_mu_tau_b_prec_mean, lam_mu_tau_b_quad, E_mu_tau_b_quad, lam_tau_w_log, E_tau_w_log, lam_tau_w_value, E_tau_w_value, lam_theta_value, E_theta_value, lam_theta_square, E_theta_square, n_G)
-    start = DEFAULT_START if start is None else start
-    if init is None and start == 'random':
-        # each Normal/MVN global's mean drawn from its prior: breaks the symmetry of products of latent variables
-        rng = np.random.default_rng(seed)
-        rt.start_at_draw('normal', lam_theta_value, lam_theta_square, rng)
-        refresh_globals(lam_mu_tau_b_log, E_mu_tau_b_log, lam_mu_tau_b_value, E_mu_tau_b_value, lam_mu_tau_b_prec_mean, E_mu_tau_b_prec_mean, lam_mu_tau_b_quad, E_mu_tau_b_quad, lam_tau_w_log, E_tau_w_log, lam_tau_w_value, E_tau_w_value, lam_theta_value, E_theta_value, lam_theta_square, E_theta_square, n_G)
-    elif init is None and start != 'prior':
-        raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
+    if init is None and start not in (None, 'prior'):
+        raise rt.CemDataError(f"start: expected 'prior' (the only start of this model: nothing to break), found {start!r}")
     return rt.State(bound=bound, m0=m0, k0=k0, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, group=group, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_mu_tau_b_log=lam_mu_tau_b_log, E_mu_tau_b_log=E_mu_tau_b_log, lam_mu_tau_b_value=lam_mu_tau_b_value, E_mu_tau_b_value=E_mu_tau_b_value, lam_mu_tau_b_prec_mean=lam_mu_tau_b_prec_mean, E_mu_tau_b_prec_mean=E_mu_tau_b_prec_mean, lam_mu_tau_b_quad=lam_mu_tau_b_quad, E_mu_tau_b_quad=E_mu_tau_b_quad, lam_tau_w_log=lam_tau_w_log, E_tau_w_log=E_tau_w_log, lam_tau_w_value=lam_tau_w_value, E_tau_w_value=E_tau_w_value, lam_theta_value=lam_theta_value, E_theta_value=E_theta_value, lam_theta_square=lam_theta_square, E_theta_square=E_theta_square, n_G=n_G, log_k0=log_k0, square_m0=square_m0, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 

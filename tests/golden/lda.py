@@ -14,7 +14,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'lda.cem'
 SOURCE_SHA256 = '62ac1137aac8c2c458ee0a8b9a285f7d1f30b7d1d96aeea2639a874fa1328625'
-DEFAULT_START = 'random'  # random pseudo-counts: every gated global is a Dirichlet or Beta
+DEFAULT_START = 'random'  # random pseudo-counts: assignments below the items, gated counts
 LEARNABLE = ('eta', 'alpha')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 DATA_PLATE = 'docs'  # the plate the local step runs over
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
@@ -37,6 +37,7 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('D', 'N')  # sizes set by the items bound
 KLC_LOCALS = ('z',)  # KLC-CG's parameterised Z
+KLC_START = 'random'  # θ's default start: N(0, 1) logits
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'data': ('n_K', 'tokens_ptr', 'tokens_weight', 'w', 'n_V'), 'hyper': ('alpha', 'eta'),
     'known': ('lgamma_sum_alpha', 'lgamma_alpha', 'lgamma_sum_eta', 'lgamma_eta'),

@@ -14,7 +14,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'linear_regression.cem'
 SOURCE_SHA256 = '038ca782a38c2aca935ee4951db8b9d19b47cf7668f7b69192672b47066c1a37'
-DEFAULT_START = 'random'  # Normal/MVN means drawn from the prior: breaks the symmetry
+DEFAULT_START = 'prior'  # nothing to break: every global starts at its prior
 LEARNABLE = ('a0', 'b0')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 DATA_PLATE = 'points'  # the plate the local step runs over
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
@@ -324,14 +324,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     if init is not None:  # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_tau_log': lam_tau_log, 'lam_tau_value': lam_tau_value, 'lam_w_value': lam_w_value, 'lam_w_outer': lam_w_outer})
         refresh_globals(lam_tau_log, E_tau_log, lam_tau_value, E_tau_value, lam_w_value, E_w_value, lam_w_outer, E_w_outer)
-    start = DEFAULT_START if start is None else start
-    if init is None and start == 'random':
-        # each Normal/MVN global's mean drawn from its prior: breaks the symmetry of products of latent variables
-        rng = np.random.default_rng(seed)
-        rt.start_at_draw('mvn', lam_w_value, lam_w_outer, rng)
-        refresh_globals(lam_tau_log, E_tau_log, lam_tau_value, E_tau_value, lam_w_value, E_w_value, lam_w_outer, E_w_outer)
-    elif init is None and start != 'prior':
-        raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
+    if init is None and start not in (None, 'prior'):
+        raise rt.CemDataError(f"start: expected 'prior' (the only start of this model: nothing to break), found {start!r}")
     return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, n_P=n_P, x=x, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_w_value=lam_w_value, E_w_value=E_w_value, lam_w_outer=lam_w_outer, E_w_outer=E_w_outer, logdet_eye_P_c=logdet_eye_P_c, eye_P_c=eye_P_c, dim_w=dim_w, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 

@@ -14,7 +14,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'mixture_of_multinomials.cem'
 SOURCE_SHA256 = 'ace81691712def857242e5b931508b5098b95da1f201447aab0f4283cf2663e2'
-DEFAULT_START = 'random'  # random pseudo-counts: every gated global is a Dirichlet or Beta
+DEFAULT_START = 'seeds'  # k-means++ seed items for the categorical locals
 LEARNABLE = ('eta', 'alpha')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 DATA_PLATE = 'docs'  # the plate the local step runs over
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
@@ -37,6 +37,7 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('D', 'N')  # sizes set by the items bound
 KLC_LOCALS = ('c',)  # KLC-CG's parameterised Z
+KLC_START = 'seeds'  # θ's default start: q(Z) after the seeded start's local step
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'data': ('n_K', 'tokens_ptr', 'w', 'tokens_weight', 'n_V'), 'hyper': ('alpha', 'eta'),
     'known': ('lgamma_sum_alpha', 'lgamma_alpha', 'lgamma_sum_eta', 'lgamma_eta'),
@@ -685,6 +686,11 @@ def _klc_gradient(s, theta, natgrad, grad):
 def _klc_shapes(s):
     """The shapes of the softmax parameters θ of q(Z), one per member of KLC_LOCALS."""
     return [(s.bound.dims['D'], s.bound.dims['K'],)]
+
+
+def _klc_logits(s):
+    """θ of q(Z) as the state holds it (its natural parameters), one per member of KLC_LOCALS."""
+    return [s.lam_c_onehot.copy()]
 
 
 def fit_klc(data, **options):

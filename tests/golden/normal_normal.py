@@ -14,7 +14,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'normal_normal.cem'
 SOURCE_SHA256 = 'ffa3e5f7316ed4680de0c03616741c28ec3bb09c1a7f8a503a06a49c2ea6d30b'
-DEFAULT_START = 'random'  # Normal/MVN means drawn from the prior: breaks the symmetry
+DEFAULT_START = 'prior'  # nothing to break: every global starts at its prior
 LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 DATA_PLATE = 'observations'  # the plate the local step runs over
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
@@ -208,14 +208,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     if init is not None:  # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_mu_value': lam_mu_value, 'lam_mu_square': lam_mu_square})
         refresh_globals(lam_mu_value, E_mu_value, lam_mu_square, E_mu_square)
-    start = DEFAULT_START if start is None else start
-    if init is None and start == 'random':
-        # each Normal/MVN global's mean drawn from its prior: breaks the symmetry of products of latent variables
-        rng = np.random.default_rng(seed)
-        rt.start_at_draw('normal', lam_mu_value, lam_mu_square, rng)
-        refresh_globals(lam_mu_value, E_mu_value, lam_mu_square, E_mu_square)
-    elif init is None and start != 'prior':
-        raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
+    if init is None and start not in (None, 'prior'):
+        raise rt.CemDataError(f"start: expected 'prior' (the only start of this model: nothing to break), found {start!r}")
     return rt.State(bound=bound, m0=m0, t0=t0, tau=tau, seed_category=seed_category, item_weight=item_weight, acc_x_2_threads=acc_x_2_threads, x=x, acc_x_3_threads=acc_x_3_threads, log_tau=log_tau, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, E_mu_value=E_mu_value, lam_mu_square=lam_mu_square, E_mu_square=E_mu_square, log_t0=log_t0, square_m0=square_m0, all_items=all_items)
 
 

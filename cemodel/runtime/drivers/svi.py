@@ -26,7 +26,7 @@ from .. import driver as rt
 from ..sampling import SAMPLERS
 from ..source import ItemSource, item_source
 from ..special import blend
-from ..ssvi import SSVI_FAMILIES, ssvi_blend
+from ..ssvi import SSVI_FAMILIES, in_domain, ssvi_blend
 from .interface import (
     Global,
     ModelInterface,
@@ -41,7 +41,7 @@ from .interface import (
 class Options:
     """The options of one stochastic fit (see ``fit``)."""
 
-    epochs: int = 10
+    epochs: int | None = None  # None: default_epochs
     batch_size: int | None = 256
     kappa: float = 0.7
     tau: float = 10.0
@@ -85,7 +85,7 @@ class Run:
     aux: dict[str, tuple[np.ndarray, ...]] = field(default_factory=dict)  # V's draws
     trace: list[float] = field(default_factory=list)
     step: int = 1  # t = 1, 2, ... (Hoffman et al. 2013)
-    shortened: int = 0  # SSVI: rows whose step was shortened to stay valid
+    shortened: int = 0  # SSVI, SVI+: rows whose step was shortened to stay valid
 
 
 def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None, start=None,
@@ -118,6 +118,8 @@ def begin(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None
         rt.check_sweeps(o.gibbs_sweeps, o.gibbs_burn_in)
     n_total = len(s.all_items) if source is None else source.n_items
     o.batch_size = n_total if o.batch_size is None else min(int(o.batch_size), n_total)
+    if o.epochs is None:
+        o.epochs = default_epochs(o, n_total)
     run = Run(model, s, o, source, n_total, np.random.default_rng([o.seed, 1]),
               np.random.default_rng([o.seed, 2]), np.random.default_rng([o.seed, 3]))
     if o.apply_v:  # the draws behind β that V(β, λ) needs
@@ -125,6 +127,26 @@ def begin(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None
                                  for _ in range(g.aux_draws)) for g in model.GLOBALS}
     run.old = {name: np.empty_like(getattr(s, name)) for g in model.GLOBALS for name in g.lam}
     return run
+
+
+# default_epochs: the start's weight ∏(1 − ρ_t) left in λ when the fit ends, and the bounds
+START_WEIGHT, MIN_EPOCHS, MAX_EPOCHS = 1e-3, 10, 200
+
+
+def default_epochs(o: Options, n_total: int) -> int:
+    """At least 10 epochs, and enough steps that λ_T = Σ_t ρ_t ∏_{u>t}(1 − ρ_u) λ̂_t +
+    ∏_t(1 − ρ_t) λ_0 keeps less than 1e-3 of its start λ_0 (at most 200 epochs). Ten epochs of
+    a large data set are thousands of steps; of 300 items in batches of 256 they are 20, after
+    which λ is still 9% its start (ρ_t = (t + 10)^−0.7), and SVI ends short of MF's optimum."""
+    per_epoch = -(-n_total // o.batch_size) if n_total else 1
+    log_weight, steps = 0.0, 0
+    while log_weight > np.log(START_WEIGHT) and steps < MAX_EPOCHS * per_epoch:
+        steps += 1
+        rho = o.step_scale * (steps + o.tau) ** (-o.kappa)
+        if rho >= 1.0:  # the start is forgotten at once
+            break
+        log_weight += np.log1p(-rho)
+    return max(MIN_EPOCHS, min(MAX_EPOCHS, -(-steps // per_epoch)))
 
 
 def minibatches(run: Run, epoch: int) -> Iterator[tuple[np.ndarray, int]]:
@@ -149,6 +171,8 @@ def _check_options(model: ModelInterface, o: Options) -> None:
     values = {f.name: getattr(o, f.name) for f in fields(o)}
     if o.tol is None:  # no early stop
         del values["tol"]
+    if o.epochs is None:  # default_epochs, once the number of items is known
+        del values["epochs"]
     if o.effective_batch_size is None or callable(o.effective_batch_size):  # checked per step
         del values["effective_batch_size"]
     check_options(**values)
@@ -191,14 +215,15 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
             rt.save_checkpoint(
                 o.checkpoint, run.s, model.SOURCE_SHA256, "fit_svi", source=run.source,
                 keep=_global_state(model), epoch=epoch + 1, step=run.step, trace=run.trace,
-                **({"shortened": run.shortened} if _v_applies(model) else {}),
+                **({"shortened": run.shortened} if _v_applies(model)
+                   or o.effective_batch_size is not None else {}),
                 streams=[g.bit_generator.state for g in (run.rng, run.noise, run.sampler)])
         if o.evaluate and stop is not None and stop.update(run.trace[-1]):
             converged = True
             break
     result = model._result(run.s, run.trace, converged, time.perf_counter() - clock,
                            items=run.source is None)
-    if o.apply_v:  # rows whose SSVI step was shortened
+    if o.apply_v or o.effective_batch_size is not None:  # rows whose step was shortened
         result.notes["shortened_steps"] = run.shortened
     return result
 
@@ -256,6 +281,8 @@ def step(run: Run, batch: np.ndarray, offset: int, epoch: int) -> None:
         if v_step:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
             for g in model.GLOBALS:
                 _v_step(run, g, rho)
+        elif o.effective_batch_size is not None:
+            _annealed_blend(run, rho)
         else:
             for name, old in run.old.items():
                 blend(getattr(s, name), old, rho)
@@ -269,6 +296,26 @@ def step(run: Run, batch: np.ndarray, offset: int, epoch: int) -> None:
         rt.check_step({name: getattr(s, name) for name in g.E}, run.step,
                       o.effective_batch_size, ((g.family, g.lams(s)),), variable=g.name)
     run.step += 1
+
+
+def _annealed_blend(run: Run, rho: float) -> None:
+    """SVI+'s step λ ← (1 − ρ)λ + ρλ̂. Definition 1's weights 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1),
+    are negative for some items once |S|/M − 1 is not small, so λ̂ (unlike its mean, SVI's)
+    can leave the family's natural parameter space, and so can the step. Where it would, the
+    row's step is shortened to half the largest valid one (rt.ssvi_blend, as for SSVI's
+    V-noise) and counted in ``notes['shortened_steps']``; elsewhere it is SVI's, bit for bit."""
+    s = run.s
+    for g in run.model.GLOBALS:
+        lams = g.lams(s)
+        olds = tuple(run.old[name] for name in g.lam)
+        hats = tuple(lam.copy() for lam in lams)
+        for lam, old in zip(lams, olds, strict=True):
+            blend(lam, old, rho)
+        if np.all(in_domain(g.family, lams)):
+            continue
+        for lam, hat in zip(lams, hats, strict=True):
+            lam[...] = hat
+        run.shortened += ssvi_blend(g.family, rho, olds, lams)
 
 
 def _sample(run: Run, g: Global) -> None:
