@@ -44,8 +44,8 @@ the auxiliary draws V needs) and ``ssvi_<fam>(*lam, *aux, *g, *out)`` writing V 
   (log τ, τ, τ(μ − m), τ(μ − m)²) = L(m) t are uncorrelated across the blocks
   {log τ, τ}, {τ(μ − m)}, {τ(μ − m)²}, so L F Lᵀ is block diagonal.
 
-MVN, Wishart and Normal-Wishart have no V here (:data:`SSVI_FAMILIES` lists the families
-that do).
+MVN, Wishart and Normal-Wishart: :mod:`cemodel.runtime.ssvi_matrix` (registered in
+:data:`SSVI_FAMILIES` below, with their domains in :func:`in_domain` and :func:`ssvi_blend`).
 """
 
 from __future__ import annotations
@@ -61,6 +61,17 @@ from .gamma_quantile import (  # noqa: F401 (re-exported: ssvi.gamma_log_quantil
     gamma_log_quantile_shape_derivative,
 )
 from .sampling import log_gamma_draws, sample_normal_gamma
+from .ssvi_matrix import (
+    MATRIX_FAMILIES,
+    matrix_blend,
+    matrix_in_domain,
+    sample_mvn_aux,
+    sample_normal_wishart_aux,
+    sample_wishart_aux,
+    ssvi_mvn,
+    ssvi_normal_wishart,
+    ssvi_wishart,
+)
 
 # ---------------------------------------------------------------------------------------------
 # samplers that keep the auxiliary draws
@@ -324,6 +335,9 @@ SSVI_FAMILIES = {
     "gamma": (sample_gamma_aux, ssvi_gamma, 1),
     "normal": (sample_normal_aux, ssvi_normal, 1),
     "normal_gamma": (sample_normal_gamma_aux, ssvi_normal_gamma, 2),
+    "mvn": (sample_mvn_aux, ssvi_mvn, 1),
+    "wishart": (sample_wishart_aux, ssvi_wishart, 1),
+    "normal_wishart": (sample_normal_wishart_aux, ssvi_normal_wishart, 2),
 }
 """family → (sampler, ssvi, n_aux) for the families that have V.
 
@@ -337,7 +351,9 @@ the natural-gradient arrays (statistic order) and ``out`` where V g goes::
 Every aux array has the shape of the first λ array (the whole λ array, batch axes included):
 dirichlet 1 (log of the Gamma(α, 1) draws), beta 2 (log G_a, log G_b), gamma 1 (log of the
 unit-rate Gamma draw), normal 1 (the standard-normal draw ε), normal_gamma 2 (log G of the
-unit-rate Gamma draw for τ, then ε of μ). V depends only on λ and aux,
+unit-rate Gamma draw for τ, then ε of μ), mvn 1 (ε, shaped like the mean), wishart 1 (the
+Bartlett array: log G_i on the diagonal, the normals below it), normal_wishart 2 (the
+Bartlett array, then ε on the diagonal of a D × D array). V depends only on λ and aux,
 so ``stats`` may be overwritten between the two calls.
 """
 
@@ -367,8 +383,11 @@ def _normal_gamma_rate_form(lam_value, lam_prec_mean, lam_quad):
 def in_domain(family: str, lams) -> np.ndarray | bool:
     """Element-wise: are the natural parameters ``lams`` (statistic order, coefficient form)
     valid for ``family``? A bool array of their common shape (per element, not per Dirichlet
-    row); True for families with no constraint recorded here (MVN, Wishart, …). NaN is
-    invalid. For the box families only the arrays that have a bound are looked at."""
+    row; per distribution, the leading axes, for MVN, Wishart and Normal-Wishart:
+    ``ssvi_matrix.matrix_in_domain``). NaN is invalid. For the box families only the arrays
+    that have a bound are looked at."""
+    if family in MATRIX_FAMILIES:
+        return matrix_in_domain(family, lams)
     if family == "normal_gamma":
         lam_log, lam_value, lam_prec_mean, lam_quad = (np.asarray(v) for v in lams)
         return ((lam_log > -0.5) & (lam_quad < 0.0)
@@ -412,7 +431,11 @@ def ssvi_blend(family: str, rho: float, olds: tuple, news: tuple, margin: float 
     Fisher matrix is nearly singular), so a full step can make λ̂ invalid. Returns the number
     of rows whose step was shortened. The Normal-Gamma's domain is not a box (see
     :func:`in_domain`): its limit is the least of the box limits and the first root of the
-    rate's quadratic along the line (:func:`_normal_gamma_rate_limit`)."""
+    rate's quadratic along the line (:func:`_normal_gamma_rate_limit`). MVN, Wishart and
+    Normal-Wishart (one distribution per leading index) stay positive definite by the exact
+    eigenvalue limit of ``ssvi_matrix.matrix_step_limit``."""
+    if family in MATRIX_FAMILIES:
+        return matrix_blend(family, rho, olds, news, margin)
     vector = family == "dirichlet"
     shape = olds[0].shape[:-1] if vector else olds[0].shape
     limit = np.full(shape, np.inf)
