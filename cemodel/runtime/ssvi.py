@@ -423,7 +423,8 @@ def _normal_gamma_rate_limit(olds: tuple, news: tuple) -> np.ndarray:
     return np.where(c0 > 0.0, limit, 0.0)
 
 
-def ssvi_blend(family: str, rho: float, olds: tuple, news: tuple, margin: float = 0.5) -> int:
+def ssvi_blend(family: str, rho: float, olds: tuple, news: tuple, margin: float = 0.5,
+               plain: tuple | None = None) -> int:
     """λ ← λ_old + ρ_r (λ̂ − λ_old) in place of ``news``, with ρ_r = ρ unless that step would
     leave the family's domain for row r (one distribution: a Dirichlet row, one scalar
     otherwise); then ρ_r = ``margin`` × the largest step that stays inside. V(β, λ) is unbiased
@@ -433,9 +434,11 @@ def ssvi_blend(family: str, rho: float, olds: tuple, news: tuple, margin: float 
     :func:`in_domain`): its limit is the least of the box limits and the first root of the
     rate's quadratic along the line (:func:`_normal_gamma_rate_limit`). MVN, Wishart and
     Normal-Wishart (one distribution per leading index) stay positive definite by the exact
-    eigenvalue limit of ``ssvi_matrix.matrix_step_limit``."""
+    eigenvalue limit of ``ssvi_matrix.matrix_step_limit``; there a distribution whose step
+    would leave the domain steps towards ``plain`` (SSVI-A's λ̂, V = I) instead, if given
+    (``ssvi_matrix.matrix_blend``)."""
     if family in MATRIX_FAMILIES:
-        return matrix_blend(family, rho, olds, news, margin)
+        return matrix_blend(family, rho, olds, news, margin, plain)
     vector = family == "dirichlet"
     shape = olds[0].shape[:-1] if vector else olds[0].shape
     limit = np.full(shape, np.inf)

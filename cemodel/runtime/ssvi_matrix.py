@@ -52,7 +52,8 @@ MVN M = −2 sym(λ_outer); Wishart M = −2 sym(λ_value) and ν > D − 1 (λ_
 Normal-Wishart M = [[−2 sym(λ_value), λ_prec_mean], [λ_prec_meanᵀ, −2 λ_quad]] (by the
 Schur complement, β > 0 and W⁻¹ ≻ 0) and ν > D − 1 (λ_logdet > −½). Along a step
 M₀ + r Δ = L₀ (I + r K) L₀ᵀ with K = L₀⁻¹ Δ L₀⁻ᵀ, so M stays positive definite exactly
-for r < −1/min eig(K) (∞ if min eig(K) ≥ 0): an exact limit, no halving search.
+for r < −1/min eig(K) (∞ if min eig(K) ≥ 0): an exact limit, no halving search. A
+distribution whose V-step would cross it takes SSVI-A's step instead (:func:`matrix_blend`).
 """
 
 from __future__ import annotations
@@ -393,13 +394,25 @@ def matrix_step_limit(family: str, olds: tuple, news: tuple) -> np.ndarray:
     return np.where(valid, limit, 0.0)
 
 
-def matrix_blend(family: str, rho: float, olds: tuple, news: tuple, margin: float) -> int:
-    """``ssvi.ssvi_blend`` for a matrix family: per distribution the step ρ, or ``margin`` ×
-    :func:`matrix_step_limit` where ρ would reach the boundary; returns how many were
-    shortened."""
+def matrix_blend(family: str, rho: float, olds: tuple, news: tuple, margin: float,
+                 plain: tuple | None = None) -> int:
+    """``ssvi.ssvi_blend`` for a matrix family: per distribution the step ρ towards ``news``
+    where that stays valid. Elsewhere the step goes towards ``plain`` (SSVI-A's λ̂: V = I),
+    if given: V's noise on a Gaussian's precision grows with the distance, in posterior
+    standard deviations, between its mean and the minibatch's (tens while a mixture's
+    components move), and a step shortened towards the positive definite boundary leaves a
+    nearly singular precision; in a 2-D mixture such components lost all their points and
+    died. Whatever still reaches the boundary takes ``margin`` × :func:`matrix_step_limit`.
+    Returns how many distributions did not take the V-step ρ."""
     limit = matrix_step_limit(family, olds, news)
+    short = rho >= limit
+    if plain is not None:
+        for new, fallback in zip(news, plain, strict=True):
+            new[...] = np.where(short.reshape(short.shape + (1,) * (new.ndim - short.ndim)),
+                                fallback, new)
+        limit = matrix_step_limit(family, olds, news)
     step = np.where(rho < limit, rho, margin * limit)
     for old, new in zip(olds, news, strict=True):
         weight = step.reshape(step.shape + (1,) * (new.ndim - step.ndim))
         new[...] = old + weight * (new - old)
-    return int(np.count_nonzero(rho >= limit))
+    return int(np.count_nonzero(short))
