@@ -328,7 +328,8 @@ def _learnable(model: Model, kept: tuple[str, ...]) -> tuple[Learnable, ...]:
 # (tests/test_ssvi_runtime.py checks that they match the runtime's)
 SAMPLED_FAMILIES = ("dirichlet", "beta", "gamma", "normal", "mvn", "wishart", "normal_gamma",
                     "normal_wishart")
-SSVI_AUX_DRAWS = {"dirichlet": 1, "beta": 2, "gamma": 1, "normal": 1, "normal_gamma": 2}
+SSVI_AUX_DRAWS = {"dirichlet": 1, "beta": 2, "gamma": 1, "normal": 1, "normal_gamma": 2,
+                  "mvn": 1, "wishart": 1, "normal_wishart": 2}
 
 
 def _methods(model: Model) -> tuple[tuple[str, str], ...]:
@@ -344,8 +345,8 @@ def _methods(model: Model) -> tuple[tuple[str, str], ...]:
     no_v = sorted({FAMILIES[v.family].variational for v in model.latents
                    if not model.is_local(v)} - set(SSVI_AUX_DRAWS))
     ssvi = ssvi_a if ssvi_a != "yes" or not no_v else (
-        f"no: V(β, λ) needs the quantile derivative of q(β), which cemodel has for Dirichlet, "
-        f"Beta, Gamma, Normal and Normal-Gamma globals, not {', '.join(no_v)}")
+        f"no: V(β, λ) needs a differentiable draw of q(β), which cemodel has for "
+        f"{', '.join(SSVI_AUX_DRAWS)} globals, not {', '.join(no_v)}")
     return (
         ("mf", "yes"),
         ("svi", stochastic),

@@ -186,9 +186,10 @@ def test_methods_local_steps_and_refusals(X):
     with pytest.raises(CemError, match="needs effective_batch_size"):
         model.fit(data, "svi+")
     gmm = Model("gmm")
-    assert gmm.methods["ssvi"].startswith("no")
-    with pytest.raises(CemError, match="method 'ssvi' does not apply to this model: V"):
-        gmm.fit({"x": _points()}, "ssvi")
+    assert gmm.methods["klc"].startswith("no")
+    with pytest.raises(CemError, match="method 'klc' does not apply to this model: 'mu' and "
+                                       "'Lambda' are not d-separated"):
+        gmm.fit({"x": _points()}, "klc")
     with pytest.raises(CemError, match="local 'z' depends on local 'theta'"):
         CemEstimator(model="lda", local="exact").fit(X)
     with pytest.raises(CemError, match="pass X as a dict"):

@@ -68,8 +68,9 @@ def test_methods_report_only_what_is_implemented():
     out = report("lda")
     assert "svi      yes" in out and "svi+     yes" in out
     assert "ssvi     yes" in out and "ssvi-a   yes" in out
-    # GMM: Wishart and MVN globals have no quantile derivative for V(β, λ)
-    assert "ssvi     no: V(β, λ) needs the quantile derivative" in report("gmm")
+    # GMM: MVN and Wishart globals have V(β, λ) (runtime.ssvi_matrix); KLC-CG does not apply
+    gmm = report("gmm")
+    assert "ssvi     yes" in gmm and "klc      no: 'mu' and 'Lambda' are not d-separated" in gmm
 
 
 @pytest.mark.parametrize("name, step, expected", [

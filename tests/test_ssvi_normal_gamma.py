@@ -232,11 +232,13 @@ def test_in_domain():
     for case in bad:
         assert not ssvi.in_domain("normal_gamma", [np.array(v) for v in case]), case
     assert ssvi.in_domain("normal_gamma", [np.array(v) for v in (l1, -0.26, l3, l4)])
-    # box families as before: per element; families without a domain are always valid
+    # box families as before: per element; the matrix families per distribution
+    # (test_ssvi_matrix.py): a zero precision is invalid
     assert_array_equal(ssvi.in_domain("gamma", (np.array([0.0, -1.0, 0.0]),
                                                 np.array([-1.0, -1.0, 0.0]))),
                        [True, False, False])
-    assert np.all(ssvi.in_domain("mvn", (np.zeros(2), np.zeros((2, 2)))))
+    assert np.all(ssvi.in_domain("mvn", (np.zeros(2), -0.5 * np.eye(2))))
+    assert not np.any(ssvi.in_domain("mvn", (np.zeros(2), np.zeros((2, 2)))))
 
 
 def bisect_limit(old, new, r_max=1e6):
@@ -317,7 +319,7 @@ def test_check_step_rejects_invalid_normal_gamma():
         driver.check_step(expectations, 1, 100.0, (("normal_gamma", bad),))
     # other families as before
     driver.check_step(expectations, 1, None, (("gamma", (np.zeros(2), -np.ones(2))),
-                                              ("mvn", (np.zeros(2), np.eye(2)))))
+                                              ("mvn", (np.zeros(2), -np.eye(2)))))
     with pytest.raises(CemError):
         driver.check_step(expectations, 1, None, (("gamma", (np.zeros(2), np.ones(2))),))
     with pytest.raises(CemError):

@@ -75,7 +75,8 @@ def test_shape_derivative_broadcasts():
 # samplers with auxiliary draws
 # ---------------------------------------------------------------------------------------------
 
-# family → natural parameters (coefficient form) of a small batch
+# family → natural parameters (coefficient form) of a small batch; the matrix families (MVN,
+# Wishart, Normal-Wishart: statistics of several shapes) are tested in test_ssvi_matrix.py
 LAMS = {
     "dirichlet": fam.dirichlet_natural(np.array([[0.3, 1.0, 4.0], [50.0, 2.0, 0.01]])),
     "beta": fam.beta_natural(np.array([0.3, 5.0, 80.0]), np.array([2.0, 0.7, 60.0])),
@@ -97,7 +98,13 @@ def test_the_planner_knows_what_the_runtime_samples():
     assert SSVI_AUX_DRAWS == {f: n for f, (_, _, n) in ssvi.SSVI_FAMILIES.items()}
 
 
-@pytest.mark.parametrize("family", sorted(ssvi.SSVI_FAMILIES))
+def test_every_family_with_v_is_tested():
+    from cemodel.runtime.ssvi_matrix import MATRIX_FAMILIES
+
+    assert set(ssvi.SSVI_FAMILIES) == set(LAMS) | set(MATRIX_FAMILIES)
+
+
+@pytest.mark.parametrize("family", sorted(LAMS))
 def test_aux_samplers_match_plain_samplers(family):
     """Same statistics as sampling.SAMPLERS from the same random stream, and the aux
     arrays (n_aux of them, shaped like λ) reproduce them."""
@@ -318,7 +325,7 @@ def test_normal_matches_dense_reference():
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("family", sorted(ssvi.SSVI_FAMILIES))
+@pytest.mark.parametrize("family", sorted(LAMS))
 def test_out_may_alias_g_and_be_non_contiguous(family):
     sampler, apply_v, n_aux = ssvi.SSVI_FAMILIES[family]
     lam = LAMS[family]

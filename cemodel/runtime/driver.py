@@ -163,8 +163,8 @@ def check_step(expectations: dict[str, np.ndarray], step: int, effective_batch_s
     parameter in its family's domain (``naturals``: (family, λ arrays) pairs; digamma of a
     negative Dirichlet parameter is finite, so finiteness alone does not show it), or a clear
     error, naming ``variable`` when the arrays are one variable's. The domains are
-    ``ssvi.in_domain``'s (a box per statistic, and for the Normal-Gamma also a positive
-    rate)."""
+    ``ssvi.in_domain``'s (a box per statistic, for the Normal-Gamma also a positive rate,
+    for MVN, Wishart and Normal-Wishart positive definite matrices)."""
     from .ssvi import in_domain
 
     for array in expectations.values():

@@ -24,7 +24,7 @@ METHODS = {
     'svi+': 'yes',
     'svi-avg': 'yes',
     'ssvi-a': 'yes',
-    'ssvi': 'no: V(β, λ) needs the quantile derivative of q(β), which cemodel has for Dirichlet, Beta, Gamma, Normal and Normal-Gamma globals, not mvn',
+    'ssvi': 'yes',
     'klc': 'no: KLC-CG keeps the categorical assignments of the data plate in Z (softmax-parameterised), and this model has none',
 }
 # the E-steps (fit_svi(..., local=...)) and whether each applies
@@ -497,7 +497,7 @@ def elbo_of_globals(s):
 
 GLOBALS = (  # the globals as the stochastic drivers move them
     rt.Global('W', 'mvn', lam=('lam_W_value', 'lam_W_outer'), E=('E_W_value', 'E_W_outer'),
-              update=_update_W, aux_draws=0, after_sample=None),
+              update=_update_W, aux_draws=1, after_sample=None),
     rt.Global('psi', 'gamma', lam=('lam_psi_log', 'lam_psi_value'), E=('E_psi_log', 'E_psi_value'),
               update=_update_psi, aux_draws=1, after_sample=None),
 )
@@ -526,3 +526,8 @@ def fit_svi(data, **options):
 def fit_ssvi_a(data, **options):
     """SSVI-A (Hoffman & Blei 2015, eq. 10): fit_svi with the local step given a draw β ~ q(β)."""
     return rt.drivers.svi.fit(_THIS, data, sample_globals=True, **options)
+
+
+def fit_ssvi(data, **options):
+    """SSVI (Hoffman & Blei 2015, eq. 7): fit_ssvi_a with λ̂ = η + V(β, λ)·N/|S| Σ η̂_n(β)."""
+    return rt.drivers.svi.fit(_THIS, data, sample_globals=True, apply_v=True, **options)

@@ -24,7 +24,7 @@ METHODS = {
     'svi+': 'yes',
     'svi-avg': 'yes',
     'ssvi-a': 'yes',
-    'ssvi': 'no: V(β, λ) needs the quantile derivative of q(β), which cemodel has for Dirichlet, Beta, Gamma, Normal and Normal-Gamma globals, not mvn, wishart',
+    'ssvi': 'yes',
     'klc': "no: 'mu' and 'Lambda' are not d-separated given z and the data: the path mu → x ← Lambda is active",
 }
 # the E-steps (fit_svi(..., local=...)) and whether each applies
@@ -810,9 +810,9 @@ def elbo_of_globals(s):
 
 GLOBALS = (  # the globals as the stochastic drivers move them
     rt.Global('Lambda', 'wishart', lam=('lam_Lambda_value', 'lam_Lambda_logdet'), E=('E_Lambda_value', 'E_Lambda_logdet'),
-              update=_update_Lambda, aux_draws=0, after_sample=None),
+              update=_update_Lambda, aux_draws=1, after_sample=None),
     rt.Global('mu', 'mvn', lam=('lam_mu_value', 'lam_mu_outer'), E=('E_mu_value', 'E_mu_outer'),
-              update=_update_mu, aux_draws=0, after_sample=None),
+              update=_update_mu, aux_draws=1, after_sample=None),
     rt.Global('pi', 'dirichlet', lam=('lam_pi_log',), E=('E_pi_log',),
               update=_update_pi, aux_draws=1, after_sample=None),
 )
@@ -843,3 +843,8 @@ def fit_svi(data, **options):
 def fit_ssvi_a(data, **options):
     """SSVI-A (Hoffman & Blei 2015, eq. 10): fit_svi with the local step given a draw β ~ q(β)."""
     return rt.drivers.svi.fit(_THIS, data, sample_globals=True, **options)
+
+
+def fit_ssvi(data, **options):
+    """SSVI (Hoffman & Blei 2015, eq. 7): fit_ssvi_a with λ̂ = η + V(β, λ)·N/|S| Σ η̂_n(β)."""
+    return rt.drivers.svi.fit(_THIS, data, sample_globals=True, apply_v=True, **options)

@@ -24,7 +24,7 @@ METHODS = {
     'svi+': 'yes',
     'svi-avg': 'yes',
     'ssvi-a': 'yes',
-    'ssvi': 'no: V(β, λ) needs the quantile derivative of q(β), which cemodel has for Dirichlet, Beta, Gamma, Normal and Normal-Gamma globals, not mvn',
+    'ssvi': 'yes',
     'klc': 'no: KLC-CG keeps the categorical assignments of the data plate in Z (softmax-parameterised), and this model has none',
 }
 # the E-steps (fit_svi(..., local=...)) and whether each applies
@@ -504,9 +504,9 @@ GLOBALS = (  # the globals as the stochastic drivers move them
     rt.Global('tau', 'gamma', lam=('lam_tau_log', 'lam_tau_value'), E=('E_tau_log', 'E_tau_value'),
               update=_update_tau, aux_draws=1, after_sample=None),
     rt.Global('u', 'mvn', lam=('lam_u_value', 'lam_u_outer'), E=('E_u_value', 'E_u_outer'),
-              update=_update_u, aux_draws=0, after_sample=None),
+              update=_update_u, aux_draws=1, after_sample=None),
     rt.Global('v', 'mvn', lam=('lam_v_value', 'lam_v_outer'), E=('E_v_value', 'E_v_outer'),
-              update=_update_v, aux_draws=0, after_sample=None),
+              update=_update_v, aux_draws=1, after_sample=None),
 )
 
 
@@ -535,3 +535,8 @@ def fit_svi(data, **options):
 def fit_ssvi_a(data, **options):
     """SSVI-A (Hoffman & Blei 2015, eq. 10): fit_svi with the local step given a draw β ~ q(β)."""
     return rt.drivers.svi.fit(_THIS, data, sample_globals=True, **options)
+
+
+def fit_ssvi(data, **options):
+    """SSVI (Hoffman & Blei 2015, eq. 7): fit_ssvi_a with λ̂ = η + V(β, λ)·N/|S| Σ η̂_n(β)."""
+    return rt.drivers.svi.fit(_THIS, data, sample_globals=True, apply_v=True, **options)

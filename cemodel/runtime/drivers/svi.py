@@ -347,11 +347,13 @@ def _v_step(run: Run, g: Global, rho: float) -> None:
     """V(β, λ), at the λ β was drawn from, times a part of the global's λ̂: eq. 7 takes the
     data part (λ̂ minus its update with no data; other globals' messages stay as they are,
     like η); the control variate takes the whole natural gradient λ̂ − λ. The step is then
-    shortened where V's noise would leave the domain (rt.ssvi_blend)."""
+    shortened where V's noise would leave the domain (rt.ssvi_blend; a matrix family's
+    distribution takes SSVI-A's step there instead)."""
     s = run.s
     lams = g.lams(s)
     olds = tuple(run.old[name] for name in g.lam)
     datas = tuple(lam.copy() for lam in lams)
+    plain = tuple(data.copy() for data in datas)  # SSVI-A's λ̂ (rt.ssvi_blend's fallback)
     if run.o.control_variate:  # λ̂ = λ + V(λ̂ − λ): E[V] = I, the same mean as eq. 7
         for lam, old in zip(lams, olds, strict=True):
             lam[...] = old
@@ -362,7 +364,7 @@ def _v_step(run: Run, g: Global, rho: float) -> None:
     SSVI_FAMILIES[g.family][1](*olds, *run.aux[g.name], *datas, *datas)
     for lam, data in zip(lams, datas, strict=True):
         lam += data
-    run.shortened += ssvi_blend(g.family, rho, olds, lams)
+    run.shortened += ssvi_blend(g.family, rho, olds, lams, plain=plain)
 
 
 def record_epoch(run: Run, epoch: int, seconds: float, where: str | None = None) -> None:
