@@ -203,7 +203,10 @@ def test_roles_of_lda():
 
 def test_ssvi_and_warm_start():
     assert kplan("lda").ssvi_applies and kplan("lda").warm_start_applies
-    assert not kplan("gmm").ssvi_applies  # a Wishart global: no V-step
+    assert kplan("gmm").ssvi_applies  # MVN and Wishart globals: V by runtime/ssvi_matrix
+    no_global = ("model groups\ndim G\nplate groups g in G:\n    data n[g] : int\n"
+                 "    p[g] ~ Beta(1.0, 1.0)\n    observe y[g] ~ Binomial(n[g], p[g])\n")
+    assert not lower(run_stages(no_global, "groups.cem").plan).ssvi_applies  # nothing global
     assert not kplan("beta_bernoulli").warm_start_applies
 
 
