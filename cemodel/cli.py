@@ -407,17 +407,15 @@ def _output(path: str, suffixes: tuple[str, ...], what: str) -> tuple[Path, str]
 
 
 def cmd_graph(args) -> int:
-    from .compiler import apply_settings, parse_settings, read_source, write_atomic
+    from .compiler import built_model, parse_settings, read_source, write_atomic
     from .graph import diagram, layout_diagram, to_dot
-    from .model import build_model
-    from .syntax import parse
 
     if args.output:
         out, fmt = _output(args.output, GRAPH_SUFFIXES, "cemodel graph")
     text, filename = read_source(args.model)
     # the diagram needs the model only (parse, build, --set), not conjugacy: a model that
     # `check` refuses can still be drawn
-    model = apply_settings(build_model(parse(text, filename)), parse_settings(args.set))
+    model = built_model(text, filename, parse_settings(args.set))
     if not args.output:
         out, fmt = Path(f"{model.name}_graph.png"), "png"
     collapsed: tuple[str, ...] = ()
