@@ -473,6 +473,22 @@ def cmd_summarize(args) -> int:
     return 0
 
 
+def _too_deep(args) -> CemError | None:
+    """A RecursionError while a command handled a model, as the located error of where the
+    model nests deepest; None where there is no model to blame."""
+    from .compiler import read_source
+    from .limits import deepest_span, too_deep
+    from .syntax import parse
+
+    if not getattr(args, "model", None):
+        return None
+    try:
+        program = parse(*read_source(args.model))
+    except CemError:
+        return None
+    return too_deep(program.source, deepest_span(program))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"check": cmd_check, "compile": cmd_compile, "fit": cmd_fit, "graph": cmd_graph,
@@ -489,6 +505,12 @@ def main(argv: list[str] | None = None) -> int:
         detail = f": {exc}" if str(exc) else ""
         print(CemError(f"not enough memory{detail}", hint="a dimension (--set) or the data "
                        "may be far larger than intended").render(), file=sys.stderr)
+        return 2
+    except RecursionError:  # past the stages' own guard (compiler.nesting_guard)
+        located = _too_deep(args)
+        if located is None:
+            raise
+        print(located.render(), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

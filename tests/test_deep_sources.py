@@ -205,3 +205,22 @@ def test_deep_and_long_expressions_compile_or_are_refused_where_they_go_too_deep
         run_stages(source, "fuzz.cem", {})
     except CemSourceError as exc:
         assert_located(exc, source)
+
+
+def test_the_command_line_locates_a_recursion_error_outside_the_stages(tmp_path, monkeypatch,
+                                                                      capsys):
+    """Past the stages (here: `check` printing its report), the command line still locates
+    a RecursionError at the deepest place of the model and exits 2."""
+    from cemodel import check
+    from cemodel.cli import main
+
+    def report(plan):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(check, "check_report", report)
+    path = tmp_path / "deep.cem"
+    path.write_text(normal_mean(mean="-" * 60 + "mu"))
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("deep.cem:8:87: error: the model nests too deeply"), err
+    assert "Traceback" not in err
