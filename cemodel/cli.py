@@ -408,17 +408,15 @@ def _output(path: str, suffixes: tuple[str, ...], what: str) -> tuple[Path, str]
 
 
 def cmd_graph(args) -> int:
-    from .compiler import apply_settings, parse_settings, read_source, write_atomic
+    from .compiler import built_model, parse_settings, read_source, write_atomic
     from .graph import diagram, layout_diagram, to_dot
-    from .model import build_model
-    from .syntax import parse
 
     if args.output:
         out, fmt = _output(args.output, GRAPH_SUFFIXES, "cemodel graph")
     text, filename = read_source(args.model)
     # the diagram needs the model only (parse, build, --set), not conjugacy: a model that
     # `check` refuses can still be drawn
-    model = apply_settings(build_model(parse(text, filename)), parse_settings(args.set))
+    model = built_model(text, filename, parse_settings(args.set))
     if not args.output:
         out, fmt = Path(f"{model.name}_graph.png"), "png"
     collapsed: tuple[str, ...] = ()
@@ -476,6 +474,22 @@ def cmd_summarize(args) -> int:
     return 0
 
 
+def _too_deep(args) -> CemError | None:
+    """A RecursionError while a command handled a model, as the located error of where the
+    model nests deepest; None where there is no model to blame."""
+    from .compiler import read_source
+    from .limits import deepest_span, too_deep
+    from .syntax import parse
+
+    if not getattr(args, "model", None):
+        return None
+    try:
+        program = parse(*read_source(args.model))
+    except CemError:
+        return None
+    return too_deep(program.source, deepest_span(program))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"check": cmd_check, "compile": cmd_compile, "fit": cmd_fit, "graph": cmd_graph,
@@ -492,6 +506,12 @@ def main(argv: list[str] | None = None) -> int:
         detail = f": {exc}" if str(exc) else ""
         print(CemError(f"not enough memory{detail}", hint="a dimension (--set) or the data "
                        "may be far larger than intended").render(), file=sys.stderr)
+        return 2
+    except RecursionError:  # past the stages' own guard (compiler.nesting_guard)
+        located = _too_deep(args)
+        if located is None:
+            raise
+        print(located.render(), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

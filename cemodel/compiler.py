@@ -21,6 +21,8 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -30,6 +32,7 @@ from .blocks import form_blocks
 from .codegen import generate as generate_module
 from .conjugacy import Analysis, analyse
 from .errors import CemError, CemInternalError, CemModelError, Source, Span
+from .limits import deepest_span, too_deep
 from .model import Model, RConst, build_model
 from .options import check_setting, setting_number
 from .plan import InferencePlan, make_plan
@@ -100,23 +103,43 @@ def apply_settings(model: Model, settings: dict[str, float]) -> Model:
     return replace(model, dims=tuple(dims.values()), hypers=tuple(hypers.values()))
 
 
+@contextmanager
+def nesting_guard(text: str, filename: str) -> Iterator[None]:
+    """A RecursionError in the stages within (a source nested past what the compiler's
+    recursion holds, which cemodel.limits should have refused) as a located error: where
+    the source nests deepest."""
+    try:
+        yield
+    except RecursionError:
+        program = parse(text, filename)  # the parser does not recurse
+        raise too_deep(program.source, deepest_span(program)) from None
+
+
+def built_model(text: str, filename: str, settings: dict[str, float] | None = None) -> Model:
+    """The model as the source declares it, ``--set`` applied (what ``cemodel graph`` draws)."""
+    with nesting_guard(text, filename):
+        return apply_settings(build_model(parse(text, filename)), settings or {})
+
+
 def fitted_model(text: str, filename: str, settings: dict[str, float] | None = None) -> Model:
     """The model as a fit sees it: parsed, built, ``--set`` applied, with the variables cemodel
     introduces and its joint blocks (the names a posterior holds)."""
-    model = apply_settings(build_model(parse(text, filename)), settings or {})
-    return form_blocks(augment(model))
+    model = built_model(text, filename, settings)
+    with nesting_guard(text, filename):
+        return form_blocks(augment(model))
 
 
 def run_stages(text: str, filename: str, settings: dict[str, float] | None = None,
                collapse: tuple[str, ...] | None = None) -> Stages:
     """Parse, build, analyse and plan; raises a ``CemError`` for any user mistake.
     ``collapse`` names the KLC set X (overrides the model file's ``collapse``)."""
-    stages = _stages(text, filename, settings, collapse)
-    try:
-        source = generate(stages)
-    except CemError:
-        return stages  # reported when the module is generated
-    check_generated_names(source, text, filename, settings, collapse)
+    with nesting_guard(text, filename):
+        stages = _stages(text, filename, settings, collapse)
+        try:
+            source = generate(stages)
+        except CemError:
+            return stages  # reported when the module is generated
+        check_generated_names(source, text, filename, settings, collapse)
     return replace(stages, source=source)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +26,7 @@ import scipy.io
 from scipy import sparse
 
 from .errors import CemDataError
+from .runtime.memory import describe_bytes, physical_memory
 
 __all__ = ["describe_binding", "load_data", "single_target", "sparse_target"]
 
@@ -260,13 +262,55 @@ def _load_csv(path: Path, spec: Mapping[str, Any]) -> dict[str, object]:
 
 def _load_mtx(path: Path, spec: Mapping[str, Any]) -> dict[str, object]:
     try:
+        n_rows, n_cols, nnz, layout, *_ = scipy.io.mminfo(path)
+        dense = layout != "coordinate"  # a dense matrix: every value, counted as a row
+        check_sparse_size(path, n_rows * n_cols if dense else n_rows, nnz,
+                          "{} values" if dense else "{} rows",
+                          "the size line gives rows, columns (and entries): check them")
         matrix = scipy.io.mmread(path)
+    except CemDataError:
+        raise
     except Exception as exc:  # scipy's reader raises many types for a malformed file
         raise _unreadable(path, "a MatrixMarket .mtx file", exc) from None
     if sparse.issparse(matrix):
         matrix = sparse.csr_array(matrix)
         return _for_sparse(spec, path, matrix, "the MatrixMarket file")
     return {_single(spec, path, "a dense MatrixMarket file"): np.asarray(matrix)}
+
+
+# Reading a sparse count matrix keeps about ROW_ARRAYS arrays of one number per row (the CSR
+# offsets and the binder's copies of them, each row's length, the items' weights and seeds)
+# and ENTRY_BYTES per entry (the table read, the CSR indices and values, the binder's ids and
+# weights): from the header, what the reading would need before it needs it.
+ROW_ARRAYS, ENTRY_BYTES = 10, 64
+
+
+def check_docword_header(path: Path, n_docs: int, n_words: int, nnz: int) -> None:
+    """Refuse a UCI docword header before reading on: D or W below 1, no entries (nothing to
+    fit), or more documents and entries than the machine's memory can hold."""
+    if n_docs < 1 or n_words < 1:
+        raise CemDataError(
+            f"data file '{path}': expected D >= 1 and W >= 1 in the header, found D={n_docs}, "
+            f"W={n_words}"
+        )
+    if nnz < 1:
+        raise CemDataError(f"data file '{path}': the header says NNZ={nnz}: no word counts, "
+                           "nothing to fit", hint="expected NNZ >= 1 'docID wordID count' lines")
+    check_sparse_size(path, n_docs, nnz, "D={} documents",
+                      "the header's first three lines are D, W and NNZ: check them")
+
+
+def check_sparse_size(path: Path, n_rows: int, nnz: int, rows: str, hint: str) -> None:
+    """Refuse a sparse matrix file whose header declares more rows (``rows``: how to say their
+    number, ``D={} documents``) and entries than the machine's memory can read."""
+    row_bytes, entry_bytes = 8 * (n_rows + 1) * ROW_ARRAYS, ENTRY_BYTES * max(nnz, 0)
+    limit = physical_memory()
+    if limit is not None and row_bytes + entry_bytes > limit:
+        what = rows.format(f"{n_rows:,}") if row_bytes >= entry_bytes else f"{nnz:,} entries"
+        raise CemDataError(
+            f"data file '{path}': the header declares {what}; reading it would need about "
+            f"{describe_bytes(row_bytes + entry_bytes)}, more than this machine's memory "
+            f"({describe_bytes(limit)})", hint=hint)
 
 
 def _read_docword(path: Path) -> sparse.csr_array:
@@ -283,13 +327,16 @@ def _read_docword(path: Path) -> sparse.csr_array:
                     f"data file '{path}': expected {what}; the first three lines are "
                     f"{[h.strip() for h in head]}"
                 ) from None
-            table = np.loadtxt(f, dtype=np.int64, ndmin=2)
+            check_docword_header(path, n_docs, n_words, nnz)
+            first = next((line for line in f if line.strip()), None)
+            if first is None:  # numpy would warn and read nothing
+                raise CemDataError(f"data file '{path}': the header says NNZ={nnz} entries, "
+                                   "found none: the file holds only its header")
+            table = np.loadtxt(itertools.chain([first], f), dtype=np.int64, ndmin=2)
     except CemDataError:
         raise
     except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
         raise _unreadable(path, what, exc) from None
-    if table.size == 0:
-        table = np.zeros((0, 3), dtype=np.int64)
     if table.shape[1] != 3:
         raise CemDataError(
             f"data file '{path}': expected 3 numbers per line (docID wordID count), found "
@@ -298,11 +345,6 @@ def _read_docword(path: Path) -> sparse.csr_array:
     if table.shape[0] != nnz:
         raise CemDataError(
             f"data file '{path}': the header says NNZ={nnz} entries, found {table.shape[0]}"
-        )
-    if n_docs < 1 or n_words < 1:
-        raise CemDataError(
-            f"data file '{path}': expected D >= 1 and W >= 1 in the header, found D={n_docs}, "
-            f"W={n_words}"
         )
     docs, words, counts = table[:, 0], table[:, 1], table[:, 2]
     for values, top, label in ((docs, n_docs, "docID"), (words, n_words, "wordID")):

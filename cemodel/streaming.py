@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from .data import single_target, sparse_target
+from .data import check_docword_header, check_sparse_size, single_target, sparse_target
 from .errors import CemDataError
 from .runtime.source import ItemSource
 
@@ -434,9 +434,7 @@ def _convert_docword(path: Path, out: Path) -> None:
     except ValueError:
         raise CemDataError(f"data file '{path}': expected {what}; the first three lines are "
                            f"{[h.strip().decode(errors='replace') for h in head]}") from None
-    if n_docs < 1 or n_words < 1:
-        raise CemDataError(f"data file '{path}': expected D >= 1 and W >= 1 in the header, "
-                           f"found D={n_docs}, W={n_words}")
+    check_docword_header(path, n_docs, n_words, nnz)
 
     def entries() -> Iterator[tuple[np.ndarray, int]]:
         with _open_text(path) as f:
@@ -475,6 +473,8 @@ def _convert_mtx(path: Path, out: Path) -> None:
             raise CemDataError(f"data file '{path}': expected 'rows columns entries' on line "
                                f"{line}, found {size.strip().decode(errors='replace')!r}"
                                ) from None
+    check_sparse_size(path, n_rows, nnz, "{} rows",
+                      f"line {line} gives rows, columns and entries: check them")
     first = line + 1
 
     def entries() -> Iterator[tuple[np.ndarray, int]]:

@@ -1,14 +1,14 @@
 """Stage 1: .cem source -> AST.
 
 The grammar lives in ``grammar/cem.lark`` (installed as ``cemodel.grammar``).
-Parsing yields a tree of frozen dataclasses, each carrying its source span.
+Parsing yields a tree of frozen dataclasses (``cemodel.nodes``, re-exported here), each
+carrying its source span; how deep it may nest is checked here (``cemodel.limits``).
 Syntax errors become ``CemSyntaxError`` with a location, the line and a caret.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
@@ -16,170 +16,35 @@ import lark
 from lark.indenter import DedentError, Indenter
 
 from .errors import CemSyntaxError, Source, Span
+from .limits import check_nesting
+from .nodes import (
+    BinOp,
+    Call,
+    CollapseDecl,
+    DataDecl,
+    DimDecl,
+    Expr,
+    HyperDecl,
+    Index,
+    ModelDecl,
+    Name,
+    Neg,
+    Number,
+    Plate,
+    PlateSize,
+    Program,
+    Reduce,
+    Sample,
+    Stmt,
+    Target,
+    TypeSpec,
+    VectorLit,
+)
 
-# ---------------------------------------------------------------------------
-# AST
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Number:
-    value: float
-    is_int: bool
-    span: Span
-
-
-@dataclass(frozen=True)
-class Name:
-    id: str
-    span: Span
-
-
-@dataclass(frozen=True)
-class Index:
-    """``base[i, j]``: a reference to one element of a plated variable."""
-
-    base: Name
-    indices: tuple[Expr, ...]
-    span: Span
-
-
-@dataclass(frozen=True)
-class Call:
-    """``func(args)``: a built-in function such as ``dot`` or ``eye``."""
-
-    func: Name
-    args: tuple[Expr, ...]
-    span: Span
-
-
-@dataclass(frozen=True)
-class Reduce:
-    """``sum(body for k in K)``: ``body`` summed over a new index ``k`` running over ``K``."""
-
-    func: Name
-    body: Expr
-    index: Name
-    dim: Name
-    span: Span
-
-
-@dataclass(frozen=True)
-class BinOp:
-    op: str  # one of + - * /
-    left: Expr
-    right: Expr
-    span: Span
-
-
-@dataclass(frozen=True)
-class Neg:
-    operand: Expr
-    span: Span
-
-
-@dataclass(frozen=True)
-class VectorLit:
-    items: tuple[Expr, ...]
-    span: Span
-
-
-Expr = Number | Name | Index | Call | Reduce | BinOp | Neg | VectorLit
-
-
-@dataclass(frozen=True)
-class ModelDecl:
-    name: str
-    span: Span
-
-
-@dataclass(frozen=True)
-class DimDecl:
-    """``dim K = 20`` (overridable default), ``dim V`` (from data) or ``dim N[D]`` (ragged)."""
-
-    name: str
-    default: int | None
-    ragged_over: Name | None
-    span: Span
-
-
-@dataclass(frozen=True)
-class HyperDecl:
-    name: str
-    value: Expr
-    span: Span
-
-
-@dataclass(frozen=True)
-class TypeSpec:
-    name: str
-    arg: Expr | None
-    span: Span
-
-
-@dataclass(frozen=True)
-class DataDecl:
-    """``data x[n] : vector(P)``: a covariate given with the data, not modelled."""
-
-    name: str
-    indices: tuple[Name, ...]
-    type: TypeSpec
-    span: Span
-
-
-@dataclass(frozen=True)
-class CollapseDecl:
-    """``collapse beta, theta``: the variables KLC-CG integrates out (the set X)."""
-
-    names: tuple[Name, ...]
-    span: Span
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    indices: tuple[Name, ...]
-    span: Span
-
-
-@dataclass(frozen=True)
-class Sample:
-    """``x[i] ~ Dist(args)``; ``observe`` marks the left side as data."""
-
-    target: Target
-    dist: Name
-    args: tuple[Expr, ...]
-    observed: bool
-    span: Span
-
-
-@dataclass(frozen=True)
-class PlateSize:
-    dim: Name
-    ragged_index: Name | None
-    span: Span
-
-
-@dataclass(frozen=True)
-class Plate:
-    """``plate docs d in D:`` followed by an indented block."""
-
-    name: str
-    index: str
-    size: PlateSize | None
-    body: tuple[Stmt, ...]
-    span: Span
-
-
-Stmt = ModelDecl | DimDecl | HyperDecl | DataDecl | CollapseDecl | Sample | Plate
-
-
-@dataclass(frozen=True)
-class Program:
-    source: Source
-    statements: tuple[Stmt, ...]
-
-
+__all__ = ["NAME_LONGEST", "BinOp", "Call", "CollapseDecl", "DataDecl", "DimDecl", "Expr",
+           "HyperDecl", "Index", "ModelDecl", "Name", "Neg", "Number", "Plate", "PlateSize",
+           "Program", "Reduce", "Sample", "Stmt", "Target", "TypeSpec", "VectorLit",
+           "declaration_spans", "parse", "user_name_tokens"]
 # ---------------------------------------------------------------------------
 # Parser
 # ---------------------------------------------------------------------------
@@ -218,8 +83,68 @@ def _name(tok: lark.Token) -> Name:
     return Name(str(tok), _span(tok))
 
 
+# A chain of more terms than this (a + b - c ..., or a * b / c ...) is built as a balanced tree,
+# so that a long sum is not deep (cemodel.limits); a shorter one as the grammar reads it,
+# ((a + b) - c) + ... The two differ only in the rounding of the sum.
+CHAIN_LONGEST = 32
+_CHAIN_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_INVERSE = {"+": "-", "-": "+", "*": "/", "/": "*"}
+
+
+class _Chain:
+    """``a + b - c ...`` (or ``a * b / c ...``) while the parser reads it: its first term and
+    each further operator, term and the span of the chain up to that term."""
+
+    def __init__(self, first: Expr, ops: str) -> None:
+        self.first = first
+        self.ops = ops  # "+-" or "*/"
+        self.steps: list[tuple[str, Expr, Span]] = []
+
+    def finish(self) -> Expr:
+        if len(self.steps) < CHAIN_LONGEST:  # left to right, as the grammar associates
+            expr = self.first
+            for op, term, span in self.steps:
+                expr = BinOp(op, expr, term, span)
+            return expr
+        terms = [self.first] + [term for _, term, _ in self.steps]
+        ops = [""] + [op for op, _, _ in self.steps]
+        ends = [self.first.span] + [span for _, _, span in self.steps]
+
+        def build(lo: int, hi: int, flip: bool) -> Expr:
+            # terms lo..hi, the first added (multiplied); flip: every later operator inverted,
+            # as a group after a '-' reads (a - b - c = a - (b + c))
+            if lo == hi:
+                return terms[lo]
+            mid = (lo + hi) // 2
+            op = _INVERSE[ops[mid + 1]] if flip else ops[mid + 1]
+            right = build(mid + 1, hi, flip != (op in "-/"))
+            start, end = terms[lo].span, ends[hi]
+            return BinOp(op, build(lo, mid, flip), right,
+                         Span(start.line, start.column, end.end_line, end.end_column))
+
+        return build(0, len(terms) - 1, False)
+
+
+def _finished(child):
+    return child.finish() if isinstance(child, _Chain) else child
+
+
 @lark.v_args(meta=True)
-class _ToAst(lark.Transformer):
+class _ToAst(lark.visitors.Transformer_NonRecursive):
+    """The parse tree to the AST, without recursion (a source may nest deeply: its depth is
+    checked on the AST, cemodel.limits)."""
+
+    def _call_userfunc(self, tree, new_children=None):
+        children = tree.children if new_children is None else new_children
+        op = _CHAIN_OPS.get(str(tree.data))
+        if op is None:
+            return super()._call_userfunc(tree, [_finished(c) for c in children])
+        left, right = children
+        if not (isinstance(left, _Chain) and op in left.ops):
+            left = _Chain(_finished(left), "+-" if op in "+-" else "*/")
+        left.steps.append((op, _finished(right), _span(tree.meta)))
+        return left
+
     def start(self, meta, children):
         return tuple(children)
 
@@ -304,17 +229,6 @@ class _ToAst(lark.Transformer):
 
     def neg(self, meta, children):
         return Neg(children[0], _span(meta))
-
-    def _binop(op):  # noqa: N805 - a small factory used in the class body
-        def method(self, meta, children):
-            return BinOp(op, children[0], children[1], _span(meta))
-
-        return method
-
-    add = _binop("+")
-    sub = _binop("-")
-    mul = _binop("*")
-    div = _binop("/")
 
 
 _TOKEN_WORDS = {
@@ -431,7 +345,9 @@ def parse(text: str, filename: str = "<model>") -> Program:
         if isinstance(exc.orig_exc, CemSyntaxError):
             raise exc.orig_exc.with_source(source) from None
         raise
-    return Program(source, statements)
+    program = Program(source, statements)
+    check_nesting(program)
+    return program
 
 
 # A name becomes part of Python identifiers and of file names: the generated module's kernels
@@ -446,8 +362,8 @@ def _check_name_lengths(tree: lark.Tree, source: Source) -> None:
     """Refuse the first name longer than NAME_LONGEST, where it appears (its declaration, or
     the model's name), before it reaches a file name (an OSError from numba's cache) or the
     code generator."""
-    long = [tok for tok in tree.scan_values(lambda v: isinstance(v, lark.Token))
-            if tok.type == "NAME" and len(tok) > NAME_LONGEST]
+    long = [tok for node in tree.iter_subtrees() for tok in node.children
+            if isinstance(tok, lark.Token) and tok.type == "NAME" and len(tok) > NAME_LONGEST]
     if long:
         tok = min(long, key=lambda t: t.start_pos)
         raise CemSyntaxError(

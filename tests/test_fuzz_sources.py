@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cemodel.compiler import generate, run_stages
-from cemodel.errors import CemSourceError
+from cemodel.errors import WIDEST_LINE, CemSourceError
 
 STDLIB = sorted((Path(__file__).resolve().parent.parent / "stdlib_models").glob("*.cem"))
 STDLIB_TEXTS = [path.read_text() for path in STDLIB]
@@ -77,8 +77,13 @@ def assert_located(exc: CemSourceError, text: str) -> None:
     assert "Traceback" not in rendered
     shown = rendered.split("\n")
     source_line = lines[line - 1].removesuffix("\r") if lines else ""
-    assert shown[1] == "    " + source_line, rendered
     assert col <= len(source_line) + 1, rendered
+    if len(source_line) > WIDEST_LINE:  # a window of the line: the caret under column col
+        window, caret = shown[1][4:], len(shown[2]) - len(shown[2].lstrip()) - 4
+        assert window.strip(".") in source_line and shown[2].strip("^ ") == "", rendered
+        assert window[caret:caret + 1] == source_line[col - 1:col], rendered
+        return
+    assert shown[1] == "    " + source_line, rendered
     assert re.fullmatch(" " * (col + 3) + r"\^+", shown[2]), rendered
 
 

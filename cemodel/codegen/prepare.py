@@ -10,6 +10,7 @@ from .calls import KernelCalls
 from .context import EmitContext
 from .knowns import numpy_expr
 from .loops import dim_name
+from .memory import memory_line, size_code, stat_sizes, var_rows
 from .pycode import Block, Comment, Function, Line, Node
 
 # the kernels whose parameters the fit state holds (what the drivers' glue passes them)
@@ -76,6 +77,7 @@ def _binding(ctx: EmitContext, shares: bool) -> list[Node]:
     sizes = [d.name for d in m.dims if d.ragged_over is None]
     if sizes:
         body.append(_unpack([dim_name(d) for d in sizes], [f"bound.dims[{d!r}]" for d in sizes]))
+    body.append(memory_line(ctx))
     arrays = [f"{p.name}_{k}" for p in m.plates if p.ragged for k in ("ptr", "weight")]
     arrays += [v.name for v in (*m.observed, *m.data)]
     scalars = {v.name for v in (*m.observed, *m.data) if not (v.plates or v.shape)}
@@ -312,35 +314,12 @@ def _seeded_start(ctx: EmitContext, calls: KernelCalls, random: list[Node]) -> l
 def array_shape(ctx: EmitContext, var: VarDef, full: bool = False) -> list[str]:
     """The rows of a variable's arrays: the item's rows for a scratch local, else one
     per element of its plates (ragged plates flattened); ``full``: never scratch."""
-    if not var.plates:
-        return ["1"]
-    shape: list[str] = []
-    if var.name in ctx.layout.scratch and not full:
-        for plate in var.plates[1:]:
-            pdef = ctx.model.plate(plate)
-            shape.append(f"rt.max_length({plate}_ptr)" if pdef.ragged else dim_name(pdef.dim))
-        return shape
-    for plate in var.plates:
-        pdef = ctx.model.plate(plate)
-        if pdef.ragged:
-            shape.pop()
-            shape.append(f"len({plate}_weight)")
-        else:
-            shape.append(dim_name(pdef.dim))
-    return shape
+    return [size_code(size) for size in var_rows(ctx, var, full)]
 
 
 def stat_shape(var: VarDef, stat: str, rank: int) -> list[str]:
     """The event axes of a statistic's array."""
-    if stat in ("onehot", "first"):
-        return [dim_name(var.categories)]
-    if stat == "pair":
-        return [dim_name(var.categories)] * 2
-    if rank == 0:
-        return []
-    if stat == "outer":
-        return [dim_name(var.shape[0])] * 2
-    return [dim_name(s) for s in var.shape[:rank]]
+    return [size_code(size) for size in stat_sizes(var, stat, rank)]
 
 
 def _hoisted_shape(ctx: EmitContext, name: str, m: int) -> str:

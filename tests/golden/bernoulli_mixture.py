@@ -614,6 +614,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     hypers = rt.check_hyper_names(hypers, ['alpha', 'a', 'b'])
     bound = rt.bind_data(SPEC, data, dims)
     n_K, n_P, n_N = bound.dims['K'], bound.dims['P'], bound.dims['N']
+    # refuse before allocating more than the machine's memory
+    rt.check_memory(bound, {('K', 'P'): 6, (1, 'K'): 2, ('N', 'K'): 2, ('K',): 1, ('threads', 'K'): 1, ('threads', 'K', 'P'): 2, ('N',): 3})
     x = bound.arrays['x']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
     alpha = rt.hyper_value(hypers, 'alpha', 20.0, ()) if share is None else share.alpha

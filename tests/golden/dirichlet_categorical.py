@@ -149,6 +149,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     hypers = rt.check_hyper_names(hypers, ['alpha'])
     bound = rt.bind_data(SPEC, data, dims)
     n_K, n_N = bound.dims['K'], bound.dims['N']
+    # refuse before allocating more than the machine's memory
+    rt.check_memory(bound, {(1, 'K'): 2, ('K',): 1, ('threads', 'K'): 1, ('N',): 3})
     x = bound.arrays['x']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
     alpha = rt.hyper_value(hypers, 'alpha', 1.0, (), domain='shape') if share is None else share.alpha

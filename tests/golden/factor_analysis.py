@@ -383,6 +383,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     hypers = rt.check_hyper_names(hypers, ['c', 'a0', 'b0'])
     bound = rt.bind_data(SPEC, data, dims)
     n_K, n_P, n_N = bound.dims['K'], bound.dims['P'], bound.dims['N']
+    # refuse before allocating more than the machine's memory
+    rt.check_memory(bound, {('P', 'K'): 2, ('P', 'K', 'K'): 2, ('P',): 6, ('N', 'K'): 2, ('N', 'K', 'K'): 2, ('threads', 'P'): 2, ('K', 'P'): 1, ('threads', 'K', 'P'): 1, ('K', 'K', 'P'): 1, ('threads', 'K', 'K', 'P'): 1, ('N',): 3})
     y = bound.arrays['y']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
     c = rt.hyper_value(hypers, 'c', 1.0, ()) if share is None else share.c

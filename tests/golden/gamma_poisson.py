@@ -179,6 +179,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     hypers = rt.check_hyper_names(hypers, ['a', 'b'])
     bound = rt.bind_data(SPEC, data, dims)
     n_N = bound.dims['N']
+    # refuse before allocating more than the machine's memory
+    rt.check_memory(bound, {(1,): 6, ('threads',): 2, ('N',): 3})
     x = bound.arrays['x']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
     a = rt.hyper_value(hypers, 'a', 2.0, (), domain='shape') if share is None else share.a

@@ -558,6 +558,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     hypers = rt.check_hyper_names(hypers, ['a', 'b', 'alpha', 'c'])
     bound = rt.bind_data(SPEC, data, dims)
     n_K, n_F, n_T = bound.dims['K'], bound.dims['F'], bound.dims['T']
+    # refuse before allocating more than the machine's memory
+    rt.check_memory(bound, {('F', 'K'): 7, ('K',): 6, ('T', 'K'): 5, ('F',): 2, ('threads', 'K'): 1, ('K', 'F'): 2, ('threads', 'K', 'F'): 2, ('T',): 3})
     Y = bound.arrays['Y']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
     a = rt.hyper_value(hypers, 'a', 0.25, (), domain='shape') if share is None else share.a

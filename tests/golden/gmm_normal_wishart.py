@@ -718,6 +718,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     hypers = rt.check_hyper_names(hypers, ['alpha', 'm0', 'kappa0', 'nu0', 'W0'])
     bound = rt.bind_data(SPEC, data, dims)
     n_K, n_D, n_N = bound.dims['K'], bound.dims['D'], bound.dims['N']
+    # refuse before allocating more than the machine's memory
+    rt.check_memory(bound, {('D',): 1, ('D', 'D'): 1, ('K', 'D', 'D'): 3, ('K',): 6, ('K', 'D'): 3, (1, 'K'): 2, ('N', 'K'): 2, ('threads', 'K'): 2, ('threads', 'K', 'D', 'D'): 1, ('threads', 'K', 'D'): 1, ('N',): 3})
     x = bound.arrays['x']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
     alpha = rt.hyper_value(hypers, 'alpha', 1.0, (), domain='shape') if share is None else share.alpha

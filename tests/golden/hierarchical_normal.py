@@ -383,6 +383,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     hypers = rt.check_hyper_names(hypers, ['m0', 'k0', 'a0', 'b0'])
     bound = rt.bind_data(SPEC, data, dims)
     n_G, n_N = bound.dims['G'], bound.dims['N']
+    # refuse before allocating more than the machine's memory
+    rt.check_memory(bound, {(1,): 14, ('G',): 6, ('threads',): 2, ('threads', 'G'): 2, ('N',): 3})
     y, group = bound.arrays['y'], bound.arrays['group']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
     m0 = rt.hyper_value(hypers, 'm0', 0.0, ()) if share is None else share.m0

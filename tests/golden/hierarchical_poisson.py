@@ -269,6 +269,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     hypers = rt.check_hyper_names(hypers, ['a', 'a0', 'b0'])
     bound = rt.bind_data(SPEC, data, dims)
     n_G, n_N = bound.dims['G'], bound.dims['N']
+    # refuse before allocating more than the machine's memory
+    rt.check_memory(bound, {(1,): 4, ('G',): 6, ('threads', 'G'): 2, ('N',): 3})
     x, group, e = bound.arrays['x'], bound.arrays['group'], bound.arrays['e']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
     a = rt.hyper_value(hypers, 'a', 2.0, (), domain='shape') if share is None else share.a

@@ -360,6 +360,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     hypers = rt.check_hyper_names(hypers, ['alpha', 'eta'])
     bound = rt.bind_data(SPEC, data, dims)
     n_K, n_V, n_S = bound.dims['K'], bound.dims['V'], bound.dims['S']
+    # refuse before allocating more than the machine's memory
+    rt.check_memory(bound, {('K', 'K'): 3, ('K', 'V'): 2, (1, 'K'): 2, ('max(steps)', 'K'): 4, ('max(steps)', 'K', 'K'): 2, ('K',): 1, ('threads', 'K'): 1, ('threads', 'K', 'K'): 1, ('V', 'K'): 1, ('threads', 'V', 'K'): 1, ('S',): 3})
     steps_ptr, steps_weight, x = bound.arrays['steps_ptr'], bound.arrays['steps_weight'], bound.arrays['x']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
     alpha = rt.hyper_value(hypers, 'alpha', 1.0, (), domain='shape') if share is None else share.alpha

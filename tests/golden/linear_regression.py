@@ -287,6 +287,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     hypers = rt.check_hyper_names(hypers, ['c', 'a0', 'b0'])
     bound = rt.bind_data(SPEC, data, dims)
     n_P, n_N = bound.dims['P'], bound.dims['N']
+    # refuse before allocating more than the machine's memory
+    rt.check_memory(bound, {(1,): 6, (1, 'P'): 2, (1, 'P', 'P'): 2, ('threads',): 2, ('P',): 1, ('threads', 'P'): 1, ('P', 'P'): 1, ('threads', 'P', 'P'): 1, ('N',): 3})
     y, x = bound.arrays['y'], bound.arrays['x']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
     c = rt.hyper_value(hypers, 'c', 0.01, ()) if share is None else share.c

@@ -518,6 +518,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     hypers = rt.check_hyper_names(hypers, ['alpha', 'eta'])
     bound = rt.bind_data(SPEC, data, dims)
     n_K, n_V, n_D = bound.dims['K'], bound.dims['V'], bound.dims['D']
+    # refuse before allocating more than the machine's memory
+    rt.check_memory(bound, {('K', 'V'): 2, (1, 'K'): 2, ('D', 'K'): 2, ('K',): 1, ('threads', 'K'): 1, ('V', 'K'): 1, ('threads', 'V', 'K'): 1, ('D',): 3})
     tokens_ptr, tokens_weight, w = bound.arrays['tokens_ptr'], bound.arrays['tokens_weight'], bound.arrays['w']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
     alpha = rt.hyper_value(hypers, 'alpha', 1.0, (), domain='shape') if share is None else share.alpha

@@ -388,6 +388,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     hypers = rt.check_hyper_names(hypers, ['c', 'a0', 'b0'])
     bound = rt.bind_data(SPEC, data, dims)
     n_K, n_U, n_I, n_N = bound.dims['K'], bound.dims['U'], bound.dims['I'], bound.dims['N']
+    # refuse before allocating more than the machine's memory
+    rt.check_memory(bound, {(1,): 6, ('U', 'K'): 2, ('U', 'K', 'K'): 2, ('I', 'K'): 2, ('I', 'K', 'K'): 2, ('threads',): 2, ('U', 'I'): 2, ('threads', 'U', 'I'): 2, ('N',): 3})
     y, user, item = bound.arrays['y'], bound.arrays['user'], bound.arrays['item']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
     c = rt.hyper_value(hypers, 'c', 1.0, ()) if share is None else share.c
