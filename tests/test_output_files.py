@@ -140,6 +140,25 @@ def test_an_unusable_kernel_cache_compiles_in_memory_with_a_warning(tmp_path, mo
 # -- checkpoints --------------------------------------------------------------------------------
 
 
+def test_a_fit_cleans_up_the_stale_temporaries_of_its_checkpoint(tmp_path, capsys):
+    """Issue 19 item 10: a writer killed before its rename leaves .NAME.XXXXXXXX.tmp; the next
+    fit with that checkpoint removes it, and nothing that is not its own."""
+    np.savez(tmp_path / "coins.npz", **COINS)
+    ckpt = tmp_path / "run.ckpt"
+    stale = [tmp_path / ".run.ckpt.k2j_9x0a.tmp", tmp_path / ".run.ckpt.00000000.tmp"]
+    others = [tmp_path / ".other.ckpt.k2j_9x0a.tmp", tmp_path / "run.ckpt.tmp",
+              tmp_path / ".run.ckpt.toolongname.tmp", tmp_path / ".run.ckpt.k2j_9x0a.tmp.x"]
+    for path in stale + others:
+        path.write_bytes(b"PK\x03\x04 half a checkpoint")
+    argv = ["fit", BETA_BERNOULLI, "--data", tmp_path / "coins.npz", "--quiet", "-o",
+            tmp_path / "post.npz", "--checkpoint", ckpt]
+    assert run_cli(argv) == 0
+    assert not any(p.exists() for p in stale) and all(p.exists() for p in others)
+    stale[0].write_bytes(b"PK\x03\x04 half a checkpoint")  # killed again, then resumed
+    assert run_cli([*argv, "--resume", ckpt]) == 0
+    assert not stale[0].exists() and ckpt.exists()
+
+
 def test_a_checkpoint_that_cannot_be_written_stops_the_fit_cleanly(tmp_path, capsys):
     np.savez(tmp_path / "coins.npz", **COINS)
     (tmp_path / "run.ckpt").mkdir()
