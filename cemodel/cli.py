@@ -466,7 +466,9 @@ def cmd_plot(args) -> int:
     out, fmt = _output(target, tuple(f".{f}" for f in FORMATS), "cemodel plot")
     post, vocab = _posterior(args)
     points = load_points(args.data, post) if args.data else None
-    write_bytes(out, plot_posterior(post, fmt, vocab, args.top, points))
+    with np.errstate(all="ignore"):  # an edited posterior's 1e308: inf in a panel, no warning
+        figure = plot_posterior(post, fmt, vocab, args.top, points)
+    write_bytes(out, figure)
     print(f"wrote {out}")
     return 0
 
@@ -475,7 +477,8 @@ def cmd_summarize(args) -> int:
     from .plots import summarize
 
     post, vocab = _posterior(args)
-    print(summarize(post, vocab, args.top), end="")
+    with np.errstate(all="ignore"):  # an edited posterior's 1e308: inf in the report
+        print(summarize(post, vocab, args.top), end="")
     return 0
 
 

@@ -68,6 +68,15 @@ def _write(handle: BinaryIO, data: bytes) -> None:
 _replace = os.replace
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_MODE = 0o666 & ~_umask()  # read once, at import: os.umask can only be read by setting it
+
+
 def write_bytes(path: str | Path, data: bytes, *, sync: bool = False) -> None:
     """Write ``data`` to ``path`` atomically (temporary file, rename); ``sync`` flushes it to
     the disk first (a checkpoint must survive a power cut). Raises CemWriteError."""
@@ -78,6 +87,7 @@ def write_bytes(path: str | Path, data: bytes, *, sync: bool = False) -> None:
             raise OSError(errno.EISDIR, "")
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, _MODE)  # mkstemp's is 0600: the file gets the mode open() would give
         with os.fdopen(fd, "wb") as handle:
             _write(handle, data)
             if sync:

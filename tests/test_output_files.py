@@ -104,6 +104,9 @@ def test_the_writer_replaces_a_file_whole(tmp_path):
     files.write_text(path, "old")
     files.write_bytes(path, b"new", sync=True)
     assert path.read_text() == "new" and _tree(tmp_path) == {"a.txt"}
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask  # open()'s mode, not mkstemp's 0600
 
 
 # -- the kernel cache ---------------------------------------------------------------------------

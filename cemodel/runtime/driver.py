@@ -373,7 +373,9 @@ def _read_checkpoint(path) -> tuple[dict, dict[str, np.ndarray]]:
     import json
 
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        # our handle: numpy leaves its own open when the file is not an archive
+        with open(path, "rb") as handle:
+            archive = np.load(handle, allow_pickle=False)
             if not isinstance(archive, np.lib.npyio.NpzFile):
                 raise damaged_checkpoint(path, "it holds one array, not a checkpoint's archive")
             if "meta" not in archive.files:
