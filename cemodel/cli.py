@@ -466,8 +466,13 @@ def cmd_plot(args) -> int:
     out, fmt = _output(target, tuple(f".{f}" for f in FORMATS), "cemodel plot")
     post, vocab = _posterior(args)
     points = load_points(args.data, post) if args.data else None
-    with np.errstate(all="ignore"):  # an edited posterior's 1e308: inf in a panel, no warning
-        figure = plot_posterior(post, fmt, vocab, args.top, points)
+    try:
+        with np.errstate(all="ignore"):  # an edited posterior's 1e308: inf in a panel
+            figure = plot_posterior(post, fmt, vocab, args.top, points)
+    except (ValueError, OverflowError) as exc:  # matplotlib: no axis spans -1e308 to 1e308
+        shown = args.posterior + (f" with the points of {args.data}" if args.data else "")
+        raise CemError(f"cannot draw {shown}: the values are beyond what a figure can show "
+                       f"({exc})") from None
     write_bytes(out, figure)
     print(f"wrote {out}")
     return 0

@@ -49,14 +49,22 @@ class FitResult:
         return key in self.posterior
 
 
-def check_elbo_increase(trace: list[float], warn: bool, rtol: float = 1e-9) -> None:
-    """Warn loudly when the last coordinate-ascent iteration lowered the ELBO."""
-    if not warn or len(trace) < 2:
+def check_elbo_increase(trace: list[float], warn: bool, rtol: float = 1e-9,
+                        resumed=None) -> None:
+    """Warn loudly when the last coordinate-ascent iteration lowered the ELBO; at the first
+    iteration resumed from the checkpoint ``resumed``, a fall is that file's (its state does
+    not match its trace: it was changed after it was written), an error naming it."""
+    if len(trace) < 2 or not (warn or resumed is not None):
         return
     before, after = trace[-2], trace[-1]
     # a floor of 1e-5 nats: an ELBO that is a difference of huge terms (a hyperparameter of
     # 1e8) carries that much round-off, far below anything a fit could mean by a decrease
-    if after < before - max(rtol * abs(before), 1e-5):
+    fell = after < before - max(rtol * abs(before), 1e-5)
+    if fell and resumed is not None:
+        raise damaged_checkpoint(resumed, f"its state does not continue its ELBO trace (the "
+                                          f"next iteration goes from {before:.10g} to "
+                                          f"{after:.10g})")
+    if fell:
         warnings.warn(
             f"the ELBO decreased at iteration {len(trace) - 1}: {before:.10g} -> {after:.10g}. "
             "Mean-field updates never lower it; this is a bug in cemodel. Please report it "

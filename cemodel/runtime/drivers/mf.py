@@ -70,7 +70,8 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
             model._learn(s, learn)
         elbo = _iteration(model, s, warm_start, iteration, max_local_iter, local_tol)
         trace.append(elbo)
-        rt.check_elbo_increase(trace, warn_decrease)
+        rt.check_elbo_increase(trace, warn_decrease,
+                               resumed=resume if iteration == first else None)
         check_possible(model, elbo)
         check_finite(model, s, elbo, f"iteration {iteration + 1}")
         if callback is not None:
