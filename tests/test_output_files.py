@@ -184,3 +184,19 @@ def test_an_unreachable_scheduler_fails_fast(tmp_path, capsys):
             "error: cannot reach the Dask scheduler at tcp://127.0.0.1:1: Connection refused")
     assert time.perf_counter() - start < 10
     assert not (tmp_path / "post.npz").exists()
+
+
+def test_a_stream_cache_that_cannot_be_written_is_a_clean_error(compiled, tmp_path):
+    """--stream converts an .npz once under $CEMODEL_CACHE/streams: a cache there that is a
+    file (or read-only) is 'cannot write', naming it and the way out."""
+    from cemodel.streaming import open_source
+
+    np.savez(tmp_path / "coins.npz", **COINS)
+    (tmp_path / "cache").write_text("not a directory")
+    module = compiled("beta_bernoulli")
+    streams = tmp_path / "cache" / "streams"
+    with pytest.raises(files.CemWriteError,
+                       match=f"cannot write {streams}: a part of the path is a file") as info:
+        open_source(tmp_path / "coins.npz", module.SPEC, "trials",
+                    cache=streams)
+    assert "CEMODEL_CACHE" in (info.value.hint or "")
