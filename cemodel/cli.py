@@ -10,11 +10,13 @@ import argparse
 import io
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from .errors import CemError, CemInternalError, CemOptionError
+from .files import CemCacheWarning
 from .options import RULES, check_workers
 from .version import __version__
 
@@ -229,7 +231,8 @@ def cmd_check(args) -> int:
 
 
 def cmd_compile(args) -> int:
-    from .compiler import generate, write_atomic
+    from .compiler import generate
+    from .files import write_text
 
     stages = _stages(args)
     if args.dump == "kernel-plan":
@@ -240,7 +243,7 @@ def cmd_compile(args) -> int:
         return 0
     source = generate(stages)
     out = Path(args.output or f"{stages.model.name}_vi.py")
-    write_atomic(out, source)
+    write_text(out, source)
     print(f"wrote {out}")
     return 0
 
@@ -258,8 +261,9 @@ def _fit_summary(args, method, result, stages) -> str:
 
 
 def cmd_fit(args) -> int:
-    from .compiler import compile_stages, parse_settings, write_atomic_bytes
+    from .compiler import compile_stages, parse_settings
     from .data import load_data
+    from .files import write_bytes
     from .runtime.drivers import DRIVERS
 
     if args.method not in DRIVERS:
@@ -392,7 +396,7 @@ def cmd_fit(args) -> int:
     arrays = {k.replace("[", "(").replace("]", ")"): np.asarray(v)
               for k, v in result.posterior.items()}
     np.savez(buffer, elbo=result.elbo, **arrays)
-    write_atomic_bytes(out, buffer.getvalue())
+    write_bytes(out, buffer.getvalue())
     print(f"wrote {out}")
     return 0
 
@@ -408,7 +412,8 @@ def _output(path: str, suffixes: tuple[str, ...], what: str) -> tuple[Path, str]
 
 
 def cmd_graph(args) -> int:
-    from .compiler import built_model, parse_settings, read_source, write_atomic
+    from .compiler import built_model, parse_settings, read_source
+    from .files import write_bytes, write_text
     from .graph import diagram, layout_diagram, to_dot
 
     if args.output:
@@ -431,12 +436,11 @@ def cmd_graph(args) -> int:
             raise
     shown = diagram(model, hypers=args.hypers, collapsed=collapsed)
     if fmt == "dot":
-        write_atomic(out, to_dot(shown))
+        write_text(out, to_dot(shown))
     else:
-        from .compiler import write_atomic_bytes
         from .plots import render_diagram
 
-        write_atomic_bytes(out, render_diagram(layout_diagram(shown), fmt))
+        write_bytes(out, render_diagram(layout_diagram(shown), fmt))
     print(f"wrote {out}")
     return 0
 
@@ -454,14 +458,21 @@ def _posterior(args):
 
 
 def cmd_plot(args) -> int:
-    from .compiler import write_atomic_bytes
+    from .files import write_bytes
     from .plots import FORMATS, load_points, plot_posterior
 
     target = args.output or str(Path(args.posterior).with_suffix(".png"))
     out, fmt = _output(target, tuple(f".{f}" for f in FORMATS), "cemodel plot")
     post, vocab = _posterior(args)
     points = load_points(args.data, post) if args.data else None
-    write_atomic_bytes(out, plot_posterior(post, fmt, vocab, args.top, points))
+    try:
+        with np.errstate(all="ignore"):  # an edited posterior's 1e308: inf in a panel
+            figure = plot_posterior(post, fmt, vocab, args.top, points)
+    except (ValueError, OverflowError) as exc:  # matplotlib: no axis spans -1e308 to 1e308
+        shown = args.posterior + (f" with the points of {args.data}" if args.data else "")
+        raise CemError(f"cannot draw {shown}: the values are beyond what a figure can show "
+                       f"({exc})") from None
+    write_bytes(out, figure)
     print(f"wrote {out}")
     return 0
 
@@ -470,7 +481,8 @@ def cmd_summarize(args) -> int:
     from .plots import summarize
 
     post, vocab = _posterior(args)
-    print(summarize(post, vocab, args.top), end="")
+    with np.errstate(all="ignore"):  # an edited posterior's 1e308: inf in the report
+        print(summarize(post, vocab, args.top), end="")
     return 0
 
 
@@ -490,12 +502,27 @@ def _too_deep(args) -> CemError | None:
     return too_deep(program.source, deepest_span(program))
 
 
+_SHOW_WARNING = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warning: MESSAGE`` for a warning of cemodel's about the user's setup, Python's
+    format (file, line, category) for the others."""
+    if issubclass(category, CemCacheWarning):
+        print(f"warning: {message}", file=sys.stderr)
+    else:
+        _SHOW_WARNING(message, category, filename, lineno, file, line)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"check": cmd_check, "compile": cmd_compile, "fit": cmd_fit, "graph": cmd_graph,
                "plot": cmd_plot, "summarize": cmd_summarize}[args.command]
     try:
-        return handler(args)
+        with warnings.catch_warnings():  # cemodel's own warnings: one line each
+            warnings.simplefilter("default", CemCacheWarning)
+            warnings.showwarning = _show_warning
+            return handler(args)
     except CemError as exc:
         print(exc.render(), file=sys.stderr)
         return 2

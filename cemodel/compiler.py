@@ -16,11 +16,12 @@ import builtins
 import hashlib
 import importlib.util
 import keyword
+import linecache
 import math
 import os
 import re
 import sys
-import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -32,6 +33,7 @@ from .blocks import form_blocks
 from .codegen import generate as generate_module
 from .conjugacy import Analysis, analyse
 from .errors import CemError, CemInternalError, CemModelError, Source, Span
+from .files import CemCacheWarning, CemWriteError, probe_directory, write_text
 from .limits import deepest_span, too_deep
 from .model import Model, RConst, build_model
 from .options import check_setting, setting_number
@@ -277,24 +279,6 @@ def cache_dir() -> Path:
     return Path(base) / "cemodel"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    write_atomic_bytes(path, text.encode("utf-8"))
-
-
-def write_atomic_bytes(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory, then rename: never half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def import_generated(path: Path) -> ModuleType:
     name = f"cemodel_generated_{path.stem}"
     if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(path):
@@ -331,12 +315,45 @@ def runtime_fingerprint() -> str:
 
 
 def compile_stages(stages: Stages) -> ModuleType:
+    """The generated module, imported from the kernel cache (numba keeps its kernels beside
+    it); a cache that cannot be written (read-only, full, not a directory) costs a warning
+    and a compile in memory that is not kept, never the fit."""
     source = generate(stages)
     digest = hashlib.sha256((source + runtime_fingerprint()).encode()).hexdigest()[:16]
     target = cache_dir() / f"{stages.model.name}_{digest}.py"
-    if not target.exists():
-        write_atomic(target, source)
+    try:
+        if not target.exists():
+            write_text(target, source)
+        probe_directory(target.parent)  # numba's index and kernels go there too
+    except CemWriteError as exc:
+        warnings.warn(CemCacheWarning(
+            f"the kernel cache {cache_dir()} cannot be used ({exc.reason}): compiling in "
+            "memory, nothing is kept for the next run (set CEMODEL_CACHE to a writable "
+            "directory)"), stacklevel=2)
+        return import_in_memory(target, source)
     return import_generated(target)
+
+
+def import_in_memory(path: Path, source: str) -> ModuleType:
+    """The generated module made from ``source`` without a file: its kernels compiled with
+    numba's cache off (with it on, numba needs the file to key its cache on). ``__file__``
+    is the name it would have had, so the module is the same one, uncached."""
+    name = f"cemodel_generated_{path.stem}"
+    found = sys.modules.get(name)
+    if found is not None and getattr(found, "__file__", None) == str(path):
+        return found
+    text = source.replace("cache=True", "cache=False")
+    module = ModuleType(name)
+    module.__file__ = str(path)
+    # tracebacks and numba's messages quote the lines of the module
+    linecache.cache[str(path)] = (len(text), None, text.splitlines(keepends=True), str(path))
+    sys.modules[name] = module
+    try:
+        exec(builtins.compile(text, str(path), "exec"), module.__dict__)  # noqa: S102
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def compile(path: str | Path, *, collapse: tuple[str, ...] | list[str] | None = None,  # noqa: A001

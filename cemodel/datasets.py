@@ -220,14 +220,14 @@ def _read_cache(matrix_path: Path, vocab_path: Path
 
 def _write_cache(matrix_path: Path, vocab_path: Path, X: sparse.csr_matrix,
                  vocab: list[str]) -> None:
-    from .compiler import write_atomic, write_atomic_bytes
+    from .files import CemWriteError, write_bytes, write_text
 
     buffer = io.BytesIO()
     sparse.save_npz(buffer, X, compressed=True)
     try:
-        write_atomic_bytes(matrix_path, buffer.getvalue())
-        write_atomic(vocab_path, "\n".join(vocab) + "\n")
-    except OSError:
+        write_bytes(matrix_path, buffer.getvalue())
+        write_text(vocab_path, "\n".join(vocab) + "\n")
+    except CemWriteError:
         pass  # an unwritable cache only costs a download next time
 
 

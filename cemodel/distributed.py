@@ -154,16 +154,45 @@ def _connect(client: Client | str | None) -> Iterator[Client]:
                            f"{client!r}")
 
 
+# how long a scheduler may take to answer: Dask's own default is 30 s, and a wrong address on
+# the command line should not cost that (Dask's setting, when shorter, is kept)
+CONNECT_TIMEOUT = 5.0
+
+
 def _connect_to(client_type: type, address: str) -> Client:
     """A client of the scheduler at ``address``; an address Dask cannot read, or a scheduler
-    it cannot reach (within ``distributed.comm.timeouts.connect``), is a clear error."""
+    it cannot reach within a few seconds, is a clear error naming the address and why."""
+    from dask.config import get as config
+    from dask.utils import parse_timedelta
+
+    timeout = min(CONNECT_TIMEOUT, parse_timedelta(config("distributed.comm.timeouts.connect"),
+                                                   default="s"))
     try:
-        return client_type(address)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise CemError(f"cannot connect to the Dask scheduler at {address!r}: {exc}",
+        _probe_tcp(address, timeout)
+        return client_type(address, timeout=timeout)
+    except (OSError, TimeoutError, ValueError, MemoryError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        if isinstance(exc, MemoryError):  # a frame length read from another protocol's bytes
+            reason = "the server there answered, but not as a Dask scheduler"
+        raise CemError(f"cannot reach the Dask scheduler at {address}: {reason}",
                        hint="check the address (tcp://host:8786) and that the scheduler is "
                             "running, or use a local cluster (--dask local:N, client='local:N')"
                        ) from None
+
+
+def _probe_tcp(address: str, timeout: float) -> None:
+    """For tcp://HOST:PORT, one connection attempt: a refused or unroutable address fails at
+    once with the system's reason (Dask would retry it until its timeout)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if not address.startswith("tcp://"):
+        return
+    parts = urlsplit(address)
+    if parts.hostname is None or parts.port is None:  # Dask reads it, or says why not
+        return
+    with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
+        pass
 
 
 def _default_client() -> Client:

@@ -35,6 +35,7 @@ from .graph import (
     label_points,
 )
 from .model import Model
+from .results import POSTERIOR_HINT, check_numbers, check_params, read_npz
 
 FORMATS = ("png", "svg", "pdf")
 
@@ -232,20 +233,12 @@ class Posterior:
 def load_posterior(path: str | Path, model: Model | None = None) -> Posterior:
     """Read a posterior ``.npz`` written by ``cemodel fit``; ``model`` names the families."""
     path = Path(path)
-    try:
-        loaded = np.load(path, allow_pickle=False)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
-            raise ValueError("it holds one array, not the named arrays of an .npz")
-        with loaded as npz:
-            arrays = tuple((k, np.asarray(npz[k])) for k in npz.files)
-    except FileNotFoundError:
-        raise CemError(f"no such posterior file: {path}") from None
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise CemError(f"cannot read posterior {path}: {exc}",
-                       hint="give the .npz written by 'cemodel fit ... -o FILE.npz'") from None
+    arrays = tuple(read_npz(path, "posterior", POSTERIOR_HINT).items())
+    for key, value in arrays:
+        check_numbers(path, key, value)
     if "elbo" not in dict(arrays):
         raise CemError(f"{path} is not a posterior written by cemodel fit: it has no 'elbo' "
-                       "array", hint="give the .npz written by 'cemodel fit ... -o FILE.npz'")
+                       "array", hint=POSTERIOR_HINT)
     groups: dict[str, dict[str, np.ndarray]] = {}
     for key, value in arrays:  # NAME.PARAM; expectations E(STAT NAME) are listed only
         if re.fullmatch(r"[A-Za-z_]\w*\.\w+", key):
@@ -253,6 +246,8 @@ def load_posterior(path: str | Path, model: Model | None = None) -> Posterior:
             groups.setdefault(name, {})[param] = value
     variables = tuple(_variable(path, name, params, model, groups)
                       for name, params in groups.items())
+    for var in variables:
+        check_params(path, var.name, var.family, dict(var.params))
     elbo = dict(arrays)["elbo"]
     if elbo.ndim != 1 or elbo.size == 0:
         raise CemError(f"{path}: 'elbo' should be a non-empty trace, found shape {elbo.shape}")
@@ -468,18 +463,19 @@ def load_points(path: str | Path, post: Posterior) -> np.ndarray:
         elif path.suffix == ".npy":
             points = np.load(path, allow_pickle=False)
         else:
-            with np.load(path, allow_pickle=False) as npz:
-                names = [k for k in npz.files if npz[k].ndim == 2 and npz[k].shape[1] == 2]
-                if post.model is not None:
-                    names = [k for k in names if k in {v.name for v in post.model.observed}]
-                if len(names) != 1:
-                    raise CemError(f"--data {path}: expected one N × 2 array, found "
-                                   f"{len(names)} ({', '.join(names) or 'none'})")
-                points = npz[names[0]]
+            arrays = read_npz(path, "data file")
+            names = [k for k, v in arrays.items() if v.ndim == 2 and v.shape[1] == 2]
+            if post.model is not None:
+                names = [k for k in names if k in {v.name for v in post.model.observed}]
+            if len(names) != 1:
+                raise CemError(f"--data {path}: expected one N × 2 array, found "
+                               f"{len(names)} ({', '.join(names) or 'none'})")
+            points = arrays[names[0]]
     except FileNotFoundError:
         raise CemError(f"no such data file: {path}") from None
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise CemError(f"cannot read data file {path}: {exc}") from None
+    check_numbers(path, "the points", np.asarray(points))
     points = np.asarray(points, dtype=float)
     if points.ndim != 2 or points.shape[1] != 2:
         raise CemError(f"--data {path}: expected an N × 2 array of points, found shape "

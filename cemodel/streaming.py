@@ -22,6 +22,7 @@ item, not the data.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import io
@@ -39,6 +40,7 @@ from scipy import sparse
 
 from .data import check_docword_header, check_sparse_size, single_target, sparse_target
 from .errors import CemDataError
+from .files import CemWriteError, reason
 from .runtime.source import ItemSource
 
 __all__ = ["DiskSource", "open_model_source", "open_source"]
@@ -331,15 +333,24 @@ def _converted(store: Path, path: Path, convert: Callable[[Path, Path], None]) -
     """``store``, converting ``path`` into it first if needed (atomically)."""
     if (store / "meta.json").exists():
         return store
-    store.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=store.parent, prefix=f".{store.name}."))
     try:
-        convert(path, tmp)
+        store.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=store.parent, prefix=f".{store.name}."))
+    except OSError as exc:
+        raise CemWriteError(store.parent, reason(exc), hint="--stream converts the data file "
+                            "there once; set CEMODEL_CACHE to a writable directory") from None
+    try:
+        try:
+            convert(path, tmp)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+                raise
+            raise CemWriteError(store, reason(exc)) from None
         try:
             tmp.rename(store)
-        except OSError:  # converted meanwhile by another process
+        except OSError as exc:  # converted meanwhile by another process, or a full disk
             if not (store / "meta.json").exists():
-                raise
+                raise CemWriteError(store, reason(exc)) from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

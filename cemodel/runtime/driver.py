@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import warnings
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 
 import numba
@@ -47,14 +49,22 @@ class FitResult:
         return key in self.posterior
 
 
-def check_elbo_increase(trace: list[float], warn: bool, rtol: float = 1e-9) -> None:
-    """Warn loudly when the last coordinate-ascent iteration lowered the ELBO."""
-    if not warn or len(trace) < 2:
+def check_elbo_increase(trace: list[float], warn: bool, rtol: float = 1e-9,
+                        resumed=None) -> None:
+    """Warn loudly when the last coordinate-ascent iteration lowered the ELBO; at the first
+    iteration resumed from the checkpoint ``resumed``, a fall is that file's (its state does
+    not match its trace: it was changed after it was written), an error naming it."""
+    if len(trace) < 2 or not (warn or resumed is not None):
         return
     before, after = trace[-2], trace[-1]
     # a floor of 1e-5 nats: an ELBO that is a difference of huge terms (a hyperparameter of
     # 1e8) carries that much round-off, far below anything a fit could mean by a decrease
-    if after < before - max(rtol * abs(before), 1e-5):
+    fell = after < before - max(rtol * abs(before), 1e-5)
+    if fell and resumed is not None:
+        raise damaged_checkpoint(resumed, f"its state does not continue its ELBO trace (the "
+                                          f"next iteration goes from {before:.10g} to "
+                                          f"{after:.10g})")
+    if fell:
         warnings.warn(
             f"the ELBO decreased at iteration {len(trace) - 1}: {before:.10g} -> {after:.10g}. "
             "Mean-field updates never lower it; this is a bug in cemodel. Please report it "
@@ -298,11 +308,9 @@ def save_checkpoint(path, s: State, source_sha: str, method: str, *, source=None
     ItemSource and ``keep`` the arrays to save (see _checkpoint_values)."""
     import io
     import json
-    import os
-    import tempfile
-    from pathlib import Path
 
-    path = Path(path)
+    from ..files import write_bytes
+
     buffer = io.BytesIO()
     values, fingerprint = _checkpoint_values(s, source, keep)
     meta = {"source_sha256": source_sha, "method": method, "data": fingerprint,
@@ -310,34 +318,16 @@ def save_checkpoint(path, s: State, source_sha: str, method: str, *, source=None
                                               if not isinstance(v, np.ndarray)}}
     arrays = {f"state.{k}": v for k, v in values.items() if isinstance(v, np.ndarray)}
     np.savez(buffer, meta=np.array(json.dumps(meta)), **arrays)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(buffer.getvalue())
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_bytes(path, buffer.getvalue(), sync=True)
 
 
 def load_checkpoint(path, s: State, source_sha: str, method: str, *, source=None,
-                    keep=()) -> dict:
+                    keep=(), needs: dict[str, type] | None = None) -> dict:
     """Restore a checkpoint into ``s`` (in place) and return its progress; refuses one from
-    another model, another fitting method or other data, with the reason (``source``,
-    ``keep``: as save_checkpoint)."""
-    import json
-
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            meta = json.loads(str(archive["meta"]))
-            arrays = {k.removeprefix("state."): archive[k] for k in archive.files
-                      if k.startswith("state.")}
-    except (OSError, ValueError, KeyError) as exc:
-        raise CemDataError(f"resume: cannot read the checkpoint {path}: {exc}") from None
+    another model, another fitting method or other data, with the reason, and a file that
+    is not a whole checkpoint (truncated, damaged) naming it (``source``, ``keep``: as
+    save_checkpoint; ``needs``: the progress entries the driver reads and their types)."""
+    meta, arrays = _read_checkpoint(path)
     if meta["source_sha256"] != source_sha:
         raise CemDataError(f"resume: {path} was written by another model (source sha256 "
                            f"{meta['source_sha256'][:12]}, this model {source_sha[:12]})")
@@ -345,18 +335,72 @@ def load_checkpoint(path, s: State, source_sha: str, method: str, *, source=None
         raise CemDataError(f"resume: {path} is a checkpoint of {meta['method']}, not {method}")
     if meta["data"] != _checkpoint_values(s, source, keep)[1]:
         raise CemDataError(f"resume: the data differ from those {path} was fitted to")
+    progress = meta["progress"]
+    for name, kind in (needs or {}).items():
+        if not isinstance(progress.get(name), kind) or isinstance(progress[name], bool):
+            raise damaged_checkpoint(path, f"its progress has no {kind.__name__} '{name}'")
+    if not all(isinstance(v, (int, float)) for v in progress.get("trace", [])):
+        raise damaged_checkpoint(path, "its ELBO trace holds values that are not numbers")
     for name, value in arrays.items():
         current = getattr(s, name, None)
         if not isinstance(current, np.ndarray) or current.shape != value.shape:
             found = getattr(current, "shape", None)
             raise CemDataError(f"resume: {path} was written by this model with other sizes "
                                f"({name}: {value.shape} in the checkpoint, {found} here)")
+        if value.dtype.kind not in "biuf" or (value.dtype.kind == "f") != (
+                current.dtype.kind == "f"):
+            raise damaged_checkpoint(path, f"'{name}' holds {value.dtype}, the fit {current.dtype}")
+    for name, value in meta["scalars"].items():
+        if not isinstance(value, (int, float)) or not isinstance(
+                getattr(s, name, None), (float, int, np.floating, np.integer)):
+            raise damaged_checkpoint(path, f"the scalar '{name}' is not one of this fit's")
     for name, value in arrays.items():
         getattr(s, name)[...] = value
     for name, value in meta["scalars"].items():
         current = getattr(s, name)
         setattr(s, name, type(current)(value))
-    return meta["progress"]
+    return progress
+
+
+def damaged_checkpoint(path, what: str) -> CemDataError:
+    """The error of a checkpoint that is not whole, naming it and what is wrong."""
+    return CemDataError(f"resume: cannot read the checkpoint {path}: {what}",
+                        hint="the file is damaged or not a checkpoint cemodel wrote; start "
+                             "the fit again without --resume")
+
+
+# what reading a damaged .npz raises: a cut archive (EOFError, BadZipFile), a flipped byte
+# (a CRC or header error, an unknown compression method), text that is not JSON (ValueError)
+_UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error,
+               NotImplementedError, OverflowError)
+_META = {"source_sha256": str, "method": str, "data": str, "progress": dict, "scalars": dict}
+
+
+def _read_checkpoint(path) -> tuple[dict, dict[str, np.ndarray]]:
+    """The meta record and the state arrays of the checkpoint ``path``, checked for form."""
+    import json
+
+    try:
+        # our handle: numpy leaves its own open when the file is not an archive
+        with open(path, "rb") as handle:
+            archive = np.load(handle, allow_pickle=False)
+            if not isinstance(archive, np.lib.npyio.NpzFile):
+                raise damaged_checkpoint(path, "it holds one array, not a checkpoint's archive")
+            if "meta" not in archive.files:
+                raise damaged_checkpoint(path, "it has no 'meta' record")
+            meta = json.loads(str(archive["meta"]))
+            arrays = {k.removeprefix("state."): archive[k] for k in archive.files
+                      if k.startswith("state.")}
+    except FileNotFoundError:
+        raise CemDataError(f"resume: cannot read the checkpoint {path}: no such file") from None
+    except _UNREADABLE as exc:
+        raise damaged_checkpoint(path, str(exc) or type(exc).__name__) from None
+    if not isinstance(meta, dict):
+        raise damaged_checkpoint(path, "its 'meta' record is not a mapping")
+    for key, kind in _META.items():
+        if not isinstance(meta.get(key), kind):
+            raise damaged_checkpoint(path, f"its 'meta' record has no {kind.__name__} '{key}'")
+    return meta, arrays
 
 
 def restore_generator(rng: np.random.Generator, state: dict) -> None:

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from ...errors import CemDataError
+from ...files import remove_stale_temporaries
 from ...options import check_options
 from .. import driver as rt
 from . import svi
@@ -52,26 +53,38 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
     converged = False
     first = 0
     if resume is not None:  # continue the same trajectory
-        progress = rt.load_checkpoint(resume, s, model.SOURCE_SHA256, "fit")
+        progress = rt.load_checkpoint(resume, s, model.SOURCE_SHA256, "fit",
+                                      needs={"trace": list, "iteration": int})
         trace, first = progress["trace"], progress["iteration"]
+        # a fit that had stopped is over: resuming it returns it as it was (an old
+        # checkpoint has no "converged": it had not)
+        converged = progress.get("converged") is True
+        if len(trace) != first or (converged and not trace):
+            raise rt.damaged_checkpoint(resume, f"{len(trace)} ELBO values for "
+                                                f"{first} iterations")
+    if checkpoint is not None:  # what a writer killed before its rename left
+        remove_stale_temporaries(checkpoint)
     clock = time.perf_counter()
-    for iteration in range(first, max_iter):
+    for iteration in range(first, first if converged else max_iter):
         if learn and iteration > 0:  # empirical Bayes, before the local step
             model._learn(s, learn)
         elbo = _iteration(model, s, warm_start, iteration, max_local_iter, local_tol)
         trace.append(elbo)
-        rt.check_elbo_increase(trace, warn_decrease)
+        rt.check_elbo_increase(trace, warn_decrease,
+                               resumed=resume if iteration == first else None)
         check_possible(model, elbo)
         check_finite(model, s, elbo, f"iteration {iteration + 1}")
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
-        # atomic: a crash keeps the previous one
-        if checkpoint is not None and (iteration + 1) % checkpoint_every == 0:
+        converged = rt.converged(trace, tol)
+        # atomic: a crash keeps the previous one; the last one records that the fit stopped
+        if checkpoint is not None and ((iteration + 1) % checkpoint_every == 0 or converged):
             rt.save_checkpoint(checkpoint, s, model.SOURCE_SHA256, "fit",
-                               iteration=iteration + 1, trace=trace)
-        if rt.converged(trace, tol):
-            converged = True
+                               iteration=iteration + 1, trace=trace, converged=converged)
+        if converged:
             break
+    if checkpoint is not None:
+        remove_stale_temporaries(checkpoint)
     return model._result(s, trace, converged, time.perf_counter() - clock)
 
 

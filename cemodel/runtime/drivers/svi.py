@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ... import errors
+from ...files import remove_stale_temporaries
 from ...options import check_options
 from .. import driver as rt
 from ..sampling import SAMPLERS
@@ -192,15 +193,14 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
                                                                      o.tol)
     first = 0
     if resume is not None:  # continue the same trajectory: state, counters and random streams
-        progress = rt.load_checkpoint(resume, run.s, model.SOURCE_SHA256, "fit_svi",
-                                      source=run.source, keep=_global_state(model))
-        run.trace, run.step, first = progress["trace"], progress["step"], progress["epoch"]
-        run.shortened = progress.get("shortened", 0)
-        for g, state in zip((run.rng, run.noise, run.sampler), progress["streams"],
-                            strict=True):
-            rt.restore_generator(g, state)
+        first, converged = _resume(run, resume)
+        if stop is not None:  # the stopping rule where it was: it reads the whole trace
+            for value in run.trace:
+                stop.update(value)
+    if o.checkpoint is not None:  # what a writer killed before its rename left
+        remove_stale_temporaries(o.checkpoint)
     clock = time.perf_counter()
-    for epoch in range(first, o.epochs):
+    for epoch in range(first, first if converged else o.epochs):
         for batch, start in minibatches(run, epoch):
             step(run, batch, start, epoch)
         if o.on_epoch is not None:
@@ -210,22 +210,48 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
             clock += time.perf_counter() - paused  # not part of the fit's time
         if o.evaluate:
             record_epoch(run, epoch, time.perf_counter() - clock)
-        # atomic: a crash keeps the previous one
-        if o.checkpoint is not None and (epoch + 1) % o.checkpoint_every == 0:
+        converged = o.evaluate and stop is not None and stop.update(run.trace[-1])
+        # atomic: a crash keeps the previous one; the last one records that the fit stopped
+        if o.checkpoint is not None and ((epoch + 1) % o.checkpoint_every == 0 or converged):
             rt.save_checkpoint(
                 o.checkpoint, run.s, model.SOURCE_SHA256, "fit_svi", source=run.source,
                 keep=_global_state(model), epoch=epoch + 1, step=run.step, trace=run.trace,
                 **({"shortened": run.shortened} if _v_applies(model)
                    or o.effective_batch_size is not None else {}),
-                streams=[g.bit_generator.state for g in (run.rng, run.noise, run.sampler)])
-        if o.evaluate and stop is not None and stop.update(run.trace[-1]):
-            converged = True
+                streams=[g.bit_generator.state for g in (run.rng, run.noise, run.sampler)],
+                converged=converged)
+        if converged:
             break
+    if o.checkpoint is not None:
+        remove_stale_temporaries(o.checkpoint)
     result = model._result(run.s, run.trace, converged, time.perf_counter() - clock,
                            items=run.source is None)
     if o.apply_v or o.effective_batch_size is not None:  # rows whose step was shortened
         result.notes["shortened_steps"] = run.shortened
     return result
+
+
+def _resume(run: Run, path: Any) -> tuple[int, bool]:
+    """Put ``run`` where the checkpoint ``path`` left it (state, trace, step counter, random
+    streams); returns its next epoch and whether the fit had stopped (an old checkpoint has
+    no "converged": it had not)."""
+    progress = rt.load_checkpoint(path, run.s, run.model.SOURCE_SHA256, "fit_svi",
+                                  source=run.source, keep=_global_state(run.model),
+                                  needs={"trace": list, "step": int, "epoch": int,
+                                         "streams": list})
+    run.trace, run.step = progress["trace"], progress["step"]
+    run.shortened = progress.get("shortened", 0)
+    converged = progress.get("converged") is True
+    if converged and not run.trace:
+        raise rt.damaged_checkpoint(path, "a fit that stopped with no ELBO value")
+    streams = progress["streams"]
+    try:
+        for g, state in zip((run.rng, run.noise, run.sampler), streams, strict=True):
+            rt.restore_generator(g, state)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise rt.damaged_checkpoint(path, f"its random streams cannot be restored ({exc})"
+                                    ) from None
+    return progress["epoch"], converged
 
 
 def _global_state(model: ModelInterface) -> tuple[str, ...]:

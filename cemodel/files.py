@@ -1,0 +1,142 @@
+"""The one writer of every file cemodel writes for its user (posteriors, checkpoints,
+generated modules, diagrams, plots, the kernel cache's modules).
+
+A file is written to a temporary file beside it (``.NAME.XXXXXXXX.tmp``, same directory,
+so the rename cannot cross file systems) and renamed over the target with ``os.replace``:
+a reader sees the old file or the new one, never half of one. An OS error (a full or
+read-only file system, a directory at the path, a path under a regular file, a name too
+long) becomes ``CemWriteError`` — ``error: cannot write PATH: REASON`` — and the temporary
+file is removed, so nothing partial is left.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import BinaryIO
+
+from .errors import CemError
+
+
+class CemWriteError(CemError):
+    """A file could not be written: names the path and the operating system's reason."""
+
+    def __init__(self, path: str | Path, reason: str, *, hint: str | None = None) -> None:
+        super().__init__(f"cannot write {path}: {reason}", hint=hint)
+        self.path = str(path)
+        self.reason = reason
+
+
+class CemCacheWarning(UserWarning):
+    """The kernel cache (CEMODEL_CACHE) cannot be written: the model is compiled in memory."""
+
+
+# the reasons, in words, of the errors a user can cause by the path they give
+_REASONS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EROFS: "the file system is read-only",
+    errno.EISDIR: "it is a directory",
+    errno.ENOTDIR: "a part of the path is a file, not a directory",
+    errno.EEXIST: "a part of the path is a file, not a directory",
+    errno.ENAMETOOLONG: "the file name is too long",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EDQUOT: "the disk quota is exceeded",
+}
+
+
+def reason(exc: OSError) -> str:
+    """An OSError in words, without Python's ``[Errno N]`` prefix or the repeated path."""
+    return _REASONS.get(exc.errno or -1) or exc.strerror or str(exc)
+
+
+def temporary_name(path: str | Path) -> re.Pattern[str]:
+    """The names of the temporary files the writer makes for ``path`` (tempfile's eight
+    characters between the prefix and the suffix): what a killed writer may leave."""
+    return re.compile(re.escape(f".{Path(path).name}.") + r"[a-z0-9_]{8}\.tmp")
+
+
+# the two steps a fault strikes (a full disk the write, a read-only file system or a
+# directory at the path the rename): module attributes, so that tests can inject faults
+def _write(handle: BinaryIO, data: bytes) -> None:
+    handle.write(data)
+
+
+_replace = os.replace
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_MODE = 0o666 & ~_umask()  # read once, at import: os.umask can only be read by setting it
+
+
+def write_bytes(path: str | Path, data: bytes, *, sync: bool = False) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file, rename); ``sync`` flushes it to
+    the disk first (a checkpoint must survive a power cut). Raises CemWriteError."""
+    path = Path(path)
+    tmp = None
+    try:
+        if path.is_dir():  # before any temporary file is made
+            raise OSError(errno.EISDIR, "")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, _MODE)  # mkstemp's is 0600: the file gets the mode open() would give
+        with os.fdopen(fd, "wb") as handle:
+            _write(handle, data)
+            if sync:
+                handle.flush()
+                os.fsync(handle.fileno())
+        _replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise CemWriteError(path, reason(exc)) from None
+    finally:  # also on KeyboardInterrupt: never a temporary file left behind
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """``write_bytes`` of ``text`` in UTF-8."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def probe_directory(directory: str | Path) -> None:
+    """Raise CemWriteError unless a file can be created, written and synced in ``directory``
+    (a full file system refuses the first block; a read-only one the file)."""
+    try:
+        with tempfile.TemporaryFile(dir=directory) as handle:
+            handle.write(b"0")
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        raise CemWriteError(directory, reason(exc)) from None
+
+
+def remove_stale_temporaries(path: str | Path) -> list[Path]:
+    """Remove the temporary files of ``path`` a killed writer left beside it (only names of
+    ``temporary_name(path)``); returns them. A directory that cannot be listed is left be."""
+    path = Path(path)
+    pattern = temporary_name(path)
+    removed = []
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return removed
+    for name in names:
+        if pattern.fullmatch(name):
+            try:
+                os.unlink(path.parent / name)
+                removed.append(path.parent / name)
+            except OSError:
+                pass
+    return removed
