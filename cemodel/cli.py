@@ -176,6 +176,9 @@ def _parser() -> argparse.ArgumentParser:
     _option(p, "kappa", 0.7, "svi: step size s·(t + tau)^-kappa")
     _option(p, "tau", 10.0, "svi: step size delay")
     _option(p, "step_scale", 1.0, "svi: step size scale s")
+    p.add_argument("--learning-rate", choices=("decay", "adaptive"), default="decay",
+                   help="svi, ssvi-a, svi-avg: 'decay' (s·(t + tau)^-kappa) or 'adaptive' "
+                   "(Ranganath et al. 2013, no schedule)")
     _option(p, "effective_batch_size", None, "svi+: the effective batch size M <= |S|")
     p.add_argument("--learn", default=None, metavar="HYPER,...",
                    help="hyperparameters to set by empirical Bayes (e.g. alpha,eta); "
@@ -363,6 +366,7 @@ def cmd_fit(args) -> int:
     elif method.stochastic:
         options = dict(epochs=args.epochs, batch_size=args.batch_size, kappa=args.kappa,
                        tau=args.tau, step_scale=args.step_scale, seed=args.seed,
+                       learning_rate=args.learning_rate,
                        callback=progress, ramp=args.ramp, **extra,
                        effective_batch_size=args.effective_batch_size
                        if args.method == "svi+" else None)

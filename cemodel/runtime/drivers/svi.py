@@ -28,6 +28,7 @@ from ..sampling import SAMPLERS
 from ..source import ItemSource, item_source
 from ..special import blend
 from ..ssvi import SSVI_FAMILIES, in_domain, ssvi_blend
+from .adaptive import AdaptiveRate
 from .interface import (
     Global,
     ModelInterface,
@@ -68,6 +69,7 @@ class Options:
     sample_globals: bool = False
     apply_v: bool = False
     control_variate: bool = False
+    learning_rate: str = "decay"  # 'decay': ρ_t = s(t + τ)^−κ; 'adaptive': Ranganath et al.
 
 
 @dataclass
@@ -87,6 +89,7 @@ class Run:
     trace: list[float] = field(default_factory=list)
     step: int = 1  # t = 1, 2, ... (Hoffman et al. 2013)
     shortened: int = 0  # SSVI, SVI+: rows whose step was shortened to stay valid
+    rates: dict[str, AdaptiveRate] = field(default_factory=dict)  # learning_rate='adaptive'
 
 
 def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None, start=None,
@@ -127,6 +130,8 @@ def begin(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None
         run.aux = {g.name: tuple(np.empty_like(getattr(s, g.lam[0]))
                                  for _ in range(g.aux_draws)) for g in model.GLOBALS}
     run.old = {name: np.empty_like(getattr(s, name)) for g in model.GLOBALS for name in g.lam}
+    if o.learning_rate == "adaptive":
+        _start_rates(run)
     return run
 
 
@@ -177,6 +182,19 @@ def _check_options(model: ModelInterface, o: Options) -> None:
     if o.effective_batch_size is None or callable(o.effective_batch_size):  # checked per step
         del values["effective_batch_size"]
     check_options(**values)
+    if o.learning_rate not in ("decay", "adaptive"):
+        raise errors.CemDataError(f"learning_rate: expected 'decay' or 'adaptive', found "
+                                  f"{o.learning_rate!r}")
+    if o.learning_rate == "adaptive" and (o.apply_v or o.effective_batch_size is not None):
+        raise errors.CemDataError(
+            "learning_rate: 'adaptive' applies to SVI, SSVI-A and averaged SVI: it shrinks ρ as "
+            "the gradient's noise grows, which would undo SVI+'s annealing noise and SSVI's "
+            "V-noise", hint="learning_rate='decay' (kappa, tau, step_scale)")
+    if o.learning_rate == "adaptive" and o.checkpoint is not None:
+        raise errors.CemDataError(
+            "checkpoint: a fit with learning_rate='adaptive' cannot be checkpointed yet (its "
+            "moving averages ḡ, h̄ and window are not saved, so a resumed fit would not "
+            "continue the same trajectory)", hint="learning_rate='decay', or no checkpoint")
     if o.tol is not None and not o.evaluate:
         raise errors.CemDataError("tol: the stopping rule reads the per-epoch ELBO, which "
                                   "evaluate=False skips", hint="drop tol, or evaluate=True")
@@ -276,14 +294,43 @@ def step(run: Run, batch: np.ndarray, offset: int, epoch: int) -> None:
     """One stochastic step on the minibatch ``batch`` (positions ``offset``... of the epoch):
     the local step on it, then every global moved by ρ_t towards its λ̂."""
     model, o = run.model, run.o
-    if run.source is not None:  # out of core: the minibatch's items, read and bound on their own
-        run.s = _bind_items(run, run.source.read(batch))
-        batch = run.s.all_items
-    s = run.s
     rho = o.step_scale * (run.step + o.tau) ** (-o.kappa)
     # SSVI: step 1 is SSVI-A's (V = I): from a start much wider than the posterior V's noise
     # is unbounded, and one step brings q to its scale
     v_step = o.apply_v and run.step > 1
+    batch = _targets(run, batch, offset, epoch)
+    s = run.s
+    try:
+        if v_step:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
+            for g in model.GLOBALS:
+                _v_step(run, g, rho)
+        elif o.learning_rate == "adaptive":
+            rho = _adaptive_blend(run)
+        elif o.effective_batch_size is not None:
+            _annealed_blend(run, rho)
+        else:
+            for name, old in run.old.items():
+                blend(getattr(s, name), old, rho)
+        if model.GLOBALS:
+            model.refresh(s)
+    except (np.linalg.LinAlgError, errors.CemDataError) as exc:
+        raise rt.invalid_step(run.step, o.effective_batch_size, exc) from None
+    if o.learn:  # empirical Bayes: a step rho towards the batch's maximiser
+        model._learn(s, o.learn, rho, batch)
+    for g in model.GLOBALS:  # in update order: the first that left its domain is named
+        rt.check_step({name: getattr(s, name) for name in g.E}, run.step,
+                      o.effective_batch_size, ((g.family, g.lams(s)),), variable=g.name)
+    run.step += 1
+
+
+def _targets(run: Run, batch: np.ndarray, offset: int, epoch: int) -> np.ndarray:
+    """The local step on ``batch``, then every global's λ̂ in its λ arrays, its current λ in
+    ``run.old``; returns the batch's items as the state numbers them."""
+    model, o = run.model, run.o
+    if run.source is not None:  # out of core: the minibatch's items, read and bound on their own
+        run.s = _bind_items(run, run.source.read(batch))
+        batch = run.s.all_items
+    s = run.s
     s.item_weight[...] = 1.0
     if o.effective_batch_size is not None:  # SVI+: weights 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
         size_m = rt.effective_size(o.effective_batch_size, run.step, len(batch))
@@ -304,24 +351,44 @@ def step(run: Run, batch: np.ndarray, offset: int, epoch: int) -> None:
     try:
         for g in model.GLOBALS:
             g.update(s, seen / len(batch), expect=False)
-        if v_step:  # SSVI (eq. 7): λ̂ = η + V(β, λ) N/|S| Σ_S η̂_n(β)
-            for g in model.GLOBALS:
-                _v_step(run, g, rho)
-        elif o.effective_batch_size is not None:
-            _annealed_blend(run, rho)
-        else:
-            for name, old in run.old.items():
-                blend(getattr(s, name), old, rho)
-        if model.GLOBALS:
-            model.refresh(s)
     except (np.linalg.LinAlgError, errors.CemDataError) as exc:
         raise rt.invalid_step(run.step, o.effective_batch_size, exc) from None
-    if o.learn:  # empirical Bayes: a step rho towards the batch's maximiser
-        model._learn(s, o.learn, rho, batch)
-    for g in model.GLOBALS:  # in update order: the first that left its domain is named
-        rt.check_step({name: getattr(s, name) for name in g.E}, run.step,
-                      o.effective_batch_size, ((g.family, g.lams(s)),), variable=g.name)
-    run.step += 1
+    return batch
+
+
+def _adaptive_blend(run: Run) -> float:
+    """λ ← (1 − ρ_g)λ + ρ_g λ̂ with each global's adaptive ρ_g (``adaptive.AdaptiveRate``);
+    returns the smallest, the step empirical Bayes takes."""
+    s, smallest = run.s, 1.0
+    for g in run.model.GLOBALS:
+        lams, olds = g.lams(s), tuple(run.old[name] for name in g.lam)
+        rho = run.rates[g.name].rho([lam - old for lam, old in zip(lams, olds, strict=True)])
+        for lam, old in zip(lams, olds, strict=True):
+            blend(lam, old, rho)
+        smallest = min(smallest, rho)
+    return smallest
+
+
+def _start_rates(run: Run) -> None:
+    """The adaptive rates' start: the natural gradients λ̂ − λ of up to 10 minibatches at the
+    starting λ (as many as an epoch has: one when the minibatch is the whole data set, whose
+    gradient has no noise); λ and the statistics are left as they were."""
+    model = run.model
+    per_epoch = -(-run.n_total // run.o.batch_size)
+    order = np.random.default_rng([run.o.seed, 4]).permutation(run.n_total)
+    gradients: dict[str, list] = {g.name: [] for g in model.GLOBALS}
+    for k in range(min(per_epoch, 10)):
+        batch = order[k * run.o.batch_size:(k + 1) * run.o.batch_size]
+        _targets(run, batch, k * run.o.batch_size, 1)
+        for g in model.GLOBALS:
+            lams = g.lams(run.s)
+            olds = tuple(run.old[name] for name in g.lam)
+            gradients[g.name].append([lam - old for lam, old in zip(lams, olds, strict=True)])
+            for lam, old in zip(lams, olds, strict=True):
+                lam[...] = old
+    if model.GLOBALS:
+        model.refresh(run.s)
+    run.rates = {name: AdaptiveRate(found) for name, found in gradients.items()}
 
 
 def _annealed_blend(run: Run, rho: float) -> None:
