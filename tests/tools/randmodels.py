@@ -130,7 +130,7 @@ def _scalar(i: int, rng: np.random.Generator, how: str) -> Part:
         return Part(decls, (f"{p} ~ Gamma(1.0, 0.5)",), (), item, hypers, sample, (p,))
     if how == "categorical":
         theta = rng.dirichlet(np.ones(4))
-        return Part((), (f"{p} ~ Dirichlet(1.0, 4)",), (),
+        return Part((f"dim C{i} = 4",), (f"{p} ~ Dirichlet(1.0, C{i})",), (),
                     (f"    observe {y}[n] ~ Categorical({p})",), {},
                     lambda r, d: {y: r.choice(4, d.n, p=theta)}, (p,))
     if how == "multinomial":
@@ -141,7 +141,8 @@ def _scalar(i: int, rng: np.random.Generator, how: str) -> Part:
             return {y: np.stack([r.multinomial(x, theta) for x in t]), f"t{i}": t}
 
         item = (f"    data t{i}[n] : int", f"    observe {y}[n] ~ Multinomial(t{i}[n], {p})")
-        return Part((), (f"{p} ~ Dirichlet(1.0, 5)",), (), item, {}, sample, (p,))
+        return Part((f"dim C{i} = 5",), (f"{p} ~ Dirichlet(1.0, C{i})",), (), item, {},
+                    sample, (p,))
     raise ValueError(how)
 
 
@@ -223,14 +224,14 @@ def _plated(i: int, rng: np.random.Generator, how: str) -> Part:
         return Part((f"dim R{i}[N]",), (f"h{i} ~ Normal(0.0, 0.01)", f"q{i} ~ Gamma(1.0, 1.0)"),
                     (), item, {}, sample, (f"h{i}", f"q{i}"))
     if how == "ragged_tokens":  # a local Dirichlet over a ragged plate of categorical tokens
-        item = (f"    th{i}[n] ~ Dirichlet(1.0, 3)", f"    plate toks{i} j{i} in L{i}[n]:",
+        item = (f"    th{i}[n] ~ Dirichlet(1.0, C{i})", f"    plate toks{i} j{i} in L{i}[n]:",
                 f"        observe {y}[n, j{i}] ~ Categorical(th{i}[n])")
 
         def sample(r, d):
             th = r.dirichlet(np.ones(3), d.n)
             return {y: [r.choice(3, r.integers(1, 8), p=p) for p in th]}
 
-        return Part((f"dim L{i}[N]",), (), (), item, {}, sample, ())
+        return Part((f"dim L{i}[N]", f"dim C{i} = 3"), (), (), item, {}, sample, ())
     raise ValueError(how)
 
 
@@ -267,7 +268,7 @@ def _gated(i: int, how: str, rng: np.random.Generator, z: str, plate: str, inner
     if how == "categorical":
         phi = np.stack([np.roll(np.array([0.85, 0.05, 0.05, 0.05]), j) for j in range(4)])
         phi = phi[rng.permutation(4)]
-        return Part((), (), (f"    phi{i}[k] ~ Dirichlet(1.0, 4)",),
+        return Part((f"dim C{i} = 4",), (), (f"    phi{i}[k] ~ Dirichlet(1.0, C{i})",),
                     (f"{inner}observe {y}[{idx}] ~ Categorical(phi{i}[{z}])",), {},
                     lambda r, d: {y: np.array([r.choice(4, p=phi[c]) for c in d.z])})
     if how == "bernoulli":  # a nested fixed plate of binary features, b[z[n], c]
@@ -287,7 +288,8 @@ def _gated(i: int, how: str, rng: np.random.Generator, z: str, plate: str, inner
 
         item = (f"{inner}data t{i}[n] : int",
                 f"{inner}observe {y}[n] ~ Multinomial(t{i}[n], phi{i}[{z}])")
-        return Part((), (), (f"    phi{i}[k] ~ Dirichlet(0.5, 8)",), item, {}, sample)
+        return Part((f"dim C{i} = 8",), (), (f"    phi{i}[k] ~ Dirichlet(0.5, C{i})",), item,
+                    {}, sample)
     if how == "mvn":
         means = rng.normal(0, 1, (4, 2)) + 7.0 * np.array([[0, 0], [1, 0], [0, 1], [1, 1]])
 
