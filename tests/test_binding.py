@@ -508,3 +508,21 @@ def test_wishart_lognorm():
     assert_allclose(batch, [want, want], rtol=1e-12)
     with pytest.raises(CemDataError, match="degrees of freedom"):
         numeric.wishart_lognorm(1.0, W)
+
+
+def test_a_nonnegative_covariate_after_a_vector_one_is_a_scalar():
+    """Found by the random-model generator (tests/test_random_models.py): a covariate the
+    model takes the log of (an exposure `e[n]`) declared after a vector covariate `x[n]`
+    inherited x's event shape (P,) and its scalar data were refused."""
+    spec = {
+        "model": "m",
+        "dims": {"N": _dim(), "P": _dim(2)},
+        "plates": {"items": {"dim": "N", "parent": None, "ragged": False}},
+        "observed": {"c": {"plates": ["items"], "support": "count", "shape": [],
+                           "categories": None}},
+        "covariates": {"x": {"plates": ["items"], "kind": "vector", "shape": ["P"]},
+                       "e": {"plates": ["items"], "kind": "real", "shape": [],
+                             "nonnegative": True}},
+    }
+    bound = bind_data(spec, {"c": np.arange(5), "x": np.ones((5, 2)), "e": np.full(5, 0.5)})
+    assert bound.arrays["e"].shape == (5,) and bound.arrays["x"].shape == (5, 2)

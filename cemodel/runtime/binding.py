@@ -210,10 +210,11 @@ def _spec_vars(spec: Mapping[str, Any]) -> list[_Var]:
                 support = "category"
                 event = tuple(info.get("shape", ()))
                 categories = info["categories"]
-            elif info.get("nonnegative"):  # the model takes its log
-                support = "count" if info["kind"] == "int" else "nonnegative"
             else:
-                support = _COVARIATE_SUPPORT[info["kind"]]
+                if info.get("nonnegative"):  # the model takes its log
+                    support = "count" if info["kind"] == "int" else "nonnegative"
+                else:
+                    support = _COVARIATE_SUPPORT[info["kind"]]
                 event = tuple(info.get("shape", ()))
                 categories = None
             var_plates = tuple(info.get("plates", ()))
