@@ -154,8 +154,11 @@ KNOWN = {
 }
 
 
+# CI runs the models that pass; the known failures (each a strict xfail) run with the long
+# profile only: each costs a minute of compiling, and the CI budget is 15 minutes in all
 @pytest.mark.parametrize("model", [
-    pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=KNOWN[m.seed]))
+    pytest.param(m, marks=[pytest.mark.xfail(strict=True, reason=KNOWN[m.seed]),
+                           pytest.mark.skipif(not LONG, reason="known failure: long run only")])
     if m.seed in KNOWN else m for m in CI_MODELS], ids=lambda m: f"{m.kind}-{m.seed}")
 def test_a_generated_model_runs_every_listed_method_to_mf_quality(model):
     check_model(model)
