@@ -182,6 +182,12 @@ def check_step(expectations: dict[str, np.ndarray], step: int, effective_batch_s
             raise invalid_step(step, effective_batch_size, variable=variable)
     for family, lams in naturals:
         if not np.all(in_domain(family, lams)):
+            if effective_batch_size is None and family in ("mvn", "wishart", "normal_wishart"):
+                # a convex step between valid matrices is valid: only cancellation (data
+                # on a scale far from the prior's) makes it indefinite in floating point
+                from .special import _NOT_POSITIVE_DEFINITE
+                where = f"q({variable}): " if variable is not None else ""
+                raise CemDataError(f"SVI step {step}: {where}{_NOT_POSITIVE_DEFINITE}")
             raise invalid_step(step, effective_batch_size, variable=variable)
 
 
