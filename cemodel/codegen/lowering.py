@@ -21,7 +21,7 @@ from ..model import Model, RHyper, RRepeat, VarDef
 from ..plan import InferencePlan
 from .knowns import collect_knowns, log_data_names
 from .loops import E_name, lam_name, onehot_binding, plate_var
-from .starts import default_start, drawn_means, gamma_products, klc_start, seeded_chains
+from .starts import default_start, drawn_means, family, gamma_products, klc_start, seeded_chains
 
 
 class ProductMessage(NamedTuple):
@@ -208,11 +208,6 @@ def role_of(roles: Mapping[str, str], name: str) -> str:
 
 
 # -- questions about the plan, shared with the kernel emitters -----------------------------
-def family(model: Model, name: str) -> str:
-    """The variational family of a variable ('' for an observed one)."""
-    return FAMILIES[model.var(name).family].variational or ""
-
-
 def stats(model: Model, name: str) -> tuple[tuple[str, int], ...]:
     """A variable's sufficient statistics and their ranks."""
     return FAMILIES[model.var(name).family].stats

@@ -11,7 +11,7 @@ from ..model import Model, RBin, RCall, RVar, sub_exprs
 from ..plan import InferencePlan
 
 
-def _family(model: Model, name: str) -> str:
+def family(model: Model, name: str) -> str:
     """The variational family of a variable ('' for an observed one)."""
     return FAMILIES[model.var(name).family].variational or ""
 
@@ -19,7 +19,7 @@ def _family(model: Model, name: str) -> str:
 def seeded_chains(plan: InferencePlan) -> tuple[str, ...]:
     """MarkovChain locals started from seed steps (not in a model that also seeds items
     of a categorical local: one seed array serves one of the two)."""
-    families = [_family(plan.model, n) for n in plan.locals]
+    families = [family(plan.model, n) for n in plan.locals]
     if "categorical" in families:
         return ()
     return tuple(n for n, f in zip(plan.locals, families, strict=True) if f == "markov")
@@ -36,7 +36,7 @@ def gamma_products(plan: InferencePlan) -> tuple[str, ...]:
             values = [s for s in monomial.slots if isinstance(s, Stat) and s.stat == "value"]
             if len({s.var for s in values}) > 1:
                 found.update(s.var for s in values if s.var in plan.globals
-                             and _family(plan.model, s.var) == "gamma"
+                             and family(plan.model, s.var) == "gamma"
                              and any(i not in plates for i in s.index))
     return tuple(sorted(found))
 
@@ -54,7 +54,7 @@ def drawn_means(plan: InferencePlan) -> tuple[str, ...]:
         for arg in var.args:
             multiplied |= _multiplied_latents(model, arg)
     gated = _gated_globals(plan)
-    return tuple(n for n in plan.globals if _family(model, n) in ("normal", "mvn")
+    return tuple(n for n in plan.globals if family(model, n) in ("normal", "mvn")
                  and (n in multiplied or n in gated))
 
 
@@ -94,7 +94,7 @@ def _item_mixture(plan: InferencePlan) -> bool:
     """Every assignment (categorical or chain local) is one per data item: a mixture, not
     a topic model's assignment per token or a chain's per step."""
     model = plan.model
-    assigned = [n for n in plan.locals if _family(model, n) in ("categorical", "markov")]
+    assigned = [n for n in plan.locals if family(model, n) in ("categorical", "markov")]
     return bool(assigned) and all(len(model.var(n).plates) == 1 for n in assigned)
 
 
@@ -119,12 +119,12 @@ def default_start(plan: InferencePlan, chains, gamma, drawn) -> tuple[str, str]:
     start")."""
     model = plan.model
     gated = _gated_globals(plan)
-    if (gated and all(_family(model, n) in ("dirichlet", "beta") for n in gated)
+    if (gated and all(family(model, n) in ("dirichlet", "beta") for n in gated)
             and not _item_mixture(plan)):
         return "random", "random pseudo-counts: assignments below the items, gated counts"
     if chains:
         return "seeds", "k-means++ seed steps for the chain's states"
-    if any(_family(model, n) == "categorical" for n in plan.locals):
+    if any(family(model, n) == "categorical" for n in plan.locals):
         return "seeds", "k-means++ seed items for the categorical locals"
     if drawn:
         return "random", "Normal/MVN means drawn from the prior: breaks the symmetry"
