@@ -173,12 +173,13 @@ def _parser() -> argparse.ArgumentParser:
     _option(p, "epochs", None, "svi: passes over the data (default: 10, more on a small data "
             "set: enough steps that λ keeps < 1e-3 of its start; at most 200)")
     _option(p, "batch_size", 256, "svi: minibatch size |S|")
-    _option(p, "kappa", 0.7, "svi: step size s·(t + tau)^-kappa")
-    _option(p, "tau", 10.0, "svi: step size delay")
+    _option(p, "kappa", None, "svi: step size s·(t + tau)^-kappa (default 0.7; 0.5 on a small "
+            "data set)")
+    _option(p, "tau", None, "svi: step size delay (default 10; 1 on a small data set)")
     _option(p, "step_scale", 1.0, "svi: step size scale s")
-    p.add_argument("--learning-rate", choices=("decay", "adaptive"), default="decay",
+    p.add_argument("--learning-rate", choices=("decay", "adaptive"), default=None,
                    help="svi, ssvi-a, svi-avg: 'decay' (s·(t + tau)^-kappa) or 'adaptive' "
-                   "(Ranganath et al. 2013, no schedule)")
+                   "(Ranganath et al. 2013, no schedule); default: decay")
     _option(p, "effective_batch_size", None, "svi+: the effective batch size M <= |S|")
     p.add_argument("--learn", default=None, metavar="HYPER,...",
                    help="hyperparameters to set by empirical Bayes (e.g. alpha,eta); "

@@ -24,7 +24,7 @@ from sklearn.metrics import adjusted_rand_score
 from cemodel.codegen.lowering import lower
 from cemodel.compiler import compile_model, run_stages
 from cemodel.runtime.drivers.adaptive import AdaptiveRate
-from cemodel.runtime.drivers.svi import START_WEIGHT, Options, default_epochs
+from cemodel.runtime.drivers.svi import KAPPA, START_WEIGHT, TAU, Options, default_epochs
 
 COUNT_MIXTURE = """model count_mixture
 dim K = 4
@@ -124,7 +124,7 @@ def test_a_normal_hierarchy_starts_at_its_prior_and_a_bilinear_model_from_a_draw
 
 @pytest.mark.parametrize("n_items, batch", [(300, 256), (8, 256), (10_000, 100)])
 def test_default_epochs_forget_the_start(n_items, batch):
-    o = Options(batch_size=batch)
+    o = Options(batch_size=batch, kappa=KAPPA, tau=TAU)  # the schedule's defaults
     epochs = default_epochs(o, n_items)
     steps = epochs * -(-n_items // batch)
     rho = (np.arange(1, steps + 1) + o.tau) ** (-o.kappa)
