@@ -170,8 +170,9 @@ def _parser() -> argparse.ArgumentParser:
     _option(p, "max_iter", 200, "mf, klc: iterations at most")
     _option(p, "tol", 1e-6, "mf: stop when the relative change of the ELBO is below this; "
             "klc: the change of the bound (nats) or the squared gradient norm")
-    _option(p, "epochs", None, "svi: passes over the data (default: 10, more on a small data "
-            "set: enough steps that λ keeps < 1e-3 of its start; at most 200)")
+    _option(p, "epochs", None, "svi: passes over the data (default: 10, or enough steps that "
+            "λ keeps < 1e-3 of its start, at most 200; on a small data set at least 1,000 "
+            "steps)")
     _option(p, "batch_size", 256, "svi: minibatch size |S|")
     _option(p, "kappa", None, "svi: step size s·(t + tau)^-kappa (default 0.7; 0.5 on a small "
             "data set)")
