@@ -429,13 +429,27 @@ def test_ssvi_ends_near_the_posterior():
     assert 0.3 * NORMAL_PRECISION < result["mu.precision"] < 3.0 * NORMAL_PRECISION
 
 
-def test_ssvi_first_step_is_ssvi_a_and_later_steps_apply_v():
-    """Step 1 is SSVI-A's (V = I, svi.py), the later ones λ̂ = η + V(β, λ) · data."""
-    for epochs, same in ((1, True), (2, False)):  # full batches: one step per epoch
-        fits = [DRIVERS[method].run(NormalMean(), {"x": NORMAL_X}, epochs=epochs,
-                                    batch_size=None) for method in ("ssvi-a", "ssvi")]
-        assert np.array_equal(fits[0].state["lam_mu_value"],
-                              fits[1].state["lam_mu_value"]) == same
+def test_ssvi_warms_up_with_svi_steps_then_applies_v():
+    """With a local (LatentCoin), SSVI's first warmup_steps steps (16 with ρ_t =
+    (t + 10)^−0.7) are SVI's bit for bit; the next one draws p and applies V."""
+    from cemodel.runtime.drivers.svi import Options, warmup_steps
+
+    warm = warmup_steps(Options())
+    assert warm == 16
+    assert warmup_steps(Options(tau=0.0, kappa=0.5)) == 1  # ρ_1 = 1 forgets the start
+    for epochs, same in ((warm, True), (warm + 1, False)):  # full batches: a step per epoch
+        fits = [DRIVERS[method].run(LatentCoin(), COIN_DATA, epochs=epochs, batch_size=None)
+                for method in ("svi", "ssvi")]
+        assert np.array_equal(fits[0].state["lam_p_log"], fits[1].state["lam_p_log"]) == same
+
+
+def test_ssvi_without_a_local_takes_ssvi_a_steps():
+    """Without a latent local, E[V g | g] = g: SSVI's step is SSVI-A's (here, with nothing
+    reading the draw, SVI's), bit for bit, after the warm-up too."""
+    options = {"epochs": 30, "batch_size": None}
+    fits = [DRIVERS[method].run(NormalMean(), {"x": NORMAL_X}, **options)
+            for method in ("ssvi-a", "ssvi")]
+    _assert_same_fit(fits[1], fits[0])
 
 
 def test_ssvi_control_variate_at_the_posterior_stays_there():
