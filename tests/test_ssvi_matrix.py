@@ -424,16 +424,22 @@ def ratings(users=40, items=30, n=480):
     return {"y": y, "user": user, "item": item}
 
 
-def test_ssvi_without_a_local_stays_at_the_mean_field_optimum(compiled):
+def test_ssvi_without_a_local_reaches_the_mean_field_optimum(compiled):
     """pmf.cem (K = 2; τ, u, v all global, no latent local) started at batch MF's optimum:
-    40 epochs of 5 batches end within 0.5% of its ELBO for each of 3 seeds (measured ≤ 0.22%).
+    40 epochs of 5 batches end within 0.5% of its ELBO for each of 3 seeds (measured ≤ 0.22%;
+    the tolerance is SVI's noise at this ρ, not a structured bound: without a local
+    SSVI's objective is MF's).
     Without a local no global's λ̂ depends on its own draw, so E[V g | g] = g and SSVI takes
-    SSVI-A's step (svi._v_needed); eq. 7's V g ended 9%, 26% and 129× below. (From the
-    default start every stochastic method is still 5–40% below after 30 epochs here; after
-    200 SSVI ends 0.12–0.19% below, SVI 0.03–0.11%.)"""
+    SSVI-A's step (svi._v_needed); eq. 7's V g ended 9%, 26% and 129× below. From the
+    default start, 200 epochs (1000 steps) end within 0.5% (measured 0.12% for seed 0; eq. 7
+    0.7%, 1.4%, 1.1% for seeds 0–2). Fewer epochs are not a test of SSVI: after 30 every
+    stochastic method is still 5–40% below here (SVI 5–32%, SSVI 6–40%)."""
     data = ratings()
     pmf = compiled("pmf", K=2)
     mf = pmf.fit(data, max_iter=500, seed=0)
+    floor = mf.elbo[-1] - 0.005 * abs(mf.elbo[-1])
     for seed in range(3):
         fit = pmf.fit_ssvi(data, epochs=40, batch_size=100, seed=seed, init=mf.state)
-        assert fit.elbo[-1] > mf.elbo[-1] - 0.005 * abs(mf.elbo[-1]), (seed, fit.elbo[-1])
+        assert fit.elbo[-1] > floor, (seed, fit.elbo[-1], mf.elbo[-1])
+    fit = pmf.fit_ssvi(data, epochs=200, batch_size=100, seed=0)
+    assert fit.elbo[-1] > floor, (fit.elbo[-1], mf.elbo[-1])
