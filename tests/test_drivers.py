@@ -443,6 +443,27 @@ def test_ssvi_warms_up_with_svi_steps_then_applies_v():
         assert np.array_equal(fits[0].state["lam_p_log"], fits[1].state["lam_p_log"]) == same
 
 
+def test_ssvi_applies_v_at_the_draw_the_local_step_saw(monkeypatch):
+    """Every V-step's aux draws (log G_a, log G_b of p = G_a / (G_a + G_b)) rebuild the p
+    the local step read: V (tested against E[V] = I in test_ssvi_runtime) is evaluated at
+    the same draw, not a fresh one."""
+    from cemodel.runtime.drivers import svi
+
+    seen = []
+    original = svi._v_step
+
+    def checked(run, g, rho):
+        log_a, log_b = run.aux[g.name]
+        log_p = log_a - np.logaddexp(log_a, log_b)
+        seen.append(float(np.max(np.abs(log_p - run.s.E_p_log))))
+        original(run, g, rho)
+
+    monkeypatch.setattr(svi, "_v_step", checked)
+    DRIVERS["ssvi"].run(LatentCoin(), COIN_DATA, epochs=20, batch_size=None)
+    assert len(seen) == 20 - svi.warmup_steps(svi.Options())
+    assert max(seen) < 1e-12
+
+
 def test_ssvi_without_a_local_takes_ssvi_a_steps():
     """Without a latent local, E[V g | g] = g: SSVI's step is SSVI-A's (here, with nothing
     reading the draw, SVI's), bit for bit, after the warm-up too."""
