@@ -429,15 +429,51 @@ def test_ssvi_ends_near_the_posterior():
     assert 0.3 * NORMAL_PRECISION < result["mu.precision"] < 3.0 * NORMAL_PRECISION
 
 
-def test_ssvi_first_step_is_ssvi_a_and_later_steps_apply_v():
-    """Step 1 is SSVI-A's (V = I, svi.py), the later ones λ̂ = η + V(β, λ) · data."""
-    for epochs, same in ((1, True), (2, False)):  # full batches: one step per epoch
+def test_ssvi_warms_up_with_svi_steps_then_applies_v():
+    """With a local (LatentCoin), SSVI's first warmup_steps steps (16 with ρ_t =
+    (t + 10)^−0.7) are SVI's bit for bit; the next one draws p and applies V."""
+    from cemodel.runtime.drivers.svi import Options, warmup_steps
+
+    warm = warmup_steps(Options())
+    assert warm == 16
+    assert warmup_steps(Options(tau=0.0, kappa=0.5)) == 1  # ρ_1 = 1 forgets the start
+    for epochs, same in ((warm, True), (warm + 1, False)):  # full batches: a step per epoch
         # one schedule for both (SSVI does not take the small-data default)
-        fits = [DRIVERS[method].run(NormalMean(), {"x": NORMAL_X}, epochs=epochs,
-                                    batch_size=None, kappa=0.7, tau=10.0)
-                for method in ("ssvi-a", "ssvi")]
-        assert np.array_equal(fits[0].state["lam_mu_value"],
-                              fits[1].state["lam_mu_value"]) == same
+        fits = [DRIVERS[method].run(LatentCoin(), COIN_DATA, epochs=epochs, batch_size=None,
+                                    kappa=0.7, tau=10.0)
+                for method in ("svi", "ssvi")]
+        assert np.array_equal(fits[0].state["lam_p_log"], fits[1].state["lam_p_log"]) == same
+
+
+def test_ssvi_applies_v_at_the_draw_the_local_step_saw(monkeypatch):
+    """Every V-step's aux draws (log G_a, log G_b of p = G_a / (G_a + G_b)) rebuild the p
+    the local step read: V (tested against E[V] = I in test_ssvi_runtime) is evaluated at
+    the same draw, not a fresh one."""
+    from cemodel.runtime.drivers import svi
+
+    seen = []
+    original = svi._v_step
+
+    def checked(run, g, rho):
+        log_a, log_b = run.aux[g.name]
+        log_p = log_a - np.logaddexp(log_a, log_b)
+        seen.append(float(np.max(np.abs(log_p - run.s.E_p_log))))
+        original(run, g, rho)
+
+    monkeypatch.setattr(svi, "_v_step", checked)
+    DRIVERS["ssvi"].run(LatentCoin(), COIN_DATA, epochs=20, batch_size=None)
+    assert len(seen) == 20 - svi.warmup_steps(svi.Options())
+    assert max(seen) < 1e-12
+
+
+def test_ssvi_without_a_local_takes_ssvi_a_steps():
+    """Without a latent local, E[V g | g] = g: SSVI's step is SSVI-A's (here, with nothing
+    reading the draw, SVI's), bit for bit, after the warm-up too."""
+    # one schedule for both (SSVI does not take the small-data default)
+    options = {"epochs": 30, "batch_size": None, "kappa": 0.7, "tau": 10.0}
+    fits = [DRIVERS[method].run(NormalMean(), {"x": NORMAL_X}, **options)
+            for method in ("ssvi-a", "ssvi")]
+    _assert_same_fit(fits[1], fits[0])
 
 
 def test_ssvi_control_variate_at_the_posterior_stays_there():

@@ -387,21 +387,20 @@ def three_clusters(n=100):
 
 
 def test_ssvi_on_a_gaussian_mixture_reaches_the_mean_field_bound(compiled):
-    """gmm.cem (MVN means, Wishart precisions, Dirichlet weights), K = 3: minibatch SSVI
-    (eq. 7, 40 epochs of 3 batches) ends within 1% of batch MF's ELBO for each of three
-    seeds, started after 3 MF iterations (34% below MF's ELBO). From the default start
-    (k-means++ seeds, each component's q from one point) SSVI, like SSVI-A, often ends in a
-    worse optimum (README: where a fit starts). Before the distributions whose V-step would
-    leave the domain took SSVI-A's step (their step was shortened towards the boundary),
-    seed 0 ended 14% lower: a component's precision collapsed and it lost its points."""
+    """gmm.cem (MVN means, Wishart precisions, Dirichlet weights), K = 3, from the default
+    start (k-means++ seeds): minibatch SSVI (eq. 7, 40 epochs of 3 batches) ends within 1% of
+    batch MF's ELBO for at least 4 of 5 seeds (measured: 5 of 5, at most 0.5% below). The
+    start is far wider than the posterior (each component's q from one seed item and the
+    vague prior: E[Λ] ≈ 0.04 I against I); when SSVI drew β from it from step 2 on, 3 of 10
+    seeds ended within 1% (the others 13–20% below, two components merged, ARI ≈ 0.57).
+    SSVI's first steps are now SVI's (svi.warmup_steps). Before the distributions whose
+    V-step would leave the domain took SSVI-A's step, a component's precision collapsed."""
     x = three_clusters()
     gmm = compiled("gmm", K=3)
     mf = gmm.fit({"x": x}, max_iter=300).elbo[-1]
-    start = gmm.fit({"x": x}, max_iter=3)
-    assert start.elbo[-1] < mf - 0.3 * abs(mf)
-    for seed in range(3):
-        fit = gmm.fit_ssvi({"x": x}, epochs=40, batch_size=100, seed=seed, init=start.state)
-        assert fit.elbo[-1] > mf - 0.01 * abs(mf), (seed, fit.elbo[-1], mf)
+    ends = [gmm.fit_ssvi({"x": x}, epochs=40, batch_size=100, seed=seed).elbo[-1]
+            for seed in range(5)]
+    assert sum(end > mf - 0.01 * abs(mf) for end in ends) >= 4, (ends, mf)
 
 
 def test_ssvi_on_a_normal_wishart_mixture_reaches_the_mean_field_bound(compiled):
@@ -413,3 +412,34 @@ def test_ssvi_on_a_normal_wishart_mixture_reaches_the_mean_field_bound(compiled)
     for options in ({}, {"control_variate": True}):
         fit = gmm.fit_ssvi({"x": x}, epochs=40, batch_size=100, seed=0, **options)
         assert fit.elbo[-1] > mf - 0.01 * abs(mf), (options, fit.elbo[-1], mf)
+
+
+def ratings(users=40, items=30, n=480):
+    """n noisy ratings of a rank-2 product, at distinct random (user, item) pairs."""
+    rng = np.random.default_rng(0)
+    u, v = rng.normal(size=(users, 2)), rng.normal(size=(items, 2))
+    pairs = rng.choice(users * items, n, replace=False)
+    user, item = pairs // items, pairs % items
+    y = np.sum(u[user] * v[item], axis=1) + rng.normal(0.0, 0.3, n)
+    return {"y": y, "user": user, "item": item}
+
+
+def test_ssvi_without_a_local_reaches_the_mean_field_optimum(compiled):
+    """pmf.cem (K = 2; τ, u, v all global, no latent local) started at batch MF's optimum:
+    40 epochs of 5 batches end within 0.5% of its ELBO for each of 3 seeds (measured ≤ 0.22%;
+    the tolerance is SVI's noise at this ρ, not a structured bound: without a local
+    SSVI's objective is MF's).
+    Without a local no global's λ̂ depends on its own draw, so E[V g | g] = g and SSVI takes
+    SSVI-A's step (svi._v_needed); eq. 7's V g ended 9%, 26% and 129× below. From the
+    default start, 200 epochs (1000 steps) end within 0.5% (measured 0.12% for seed 0; eq. 7
+    0.7%, 1.4%, 1.1% for seeds 0–2). Fewer epochs are not a test of SSVI: after 30 every
+    stochastic method is still 5–40% below here (SVI 5–32%, SSVI 6–40%)."""
+    data = ratings()
+    pmf = compiled("pmf", K=2)
+    mf = pmf.fit(data, max_iter=500, seed=0)
+    floor = mf.elbo[-1] - 0.005 * abs(mf.elbo[-1])
+    for seed in range(3):
+        fit = pmf.fit_ssvi(data, epochs=40, batch_size=100, seed=seed, init=mf.state)
+        assert fit.elbo[-1] > floor, (seed, fit.elbo[-1], mf.elbo[-1])
+    fit = pmf.fit_ssvi(data, epochs=200, batch_size=100, seed=0)
+    assert fit.elbo[-1] > floor, (fit.elbo[-1], mf.elbo[-1])
