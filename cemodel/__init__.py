@@ -7,7 +7,7 @@ variational inference.
 
 from .version import __version__ as __version__
 
-__all__ = ["CemEstimator", "Fit", "Model"]  # and cemodel.compile(path, **settings)
+__all__ = ["CemEstimator", "Fit", "Model", "load_result"]  # and cemodel.compile(path, **settings)
 
 
 def __getattr__(name: str):  # the Python API, imported on first use: `import cemodel` stays light
@@ -15,6 +15,10 @@ def __getattr__(name: str):  # the Python API, imported on first use: `import ce
         from .compiler import compile
 
         return compile
+    if name == "load_result":
+        from .saved import load_result
+
+        return load_result
     if name in ("CemEstimator", "Fit", "Inference", "Model"):
         from . import api
 

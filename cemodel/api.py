@@ -100,11 +100,76 @@ class Fit(FitResult, _Posterior):
 
     method: str = "mf"
     local: str = "mf"
+    seed: int | None = 0
+    model: Model | None = None  # the fitted model (to_arviz, summary, save need it)
 
     @classmethod
-    def of(cls, result: FitResult, method: str, local: str) -> Fit:
+    def of(cls, result: FitResult, method: str, local: str, model: Model | None = None,
+           seed: int | None = 0) -> Fit:
         return cls(**{f.name: getattr(result, f.name) for f in fields(result)},
-                   method=method, local=local)
+                   method=method, local=local, model=model, seed=seed)
+
+    # -- after the fit (cemodel.arviz_export, cemodel.intervals, cemodel.saved) ---------------
+
+    def _model(self, what: str) -> Model:
+        if self.model is None:
+            raise CemError(f"{what}: this fit does not know its model",
+                           hint="fit with Model.fit, or load it with cemodel.load_result")
+        return self.model
+
+    def _meta(self) -> dict[str, Any]:
+        from .saved import fit_meta
+
+        return fit_meta(self._model("save").stages, self, self.method, self.local, self.seed)
+
+    def to_arviz(self, draws: int = 1000, seed: int | None = None, *,
+                 data: Mapping[str, Any] | None = None, coords: Mapping[str, Any] | None = None,
+                 discrete_locals: bool | None = None) -> Any:
+        """ArviZ's InferenceData of this fit: ``posterior`` holds ``draws`` exact draws from q
+        (chain 1) of every latent variable, axes named after the model's plates; ``coords``
+        labels axes by dimension or plate name (``{"V": vocabulary}``); ``data`` (the fit's
+        data) fills ``observed_data`` / ``constant_data``; ``sample_stats`` the ELBO trace;
+        ``variational`` the variational parameters. Discrete locals (GMM's z) are drawn when
+        ``discrete_locals`` is True, or (None) while draws × items ≤ 10⁶. Needs the arviz
+        extra (``pip install 'cemodel[arviz]'``); see ``cemodel.arviz_export``."""
+        from .arviz_export import to_inference_data
+
+        model = self._model("to_arviz")
+        return to_inference_data(model.stages.plan, model.module.SPEC, self, self._meta(),
+                                 draws=draws, seed=seed, data=data, coords=coords,
+                                 discrete_locals=discrete_locals)
+
+    def summary(self, hdi_prob: float = 0.94, *, coords: Mapping[str, Any] | None = None,
+                discrete_locals: bool | None = None) -> Any:
+        """Mean, sd and the central ``hdi_prob`` interval of every scalar marginal of q, in
+        closed form (no draws), as a pandas DataFrame shaped like ``az.summary``'s
+        (columns ``mean``, ``sd``, ``eti_3%``, ``eti_97%``); the rows of the variables
+        ``to_arviz()`` draws. See ``cemodel.intervals``."""
+        from . import intervals
+
+        factors = self.factors()
+        return intervals.dataframe(intervals.rows(factors, hdi_prob, discrete_locals, coords),
+                                   hdi_prob)
+
+    def factors(self) -> tuple:
+        """Each factor of q with its family, parameters and named axes (``cemodel.latents``)."""
+        from .latents import dim_sizes, latents
+
+        plan = self._model("factors").stages.plan
+        return latents(plan.model, plan.globals + plan.kept_locals, self.posterior,
+                       dim_sizes(plan.model, self.dims))
+
+    def save(self, path: str | Path, **arviz: Any) -> Path:
+        """Write the fit to ``path``: ``.npz`` (the arrays of ``cemodel fit -o``, the state
+        and a record of the fit) or ``.nc`` (``to_arviz(**arviz)`` as netCDF). Read it back
+        with ``cemodel.load_result(path, model)``."""
+        from .saved import save
+
+        model = self._model("save")
+        if Path(path).suffix.lower() == ".nc":
+            arviz.setdefault("draws", 1000)
+            arviz.setdefault("seed", None)
+        return save(path, model.stages, model.module.SPEC, self, self._meta(), **arviz)
 
     def __repr__(self) -> str:
         last = f"{self.elbo[-1]:.6g}" if len(self.elbo) else "not evaluated"
@@ -250,7 +315,7 @@ class Model:
             raise CemError(f"local step {local!r} does not apply to this model: it has no data "
                            "plate, so no local variables")
         result = DRIVERS[method].run(self.module, data, **options)
-        return Fit.of(result, method, local)
+        return Fit.of(result, method, local, self, options.get("seed", 0))
 
     def infer(self, data: Mapping[str, Any], fit: FitResult, *, max_local_iter: int = 100,
               local_tol: float = 1e-3) -> Inference:
