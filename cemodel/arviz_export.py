@@ -26,6 +26,7 @@ import numpy as np
 from .errors import CemError
 from .latents import DISCRETE_LIMIT, Latent, axis_names, dim_sizes, kept, latents, owner
 from .model import Model
+from .options import check_options
 from .plan import InferencePlan
 from .posterior import draw
 
@@ -130,8 +131,7 @@ def to_inference_data(plan: InferencePlan, spec: Mapping[str, Any], result: Any,
                       discrete_locals: bool | None = None) -> Any:
     """The InferenceData of a fit (see the module docstring); ``meta``: the root attributes."""
     az, xr = import_arviz()
-    if not isinstance(draws, (int, np.integer)) or draws < 1:
-        raise CemError(f"draws: expected a positive whole number, found {draws!r}")
+    check_options(draws=draws, **({} if seed is None else {"seed": seed}))
     model = plan.model
     sizes = dim_sizes(model, result.dims)
     factors = latents(model, plan.globals + plan.kept_locals, result.posterior, sizes)

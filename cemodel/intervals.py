@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from .errors import CemError
-from .latents import Latent, kept
+from .families import FAMILIES
+from .latents import Latent, Part, kept
 from .posterior import MARGINALS, central_interval, marginals
 
 # summary() shows the factors to_arviz() draws by default (its 1000 draws): discrete locals
@@ -95,3 +96,33 @@ def text(table: list[Row], prob: float) -> list[str]:
         lines.append(f"  {r.label:<{width}}" + "".join(
             f"{v:>12.4g}" for v in (r.mean, r.sd, r.low, r.high)))
     return lines
+
+
+def file_factors(variables: tuple[Any, ...], model: Any | None) -> tuple[Latent, ...]:
+    """The factors of a posterior file (``plots.Posterior.variables``, for ``cemodel
+    summarize``): each variable whose family's parameters are all there; a joint block's
+    parts named after its members when the model is given (else ``BLOCK.mean``), and the
+    members themselves left to it."""
+    blocks = {b.name: b for b in (model.blocks if model is not None else ())}
+    present = {v.name for v in variables}
+    members = {m.name for name, b in blocks.items() if name in present
+               for m in (b.mean, b.precision)}
+    out = []
+    for var in variables:
+        spec = FAMILIES.get(var.family)
+        family = spec.variational if spec is not None else None
+        if family not in MARGINALS or var.name in members:
+            continue
+        try:
+            marginals(family, dict(var.params))
+        except (KeyError, ValueError, np.linalg.LinAlgError):  # a member's mean only
+            continue
+        if family.startswith("normal_"):
+            block = blocks.get(var.name)
+            names = ((block.mean.name, block.precision.name) if block is not None else
+                     (f"{var.name}.mean", f"{var.name}.precision"))
+            parts = (Part("mean", names[0], ()), Part("precision", names[1], ()))
+        else:
+            parts = (Part("", var.name, ()),)
+        out.append(Latent(var.name, family, var.params, parts, bool(var.local), False))
+    return tuple(out)

@@ -233,7 +233,9 @@ class Posterior:
 def load_posterior(path: str | Path, model: Model | None = None) -> Posterior:
     """Read a posterior ``.npz`` written by ``cemodel fit``; ``model`` names the families."""
     path = Path(path)
-    arrays = tuple(read_npz(path, "posterior", POSTERIOR_HINT).items())
+    # a saved fit's state, hyperparameters and record ("state:...") are not the posterior's
+    arrays = tuple((k, v) for k, v in read_npz(path, "posterior", POSTERIOR_HINT).items()
+                   if ":" not in k)
     for key, value in arrays:
         check_numbers(path, key, value)
     if "elbo" not in dict(arrays):
