@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.special
 import scipy.stats
 
 from .runtime.sampling import log_gamma_draws
@@ -212,16 +213,17 @@ def gamma_difference_quantile(q: float, shape: np.ndarray, a_scale: np.ndarray,
     if exact.all():
         return out
     k, sa, sb = shape[~exact], a_scale[~exact], b_scale[~exact]
-    u, w = np.polynomial.legendre.leggauss(nodes)
+    u, w = scipy.special.roots_legendre(nodes)
     u, w = (u + 1.0) / 2.0, w / 2.0
-    b = scipy.stats.gamma.ppf(u[:, None], k, scale=sb)  # nodes × entries
+    b = scipy.special.gammaincinv(k, u[:, None]) * sb  # B's quantiles: nodes × entries
 
     def cdf(x: np.ndarray) -> np.ndarray:
-        return (w[:, None] * scipy.stats.gamma.cdf(x + b, k, scale=sa)).sum(axis=0)
+        return (w[:, None] * scipy.special.gammainc(k, np.maximum(x + b, 0.0) / sa)).sum(0)
 
-    lo = -scipy.stats.gamma.ppf(1.0 - min(q, 1 - q) / 4, k, scale=sb)
-    hi = scipy.stats.gamma.ppf(1.0 - min(q, 1 - q) / 4, k, scale=sa)
-    for _ in range(60):  # bisection: 2^-60 of the bracket
+    far = 1.0 - min(q, 1 - q) / 4
+    lo = -scipy.special.gammaincinv(k, far) * sb
+    hi = scipy.special.gammaincinv(k, far) * sa
+    for _ in range(50):  # bisection: 2^-50 of the bracket
         mid = (lo + hi) / 2.0
         below = cdf(mid) < q
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
