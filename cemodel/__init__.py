@@ -15,11 +15,7 @@ def __getattr__(name: str):  # the Python API, imported on first use: `import ce
         from .compiler import compile
 
         return compile
-    if name == "load_result":
-        from .saved import load_result
-
-        return load_result
-    if name in ("CemEstimator", "Fit", "Inference", "Model"):
+    if name in ("CemEstimator", "Fit", "Inference", "Model", "load_result"):
         from . import api
 
         return getattr(api, name)

@@ -38,7 +38,8 @@ from .runtime.drivers import DRIVERS
 from .runtime.drivers.interface import zero_statistics
 from .runtime.source import ItemSource
 
-__all__ = ["CemEstimator", "Fit", "Inference", "Model", "TopicStructure", "topic_structure"]
+__all__ = ["CemEstimator", "Fit", "Inference", "Model", "TopicStructure", "load_result",
+           "topic_structure"]
 
 STDLIB = Path(__file__).resolve().parents[1] / "stdlib_models"
 
@@ -352,6 +353,17 @@ class Model:
                      if k.split(".")[0] in keep or any(k.endswith(f" {n}]") for n in keep)}
         return Inference(posterior, float(local_part + with_data - without_data),
                          len(s.all_items), seconds)
+
+
+def load_result(path: str | Path, model: Model | str | Path) -> Fit:
+    """The ``Fit`` saved in ``path`` (``Fit.save``, ``cemodel fit -o``: .npz or .nc) of
+    ``model`` (a ``Model``, a model file or a library name), as it was: ``fit.mean("beta")``,
+    ``model.infer(data, fit)``, ``model.fit(data, init=fit.state)``. A file of another model
+    source or saved-fit format version is refused (``cemodel.saved``)."""
+    from .saved import read_saved
+
+    model = model if isinstance(model, Model) else Model(model)
+    return Fit(**read_saved(path, model.stages.model.source), model=model)
 
 
 def _model(path: str, settings: dict[str, float],

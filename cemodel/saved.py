@@ -1,4 +1,4 @@
-"""Saved fits: ``Fit.save(path)`` and ``load_result(path, model)``, ``.npz`` or ``.nc``.
+"""Saved fits: ``Fit.save(path)`` and ``cemodel.load_result(path, model)``, ``.npz`` or ``.nc``.
 
 An ``.npz`` holds what ``cemodel fit -o`` always wrote (``elbo`` and every ``fit.posterior``
 array, "E[log beta]" stored as "E(log beta)") and the rest of the fit: ``state:NAME`` (the
@@ -111,6 +111,8 @@ def _read_npz(path: Path) -> tuple[dict, dict, dict, dict, np.ndarray]:
         meta = json.loads(arrays.pop(META).tobytes().decode())
     except (UnicodeDecodeError, ValueError) as exc:
         raise CemError(f"{path}: its '{META}' record is damaged ({exc})") from None
+    if not isinstance(meta, dict):
+        raise CemError(f"{path}: its '{META}' record is damaged (not a JSON object)")
     state = {k.removeprefix("state:"): v for k, v in arrays.items() if k.startswith("state:")}
     hypers = {k.removeprefix("hyper:"): v for k, v in arrays.items() if k.startswith("hyper:")}
     posterior = {_key(k): v for k, v in arrays.items()
@@ -142,29 +144,28 @@ def _key(stored: str) -> str:
     return stored.replace("(", "[").replace(")", "]")
 
 
-def _check(path: Path, meta: Mapping[str, Any], model: Any) -> None:
-    version = meta.get("cemodel_format_version")
-    if version is None or int(version) != FORMAT_VERSION:
-        raise CemError(f"{path} is a saved fit of format version {version}; this cemodel "
+def _check(path: Path, meta: Mapping[str, Any], source: Any) -> None:
+    try:
+        version = int(meta.get("cemodel_format_version"))
+    except (TypeError, ValueError, AttributeError):
+        version = None
+    if version != FORMAT_VERSION:
+        shown = meta.get("cemodel_format_version") if isinstance(meta, Mapping) else None
+        raise CemError(f"{path} is a saved fit of format version {shown}; this cemodel "
                        f"({__version__}) reads version {FORMAT_VERSION}",
                        hint="load it with the cemodel that wrote it, or fit again")
-    expected = source_hash(model.stages.model.source.text)
+    expected = source_hash(source.text)
     found = meta.get("model_source_hash")
     if found != expected:
         raise CemError(f"{path} is a fit of another model source: model "
                        f"'{meta.get('model_name')}' with source hash {found}, not "
-                       f"{model.stages.model.source.filename} (hash {expected})",
+                       f"{source.filename} (hash {expected})",
                        hint="load it with the model file it was fitted with")
 
 
-def load_result(path: str | Path, model: Any) -> Any:
-    """The ``Fit`` saved in ``path`` (``Fit.save``, ``cemodel fit -o``), of ``model`` (a
-    ``Model``, a model file or a library name): ``fit.mean("beta")``, ``model.infer(data,
-    fit)``, ``model.fit(data, init=fit.state)`` as before it was saved."""
-    from .api import Fit, Model
-
-    if not isinstance(model, Model):
-        model = Model(model)
+def read_saved(path: str | Path, source: Any) -> dict[str, Any]:
+    """The fields of the ``Fit`` saved in ``path`` (``api.load_result`` makes it), checked
+    against the model ``source`` it is loaded with."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
@@ -172,14 +173,17 @@ def load_result(path: str | Path, model: Any) -> Any:
     if not path.is_file():
         raise CemError(f"no such saved fit: {path}")
     meta, posterior, state, hypers, elbo = (_read_npz if suffix == ".npz" else _read_nc)(path)
-    _check(path, meta, model)
-    seed = meta.get("fit_seed", 0)
-    return Fit(posterior=posterior, elbo=np.asarray(elbo, float),
-               iterations=int(meta.get("iterations", len(elbo))),
-               converged=bool(int(meta.get("converged", 0))),
-               seconds=float(meta.get("seconds", 0.0)),
-               dims={k: int(v) for k, v in json.loads(meta.get("dims", "{}")).items()},
-               hypers={k: float(v) if np.ndim(v) == 0 else v for k, v in hypers.items()},
-               state=state, method=str(meta.get("method", "mf")),
-               local=str(meta.get("local_step", "mf")),
-               seed=None if seed == "none" else int(seed), model=model)
+    _check(path, meta, source)
+    try:
+        seed = meta.get("fit_seed", 0)
+        return dict(posterior=posterior, elbo=np.asarray(elbo, float),
+                    iterations=int(meta.get("iterations", len(elbo))),
+                    converged=bool(int(meta.get("converged", 0))),
+                    seconds=float(meta.get("seconds", 0.0)),
+                    dims={k: int(v) for k, v in json.loads(meta.get("dims", "{}")).items()},
+                    hypers={k: float(v) if np.ndim(v) == 0 else v for k, v in hypers.items()},
+                    state=state, method=str(meta.get("method", "mf")),
+                    local=str(meta.get("local_step", "mf")),
+                    seed=None if seed == "none" else int(seed))
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise CemError(f"{path}: its record of the fit is damaged ({exc})") from None

@@ -194,3 +194,19 @@ def test_fitted_estimator_through_joblib(tmp_path):
     joblib.dump(est, tmp_path / "est.joblib")
     loaded = joblib.load(tmp_path / "est.joblib")
     np.testing.assert_allclose(loaded.transform(X[:7]), est.transform(X[:7]), rtol=1e-12)
+
+
+def test_after_the_fit_example(tmp_path, capsys):
+    import runpy
+
+    pytest.importorskip("matplotlib")
+    sys_argv = sys.argv
+    sys.argv = ["after_the_fit.py", "--out", str(tmp_path / "fig.png"), "--save",
+                str(tmp_path / "fit.npz")]
+    try:
+        runpy.run_path(str(REPO / "examples" / "after_the_fit.py"), run_name="__main__")
+    finally:
+        sys.argv = sys_argv
+    out = capsys.readouterr().out
+    assert "eti_97%" in out and (tmp_path / "fig.png").stat().st_size > 0
+    assert cemodel.load_result(tmp_path / "fit.npz", "hierarchical_normal").method == "mf"
