@@ -126,13 +126,10 @@ class Fit(FitResult, _Posterior):
     def to_arviz(self, draws: int = 1000, seed: int | None = None, *,
                  data: Mapping[str, Any] | None = None, coords: Mapping[str, Any] | None = None,
                  discrete_locals: bool | None = None) -> Any:
-        """ArviZ's InferenceData of this fit: ``posterior`` holds ``draws`` exact draws from q
-        (chain 1) of every latent variable, axes named after the model's plates; ``coords``
-        labels axes by dimension or plate name (``{"V": vocabulary}``); ``data`` (the fit's
-        data) fills ``observed_data`` / ``constant_data``; ``sample_stats`` the ELBO trace;
-        ``variational`` the variational parameters. Discrete locals (GMM's z) are drawn when
-        ``discrete_locals`` is True, or (None) while draws × items ≤ 10⁶. Needs the arviz
-        extra (``pip install 'cemodel[arviz]'``); see ``cemodel.arviz_export``."""
+        """ArviZ's InferenceData: ``draws`` exact draws from q, axes named after the plates,
+        ``coords`` by dimension or plate name (``{"V": words}``), ``data`` as observed_data;
+        discrete locals drawn while draws × items ≤ 10⁶ (or as ``discrete_locals`` says).
+        The arviz extra; ``cemodel.arviz_export``."""
         from .arviz_export import to_inference_data
 
         model = self._model("to_arviz")
@@ -142,15 +139,12 @@ class Fit(FitResult, _Posterior):
 
     def summary(self, hdi_prob: float = 0.94, *, coords: Mapping[str, Any] | None = None,
                 discrete_locals: bool | None = None) -> Any:
-        """Mean, sd and the central ``hdi_prob`` interval of every scalar marginal of q, in
-        closed form (no draws), as a pandas DataFrame shaped like ``az.summary``'s
-        (columns ``mean``, ``sd``, ``eti_3%``, ``eti_97%``); the rows of the variables
-        ``to_arviz()`` draws. See ``cemodel.intervals``."""
+        """Mean, sd and central ``hdi_prob`` interval of every scalar marginal of q in closed
+        form, as ``az.summary``'s table (``eti_3%``, ``eti_97%``); ``cemodel.intervals``."""
         from . import intervals
 
-        factors = self.factors()
-        return intervals.dataframe(intervals.rows(factors, hdi_prob, discrete_locals, coords),
-                                   hdi_prob)
+        rows = intervals.rows(self.factors(), hdi_prob, discrete_locals, coords)
+        return intervals.dataframe(rows, hdi_prob)
 
     def factors(self) -> tuple:
         """Each factor of q with its family, parameters and named axes (``cemodel.latents``)."""
@@ -161,9 +155,8 @@ class Fit(FitResult, _Posterior):
                        dim_sizes(plan.model, self.dims))
 
     def save(self, path: str | Path, **arviz: Any) -> Path:
-        """Write the fit to ``path``: ``.npz`` (the arrays of ``cemodel fit -o``, the state
-        and a record of the fit) or ``.nc`` (``to_arviz(**arviz)`` as netCDF). Read it back
-        with ``cemodel.load_result(path, model)``."""
+        """Write the fit to ``path``, ``.npz`` or ``.nc`` (``to_arviz(**arviz)``); read it
+        back with ``cemodel.load_result(path, model)`` (``cemodel.saved``)."""
         from .saved import save
 
         model = self._model("save")
