@@ -24,7 +24,17 @@ from typing import Any
 import numpy as np
 
 from .errors import CemError
-from .latents import DISCRETE_LIMIT, Latent, axis_names, dim_sizes, kept, latents, owner
+from .latents import (
+    DISCRETE_LIMIT,
+    Latent,
+    axis_names,
+    dim_sizes,
+    event_names,
+    kept,
+    latents,
+    owner,
+    safe_name,
+)
 from .model import Model
 from .options import check_options
 from .plan import InferencePlan
@@ -100,27 +110,35 @@ def named_arrays(model: Model, arrays: Mapping[str, np.ndarray], sizes: Mapping[
 
 
 def data_arrays(model: Model, spec: Mapping[str, Any], data: Mapping[str, Any],
-                sizes: Mapping[str, int]) -> tuple[dict, dict]:
-    """(observed_data, constant_data) arrays of ``data``: a rectangular array gets the axes of
-    its variable, a sparse count matrix its dense form (up to DISCRETE_LIMIT cells), a list
-    of sequences their concatenation (axis: the inner plate) and the outer index."""
-    groups: tuple[dict, dict] = ({}, {})
+                sizes: Mapping[str, int]) -> tuple[dict, dict, dict]:
+    """(observed_data, constant_data, index coordinates) of ``data``: a rectangular array
+    gets the axes of its variable (a count matrix of a categorical over a ragged plate: the
+    outer plates and the categories), a sparse matrix its dense form (up to DISCRETE_LIMIT
+    cells), a list of sequences their concatenation along the inner plate, with the outer
+    plate's index of each element as the coordinate ``OUTER_index``."""
+    groups: tuple[dict, dict, dict] = ({}, {}, {})
     for name, value in data.items():
+        if name not in spec["observed"] and name not in spec["covariates"]:
+            continue
         group = groups[0] if name in spec["observed"] else groups[1]
+        var = owner(model, name) if name in spec["observed"] else model.datum(name)
         if hasattr(value, "toarray"):
             if int(np.prod(value.shape)) > DISCRETE_LIMIT:
                 continue
             value = value.toarray()
         if isinstance(value, (list, tuple)) and value and np.ndim(value[0]) >= 1:
-            plates = (spec["observed"].get(name) or spec["covariates"].get(name))["plates"]
-            outer, inner = plates[0], plates[-1]
+            outer, inner = var.plates[0], var.plates[-1]
             group[name] = ((inner,), np.concatenate([np.asarray(v) for v in value]))
-            group[f"{name}_{outer}"] = ((inner,), np.repeat(np.arange(len(value)),
-                                                           [len(v) for v in value]))
+            groups[2][f"{outer}_index"] = ((inner,), np.repeat(
+                np.arange(len(value)), [len(v) for v in value]))
             continue
         value = np.asarray(value)
-        var = owner(model, name) if name in spec["observed"] else model.datum(name)
-        group[name] = (axis_names(model, var, name, value.shape, sizes), value)
+        dims = axis_names(model, var, name, value.shape, sizes)
+        counts = tuple(var.plates[:-1]) + event_names(model, var)  # items × categories
+        generic = bool(dims) and dims[0].startswith(safe_name(name) + "_dim_")
+        if generic and [sizes.get(d) for d in counts] == list(value.shape):
+            dims = counts
+        group[name] = (dims, value)
     return groups
 
 
@@ -155,8 +173,8 @@ def to_inference_data(plan: InferencePlan, spec: Mapping[str, Any], result: Any,
                                          for k, v in result.hypers.items()}, {}, {}),
     }
     if data is not None:
-        observed, constant = data_arrays(model, spec, data, sizes)
-        groups["observed_data"] = _dataset(xr, observed, coords, {})
+        observed, constant, index = data_arrays(model, spec, data, sizes)
+        groups["observed_data"] = _dataset(xr, observed, coords, {}).assign_coords(index)
         groups["constant_data"] = _dataset(xr, constant, coords, {})
     idata = az.InferenceData(attrs=attrs, **{k: v for k, v in groups.items()
                                              if v.data_vars})

@@ -89,18 +89,18 @@ def axis_names(model: Model, var: VarDef | DataDef, key: str, shape: tuple[int, 
     names: list[str] = list(plates)
     for i in range(len(shape) - len(plates)):
         base = event[min(i, len(event) - 1)]
-        name = base if base is not None else f"{_safe(key)}_dim_{i}"
+        name = base if base is not None else f"{safe_name(key)}_dim_{i}"
         while name in names:
             name += "_2" if not name.endswith("_2") else "2"
         names.append(name)
     fits = [sizes.get(n, -1 if n in plates else size) == size
             for n, size in zip(names, shape, strict=True)]
     if not all(fits):  # a ragged plate, or another layout (a count matrix of tokens)
-        return tuple(f"{_safe(key)}_dim_{i}" for i in range(len(shape)))
+        return tuple(f"{safe_name(key)}_dim_{i}" for i in range(len(shape)))
     return tuple(names)
 
 
-def _safe(key: str) -> str:
+def safe_name(key: str) -> str:
     """A name for generic axes of ``key`` ("E[log beta]" → "E_log_beta")."""
     return re.sub(r"\W+", "_", key).strip("_")
 

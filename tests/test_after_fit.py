@@ -59,7 +59,8 @@ def test_every_stdlib_fit_goes_to_arviz(name):
 def test_lda_axes_and_vocabulary_coordinates():
     model, dataset, fit = _fit("lda")
     words = [f"w{i}" for i in range(fit.dims["V"])]
-    idata = fit.to_arviz(draws=20, seed=0, coords={"V": words})
+    idata = fit.to_arviz(draws=20, seed=0, coords={"V": words}, data=dataset.data)
+    assert idata.observed_data["w"].dims == ("docs", "V")  # the count matrix of the tokens
     assert idata.posterior["beta"].dims == ("chain", "draw", "topics", "V")
     assert idata.posterior["theta"].dims == ("chain", "draw", "docs", "topics")
     assert list(idata.posterior["V"].values) == words
@@ -67,6 +68,14 @@ def test_lda_axes_and_vocabulary_coordinates():
     np.testing.assert_allclose(idata.posterior["beta"].sum("V"), 1.0)
     with pytest.raises(CemError, match="coords"):
         fit.to_arviz(draws=5, coords={"V": words[:-1]})
+
+
+def test_sequences_are_concatenated_along_their_plate():
+    model, dataset, fit = _fit("hmm")
+    x = fit.to_arviz(draws=5, seed=0, data=dataset.data).observed_data["x"]
+    assert x.dims == ("steps",) and x.size == sum(len(s) for s in dataset.data["x"])
+    assert list(x["seqs_index"].values[:len(dataset.data["x"][0]) + 1]) == [0] * len(
+        dataset.data["x"][0]) + [1]
 
 
 def test_gmm_draws_match_the_means_and_locals_follow_the_limit():
