@@ -23,6 +23,7 @@ EPILOG = """examples:
   cemodel check stdlib_models/lda.cem
   cemodel compile stdlib_models/lda.cem -o lda_vi.py --set K=50
   cemodel fit stdlib_models/gmm.cem --data points.npz --set K=5 -o posterior.npz
+  cemodel fit stdlib_models/gmm.cem --data points.npz -o fit.nc    # ArviZ InferenceData
   cemodel graph stdlib_models/lda.cem -o lda.png
   cemodel plot posterior.npz --model stdlib_models/gmm.cem --data points.npz -o fit.png
   cemodel summarize posterior.npz --model stdlib_models/gmm.cem
@@ -208,7 +209,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="leave the hyperparameters out")
 
     def posterior(p: argparse.ArgumentParser) -> None:
-        p.add_argument("posterior", help="a posterior .npz written by cemodel fit -o")
+        p.add_argument("posterior", help="a posterior .npz or .nc written by cemodel fit -o")
         p.add_argument("--model", help="the .cem model that was fitted (exact families)")
         p.add_argument("--vocab", help="a vocabulary file, one word per line, for topics")
         _option(p, "top", 10, "words per topic and weights listed (default 10)")

@@ -124,20 +124,36 @@ def _read_nc(path: Path) -> tuple[dict, dict, dict, dict, np.ndarray]:
     from .arviz_export import import_arviz
 
     _, xr = import_arviz()
-    try:
-        tree = xr.open_datatree(path)
-    except (OSError, ValueError) as exc:
-        raise CemError(f"cannot read saved fit {path}: {exc}") from None
-    with tree:
-        groups = {name: {k: np.asarray(v.values) for k, v in tree[name].data_vars.items()}
-                  for name in ("variational", "variational_state", "hyperparameters",
-                               "sample_stats") if name in tree.children}
-        meta = dict(tree.attrs)
+    try:  # a damaged file fails as it opens, or as a group's arrays are read
+        with xr.open_datatree(path) as tree:
+            groups = {name: {k: np.asarray(v.values) for k, v in tree[name].data_vars.items()}
+                      for name in ("variational", "variational_state", "hyperparameters",
+                                   "sample_stats") if name in tree.children}
+            meta = dict(tree.attrs)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise CemError(f"cannot read saved fit {path}: {exc}",
+                       hint="save it with fit.save(PATH.nc) or cemodel fit -o PATH.nc"
+                       ) from None
     if "variational" not in groups:
         raise CemError(f"{path} is not a saved fit: it has no 'variational' group")
     return (meta, {_key(k): v for k, v in groups["variational"].items()},
             groups.get("variational_state", {}), groups.get("hyperparameters", {}),
             groups.get("sample_stats", {}).get("elbo", np.zeros(0)))
+
+
+def posterior_arrays(path: str | Path, hint: str) -> dict[str, np.ndarray]:
+    """``elbo`` and the posterior's arrays as an .npz names them, of an .npz or an .nc
+    (``cemodel summarize`` and ``plot`` read either)."""
+    from .arviz_export import stored_name
+    from .results import read_npz
+
+    path = Path(path)
+    if path.suffix.lower() != ".nc":
+        return read_npz(path, "posterior", hint)
+    if not path.is_file():
+        raise CemError(f"no such posterior file: {path}")
+    _, posterior, _, _, elbo = _read_nc(path)
+    return {"elbo": elbo, **{stored_name(k): v for k, v in posterior.items()}}
 
 
 def _key(stored: str) -> str:

@@ -143,6 +143,8 @@ def test_cli_nc_reloads_with_the_means_of_the_npz(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "intervals (mean, sd and the central 0.94 interval" in out
     assert "eti_3%" in out and "Lambda[0, 0, 0]" in out and "mu[0, 0]" in out
+    assert main(["summarize", str(tmp_path / "fit.nc"), "--model", path]) == 0
+    assert capsys.readouterr().out.split("\n", 1)[1] == out.split("\n", 1)[1]  # as the .npz
 
 
 @pytest.mark.parametrize("suffix", [".npz", ".nc"])
