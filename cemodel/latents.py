@@ -123,6 +123,8 @@ def latents(model: Model, names: tuple[str, ...], posterior: Mapping[str, np.nda
         family = FAMILIES[var.family].variational or ""
         params = tuple((k.split(".", 1)[1], np.asarray(v)) for k, v in posterior.items()
                        if k.startswith(name + ".") and "[" not in k)
+        if not params:  # a local left out of an out-of-core fit's posterior
+            continue
         block = model.block(name)
         members = ((("mean", block.mean), ("precision", block.precision)) if block is not None
                    else (("", var),))

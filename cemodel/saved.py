@@ -40,9 +40,11 @@ def fit_meta(stages: Any, result: Any, method: str, local: str, seed: Any) -> di
         "cemodel_version": __version__, "cemodel_format_version": FORMAT_VERSION,
         "model_name": stages.model.name, "model_source_hash": source_hash(
             stages.model.source.text),
-        "method": method, "local_step": local, "fit_seed": "none" if seed is None else seed,
+        "method": method, "local_step": local,
+        "fit_seed": "none" if seed is None else int(seed),
         "iterations": int(result.iterations), "converged": int(bool(result.converged)),
-        "seconds": float(result.seconds), "dims": json.dumps(dict(result.dims)),
+        "seconds": float(result.seconds),
+        "dims": json.dumps({k: int(v) for k, v in result.dims.items()}),
     }
 
 

@@ -221,3 +221,17 @@ def test_after_the_fit_example(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "eti_97%" in out and (tmp_path / "fig.png").stat().st_size > 0
     assert cemodel.load_result(tmp_path / "fit.npz", "hierarchical_normal").method == "mf"
+
+
+def test_an_out_of_core_fit_exports_its_globals(tmp_path):
+    model = cemodel.Model("lda")
+    from scipy import sparse
+
+    sparse.save_npz(tmp_path / "w.npz", sparse.csr_matrix(np.ones((30, 8))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = model.fit(model.stream(tmp_path / "w.npz"), "svi", epochs=1, batch_size=20,
+                        dims={"K": 3})
+    posterior = fit.to_arviz(draws=10, seed=0).posterior
+    assert "beta" in posterior and "theta" not in posterior  # one minibatch's locals: none
+    assert "theta[0, 0]" not in fit.summary().index
