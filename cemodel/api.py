@@ -141,10 +141,10 @@ class Fit(FitResult, _Posterior):
                 discrete_locals: bool | None = None) -> Any:
         """Mean, sd and central ``hdi_prob`` interval of every scalar marginal of q in closed
         form, as ``az.summary``'s table (``eti_3%``, ``eti_97%``); ``cemodel.intervals``."""
-        from . import intervals
+        from .intervals import summary
 
-        rows = intervals.rows(self.factors(), hdi_prob, discrete_locals, coords)
-        return intervals.dataframe(rows, hdi_prob)
+        return summary(self._model("summary").stages.plan.model, self.factors(), hdi_prob,
+                       coords, discrete_locals)
 
     def factors(self) -> tuple:
         """Each factor of q with its family, parameters and named axes (``cemodel.latents``)."""

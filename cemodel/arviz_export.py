@@ -27,6 +27,7 @@ from .errors import CemError
 from .latents import (
     DISCRETE_LIMIT,
     Latent,
+    axis_coords,
     axis_names,
     dim_sizes,
     event_names,
@@ -61,10 +62,10 @@ def stored_name(key: str) -> str:
     return key.replace("[", "(").replace("]", ")")
 
 
-def posterior_draws(model: Model, factors: tuple[Latent, ...], draws: int,
-                    rng: np.random.Generator, discrete_locals: bool | None
+def posterior_draws(factors: tuple[Latent, ...], draws: int, rng: np.random.Generator,
+                    discrete_locals: bool | None
                     ) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
-    """{variable: (dims, draws)} of every factor kept (see ``latents.discrete_kept``)."""
+    """{variable: (dims, draws)} of every factor kept (see ``latents.kept``)."""
     out = {}
     for factor in factors:
         if not kept(factor, draws, discrete_locals):
@@ -81,6 +82,12 @@ def _dataset(xr: Any, arrays: Mapping[str, tuple[tuple[str, ...], np.ndarray]],
                     attrs=dict(attrs))
     used = {d: n for a in ds.data_vars.values() for d, n in zip(a.dims, a.shape, strict=True)}
     return ds.assign_coords({d: _labels(coords, d, n) for d, n in used.items()})
+
+
+def _unnamed(arrays: Mapping[str, Any]) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
+    """Arrays with ArviZ's generic axis names, ``NAME_dim_i``."""
+    return {k: (tuple(f"{k}_dim_{i}" for i in range(np.ndim(v))), np.asarray(v, float))
+            for k, v in arrays.items()}
 
 
 def _labels(coords: Mapping[str, Any], dim: str, size: int) -> Any:
@@ -153,24 +160,18 @@ def to_inference_data(plan: InferencePlan, spec: Mapping[str, Any], result: Any,
     model = plan.model
     sizes = dim_sizes(model, result.dims)
     factors = latents(model, plan.globals + plan.kept_locals, result.posterior, sizes)
-    coords = {k: v for k, v in (coords or {}).items()}
-    for plate in model.plates:  # labels given for a dimension label its plates' axes
-        if plate.dim in coords and plate.name not in coords:
-            coords[plate.name] = coords[plate.dim]
+    coords = axis_coords(model, coords or {})
     rng = np.random.default_rng(seed)
-    attrs = {"inference_library": "cemodel", **{k: v for k, v in meta.items()},
+    attrs = {"inference_library": "cemodel", **meta,
              "draws_seed": "none" if seed is None else int(seed)}
     groups = {
-        "posterior": _dataset(xr, posterior_draws(model, factors, int(draws), rng,
-                                                  discrete_locals), coords, attrs),
+        "posterior": _dataset(xr, posterior_draws(factors, int(draws), rng, discrete_locals),
+                              coords, attrs),
         "sample_stats": _dataset(xr, {"elbo": (("iteration",), np.asarray(result.elbo))},
                                  coords, {}),
         "variational": _dataset(xr, named_arrays(model, result.posterior, sizes), coords, {}),
-        "variational_state": _dataset(xr, {k: (tuple(f"{k}_dim_{i}" for i in range(
-            np.ndim(v))), np.asarray(v)) for k, v in result.state.items()}, {}, {}),
-        "hyperparameters": _dataset(xr, {k: (tuple(f"{k}_dim_{i}" for i in range(np.ndim(v))),
-                                             np.asarray(v, float))
-                                         for k, v in result.hypers.items()}, {}, {}),
+        "variational_state": _dataset(xr, _unnamed(result.state), {}, {}),
+        "hyperparameters": _dataset(xr, _unnamed(result.hypers), {}, {}),
     }
     if data is not None:
         observed, constant, index = data_arrays(model, spec, data, sizes)

@@ -16,7 +16,8 @@ import numpy as np
 
 from .errors import CemError
 from .families import FAMILIES
-from .latents import Latent, Part, kept
+from .latents import Latent, Part, axis_coords, kept
+from .model import Model
 from .posterior import MARGINALS, central_interval, marginals
 
 # summary() shows the factors to_arviz() draws by default (its 1000 draws): discrete locals
@@ -85,6 +86,14 @@ def dataframe(table: list[Row], prob: float) -> Any:
                        hint="pip install 'cemodel[arviz]'") from None
     return pandas.DataFrame([[r.mean, r.sd, r.low, r.high] for r in table],
                             index=[r.label for r in table], columns=list(columns(prob)))
+
+
+def summary(model: Model, factors: tuple[Latent, ...], prob: float,
+            coords: Mapping[str, Any] | None, discrete_locals: bool | None) -> Any:
+    """``Fit.summary``: the rows of ``factors`` as a DataFrame, axes labelled by ``coords``
+    (by dimension or plate name of ``model``)."""
+    table = rows(factors, prob, discrete_locals, axis_coords(model, coords or {}))
+    return dataframe(table, prob)
 
 
 def text(table: list[Row], prob: float) -> list[str]:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from .errors import CemError
 from .families import FAMILIES
 from .model import DataDef, Model, VarDef
 
@@ -98,6 +100,21 @@ def axis_names(model: Model, var: VarDef | DataDef, key: str, shape: tuple[int, 
     if not all(fits):  # a ragged plate, or another layout (a count matrix of tokens)
         return tuple(f"{safe_name(key)}_dim_{i}" for i in range(len(shape)))
     return tuple(names)
+
+
+def axis_coords(model: Model, coords: Mapping[str, Any]) -> dict[str, Any]:
+    """``coords`` by axis name; labels given for a dimension also label its plates' axes. A
+    name that is no dimension or plate of the model is refused (a typo labels nothing)."""
+    names = [d.name for d in model.dims] + [p.name for p in model.plates]
+    for key in coords:
+        if key not in names:
+            raise CemError(f"coords: {key!r} is no dimension or plate of model {model.name}",
+                           hint=f"its dimensions and plates: {', '.join(names)}")
+    out = dict(coords)
+    for plate in model.plates:
+        if plate.dim in coords and plate.name not in coords:
+            out[plate.name] = coords[plate.dim]
+    return out
 
 
 def safe_name(key: str) -> str:

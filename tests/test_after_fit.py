@@ -68,6 +68,11 @@ def test_lda_axes_and_vocabulary_coordinates():
     np.testing.assert_allclose(idata.posterior["beta"].sum("V"), 1.0)
     with pytest.raises(CemError, match="coords"):
         fit.to_arviz(draws=5, coords={"V": words[:-1]})
+    with pytest.raises(CemError, match="no dimension or plate"):
+        fit.to_arviz(draws=5, coords={"vocabulary": words})
+    topics = [f"t{k}" for k in range(fit.dims["K"])]
+    table = fit.summary(coords={"V": words, "K": topics})
+    assert "beta[t1, w3]" in table.index and "theta[0, t2]" in table.index
 
 
 def test_sequences_are_concatenated_along_their_plate():
