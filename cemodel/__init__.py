@@ -7,7 +7,7 @@ variational inference.
 
 from .version import __version__ as __version__
 
-__all__ = ["CemEstimator", "Fit", "Model"]  # and cemodel.compile(path, **settings)
+__all__ = ["CemEstimator", "Fit", "Model", "load_result"]  # and cemodel.compile(path, **settings)
 
 
 def __getattr__(name: str):  # the Python API, imported on first use: `import cemodel` stays light
@@ -15,7 +15,7 @@ def __getattr__(name: str):  # the Python API, imported on first use: `import ce
         from .compiler import compile
 
         return compile
-    if name in ("CemEstimator", "Fit", "Inference", "Model"):
+    if name in ("CemEstimator", "Fit", "Inference", "Model", "load_result"):
         from . import api
 
         return getattr(api, name)

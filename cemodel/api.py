@@ -38,7 +38,8 @@ from .runtime.drivers import DRIVERS
 from .runtime.drivers.interface import zero_statistics
 from .runtime.source import ItemSource
 
-__all__ = ["CemEstimator", "Fit", "Inference", "Model", "TopicStructure", "topic_structure"]
+__all__ = ["CemEstimator", "Fit", "Inference", "Model", "TopicStructure", "load_result",
+           "topic_structure"]
 
 STDLIB = Path(__file__).resolve().parents[1] / "stdlib_models"
 
@@ -100,11 +101,69 @@ class Fit(FitResult, _Posterior):
 
     method: str = "mf"
     local: str = "mf"
+    seed: int | None = 0
+    model: Model | None = None  # the fitted model (to_arviz, summary, save need it)
 
     @classmethod
-    def of(cls, result: FitResult, method: str, local: str) -> Fit:
+    def of(cls, result: FitResult, method: str, local: str, model: Model | None = None,
+           seed: int | None = 0) -> Fit:
         return cls(**{f.name: getattr(result, f.name) for f in fields(result)},
-                   method=method, local=local)
+                   method=method, local=local, model=model, seed=seed)
+
+    # -- after the fit (cemodel.arviz_export, cemodel.intervals, cemodel.saved) ---------------
+
+    def _model(self, what: str) -> Model:
+        if self.model is None:
+            raise CemError(f"{what}: this fit does not know its model",
+                           hint="fit with Model.fit, or load it with cemodel.load_result")
+        return self.model
+
+    def _meta(self) -> dict[str, Any]:
+        from .saved import fit_meta
+
+        return fit_meta(self._model("save").stages, self, self.method, self.local, self.seed)
+
+    def to_arviz(self, draws: int = 1000, seed: int | None = None, *,
+                 data: Mapping[str, Any] | None = None, coords: Mapping[str, Any] | None = None,
+                 discrete_locals: bool | None = None) -> Any:
+        """ArviZ's InferenceData: ``draws`` exact draws from q, axes named after the plates,
+        ``coords`` by dimension or plate name (``{"V": words}``), ``data`` as observed_data;
+        discrete locals drawn while draws × items ≤ 10⁶ (or as ``discrete_locals`` says).
+        The arviz extra; ``cemodel.arviz_export``."""
+        from .arviz_export import to_inference_data
+
+        model = self._model("to_arviz")
+        return to_inference_data(model.stages.plan, model.module.SPEC, self, self._meta(),
+                                 draws=draws, seed=seed, data=data, coords=coords,
+                                 discrete_locals=discrete_locals)
+
+    def summary(self, hdi_prob: float = 0.94, *, coords: Mapping[str, Any] | None = None,
+                discrete_locals: bool | None = None) -> Any:
+        """Mean, sd and central ``hdi_prob`` interval of every scalar marginal of q in closed
+        form, as ``az.summary``'s table (``eti_3%``, ``eti_97%``); ``cemodel.intervals``."""
+        from .intervals import summary
+
+        return summary(self._model("summary").stages.plan.model, self.factors(), hdi_prob,
+                       coords, discrete_locals)
+
+    def factors(self) -> tuple:
+        """Each factor of q with its family, parameters and named axes (``cemodel.latents``)."""
+        from .latents import dim_sizes, latents
+
+        plan = self._model("factors").stages.plan
+        return latents(plan.model, plan.globals + plan.kept_locals, self.posterior,
+                       dim_sizes(plan.model, self.dims))
+
+    def save(self, path: str | Path, **arviz: Any) -> Path:
+        """Write the fit to ``path``, ``.npz`` or ``.nc`` (``to_arviz(**arviz)``); read it
+        back with ``cemodel.load_result(path, model)`` (``cemodel.saved``)."""
+        from .saved import save
+
+        model = self._model("save")
+        if Path(path).suffix.lower() == ".nc":
+            arviz.setdefault("draws", 1000)
+            arviz.setdefault("seed", None)
+        return save(path, model.stages, model.module.SPEC, self, self._meta(), **arviz)
 
     def __repr__(self) -> str:
         last = f"{self.elbo[-1]:.6g}" if len(self.elbo) else "not evaluated"
@@ -250,7 +309,7 @@ class Model:
             raise CemError(f"local step {local!r} does not apply to this model: it has no data "
                            "plate, so no local variables")
         result = DRIVERS[method].run(self.module, data, **options)
-        return Fit.of(result, method, local)
+        return Fit.of(result, method, local, self, options.get("seed", 0))
 
     def infer(self, data: Mapping[str, Any], fit: FitResult, *, max_local_iter: int = 100,
               local_tol: float = 1e-3) -> Inference:
@@ -287,6 +346,17 @@ class Model:
                      if k.split(".")[0] in keep or any(k.endswith(f" {n}]") for n in keep)}
         return Inference(posterior, float(local_part + with_data - without_data),
                          len(s.all_items), seconds)
+
+
+def load_result(path: str | Path, model: Model | str | Path) -> Fit:
+    """The ``Fit`` saved in ``path`` (``Fit.save``, ``cemodel fit -o``: .npz or .nc) of
+    ``model`` (a ``Model``, a model file or a library name), as it was: ``fit.mean("beta")``,
+    ``model.infer(data, fit)``, ``model.fit(data, init=fit.state)``. A file of another model
+    source or saved-fit format version is refused (``cemodel.saved``)."""
+    from .saved import read_saved
+
+    model = model if isinstance(model, Model) else Model(model)
+    return Fit(**read_saved(path, model.stages.model.source), model=model)
 
 
 def _model(path: str, settings: dict[str, float],

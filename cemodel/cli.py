@@ -7,7 +7,6 @@ traceback, and no output file is left behind.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import sys
 import warnings
@@ -24,6 +23,7 @@ EPILOG = """examples:
   cemodel check stdlib_models/lda.cem
   cemodel compile stdlib_models/lda.cem -o lda_vi.py --set K=50
   cemodel fit stdlib_models/gmm.cem --data points.npz --set K=5 -o posterior.npz
+  cemodel fit stdlib_models/gmm.cem --data points.npz -o fit.nc    # ArviZ InferenceData
   cemodel graph stdlib_models/lda.cem -o lda.png
   cemodel plot posterior.npz --model stdlib_models/gmm.cem --data points.npz -o fit.png
   cemodel summarize posterior.npz --model stdlib_models/gmm.cem
@@ -58,7 +58,8 @@ SUMMARIZE_EPILOG = """examples:
 
 Prints the final ELBO and the number of iterations, each array's shape, minimum, mean and
 maximum, each variable's family (and posterior mean when small), then the top words of
-each topic, the mixture weights and the 2-D components, where the posterior has them.
+each topic, the mixture weights and the 2-D components, where the posterior has them, and
+the mean, sd and central --prob interval of every scalar marginal of q (closed form).
 """
 
 GRAPH_SUFFIXES = (".png", ".svg", ".pdf", ".dot")
@@ -78,6 +79,16 @@ def _typed(name: str):
 
     parse.__name__ = name
     return parse
+
+
+def _probability(text: str) -> float:
+    from .intervals import check_prob
+
+    try:
+        return check_prob(float(text))
+    except (ValueError, CemError) as exc:
+        raise argparse.ArgumentTypeError(f"expected a probability between 0 and 1, found "
+                                         f"{text!r}") from exc
 
 
 def _workers(text: str) -> str:
@@ -185,7 +196,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--learn", default=None, metavar="HYPER,...",
                    help="hyperparameters to set by empirical Bayes (e.g. alpha,eta); "
                    "stochastic methods take a step towards the batch's value each step")
-    p.add_argument("-o", "--output", help="posterior .npz (default: MODEL_posterior.npz)")
+    p.add_argument("-o", "--output", help="the fit: .npz (default: MODEL_posterior.npz), or "
+                   ".nc, ArviZ's InferenceData as netCDF (needs the arviz extra)")
+    _option(p, "draws", 1000, "with -o FILE.nc: exact draws from q in its posterior group")
     p.add_argument("--quiet", action="store_true", help="no per-iteration progress")
 
     p = sub.add_parser("graph", help="draw the plate diagram (.png, .svg, .pdf or .dot)",
@@ -198,7 +211,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="leave the hyperparameters out")
 
     def posterior(p: argparse.ArgumentParser) -> None:
-        p.add_argument("posterior", help="a posterior .npz written by cemodel fit -o")
+        p.add_argument("posterior", help="a posterior .npz or .nc written by cemodel fit -o")
         p.add_argument("--model", help="the .cem model that was fitted (exact families)")
         p.add_argument("--vocab", help="a vocabulary file, one word per line, for topics")
         _option(p, "top", 10, "words per topic and weights listed (default 10)")
@@ -213,6 +226,8 @@ def _parser() -> argparse.ArgumentParser:
                        epilog=SUMMARIZE_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     posterior(p)
+    p.add_argument("--prob", type=_probability, default=0.94,
+                   help="the probability of the central intervals (default 0.94)")
     return parser
 
 
@@ -268,7 +283,6 @@ def _fit_summary(args, method, result, stages) -> str:
 def cmd_fit(args) -> int:
     from .compiler import compile_stages, parse_settings
     from .data import load_data
-    from .files import write_bytes
     from .runtime.drivers import DRIVERS
 
     if args.method not in DRIVERS:
@@ -313,6 +327,10 @@ def cmd_fit(args) -> int:
     settings = parse_settings(args.set)
     dims = {d.name: d.default for d in stages.model.dims if d.name in settings}
     out = Path(args.output or f"{stages.model.name}_posterior.npz")
+    if out.suffix.lower() == ".nc":  # refused before the fit when the extra is missing
+        from .arviz_export import import_arviz
+
+        import_arviz()
 
     method = DRIVERS[args.method]
     unit = "epoch" if method.stochastic else "iter"
@@ -398,13 +416,26 @@ def cmd_fit(args) -> int:
         learned = ", ".join(f"{k} = {v:.6g}" for k, v in result.hypers.items()
                             if k in args.learn.split(","))
         print(f"learned: {learned}")
-    buffer = io.BytesIO()
-    arrays = {k.replace("[", "(").replace("]", ")"): np.asarray(v)
-              for k, v in result.posterior.items()}
-    np.savez(buffer, elbo=result.elbo, **arrays)
-    write_bytes(out, buffer.getvalue())
+    _write_fit(out, stages, module, result, args, None if args.stream else data)
     print(f"wrote {out}")
     return 0
+
+
+def _write_fit(out: Path, stages, module, result, args, data) -> None:
+    """The fit as ``cemodel.saved`` writes it: an .nc is ArviZ's InferenceData (with the
+    data), any other name the .npz (``cemodel.load_result`` reads both)."""
+    from .files import write_bytes
+    from .saved import fit_meta, netcdf_bytes, npz_bytes
+
+    meta = fit_meta(stages, result, args.method, args.local, args.seed)
+    if out.suffix.lower() != ".nc":
+        write_bytes(out, npz_bytes(result, meta))
+        return
+    from .arviz_export import to_inference_data
+
+    idata = to_inference_data(stages.plan, module.SPEC, result, meta, draws=args.draws,
+                              seed=args.seed, data=data)
+    write_bytes(out, netcdf_bytes(idata))
 
 
 def _output(path: str, suffixes: tuple[str, ...], what: str) -> tuple[Path, str]:
@@ -484,11 +515,18 @@ def cmd_plot(args) -> int:
 
 
 def cmd_summarize(args) -> int:
+    from . import intervals
     from .plots import summarize
 
     post, vocab = _posterior(args)
     with np.errstate(all="ignore"):  # an edited posterior's 1e308: inf in the report
         print(summarize(post, vocab, args.top), end="")
+        table = intervals.rows(intervals.file_factors(post.variables, post.model),
+                               args.prob)
+    if table:
+        print(f"\nintervals (mean, sd and the central {args.prob:g} interval of each "
+              "scalar marginal of q, closed form):")
+        print("\n".join(intervals.text(table, args.prob)))
     return 0
 
 

@@ -36,6 +36,7 @@ from .graph import (
 )
 from .model import Model
 from .results import POSTERIOR_HINT, check_numbers, check_params, read_npz
+from .saved import posterior_arrays
 
 FORMATS = ("png", "svg", "pdf")
 
@@ -231,9 +232,10 @@ class Posterior:
 
 
 def load_posterior(path: str | Path, model: Model | None = None) -> Posterior:
-    """Read a posterior ``.npz`` written by ``cemodel fit``; ``model`` names the families."""
+    """Read a posterior .npz or .nc written by ``cemodel fit``; ``model`` names the families."""
     path = Path(path)
-    arrays = tuple(read_npz(path, "posterior", POSTERIOR_HINT).items())
+    arrays = tuple((k, v) for k, v in posterior_arrays(path, POSTERIOR_HINT).items()
+                   if ":" not in k)  # not a saved fit's state:*, hyper:*, cemodel:meta
     for key, value in arrays:
         check_numbers(path, key, value)
     if "elbo" not in dict(arrays):

@@ -1,0 +1,182 @@
+"""A fit as ArviZ's InferenceData (``Fit.to_arviz``; ``cemodel fit -o FIT.nc``).
+
+Groups (ArviZ's schema, https://python.arviz.org/en/stable/schema/schema.html):
+
+* ``posterior``: ``draws`` exact draws from q of every latent variable (chain 1; a joint
+  block's members drawn jointly), axes named after the model's plates (``latents``);
+* ``observed_data`` / ``constant_data``: the observed variables and covariates, when the data
+  is given;
+* ``sample_stats``: the ELBO trace (axis ``iteration``);
+* ``variational``: the variational parameters themselves (``fit.posterior``: ``beta.alpha``,
+  ``E(log beta)``), and ``variational_state`` / ``hyperparameters``: the natural parameters and
+  the hyperparameters, what ``cemodel.load_result`` reads back.
+
+The root attributes hold the method, local step, seeds, cemodel's version, the model's name
+and source hash and the saved-fit format version.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .errors import CemError
+from .latents import (
+    DISCRETE_LIMIT,
+    Latent,
+    axis_coords,
+    axis_names,
+    dim_sizes,
+    event_names,
+    kept,
+    latents,
+    owner,
+    safe_name,
+)
+from .model import Model
+from .options import check_options
+from .plan import InferencePlan
+from .posterior import draw
+
+EXTRA_HINT = "pip install 'cemodel[arviz]' (arviz, xarray and h5netcdf)"
+
+
+def import_arviz() -> tuple[Any, Any]:
+    """(arviz, xarray), or a CemError naming the extra to install."""
+    try:
+        import xarray
+        with warnings.catch_warnings():  # arviz 0.23 announces its 1.0 refactor on import
+            warnings.simplefilter("ignore", FutureWarning)
+            import arviz
+    except ImportError as exc:
+        raise CemError(f"the ArviZ export needs arviz and xarray ({exc})",
+                       hint=EXTRA_HINT) from None
+    return arviz, xarray
+
+
+def stored_name(key: str) -> str:
+    """A posterior key as files store it: "E[log beta]" → "E(log beta)" (as the .npz)."""
+    return key.replace("[", "(").replace("]", ")")
+
+
+def posterior_draws(factors: tuple[Latent, ...], draws: int, rng: np.random.Generator,
+                    discrete_locals: bool | None
+                    ) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
+    """{variable: (dims, draws)} of every factor kept (see ``latents.kept``)."""
+    out = {}
+    for factor in factors:
+        if not kept(factor, draws, discrete_locals):
+            continue
+        drawn = draw(factor.family, factor.param(), draws, rng)
+        for part in factor.parts:
+            out[part.name] = (("chain", "draw", *part.dims), drawn[part.part][None])
+    return out
+
+
+def _dataset(xr: Any, arrays: Mapping[str, tuple[tuple[str, ...], np.ndarray]],
+             coords: Mapping[str, Any], attrs: Mapping[str, Any]) -> Any:
+    ds = xr.Dataset({name: (dims, value) for name, (dims, value) in arrays.items()},
+                    attrs=dict(attrs))
+    used = {d: n for a in ds.data_vars.values() for d, n in zip(a.dims, a.shape, strict=True)}
+    return ds.assign_coords({d: _labels(coords, d, n) for d, n in used.items()})
+
+
+def _unnamed(arrays: Mapping[str, Any]) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
+    """Arrays with ArviZ's generic axis names, ``NAME_dim_i``."""
+    return {k: (tuple(f"{k}_dim_{i}" for i in range(np.ndim(v))), np.asarray(v, float))
+            for k, v in arrays.items()}
+
+
+def _labels(coords: Mapping[str, Any], dim: str, size: int) -> Any:
+    """The labels of axis ``dim``: coords[dim], or of the dimension it derives from
+    (``V`` for ``V_2``), else 0..size-1; labels of another length are an error."""
+    base = dim.removesuffix("_2")
+    labels = coords.get(dim, coords.get(base))
+    if labels is None:
+        return np.arange(size)
+    labels = np.asarray(labels)
+    if labels.shape != (size,):
+        raise CemError(f"coords[{base!r}]: {labels.shape[0] if labels.ndim else 0} labels "
+                       f"for an axis of {size}")
+    return labels
+
+
+def named_arrays(model: Model, arrays: Mapping[str, np.ndarray], sizes: Mapping[str, int]
+                 ) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
+    """fit.posterior's arrays ("beta.alpha", "E[log beta]") with their axes named."""
+    out = {}
+    for key, value in arrays.items():
+        value = np.asarray(value)
+        name = key.split(".")[0] if "." in key else key[2:-1].split(" ")[-1]
+        out[stored_name(key)] = (axis_names(model, owner(model, name), key, value.shape,
+                                            sizes), value)
+    return out
+
+
+def data_arrays(model: Model, spec: Mapping[str, Any], data: Mapping[str, Any],
+                sizes: Mapping[str, int]) -> tuple[dict, dict, dict]:
+    """(observed_data, constant_data, index coordinates) of ``data``: a rectangular array
+    gets the axes of its variable (a count matrix of a categorical over a ragged plate: the
+    outer plates and the categories), a sparse matrix its dense form (up to DISCRETE_LIMIT
+    cells), a list of sequences their concatenation along the inner plate, with the outer
+    plate's index of each element as the coordinate ``OUTER_index``."""
+    groups: tuple[dict, dict, dict] = ({}, {}, {})
+    for name, value in data.items():
+        if name not in spec["observed"] and name not in spec["covariates"]:
+            continue
+        group = groups[0] if name in spec["observed"] else groups[1]
+        var = owner(model, name) if name in spec["observed"] else model.datum(name)
+        if hasattr(value, "toarray"):
+            if int(np.prod(value.shape)) > DISCRETE_LIMIT:
+                continue
+            value = value.toarray()
+        if isinstance(value, (list, tuple)) and value and np.ndim(value[0]) >= 1:
+            outer, inner = var.plates[0], var.plates[-1]
+            group[name] = ((inner,), np.concatenate([np.asarray(v) for v in value]))
+            groups[2][f"{outer}_index"] = ((inner,), np.repeat(
+                np.arange(len(value)), [len(v) for v in value]))
+            continue
+        value = np.asarray(value)
+        dims = axis_names(model, var, name, value.shape, sizes)
+        counts = tuple(var.plates[:-1]) + event_names(model, var)  # items × categories
+        generic = bool(dims) and dims[0].startswith(safe_name(name) + "_dim_")
+        if generic and [sizes.get(d) for d in counts] == list(value.shape):
+            dims = counts
+        group[name] = (dims, value)
+    return groups
+
+
+def to_inference_data(plan: InferencePlan, spec: Mapping[str, Any], result: Any,
+                      meta: Mapping[str, Any], *, draws: int,
+                      seed: int | None, data: Mapping[str, Any] | None = None,
+                      coords: Mapping[str, Any] | None = None,
+                      discrete_locals: bool | None = None) -> Any:
+    """The InferenceData of a fit (see the module docstring); ``meta``: the root attributes."""
+    az, xr = import_arviz()
+    check_options(draws=draws, **({} if seed is None else {"seed": seed}))
+    model = plan.model
+    sizes = dim_sizes(model, result.dims)
+    factors = latents(model, plan.globals + plan.kept_locals, result.posterior, sizes)
+    coords = axis_coords(model, coords or {})
+    rng = np.random.default_rng(seed)
+    attrs = {"inference_library": "cemodel", **meta,
+             "draws_seed": "none" if seed is None else int(seed)}
+    groups = {
+        "posterior": _dataset(xr, posterior_draws(factors, int(draws), rng, discrete_locals),
+                              coords, attrs),
+        "sample_stats": _dataset(xr, {"elbo": (("iteration",), np.asarray(result.elbo))},
+                                 coords, {}),
+        "variational": _dataset(xr, named_arrays(model, result.posterior, sizes), coords, {}),
+        "variational_state": _dataset(xr, _unnamed(result.state), {}, {}),
+        "hyperparameters": _dataset(xr, _unnamed(result.hypers), {}, {}),
+    }
+    if data is not None:
+        observed, constant, index = data_arrays(model, spec, data, sizes)
+        groups["observed_data"] = _dataset(xr, observed, coords, {}).assign_coords(index)
+        groups["constant_data"] = _dataset(xr, constant, coords, {})
+    idata = az.InferenceData(attrs=attrs, **{k: v for k, v in groups.items()
+                                             if v.data_vars})
+    return idata

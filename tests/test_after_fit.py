@@ -1,0 +1,242 @@
+"""After the fit (issue 21 items 1, 2, 5): every stdlib model's fit as ArviZ's InferenceData
+(az.summary runs, axes named after the plates), the .nc of `cemodel fit` against its .npz,
+`cemodel summarize`'s intervals, saved fits loaded back (and refused when they are of another
+model or format), a fitted CemEstimator through joblib."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cemodel
+from cemodel.cli import main
+from cemodel.errors import CemError
+from cemodel.latents import DISCRETE_LIMIT, kept, owner
+from cemodel.saved import source_hash
+
+from .tools.traces import make_data
+
+REPO = Path(__file__).resolve().parents[1]
+MODELS = sorted(p.stem for p in (REPO / "stdlib_models").glob("*.cem"))
+az = pytest.importorskip("arviz")
+xr = pytest.importorskip("xarray")
+
+
+def _fit(name: str, **options):
+    model = cemodel.Model(name)
+    dataset = make_data(model.module.SPEC, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a short fit may not converge
+        fit = model.fit(dataset.data, max_iter=5, dims=dataset.dims or None, **options)
+    return model, dataset, fit
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_stdlib_fit_goes_to_arviz(name):
+    model, dataset, fit = _fit(name)
+    idata = fit.to_arviz(draws=50, seed=1, data=dataset.data)
+    summary = az.summary(idata, kind="stats")
+    plan = model.stages.plan
+    assert len(summary) > 0 and np.isfinite(summary["mean"]).all()
+    assert idata.attrs["model_source_hash"] == source_hash(model.stages.model.source.text)
+    np.testing.assert_array_equal(idata.sample_stats["elbo"].values, fit.elbo)
+    for factor in fit.factors():
+        for part in factor.parts:
+            if factor.introduced or (factor.discrete and factor.local):
+                continue
+            array = idata.posterior[part.name]
+            assert array.dims[:2] == ("chain", "draw") and array.shape[:2] == (1, 50)
+            var = owner(plan.model, part.name)
+            assert array.dims[2:2 + len(var.plates)] == var.plates  # the plates' names
+    assert set(model.module.SPEC["observed"]) <= set(idata.observed_data.data_vars)
+
+
+def test_lda_axes_and_vocabulary_coordinates():
+    model, dataset, fit = _fit("lda")
+    words = [f"w{i}" for i in range(fit.dims["V"])]
+    idata = fit.to_arviz(draws=20, seed=0, coords={"V": words}, data=dataset.data)
+    assert idata.observed_data["w"].dims == ("docs", "V")  # the count matrix of the tokens
+    assert idata.posterior["beta"].dims == ("chain", "draw", "topics", "V")
+    assert idata.posterior["theta"].dims == ("chain", "draw", "docs", "topics")
+    assert list(idata.posterior["V"].values) == words
+    assert idata.variational["beta.alpha"].dims == ("topics", "V")
+    np.testing.assert_allclose(idata.posterior["beta"].sum("V"), 1.0)
+    with pytest.raises(CemError, match="coords"):
+        fit.to_arviz(draws=5, coords={"V": words[:-1]})
+    with pytest.raises(CemError, match="no dimension or plate"):
+        fit.to_arviz(draws=5, coords={"vocabulary": words})
+    topics = [f"t{k}" for k in range(fit.dims["K"])]
+    table = fit.summary(coords={"V": words, "K": topics})
+    assert "beta[t1, w3]" in table.index and "theta[0, t2]" in table.index
+
+
+def test_sequences_are_concatenated_along_their_plate():
+    model, dataset, fit = _fit("hmm")
+    x = fit.to_arviz(draws=5, seed=0, data=dataset.data).observed_data["x"]
+    assert x.dims == ("steps",) and x.size == sum(len(s) for s in dataset.data["x"])
+    assert list(x["seqs_index"].values[:len(dataset.data["x"][0]) + 1]) == [0] * len(
+        dataset.data["x"][0]) + [1]
+
+
+def test_gmm_draws_match_the_means_and_locals_follow_the_limit():
+    model, dataset, fit = _fit("gmm")
+    idata = fit.to_arviz(draws=4000, seed=0)
+    assert idata.posterior["Lambda"].dims[2:] == ("components", "D", "D_2")
+    assert idata.posterior["z"].dims == ("chain", "draw", "points")  # 4000 × 66 ≤ 10⁶ labels
+    draws = idata.posterior["mu"].values[0]
+    sd = np.sqrt(np.diagonal(np.linalg.inv(fit["mu.precision"]), axis1=1, axis2=2))
+    assert np.all(np.abs(draws.mean(0) - fit.mean("mu")) < 5 * sd / np.sqrt(4000))
+    assert "z" not in fit.to_arviz(draws=10, seed=0, discrete_locals=False).posterior
+    z = next(f for f in fit.factors() if f.name == "z")
+    items = fit.dims["N"]
+    assert kept(z, DISCRETE_LIMIT // items, None) and not kept(z, DISCRETE_LIMIT // items + 1,
+                                                                None)
+
+
+def test_summary_is_the_closed_form_table():
+    model, dataset, fit = _fit("hierarchical_normal")
+    table = fit.summary(hdi_prob=0.9)
+    assert list(table.columns) == ["mean", "sd", "eti_5%", "eti_95%"]
+    assert {"mu", "tau_b", "tau_w", "theta[0]"} <= set(table.index)
+    assert table.loc["tau_w", "mean"] == pytest.approx(
+        fit["tau_w.shape"] / fit["tau_w.rate"], rel=1e-12)
+    with pytest.raises(CemError, match="hdi_prob"):
+        fit.summary(hdi_prob=1.5)
+
+
+def test_plots_run_on_the_export(tmp_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    model, dataset, fit = _fit("gmm_normal_wishart")
+    idata = fit.to_arviz(draws=200, seed=0)
+    with warnings.catch_warnings():  # arviz 0.23's forest plot uses a deprecated mpl call
+        warnings.simplefilter("ignore", matplotlib.MatplotlibDeprecationWarning)
+        az.plot_posterior(idata, var_names=["pi"])
+        az.plot_forest(idata, var_names=["mu"], combined=True)
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+def test_cli_nc_reloads_with_the_means_of_the_npz(tmp_path, capsys):
+    model, dataset, _ = _fit("gmm_normal_wishart")
+    data = tmp_path / "points.npz"
+    np.savez(data, **dataset.data)
+    path = str(model.path)
+    for out in ("fit.nc", "fit.npz"):
+        assert main(["fit", path, "--data", str(data), "--quiet", "--max-iter", "5",
+                     "-o", str(tmp_path / out), "--draws", "30"]) == 0
+    tree = xr.open_datatree(tmp_path / "fit.nc")
+    assert set(tree.children) >= {"posterior", "observed_data", "sample_stats", "variational"}
+    assert tree["posterior"]["mu"].dims == ("chain", "draw", "components", "D")
+    with np.load(tmp_path / "fit.npz") as npz:
+        for key, value in tree["variational"].data_vars.items():
+            np.testing.assert_allclose(value.values, npz[key], rtol=1e-12, atol=0)
+    tree.close()
+    nc, npz = (cemodel.load_result(tmp_path / f, model) for f in ("fit.nc", "fit.npz"))
+    for var in ("pi", "mu", "Lambda"):
+        np.testing.assert_allclose(nc.mean(var), npz.mean(var), rtol=1e-12, atol=0)
+    capsys.readouterr()
+    assert main(["summarize", str(tmp_path / "fit.npz"), "--model", path]) == 0
+    out = capsys.readouterr().out
+    assert "intervals (mean, sd and the central 0.94 interval" in out
+    assert "eti_3%" in out and "Lambda[0, 0, 0]" in out and "mu[0, 0]" in out
+    assert main(["summarize", str(tmp_path / "fit.nc"), "--model", path]) == 0
+    assert capsys.readouterr().out.split("\n", 1)[1] == out.split("\n", 1)[1]  # as the .npz
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".nc"])
+def test_saved_fit_round_trip(tmp_path, suffix):
+    model, dataset, fit = _fit("lda")
+    saved = cemodel.load_result(fit.save(tmp_path / f"lda{suffix}"), model)
+    assert (saved.method, saved.local, saved.seed, saved.dims) == (
+        fit.method, fit.local, fit.seed, fit.dims)
+    np.testing.assert_array_equal(saved.elbo, fit.elbo)
+    for key in fit.posterior:
+        np.testing.assert_array_equal(saved[key], fit[key])
+    for key in fit.state:
+        np.testing.assert_array_equal(saved.state[key], fit.state[key])
+    new = {"w": dataset.data["w"][:5]}
+    np.testing.assert_allclose(model.infer(new, saved).mean("theta"),
+                               model.infer(new, fit).mean("theta"), rtol=1e-12)
+
+
+def test_saved_fit_of_another_model_or_format_is_refused(tmp_path):
+    model, dataset, fit = _fit("beta_bernoulli")
+    path = fit.save(tmp_path / "fit.npz")
+    other = tmp_path / "other.cem"
+    other.write_text(model.path.read_text().replace("hyper a = 2.0", "hyper a = 3.0"))
+    with pytest.raises(CemError, match="another model source"):
+        cemodel.load_result(path, cemodel.Model(other))
+    with np.load(path) as npz:
+        arrays = dict(npz)
+    meta = json.loads(arrays["cemodel:meta"].tobytes())
+    meta["cemodel_format_version"] = 99
+    arrays["cemodel:meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(tmp_path / "future.npz", **arrays)
+    with pytest.raises(CemError, match="format version 99"):
+        cemodel.load_result(tmp_path / "future.npz", model)
+    np.savez(tmp_path / "plain.npz", elbo=fit.elbo)
+    with pytest.raises(CemError, match="not a saved fit"):
+        cemodel.load_result(tmp_path / "plain.npz", model)
+
+
+def test_without_arviz_to_arviz_names_the_extra(monkeypatch, tmp_path):
+    model, dataset, fit = _fit("beta_bernoulli")
+    monkeypatch.setitem(sys.modules, "arviz", None)  # import arviz raises ImportError
+    with pytest.raises(CemError) as refused:
+        fit.to_arviz()
+    assert "cemodel[arviz]" in refused.value.render()
+    data = tmp_path / "x.npz"
+    np.savez(data, **dataset.data)
+    assert main(["fit", str(model.path), "--data", str(data), "-o",
+                 str(tmp_path / "fit.nc"), "--quiet"]) == 2
+    assert not (tmp_path / "fit.nc").exists()
+
+
+def test_fitted_estimator_through_joblib(tmp_path):
+    joblib = pytest.importorskip("joblib")
+    pytest.importorskip("sklearn")
+    model = cemodel.Model("gmm")
+    X = make_data(model.module.SPEC, 0).data["x"]
+    est = cemodel.CemEstimator(model="gmm", K=3, max_iter=5).fit(X)
+    joblib.dump(est, tmp_path / "est.joblib")
+    loaded = joblib.load(tmp_path / "est.joblib")
+    np.testing.assert_allclose(loaded.transform(X[:7]), est.transform(X[:7]), rtol=1e-12)
+
+
+def test_after_the_fit_example(tmp_path, capsys):
+    import runpy
+
+    pytest.importorskip("matplotlib")
+    sys_argv = sys.argv
+    sys.argv = ["after_the_fit.py", "--out", str(tmp_path / "fig.png"), "--save",
+                str(tmp_path / "fit.npz")]
+    try:
+        runpy.run_path(str(REPO / "examples" / "after_the_fit.py"), run_name="__main__")
+    finally:
+        sys.argv = sys_argv
+    out = capsys.readouterr().out
+    assert "eti_97%" in out and (tmp_path / "fig.png").stat().st_size > 0
+    assert cemodel.load_result(tmp_path / "fit.npz", "hierarchical_normal").method == "mf"
+
+
+def test_an_out_of_core_fit_exports_its_globals(tmp_path):
+    model = cemodel.Model("lda")
+    from scipy import sparse
+
+    sparse.save_npz(tmp_path / "w.npz", sparse.csr_matrix(np.ones((30, 8))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = model.fit(model.stream(tmp_path / "w.npz"), "svi", epochs=1, batch_size=20,
+                        dims={"K": 3})
+    posterior = fit.to_arviz(draws=10, seed=0).posterior
+    assert "beta" in posterior and "theta" not in posterior  # one minibatch's locals: none
+    assert "theta[0, 0]" not in fit.summary().index
