@@ -288,6 +288,39 @@ class Model:
         return Inference(posterior, float(local_part + with_data - without_data),
                          len(s.all_items), seconds)
 
+    # -- after the fit: cemodel.predictive, cemodel.scoring ------------------------------------
+
+    def sample_posterior_predictive(self, result: FitResult, draws: int = 100, seed: int = 0,
+                                    *, data: Mapping[str, Any] | None = None,
+                                    new: bool = False,
+                                    dims: Mapping[str, int] | None = None
+                                    ) -> dict[str, np.ndarray]:
+        """Replicated observations, {observed variable: (draws, ...)}: globals from q, then
+        the model; the fit's items (``data`` None or the fit's data) with their locals from
+        q, or ``new=True`` items with their locals from the prior (``cemodel.predictive``)."""
+        from .predictive import sample_posterior_predictive
+
+        return sample_posterior_predictive(self, result, draws, seed, data=data, new=new,
+                                           dims=dims)
+
+    def posterior_draws(self, result: FitResult, draws: int = 100,
+                        seed: int = 0) -> dict[str, np.ndarray]:
+        """Draws of every global from q, {variable: (draws, ...)} (``Model.score`` uses the
+        same draws for the same seed)."""
+        from .predictive import posterior_draws
+
+        return posterior_draws(self, result, draws, seed)
+
+    def score(self, result: FitResult, heldout: Mapping[str, Any], *, draws: int = 100,
+              seed: int = 0, max_local_iter: int = 100, local_tol: float = 1e-3) -> Any:
+        """Held-out scores of new items per item (``cemodel.scoring.Score``): ``elbo``, the
+        held-out ELBO (locals by the local step, globals fixed at q: a lower bound);
+        ``log_predictive``, exact where the locals sum out (mixtures, HMMs, models without
+        locals), Monte Carlo over ``draws`` of q(globals); ``perplexity`` of topic models."""
+        from .scoring import score
+
+        return score(self, result, heldout, draws, seed, max_local_iter, local_tol)
+
 
 def _model(path: str, settings: dict[str, float],
            collapse: tuple[str, ...] | None = None) -> Model:
