@@ -317,9 +317,16 @@ class Model:
         held-out ELBO (locals by the local step, globals fixed at q: a lower bound);
         ``log_predictive``, exact where the locals sum out (mixtures, HMMs, models without
         locals), Monte Carlo over ``draws`` of q(globals); ``perplexity`` of topic models."""
+        from .predictive import checked_draws
         from .scoring import score
 
-        return score(self, result, heldout, draws, seed, max_local_iter, local_tol)
+        checked_draws(draws, seed)
+        if self.data_plate is None:
+            raise CemError("score: the model has no data plate, so no held-out items")
+        inference = self.infer(heldout, result, max_local_iter=max_local_iter,
+                               local_tol=local_tol)
+        return score(self, result, heldout, inference, topic_structure(self.stages.model),
+                     draws, seed, max_local_iter, local_tol)
 
 
 def _model(path: str, settings: dict[str, float],

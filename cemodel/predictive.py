@@ -23,11 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import Any, Protocol
 
 import numpy as np
 
-from .compiler import built_model
+from .compiler import Stages, built_model
 from .distributions import JOINT, Q_NAMES, numeric
 from .errors import CemError
 from .forward import Evaluator, Layout, Scope, in_order
@@ -35,12 +36,20 @@ from .model import Model as ModelIR
 from .options import check_options
 from .runtime.binding import bind_data
 
-if TYPE_CHECKING:
-    from .api import Model
-
 Array = np.ndarray
 
-__all__ = ["Posterior", "World", "posterior_draws", "sample_posterior_predictive"]
+__all__ = ["Compiled", "Posterior", "World", "posterior_draws", "sample_posterior_predictive"]
+
+
+class Compiled(Protocol):
+    """What the draws read of a compiled model (a ``cemodel.api.Model``)."""
+
+    module: ModuleType
+    stages: Stages
+    settings: dict[str, float]
+
+    @property
+    def data_plate(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,7 @@ class World:
     kept: tuple[str, ...]  # locals with a posterior per item
 
     @classmethod
-    def of(cls, model: Model, post: Posterior, data: Mapping[str, Any] | None,
+    def of(cls, model: Compiled, post: Posterior, data: Mapping[str, Any] | None,
            dims: Mapping[str, int] | None = None, tokens: bool = False) -> World:
         """``data``: the items (observed variables may be left out where the sizes come
         from elsewhere); None: the fit's items, sizes from the fit. ``tokens``: a bag's
@@ -105,7 +114,7 @@ class World:
                    tuple(plan.globals), tuple(plan.kept_locals))
 
     @classmethod
-    def bare(cls, model: Model, post: Posterior) -> World:
+    def bare(cls, model: Compiled, post: Posterior) -> World:
         """No items: the globals' sizes from the fit (what draws of the globals need)."""
         spec = model.module.SPEC
         sizes = {name: int(info["default"]) for name, info in spec["dims"].items()
@@ -120,7 +129,7 @@ class World:
         return tuple(v.name for v in self.model.observed)
 
 
-def _declared(model: Model) -> ModelIR:
+def _declared(model: Compiled) -> ModelIR:
     """The model as its file declares it (no introduced variables, no blocks)."""
     source = model.stages.model.source
     return built_model(source.text, source.filename, model.settings)
@@ -235,7 +244,7 @@ def draw_q(world: World, post: Posterior, names: tuple[str, ...], draws: int,
     return out
 
 
-def posterior_draws(model: Model, fit: Any, draws: int = 100, seed: int = 0) -> dict[str, Array]:
+def posterior_draws(model: Compiled, fit: Any, draws: int = 100, seed: int = 0) -> dict[str, Array]:
     """``draws`` draws of every global from q: {variable: (draws, its shape...)} (a joint
     block's mean and precision under their own names). ``Model.score`` uses the same draws
     for the same ``seed``."""
@@ -283,7 +292,7 @@ def _as_output(world: World, name: str, value: Array) -> Array:
     return counts.reshape(n_items, n_cat)
 
 
-def sample_posterior_predictive(model: Model, fit: Any, draws: int = 100, seed: int = 0, *,
+def sample_posterior_predictive(model: Compiled, fit: Any, draws: int = 100, seed: int = 0, *,
                                 data: Mapping[str, Any] | None = None, new: bool = False,
                                 dims: Mapping[str, int] | None = None) -> dict[str, Array]:
     """Replicated observations: {observed variable: (draws, ...)} (see the module doc).

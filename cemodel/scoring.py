@@ -34,19 +34,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
 
 from .distributions import numeric
-from .errors import CemError
 from .forward import Evaluator, Scope, parents, references
 from .model import RVar
-from .predictive import Posterior, World, checked_draws, draw_q
-
-if TYPE_CHECKING:
-    from .api import Model
+from .predictive import Compiled, Posterior, World, checked_draws, draw_q
 
 Array = np.ndarray
 
@@ -201,13 +197,12 @@ def item_log_likelihood(world: World, plan: ExactPlan, values: dict[str, Array])
     return total
 
 
-def _completion(model: Model, post: Posterior, heldout: Mapping[str, Any], seed: int,
+def _completion(topic: Any, post: Posterior, heldout: Mapping[str, Any], seed: int,
                 max_local_iter: int, local_tol: float) -> float | None:
-    """Topic models: the mean held-out log likelihood per word by document completion."""
-    from .api import topic_structure
+    """Topic models (``topic``: the roles, ``cemodel.api.topic_structure``): the mean
+    held-out log likelihood per word by document completion."""
     from .evaluation import completion_log_likelihood_per_word, topics_from_dirichlet
 
-    topic = topic_structure(model.stages.model)
     if topic is None:
         return None
     return completion_log_likelihood_per_word(
@@ -216,17 +211,17 @@ def _completion(model: Model, post: Posterior, heldout: Mapping[str, Any], seed:
         max_iter=max_local_iter, tol=local_tol)
 
 
-def score(model: Model, fit: Any, heldout: Mapping[str, Any], draws: int = 100,
-          seed: int = 0, max_local_iter: int = 100, local_tol: float = 1e-3) -> Score:
-    """The held-out scores of ``heldout`` (new items) under ``fit`` (see the module doc)."""
+def score(model: Compiled, fit: Any, heldout: Mapping[str, Any], inference: Any,
+          topic: Any = None, draws: int = 100, seed: int = 0, max_local_iter: int = 100,
+          local_tol: float = 1e-3) -> Score:
+    """The held-out scores of ``heldout`` (new items) under ``fit`` (see the module doc);
+    ``inference``: the local step's result on them (``Model.infer``: its ELBO); ``topic``:
+    the topic-model roles, for document completion (``Model.score`` gives both)."""
     draws = checked_draws(draws, seed)
-    if model.data_plate is None:
-        raise CemError("score: the model has no data plate, so no held-out items")
-    inference = model.infer(heldout, fit, max_local_iter=max_local_iter, local_tol=local_tol)
     post = Posterior.of(fit)
     world = World.of(model, post, heldout)
     plan = exact_plan(world)
-    completion = _completion(model, post, heldout, seed, max_local_iter, local_tol)
+    completion = _completion(topic, post, heldout, seed, max_local_iter, local_tol)
     n = max(inference.items, 1)
     if isinstance(plan, str):
         return Score(inference.items, inference.elbo / n, None, None, draws, plan, completion)
