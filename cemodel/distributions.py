@@ -86,6 +86,22 @@ def _categorical(rng: np.random.Generator, p: Array) -> Array:
     return np.minimum((cdf < u * cdf[..., -1:]).sum(axis=-1), p.shape[-1] - 1)
 
 
+def categorical_rows(rng: np.random.Generator, table: Array, rows: Array) -> Array:
+    """x_i ~ Categorical(table[rows_i]) by inverse CDF: row r's CDF lies in [r, r + 1] of one
+    sorted array, so one search finds every draw (no copy of a row per draw)."""
+    cdf = np.cumsum(table, axis=-1)
+    cdf = cdf / cdf[:, -1:] + np.arange(len(table))[:, None]
+    n = table.shape[-1]
+    found = np.searchsorted(cdf.ravel(), rows + rng.random(len(rows)), side="right")
+    return np.clip(found - rows * n, 0, n - 1)
+
+
+def categorical_table_log(x: Array, table: Array, rows: Array) -> Array:
+    """log table[rows_i, x_i]."""
+    with np.errstate(divide="ignore"):
+        return np.log(table[rows, x.astype(np.int64)])
+
+
 def _markov(rng: np.random.Generator, init: Array, transition: Array, step: Array) -> Array:
     """z_0 ~ init, z_t ~ transition[z_{t−1}]: the rows of a chain are consecutive, ``step``
     their position in it; one pass over the steps, every chain at once."""

@@ -35,6 +35,11 @@ class Scope:
     plates: Mapping[str, Array]
     sums: Mapping[str, Array] = field(default_factory=dict)
 
+    def take(self, rows: slice) -> Scope:
+        plates = {p: v[rows] for p, v in self.plates.items()}
+        return Scope(len(range(*rows.indices(self.rows))), plates,
+                     {s: v[rows] for s, v in self.sums.items()})
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -147,6 +152,20 @@ def _align(a: Array, b: Array) -> tuple[Array, Array]:
     return a, b
 
 
+BLOCK_ELEMENTS = 1 << 22  # parameter entries evaluated at once (~32 MB)
+
+
+def blocks(evaluate: Evaluator, args: tuple[ir.RExpr, ...], scope: Scope) -> list[Scope]:
+    """The rows of ``scope`` in blocks whose parameters hold at most BLOCK_ELEMENTS entries
+    (a gate such as ``beta[z[d, n]]`` reads a whole row of beta for every token)."""
+    if scope.rows <= 1:
+        return [scope]
+    first = scope.take(slice(0, 1))
+    width = max(sum(int(np.size(evaluate(arg, first))) for arg in args), 1)
+    step = max(BLOCK_ELEMENTS // width, 1)
+    return [scope.take(slice(i, i + step)) for i in range(0, scope.rows, step)]
+
+
 _BINARY = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
 
 
@@ -229,6 +248,19 @@ class Evaluator:
             return np.broadcast_to(array, (scope.rows,) + np.shape(array))
         at = self.layout.position(plates, [self.index(i, scope) for i in indices])
         return np.asarray(array)[at]
+
+    def table(self, expr: ir.RExpr, scope: Scope) -> tuple[Array, Array] | None:
+        """An expression that reads a variable at all its indices (``beta[z[d, n]]``,
+        ``pi``) as (its table: one row per element of its plates, each row's row in it),
+        so that a categorical need not copy a row of probabilities per token; else None."""
+        if not isinstance(expr, ir.RVar):
+            return None
+        var = self.layout.model.var(expr.name)
+        if expr.indices and len(expr.indices) != len(var.plates):
+            return None
+        values = np.asarray(self.values[expr.name])
+        table = values.reshape((-1,) + values.shape[len(self.layout.shape(var.plates)):])
+        return table, self.rows_of(expr, scope)
 
     def rows_of(self, ref: ir.RVar, scope: Scope) -> Array:
         """The row of variable ``ref.name`` each row of ``scope`` reads (all its plates

@@ -29,9 +29,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from .compiler import Stages, built_model
-from .distributions import JOINT, Q_NAMES, numeric
+from .distributions import JOINT, Q_NAMES, categorical_rows, numeric
 from .errors import CemError
-from .forward import Evaluator, Layout, Scope, in_order
+from .forward import Evaluator, Layout, Scope, blocks, in_order
 from .model import Model as ModelIR
 from .options import check_options
 from .runtime.binding import bind_data
@@ -271,10 +271,18 @@ def forward(world: World, values: dict[str, Array], rng: np.random.Generator) ->
         if var.name in values:
             continue
         scope = world.layout.scope(var.plates)
-        params = tuple(np.asarray(evaluate(arg, scope)) for arg in var.args)
-        step = scope.plates[var.plates[-1]] if var.plates else None
-        x = numeric(var.family, "draw").draw(rng, params, step)
-        values[var.name] = np.asarray(x).reshape(world.layout.shape(var.plates) + x.shape[1:])
+        table = evaluate.table(var.args[0], scope) if var.family == "Categorical" else None
+        if table is not None:  # probabilities read from a variable: drawn from its rows
+            values[var.name] = categorical_rows(rng, *table).reshape(
+                world.layout.shape(var.plates))
+            continue
+        draw = numeric(var.family, "draw").draw
+        # a chain is drawn whole (its steps in order), anything else a block of rows at a time
+        parts = [scope] if var.family == "MarkovChain" else blocks(evaluate, var.args, scope)
+        x = np.concatenate([np.asarray(draw(
+            rng, tuple(np.asarray(evaluate(arg, part)) for arg in var.args),
+            part.plates[var.plates[-1]] if var.plates else None)) for part in parts])
+        values[var.name] = x.reshape(world.layout.shape(var.plates) + x.shape[1:])
 
 
 def _as_output(world: World, name: str, value: Array) -> Array:

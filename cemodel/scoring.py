@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from .distributions import numeric
-from .forward import Evaluator, Scope, parents, references
+from .distributions import categorical_table_log, numeric
+from .forward import Evaluator, Scope, blocks, parents, references
 from .model import RVar
 from .predictive import Compiled, Posterior, World, checked_draws, draw_q
 
@@ -132,11 +132,19 @@ def _observed_log(world: World, evaluate: Evaluator, name: str) -> tuple[Array, 
     """log p(x | parents) of every row of observed ``name`` (times its count), and its item."""
     var = world.model.var(name)
     scope = world.layout.scope(var.plates)
-    params = tuple(np.asarray(evaluate(arg, scope)) for arg in var.args)
+    density = numeric(var.family, "log density").log_density
     x = np.asarray(world.data[name], dtype=float)
     x = x.reshape((scope.rows,) + x.shape[len(world.layout.shape(var.plates)):])
-    log_p = numeric(var.family, "log density").log_density(x, params)
-    return log_p * _weights(world, var.plates, scope), scope.plates[var.plates[0]]
+    weights, items = _weights(world, var.plates, scope), scope.plates[var.plates[0]]
+    table = evaluate.table(var.args[0], scope) if var.family == "Categorical" else None
+    if table is not None:  # probabilities read from a variable: log table[row, x]
+        return categorical_table_log(x, *table) * weights, items
+    log_p, start = np.empty(scope.rows), 0
+    for part in blocks(evaluate, var.args, scope):
+        params = tuple(np.asarray(evaluate(arg, part)) for arg in var.args)
+        log_p[start:start + part.rows] = density(x[start:start + part.rows], params)
+        start += part.rows
+    return log_p * weights, items
 
 
 def _forward_algorithm(init: Array, transition: Array, emission: Array,
