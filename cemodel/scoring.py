@@ -14,7 +14,8 @@ For the N held-out items x_n (the elements of the data plate), with β the globa
 * ``log_predictive`` = (1/N) Σ_n log (1/S) Σ_s p(x_n | β_s), β_s ~ q(β), s = 1..S
   (``draws``): the log pointwise predictive density of the items under q, estimated with S
   draws of the globals (``Model.posterior_draws`` gives the same draws for the same seed),
-  each p(x_n | β_s) exact: the locals summed out. It exists where every local can be summed
+  each p(x_n | β_s) exact: the locals summed out (a bag of words scored as its tokens, as the
+  ELBO is: no multinomial coefficient). It exists where every local can be summed
   out exactly given the globals: none (conjugate pairs, regressions, hierarchies whose
   groups are global), a categorical (mixtures: log Σ_k p(z = k) p(x | z = k)) or a Markov
   chain (HMMs: the forward algorithm), each read only by observed variables. Otherwise
@@ -39,7 +40,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from .distributions import categorical_table_log, numeric
+from .distributions import NUMERIC, categorical_table_log, numeric
 from .forward import Evaluator, Scope, blocks, parents, references
 from .model import RVar
 from .predictive import Compiled, Posterior, World, checked_draws, draw_q
@@ -95,6 +96,8 @@ def exact_plan(world: World) -> ExactPlan | str:
     for var in model.observed:
         if not var.plates or var.plates[0] != plate:
             return f"'{var.name}' is observed outside the data plate {plate}"
+        if getattr(NUMERIC.get(var.family), "log_density", None) is None:
+            return f"cemodel has no log density of the {var.family} family ('{var.name}')"
     sums = []
     for var in local:
         if var.family not in _SUMMED:

@@ -4,6 +4,7 @@ LDA's document-completion perplexity."""
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -73,11 +74,30 @@ def test_which_models_have_an_exact_log_predictive(name):
         assert isinstance(plan, ExactPlan), plan
 
 
-@pytest.mark.parametrize("name", [n for n in STDLIB if n not in NOT_EXACT])
-def test_the_heldout_elbo_is_below_the_exact_log_predictive(name):
+@cache
+def _fitted(name: str) -> tuple[Model, object]:
     data, dims = _data(name, 0)
     model = Model(name)
-    fit = model.fit(data, max_iter=60, dims=dims)
+    return model, model.fit(data, max_iter=60, dims=dims)
+
+
+@pytest.mark.parametrize("name", STDLIB)
+def test_every_stdlib_model_replicates_each_observed_variable(name):
+    """Laid out as the data: a bag of words as counts, sequences flat, the rest as given."""
+    model, fit = _fitted(name)
+    for new in (False, True):  # the fit's items, new items
+        data = _data(name, int(new))[0]
+        replicated = model.sample_posterior_predictive(fit, 3, data=data, new=new)
+        assert set(replicated) <= set(data) and replicated
+        for key, value in replicated.items():
+            given = data[key]
+            shape = (sum(len(s) for s in given),) if isinstance(given, list) else given.shape
+            assert value.shape == (3, *shape) and np.all(np.isfinite(value)), key
+
+
+@pytest.mark.parametrize("name", [n for n in STDLIB if n not in NOT_EXACT])
+def test_the_heldout_elbo_is_below_the_exact_log_predictive(name):
+    model, fit = _fitted(name)
     heldout, _ = _data(name, 1)
     score = model.score(fit, heldout, draws=300, seed=0)
     assert np.isfinite(score.elbo) and np.isfinite(score.log_predictive)
