@@ -27,6 +27,7 @@ EPILOG = """examples:
   cemodel graph stdlib_models/lda.cem -o lda.png
   cemodel plot posterior.npz --model stdlib_models/gmm.cem --data points.npz -o fit.png
   cemodel summarize posterior.npz --model stdlib_models/gmm.cem
+  cemodel predict stdlib_models/gmm.cem posterior.npz points.npz --set K=5 -o replicated.npz
 """
 
 GRAPH_EPILOG = """examples:
