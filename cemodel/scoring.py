@@ -111,8 +111,10 @@ def exact_plan(world: World) -> ExactPlan | str:
             if not refs:
                 continue
             others = {r.name for r in reads[child.name]} & {v.name for v in local}
-            if not child.observed or others != {var.name}:
-                return f"'{child.name}' reads the local '{var.name}' and another latent"
+            if not child.observed:
+                return f"the latent '{child.name}' reads the local '{var.name}'"
+            if others != {var.name}:
+                return f"'{child.name}' reads the local '{var.name}' and another local"
             if len(refs[0].indices) != len(var.plates):
                 return f"'{child.name}' reads '{var.name}' without all its indices"
             children.append((child.name, refs[0]))
