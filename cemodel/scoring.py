@@ -172,7 +172,8 @@ def _forward_algorithm(init: Array, transition: Array, emission: Array,
 
 def _summed(world: World, evaluate: Evaluator, values: dict[str, Array], plan: SumOut,
             n_items: int) -> Array:
-    """Σ over the rows of a local of log Σ_k p(k) Π_children p(child | k), per item."""
+    """Σ over the rows of a local of log Σ_k p(k) Π_children p(child | k), per item. A row
+    of a bag stands for c tokens, each with its own local: c · log Σ_k p(k) p(token | k)."""
     var = world.model.var(plan.local)
     layout = world.layout
     K = layout.size(var.categories)
@@ -187,13 +188,15 @@ def _summed(world: World, evaluate: Evaluator, values: dict[str, Array], plan: S
             log_p, _ = _observed_log(world, evaluate, child)
             emission[:, k] += np.bincount(rows, log_p, minlength=scope.rows)
     del values[plan.local]
+    copies = _weights(world, var.plates, scope)
+    emission /= np.reshape(copies, (-1, 1))  # per token, its children's own rows
     items = scope.plates[var.plates[0]]
     if var.family == "MarkovChain":
         log_p, last = _forward_algorithm(params[0], params[1], emission,
                                          scope.plates[var.plates[-1]])
         return np.bincount(items[last], log_p, minlength=n_items)
     with np.errstate(divide="ignore"):
-        log_p = logsumexp(np.log(params[0]) + emission, axis=1)
+        log_p = logsumexp(np.log(params[0]) + emission, axis=1) * copies
     return np.bincount(items, log_p, minlength=n_items)
 
 

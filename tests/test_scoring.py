@@ -14,8 +14,8 @@ from scipy.special import logsumexp
 
 from cemodel.api import Model
 from cemodel.evaluation import completion_perplexity, topics_from_dirichlet
-from cemodel.predictive import Posterior, World
-from cemodel.scoring import ExactPlan, exact_plan
+from cemodel.predictive import Posterior, World, draw_q
+from cemodel.scoring import ExactPlan, exact_plan, item_log_likelihood
 
 REPO = Path(__file__).resolve().parents[1]
 STDLIB = sorted(p.stem for p in (REPO / "stdlib_models").glob("*.cem"))
@@ -172,3 +172,59 @@ def test_lda_scores_document_completion_as_evaluation_does():
                                      fit.hypers["alpha"], heldout["w"], seed=4)
     assert score.perplexity == pytest.approx(expected, rel=1e-12)
     assert score.elbo < 0 and score.items == 20
+
+
+TOKEN_MIXTURE = """model tokens
+dim K = 2
+dim V
+dim D
+dim N[D]
+pi ~ Dirichlet(1.0, K)
+plate comps k in K:
+    phi[k] ~ Dirichlet(0.5, V)
+plate docs d in D:
+    plate tokens n in N[d]:
+        z[d, n] ~ Categorical(pi)
+        observe w[d, n] ~ Categorical(phi[z[d, n]])
+"""
+
+TWO_LOCALS = """model two
+dim K = 2
+dim N
+pi ~ Dirichlet(1.0, K)
+plate comps k in K:
+    mu[k] ~ Normal(0.0, 0.01)
+    tau[k] ~ Gamma(1.0, 1.0)
+plate points n in N:
+    z1[n] ~ Categorical(pi)
+    z2[n] ~ Categorical(pi)
+    observe x[n] ~ Normal(mu[z1[n]], tau[z2[n]])
+"""
+
+
+def _world(tmp_path: Path, source: str, post: Posterior, data: dict) -> World:
+    path = tmp_path / "m.cem"
+    path.write_text(source)
+    return World.of(Model(path), post, data)
+
+
+def test_a_token_level_mixture_sums_each_token_out_counts_included(tmp_path):
+    """Bag of words, a categorical per token under global weights: log p(doc | π, φ) =
+    Σ_w c_dw log Σ_k π_k φ_kw, from the plan alone (given q's parameters, no fit)."""
+    rng = np.random.default_rng(5)
+    counts = rng.poisson(1.0, (6, 8))
+    post = Posterior({"pi.alpha": np.array([2.0, 3.0]),
+                      "phi.alpha": rng.uniform(0.5, 3.0, (2, 8))}, {}, {})
+    world = _world(tmp_path, TOKEN_MIXTURE, post, {"w": counts})
+    plan = exact_plan(world)
+    assert isinstance(plan, ExactPlan) and [s.local for s in plan.sums] == ["z"]
+    q = draw_q(world, post, world.globals_, 3, np.random.default_rng(0))
+    for s in range(3):
+        expected = counts @ np.log(q["pi"][s] @ q["phi"][s])
+        got = item_log_likelihood(world, plan, {k: v[s] for k, v in q.items()})
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_an_observation_of_two_locals_is_not_summed_out(tmp_path):
+    world = _world(tmp_path, TWO_LOCALS, Posterior({}, {}, {}), {"x": np.zeros(4)})
+    assert exact_plan(world) == "'x' reads the local 'z1' and another local"
