@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from .runtime.driver import FitResult, check_applies
 from .runtime.drivers import DRIVERS
 from .runtime.drivers.interface import zero_statistics
 from .runtime.source import ItemSource
+
+if TYPE_CHECKING:
+    from .scoring import Score
 
 __all__ = ["CemEstimator", "Fit", "Inference", "Model", "TopicStructure", "topic_structure"]
 
@@ -312,7 +315,7 @@ class Model:
         return posterior_draws(self, result, draws, seed)
 
     def score(self, result: FitResult, heldout: Mapping[str, Any], *, draws: int = 100,
-              seed: int = 0, max_local_iter: int = 100, local_tol: float = 1e-3) -> Any:
+              seed: int = 0, max_local_iter: int = 100, local_tol: float = 1e-3) -> Score:
         """Held-out scores of new items per item (``cemodel.scoring.Score``): ``elbo``, the
         held-out ELBO (locals by the local step, globals fixed at q: a lower bound);
         ``log_predictive``, exact where the locals sum out (mixtures, HMMs, models without
