@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from .runtime.driver import FitResult, check_applies
 from .runtime.drivers import DRIVERS
 from .runtime.drivers.interface import zero_statistics
 from .runtime.source import ItemSource
+
+if TYPE_CHECKING:
+    from .scoring import Score
 
 __all__ = ["CemEstimator", "Fit", "Inference", "Model", "TopicStructure", "load_result",
            "topic_structure"]
@@ -346,6 +349,46 @@ class Model:
                      if k.split(".")[0] in keep or any(k.endswith(f" {n}]") for n in keep)}
         return Inference(posterior, float(local_part + with_data - without_data),
                          len(s.all_items), seconds)
+
+    # -- after the fit: cemodel.predictive, cemodel.scoring ------------------------------------
+
+    def sample_posterior_predictive(self, result: FitResult, draws: int = 100, seed: int = 0,
+                                    *, data: Mapping[str, Any] | None = None,
+                                    new: bool = False,
+                                    dims: Mapping[str, int] | None = None
+                                    ) -> dict[str, np.ndarray]:
+        """Replicated observations, {observed variable: (draws, ...)}: globals from q, then
+        the model; the fit's items (``data`` None or the fit's data) with their locals from
+        q, or ``new=True`` items with their locals from the prior (``cemodel.predictive``)."""
+        from .predictive import sample_posterior_predictive
+
+        return sample_posterior_predictive(self, result, draws, seed, data=data, new=new,
+                                           dims=dims)
+
+    def posterior_draws(self, result: FitResult, draws: int = 100,
+                        seed: int = 0) -> dict[str, np.ndarray]:
+        """Draws of every global from q, {variable: (draws, ...)} (``Model.score`` uses the
+        same draws for the same seed)."""
+        from .predictive import posterior_draws
+
+        return posterior_draws(self, result, draws, seed)
+
+    def score(self, result: FitResult, heldout: Mapping[str, Any], *, draws: int = 100,
+              seed: int = 0, max_local_iter: int = 100, local_tol: float = 1e-3) -> Score:
+        """Held-out scores of new items per item (``cemodel.scoring.Score``): ``elbo``, the
+        held-out ELBO (locals by the local step, globals fixed at q: a lower bound);
+        ``log_predictive``, exact where the locals sum out (mixtures, HMMs, models without
+        locals), Monte Carlo over ``draws`` of q(globals); ``perplexity`` of topic models."""
+        from .predictive import checked_draws
+        from .scoring import score
+
+        checked_draws(draws, seed)
+        if self.data_plate is None:
+            raise CemError("score: the model has no data plate, so no held-out items")
+        inference = self.infer(heldout, result, max_local_iter=max_local_iter,
+                               local_tol=local_tol)
+        return score(self, result, heldout, inference, topic_structure(self.stages.model),
+                     draws, seed, max_local_iter, local_tol)
 
 
 def load_result(path: str | Path, model: Model | str | Path) -> Fit:

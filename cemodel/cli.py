@@ -1,4 +1,4 @@
-"""`cemodel compile | check | fit | graph | plot | summarize`: the command line.
+"""`cemodel compile | check | fit | graph | plot | predict | summarize`: the command line.
 
 A user's mistake prints a located message and exits with status 2; no
 traceback, and no output file is left behind.
@@ -7,6 +7,7 @@ traceback, and no output file is left behind.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 import warnings
@@ -27,6 +28,7 @@ EPILOG = """examples:
   cemodel graph stdlib_models/lda.cem -o lda.png
   cemodel plot posterior.npz --model stdlib_models/gmm.cem --data points.npz -o fit.png
   cemodel summarize posterior.npz --model stdlib_models/gmm.cem
+  cemodel predict stdlib_models/gmm.cem posterior.npz points.npz --set K=5 -o replicated.npz
 """
 
 GRAPH_EPILOG = """examples:
@@ -60,6 +62,18 @@ Prints the final ELBO and the number of iterations, each array's shape, minimum,
 maximum, each variable's family (and posterior mean when small), then the top words of
 each topic, the mixture weights and the 2-D components, where the posterior has them, and
 the mean, sd and central --prob interval of every scalar marginal of q (closed form).
+"""
+
+PREDICT_EPILOG = """examples:
+  cemodel fit stdlib_models/gmm.cem --data points.npz --set K=3 -o post.npz
+  cemodel predict stdlib_models/gmm.cem post.npz points.npz --set K=3 -o pp.npz
+  cemodel predict stdlib_models/lda.cem post.npz new_docs.npz --new --draws 50 -o pp.npz
+
+Writes one array per observed variable, draws first: globals drawn from the posterior, then
+the model; the locals of DATA's items from the posterior where FIT holds them (the items FIT
+was fitted to), or with --new (new items) from the prior. A bag of words comes back as counts
+(draws × documents × vocabulary). Give the --set values the model was fitted with; the
+hyperparameters are the model file's (a posterior .npz does not hold learned ones).
 """
 
 GRAPH_SUFFIXES = (".png", ".svg", ".pdf", ".dot")
@@ -222,6 +236,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="N × 2 points (.npz, .npy or .csv) drawn under 2-D clusters")
     p.add_argument("-o", "--output",
                    help="output .png, .svg or .pdf (default: POSTERIOR with .png)")
+    p = sub.add_parser("predict", help="draw replicated data from a posterior (the posterior "
+                       "predictive)", epilog=PREDICT_EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    common(p)
+    p.add_argument("fit", help="the posterior .npz written by cemodel fit -o")
+    p.add_argument("data", help="the items (.npz, .npy, .csv, .mtx or UCI docword): the fit's "
+                   "data, or new items with --new")
+    p.add_argument("--new", action="store_true",
+                   help="the items are new: their locals from the prior, not the posterior")
+    _option(p, "draws", 100, "replicated data sets")
+    _option(p, "seed", 0, "the random stream's seed")
+    p.add_argument("-o", "--output", help="output .npz (default: MODEL_predictive.npz)")
     p = sub.add_parser("summarize", help="a text report of a posterior",
                        epilog=SUMMARIZE_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -443,8 +469,9 @@ def _output(path: str, suffixes: tuple[str, ...], what: str) -> tuple[Path, str]
     out = Path(path)
     if out.suffix.lower() not in suffixes:
         found = f"'{out.suffix}'" if out.suffix else "no extension"
-        raise CemError(f"cannot write {out}: {what} writes "
-                       f"{', '.join(suffixes[:-1])} or {suffixes[-1]}, found {found}")
+        kinds = f"{', '.join(suffixes[:-1])} or {suffixes[-1]}" if len(suffixes) > 1 \
+            else suffixes[0]
+        raise CemError(f"cannot write {out}: {what} writes {kinds}, found {found}")
     return out, out.suffix.lower().lstrip(".")
 
 
@@ -514,6 +541,29 @@ def cmd_plot(args) -> int:
     return 0
 
 
+def cmd_predict(args) -> int:
+    from .api import Model
+    from .compiler import parse_settings
+    from .data import load_data
+    from .files import write_bytes
+    from .plots import load_posterior
+    from .predictive import Posterior, sample_posterior_predictive
+
+    out, _ = _output(args.output or f"{Path(args.model).stem}_predictive.npz", (".npz",),
+                     "cemodel predict")
+    model = Model(args.model, **parse_settings(args.set))
+    posterior = load_posterior(args.fit, model.stages.model)
+    data = load_data(args.data, model.module.SPEC)
+    replicated = sample_posterior_predictive(model, Posterior(dict(posterior.arrays), {}, {}),
+                                             args.draws, args.seed, data=data, new=args.new)
+    buffer = io.BytesIO()
+    np.savez(buffer, **replicated)
+    write_bytes(out, buffer.getvalue())
+    shapes = ", ".join(f"{k} {v.shape}" for k, v in replicated.items())
+    print(f"wrote {out}: {shapes}")
+    return 0
+
+
 def cmd_summarize(args) -> int:
     from . import intervals
     from .plots import summarize
@@ -561,7 +611,8 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"check": cmd_check, "compile": cmd_compile, "fit": cmd_fit, "graph": cmd_graph,
-               "plot": cmd_plot, "summarize": cmd_summarize}[args.command]
+               "plot": cmd_plot, "predict": cmd_predict, "summarize": cmd_summarize
+               }[args.command]
     try:
         with warnings.catch_warnings():  # cemodel's own warnings: one line each
             warnings.simplefilter("default", CemCacheWarning)

@@ -135,7 +135,7 @@ RULES: Mapping[str, Rule] = MappingProxyType({rule.name: rule for rule in (
     Rule("partitions", whole=True, low=1, none="one per thread of the Dask cluster"),
     Rule("retries", whole=True, low=0),
     Rule("top", whole=True, low=1),
-    Rule("draws", whole=True, low=1),
+    Rule("draws", whole=True, low=1),  # posterior predictive and held-out scores
 )})
 
 

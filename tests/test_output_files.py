@@ -66,6 +66,8 @@ def _commands(d: Path) -> dict[str, tuple[list, Path]]:
         "graph .dot": (["graph", BETA_BERNOULLI, "-o", d / "g.dot"], d / "g.dot"),
         "graph .svg": (["graph", BETA_BERNOULLI, "-o", d / "g.svg"], d / "g.svg"),
         "plot": (["plot", d / "post.npz", "-o", d / "p.png"], d / "p.png"),
+        "predict": (["predict", BETA_BERNOULLI, d / "post.npz", d / "coins.npz", "-o",
+                     d / "pp.npz"], d / "pp.npz"),
     }
 
 
