@@ -7,6 +7,16 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("CEMODEL_CACHE", str(REPO / ".cemodel_cache" / "tests"))
+
+
+def pytest_configure(config):
+    """One numba thread per test process: the xdist workers (-n auto) already keep every core
+    busy, and a parallel kernel's two threads on a busy core only wait for each other (issue
+    22: 5-10x slower per iteration on small data). tests/test_threads.py sets the count it
+    compares itself."""
+    import numba
+
+    numba.set_num_threads(1)
 STDLIB = REPO / "stdlib_models"
 
 

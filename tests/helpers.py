@@ -17,3 +17,18 @@ def call_kernel(kernel, state, fixed):
 
     names = inspect.signature(getattr(kernel, "py_func", kernel)).parameters
     return kernel(*[fixed[n] if n in fixed else getattr(state, n) for n in names])
+
+
+def run_example(script: str, *args: str):
+    """Run ``examples/<script>`` as a user would (a subprocess, 300 s at most), with one numba
+    thread: the test workers already keep both cores busy, and two threads per process on
+    them would only wait for each other (issue 22: 5-10x slower per iteration)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, str(repo / "examples" / script), *args], cwd=repo,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NUMBA_NUM_THREADS": "1"})

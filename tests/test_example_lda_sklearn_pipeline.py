@@ -2,21 +2,16 @@
 
 import math
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from .helpers import run_example
 
 
 def test_lda_sklearn_pipeline_quick():
     pytest.importorskip("sklearn")
     pytest.importorskip("lda")
-    completed = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "lda_sklearn_pipeline.py"), "--quick"],
-        cwd=REPO, capture_output=True, text=True, timeout=300)
+    completed = run_example("lda_sklearn_pipeline.py", "--quick")
     assert completed.returncode == 0, completed.stderr
     out = completed.stdout
     rows = re.findall(r"^\s+(\d+)\s+(-\d+\.\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)$", out,

@@ -1,17 +1,12 @@
 """examples/lda_svi.py runs (Reuters, small sizes) and prints its table of 12 combinations."""
 
 import math
-import subprocess
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from .helpers import run_example
 
 
 def test_lda_svi_quick():
-    completed = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "lda_svi.py"), "--quick", "--no-plot"],
-        cwd=REPO, capture_output=True, text=True, timeout=300)
+    completed = run_example("lda_svi.py", "--quick", "--no-plot")
     assert completed.returncode == 0, completed.stderr
     lines = completed.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("final held-out"))

@@ -1,17 +1,11 @@
 """examples/svi_plus_gmm.py runs (small sizes) and prints its table for the three methods."""
 
-import subprocess
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from .helpers import run_example
 
 
 def test_svi_plus_gmm_quick():
-    completed = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "svi_plus_gmm.py"),
-         "--quick", "--no-plot", "--seeds", "2"],
-        cwd=REPO, capture_output=True, text=True, timeout=300)
+    completed = run_example("svi_plus_gmm.py", "--quick", "--no-plot", "--seeds", "2")
     assert completed.returncode == 0, completed.stderr
     lines = completed.stdout.splitlines()
     assert "seed 1: MF" in completed.stdout
