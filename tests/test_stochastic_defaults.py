@@ -23,15 +23,8 @@ from sklearn.metrics import adjusted_rand_score
 from cemodel.compiler import compile_model
 from cemodel.runtime.drivers.svi import Options, small_data_defaults
 
-SCHOOLS = """model schools
-dim G
-mu ~ Normal(0.0, 0.0001)
-tau ~ Gamma(1.0, 1.0)
-plate schools g in G:
-    data prec[g] : real
-    theta[g] ~ Normal(mu, tau)
-    observe y[g] ~ Normal(theta[g], prec[g])
-"""
+from .test_default_settings import SCHOOLS
+
 SCHOOL_DATA = {"y": np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0]),
                "prec": np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0]) ** -2.0}
 
