@@ -3,6 +3,7 @@ SIGKILL while a checkpoint is written leaves the previous one loadable."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -211,7 +212,13 @@ def test_resuming_a_converged_fit_reproduces_it_bit_for_bit(tmp_path, capsys):
         assert len(first["elbo"]) < 80
         assert first.files == again.files
         for key in first.files:
-            np.testing.assert_array_equal(first[key], again[key], err_msg=key)
+            if key == "cemodel:meta":  # the saved fit's record: equal but for the time taken
+                meta = [json.loads(f[key].tobytes()) for f in (first, again)]
+                for record in meta:
+                    del record["seconds"]
+                assert meta[0] == meta[1]
+            else:
+                np.testing.assert_array_equal(first[key], again[key], err_msg=key)
 
 
 def test_resuming_a_stochastic_fit_that_stopped_reproduces_it(compiled, tmp_path):

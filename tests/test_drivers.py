@@ -434,7 +434,7 @@ def test_ssvi_warms_up_with_svi_steps_then_applies_v():
     (t + 10)^−0.7) are SVI's bit for bit; the next one draws p and applies V."""
     from cemodel.runtime.drivers.svi import Options, warmup_steps
 
-    warm = warmup_steps(Options())
+    warm = warmup_steps(Options(kappa=0.7, tau=10.0))  # SSVI's schedule
     assert warm == 16
     assert warmup_steps(Options(tau=0.0, kappa=0.5)) == 1  # ρ_1 = 1 forgets the start
     for epochs, same in ((warm, True), (warm + 1, False)):  # full batches: a step per epoch
@@ -462,7 +462,7 @@ def test_ssvi_applies_v_at_the_draw_the_local_step_saw(monkeypatch):
 
     monkeypatch.setattr(svi, "_v_step", checked)
     DRIVERS["ssvi"].run(LatentCoin(), COIN_DATA, epochs=20, batch_size=None)
-    assert len(seen) == 20 - svi.warmup_steps(svi.Options())
+    assert len(seen) == 20 - svi.warmup_steps(svi.Options(kappa=0.7, tau=10.0))
     assert max(seen) < 1e-12
 
 

@@ -328,12 +328,15 @@ def save_checkpoint(path, s: State, source_sha: str, method: str, *, source=None
 
 
 def load_checkpoint(path, s: State, source_sha: str, method: str, *, source=None,
-                    keep=(), needs: dict[str, type] | None = None) -> dict:
+                    keep=(), needs: dict[str, type] | None = None, scratch=()) -> dict:
     """Restore a checkpoint into ``s`` (in place) and return its progress; refuses one from
     another model, another fitting method or other data, with the reason, and a file that
     is not a whole checkpoint (truncated, damaged) naming it (``source``, ``keep``: as
-    save_checkpoint; ``needs``: the progress entries the driver reads and their types)."""
+    save_checkpoint; ``needs``: the progress entries the driver reads and their types).
+    ``scratch`` (ROLES 'thread': one row per thread, rewritten by every local step) is not
+    restored, so a fit checkpointed with 2 threads resumes with 1."""
     meta, arrays = _read_checkpoint(path)
+    arrays = {name: value for name, value in arrays.items() if name not in scratch}
     if meta["source_sha256"] != source_sha:
         raise CemDataError(f"resume: {path} was written by another model (source sha256 "
                            f"{meta['source_sha256'][:12]}, this model {source_sha[:12]})")

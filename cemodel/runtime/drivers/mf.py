@@ -54,7 +54,8 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
     first = 0
     if resume is not None:  # continue the same trajectory
         progress = rt.load_checkpoint(resume, s, model.SOURCE_SHA256, "fit",
-                                      needs={"trace": list, "iteration": int})
+                                      needs={"trace": list, "iteration": int},
+                                      scratch=model.ROLES.get("thread", ()))
         trace, first = progress["trace"], progress["iteration"]
         # a fit that had stopped is over: resuming it returns it as it was (an old
         # checkpoint has no "converged": it had not)

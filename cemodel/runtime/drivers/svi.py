@@ -313,7 +313,8 @@ def _resume(run: Run, path: Any) -> tuple[int, bool]:
     progress = rt.load_checkpoint(path, run.s, run.model.SOURCE_SHA256, "fit_svi",
                                   source=run.source, keep=_global_state(run.model),
                                   needs={"trace": list, "step": int, "epoch": int,
-                                         "streams": list})
+                                         "streams": list},
+                                  scratch=run.model.ROLES.get("thread", ()))
     run.trace, run.step = progress["trace"], progress["step"]
     run.shortened = progress.get("shortened", 0)
     converged = progress.get("converged") is True
