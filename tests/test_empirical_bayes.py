@@ -133,6 +133,7 @@ def _lda_corpus_with_known_hypers(seed, K, V, D, n, alpha, eta):
     return X
 
 
+@pytest.mark.long
 def test_lda_recovers_alpha_and_eta_within_ten_percent(compiled):
     """Data from LDA with α = 0.3, η = 0.03 (five well-separated topics of 300 words, 1000
     documents of 1000 tokens); empirical Bayes from the file's defaults (0.1, 0.01), the best

@@ -2,9 +2,12 @@
 
 import math
 
+import pytest
+
 from .helpers import run_example
 
 
+@pytest.mark.long
 def test_lda_svi_quick():
     completed = run_example("lda_svi.py", "--quick", "--no-plot")
     assert completed.returncode == 0, completed.stderr

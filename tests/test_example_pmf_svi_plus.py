@@ -1,9 +1,12 @@
 """examples/pmf_svi_plus.py runs (small sizes) and prints its table for every method."""
 
 
+import pytest
+
 from .helpers import run_example
 
 
+@pytest.mark.long
 def test_pmf_svi_plus_quick():
     completed = run_example("pmf_svi_plus.py", "--quick", "--no-plot", "--seeds", "2")
     assert completed.returncode == 0, completed.stderr

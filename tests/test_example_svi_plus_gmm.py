@@ -1,9 +1,12 @@
 """examples/svi_plus_gmm.py runs (small sizes) and prints its table for the three methods."""
 
 
+import pytest
+
 from .helpers import run_example
 
 
+@pytest.mark.long
 def test_svi_plus_gmm_quick():
     completed = run_example("svi_plus_gmm.py", "--quick", "--no-plot", "--seeds", "2")
     assert completed.returncode == 0, completed.stderr

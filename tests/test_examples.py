@@ -28,6 +28,7 @@ def test_reuters_lda_example(monkeypatch, capsys):
     assert "topic  4:" in out and "held-out perplexity" in out
 
 
+@pytest.mark.long
 def test_hensman_table1_small(monkeypatch, capsys):
     run("hensman_table1.py", "--restarts", "2", "--radii", "5", "--points", "60",
         "--max-iter", "200", monkeypatch=monkeypatch)
@@ -35,6 +36,7 @@ def test_hensman_table1_small(monkeypatch, capsys):
     assert "| Fletcher-Reeves |" in out and "Share of restarts that reach it" in out
 
 
+@pytest.mark.long
 def test_lda_klc_small(monkeypatch, capsys):
     run("lda_klc.py", "--docs", "20", "--k", "3", "--inits", "1", "--max-iter", "15",
         "--no-plot", monkeypatch=monkeypatch)
@@ -42,6 +44,7 @@ def test_lda_klc_small(monkeypatch, capsys):
     assert "VBEM" in out and "FR" in out and "HS" in out
 
 
+@pytest.mark.long
 def test_gap_nmf_quick(monkeypatch, capsys):
     run("gap_nmf.py", "--quick", "--no-plot", monkeypatch=monkeypatch)
     out = capsys.readouterr().out
