@@ -78,6 +78,7 @@ def test_gamma_rate_of_group_rates_is_recovered(build):
     assert res.hypers["a"] == 3.0
 
 
+@pytest.mark.long
 def test_lda_learns_alpha_and_eta_with_a_monotone_bound(compiled):
     """With warm-started local steps every update, the learning included, is an improvement."""
     from .test_mf_elbo import lda_corpus
@@ -148,6 +149,7 @@ def test_lda_recovers_alpha_and_eta_within_ten_percent(compiled):
     assert best.hypers["eta"] == pytest.approx(0.03, rel=0.1)
 
 
+@pytest.mark.long
 def test_cli_stochastic_learn_prints_the_learned_values(tmp_path, capsys):
     from cemodel.cli import main
 

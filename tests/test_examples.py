@@ -22,6 +22,7 @@ def test_dp_bernoulli_mixture_quick(monkeypatch, capsys):
 
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.long
 def test_reuters_lda_example(monkeypatch, capsys):
     run("reuters_lda.py", "--topics", "5", "--iters", "3", monkeypatch=monkeypatch)
     out = capsys.readouterr().out
