@@ -7,7 +7,6 @@ traceback, and no output file is left behind.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import sys
 import warnings
@@ -73,7 +72,7 @@ Writes one array per observed variable, draws first: globals drawn from the post
 the model; the locals of DATA's items from the posterior where FIT holds them (the items FIT
 was fitted to), or with --new (new items) from the prior. A bag of words comes back as counts
 (draws × documents × vocabulary). Give the --set values the model was fitted with; the
-hyperparameters are the model file's (a posterior .npz does not hold learned ones).
+hyperparameters are the model file's, not the ones saved in FIT (a learned one is not used).
 """
 
 GRAPH_SUFFIXES = (".png", ".svg", ".pdf", ".dot")
@@ -545,7 +544,7 @@ def cmd_predict(args) -> int:
     from .api import Model
     from .compiler import parse_settings
     from .data import load_data
-    from .files import write_bytes
+    from .files import write_npz
     from .plots import load_posterior
     from .predictive import Posterior, sample_posterior_predictive
 
@@ -556,9 +555,7 @@ def cmd_predict(args) -> int:
     data = load_data(args.data, model.module.SPEC)
     replicated = sample_posterior_predictive(model, Posterior(dict(posterior.arrays), {}, {}),
                                              args.draws, args.seed, data=data, new=args.new)
-    buffer = io.BytesIO()
-    np.savez(buffer, **replicated)
-    write_bytes(out, buffer.getvalue())
+    write_npz(out, replicated)
     shapes = ", ".join(f"{k} {v.shape}" for k, v in replicated.items())
     print(f"wrote {out}: {shapes}")
     return 0

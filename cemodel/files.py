@@ -16,7 +16,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .errors import CemError
 
@@ -103,6 +103,17 @@ def write_bytes(path: str | Path, data: bytes, *, sync: bool = False) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def write_npz(path: str | Path, arrays: dict[str, Any], *, sync: bool = False) -> None:
+    """``write_bytes`` of ``np.savez(**arrays)`` (uncompressed)."""
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    write_bytes(path, buffer.getvalue(), sync=sync)
 
 
 def write_text(path: str | Path, text: str) -> None:

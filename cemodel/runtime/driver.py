@@ -312,19 +312,16 @@ def save_checkpoint(path, s: State, source_sha: str, method: str, *, source=None
     rename). ``progress`` values must be JSON-serialisable (trace lists, counters, the
     ``bit_generator.state`` dicts of numpy generators). Out of core, ``source`` is the
     ItemSource and ``keep`` the arrays to save (see _checkpoint_values)."""
-    import io
     import json
 
-    from ..files import write_bytes
+    from ..files import write_npz
 
-    buffer = io.BytesIO()
     values, fingerprint = _checkpoint_values(s, source, keep)
     meta = {"source_sha256": source_sha, "method": method, "data": fingerprint,
             "progress": progress, "scalars": {k: float(v) for k, v in values.items()
                                               if not isinstance(v, np.ndarray)}}
     arrays = {f"state.{k}": v for k, v in values.items() if isinstance(v, np.ndarray)}
-    np.savez(buffer, meta=np.array(json.dumps(meta)), **arrays)
-    write_bytes(path, buffer.getvalue(), sync=True)
+    write_npz(path, {"meta": np.array(json.dumps(meta)), **arrays}, sync=True)
 
 
 def load_checkpoint(path, s: State, source_sha: str, method: str, *, source=None,
