@@ -153,13 +153,18 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_last_checkpoint(tmp_path):
         [sys.executable, "-m", "cemodel.cli", "fit", "stdlib_models/lda.cem", "--data",
          str(data), "--set", "K=3", "--tol", "-1", "--max-iter", "100000", "--checkpoint",
          str(ckpt), "-o", str(out)], cwd=REPO, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while not ckpt.exists() and time.time() < deadline:
-        time.sleep(0.2)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+        stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "NUMBA_NUM_THREADS": "1"})  # the test workers fill the cores
+    try:
+        deadline = time.time() + 120
+        while not ckpt.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:  # a fit that did not stop is not left running, nor its pipe open
+        proc.kill()
+        proc.stderr.close()
     assert proc.returncode == 130, err
     assert "interrupted" in err and f"--resume {ckpt}" in err and "Traceback" not in err
     assert not out.exists()
