@@ -154,7 +154,10 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_last_checkpoint(tmp_path):
          str(data), "--set", "K=3", "--tol", "-1", "--max-iter", "100000", "--checkpoint",
          str(ckpt), "-o", str(out)], cwd=REPO, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "NUMBA_NUM_THREADS": "1"})  # the test workers fill the cores
+        env={**os.environ, "NUMBA_NUM_THREADS": "1"},  # the test workers fill the cores
+        # Ctrl-C as at a terminal: a test run started in the background of a shell inherits
+        # SIGINT ignored, and Python then never raises KeyboardInterrupt
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 120
         while not ckpt.exists() and time.time() < deadline:
@@ -162,8 +165,9 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_last_checkpoint(tmp_path):
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
-    finally:  # a fit that did not stop is not left running, nor its pipe open
+    finally:  # a fit that did not stop is not left running, nor its pipe left open
         proc.kill()
+        proc.wait()
         proc.stderr.close()
     assert proc.returncode == 130, err
     assert "interrupted" in err and f"--resume {ckpt}" in err and "Traceback" not in err
