@@ -45,7 +45,7 @@ def test_generated_module_imports_only_numpy_numba_runtime():
         imports = [line for line in generated(name).splitlines()
                    if line.startswith(("import ", "from "))]
         assert imports == ["import numpy as np",
-                           "from numba import njit, prange",
+                           "from numba import njit",
                            "from cemodel import runtime as rt"], name
 
 
@@ -74,7 +74,7 @@ def test_the_kernels_stand_alone(name):
     text, filename = read_source(REPO / "stdlib_models" / f"{name}.cem")
     generated_module = run_stages(text, filename).generated
     tree = ast.parse(generated_module.kernels_text())
-    defined = {"np", "njit", "prange", "rt"} | set(dir(builtins))
+    defined = {"np", "njit", "rt"} | set(dir(builtins))
     defined |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
     for kernel in tree.body:
         if not isinstance(kernel, ast.FunctionDef):

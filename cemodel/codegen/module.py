@@ -23,7 +23,7 @@ from .posterior import learn_function, result_function
 from .prepare import array_shape, prepare_function
 from .pycode import Blank, Comment, Function, Line, Module, Node, print_module
 
-IMPORTS = ("import numpy as np", "from numba import njit, prange", "",
+IMPORTS = ("import numpy as np", "from numba import njit", "",
            "from cemodel import runtime as rt")
 
 
@@ -78,7 +78,7 @@ def generated_module(plan: InferencePlan) -> GeneratedModule:
     python += interface_nodes(ctx, calls)
     python += entry_points(ctx)
     if plan.collapse is not None:
-        python += klc_functions(ctx, calls.call, lambda var, full=False: array_shape(
+        python += klc_functions(ctx, calls, lambda var, full=False: array_shape(
             ctx, var, full))
     doc = (f"{m.name}: the model (kernels, data layout, start) for cemodel.runtime.drivers, by "
            f"cemodel {__version__}.\n\n"
