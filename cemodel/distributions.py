@@ -42,23 +42,23 @@ def _cholesky(matrix: Array) -> Array:
         raise CemDataError("a precision or scale matrix is not positive definite") from None
 
 
-def _gamma(rng: np.random.Generator, shape: Array, rate: Array) -> Array:
+def gamma_draws(rng: np.random.Generator, shape: Array, rate: Array) -> Array:
     shape, rate = np.broadcast_arrays(shape, rate)
     return np.exp(log_gamma_draws(shape, rng) - np.log(rate))
 
 
-def _dirichlet(rng: np.random.Generator, alpha: Array) -> Array:
+def dirichlet_draws(rng: np.random.Generator, alpha: Array) -> Array:
     log_g = log_gamma_draws(alpha, rng)
     return np.exp(log_g - logsumexp(log_g, axis=-1, keepdims=True))
 
 
-def _beta(rng: np.random.Generator, a: Array, b: Array) -> Array:
+def beta_draws(rng: np.random.Generator, a: Array, b: Array) -> Array:
     a, b = np.broadcast_arrays(a, b)
     la, lb = log_gamma_draws(a, rng), log_gamma_draws(b, rng)
     return np.exp(la - np.logaddexp(la, lb))
 
 
-def _mvn(rng: np.random.Generator, mean: Array, precision: Array) -> Array:
+def mvn_draws(rng: np.random.Generator, mean: Array, precision: Array) -> Array:
     """x = m + L⁻ᵀ ε with P = L Lᵀ: covariance P⁻¹."""
     mean, precision = np.broadcast_arrays(mean[..., None], precision)
     L = _cholesky(precision)
@@ -66,7 +66,7 @@ def _mvn(rng: np.random.Generator, mean: Array, precision: Array) -> Array:
     return mean[..., 0] + np.linalg.solve(np.swapaxes(L, -1, -2), eps[..., None])[..., 0]
 
 
-def _wishart(rng: np.random.Generator, dof: Array, scale: Array) -> Array:
+def wishart_draws(rng: np.random.Generator, dof: Array, scale: Array) -> Array:
     """Bartlett: Λ = L A Aᵀ Lᵀ, W = L Lᵀ, A lower triangular with A_ii² ~ χ²(ν − i) and
     standard normals below the diagonal."""
     D = scale.shape[-1]
@@ -74,7 +74,7 @@ def _wishart(rng: np.random.Generator, dof: Array, scale: Array) -> Array:
     batch = np.broadcast_shapes(dof.shape, scale.shape[:-2])
     dof, scale = np.broadcast_to(dof, batch), np.broadcast_to(scale, batch + (D, D))
     A = np.tril(rng.standard_normal(batch + (D, D)), -1)
-    chi2 = 2.0 * _gamma(rng, 0.5 * (dof[..., None] - np.arange(D)), np.ones(D))
+    chi2 = 2.0 * gamma_draws(rng, 0.5 * (dof[..., None] - np.arange(D)), np.ones(D))
     A[..., np.arange(D), np.arange(D)] = np.sqrt(chi2)
     LA = _cholesky(scale) @ A
     return LA @ np.swapaxes(LA, -1, -2)
@@ -137,14 +137,14 @@ def _multinomial_log(x: Array, n: Array, p: Array) -> Array:
 
 NUMERIC: dict[str, Numeric] = {
     "Dirichlet": Numeric(
-        lambda rng, p, s: _dirichlet(rng, p[0]),
+        lambda rng, p, s: dirichlet_draws(rng, p[0]),
         lambda x, p: (xlogy(p[0] - 1.0, x).sum(-1) + gammaln(p[0].sum(-1))
                       - gammaln(p[0]).sum(-1))),
     "Categorical": Numeric(lambda rng, p, s: _categorical(rng, p[0]),
                            lambda x, p: _categorical_log(x, p[0])),
     "MarkovChain": Numeric(lambda rng, p, s: _markov(rng, p[0], p[1], s)),
     "Beta": Numeric(
-        lambda rng, p, s: _beta(rng, p[0], p[1]),
+        lambda rng, p, s: beta_draws(rng, p[0], p[1]),
         lambda x, p: xlogy(p[0] - 1.0, x) + xlog1py(p[1] - 1.0, -x) - betaln(p[0], p[1])),
     "Bernoulli": Numeric(
         lambda rng, p, s: (rng.random(np.shape(p[0])) < p[0]).astype(np.int64),
@@ -164,7 +164,7 @@ NUMERIC: dict[str, Numeric] = {
         lambda rng, p, s: rng.multinomial(np.asarray(p[0], dtype=np.int64), p[1]),
         lambda x, p: _multinomial_log(x, p[0], p[1])),
     "Gamma": Numeric(
-        lambda rng, p, s: _gamma(rng, p[0], p[1]),
+        lambda rng, p, s: gamma_draws(rng, p[0], p[1]),
         lambda x, p: (xlogy(p[0], p[1]) - gammaln(p[0]) + xlogy(p[0] - 1.0, x) - p[1] * x)),
     "Poisson": Numeric(
         lambda rng, p, s: rng.poisson(p[0]),
@@ -175,9 +175,9 @@ NUMERIC: dict[str, Numeric] = {
     "Normal": Numeric(
         lambda rng, p, s: p[0] + rng.standard_normal(np.broadcast(*p).shape) / np.sqrt(p[1]),
         lambda x, p: 0.5 * (np.log(p[1]) - p[1] * (x - p[0]) ** 2 - _LOG_2PI)),
-    "MultivariateNormal": Numeric(lambda rng, p, s: _mvn(rng, p[0], p[1]),
+    "MultivariateNormal": Numeric(lambda rng, p, s: mvn_draws(rng, p[0], p[1]),
                                   lambda x, p: _mvn_log(x, p[0], p[1])),
-    "Wishart": Numeric(lambda rng, p, s: _wishart(rng, p[0], p[1])),
+    "Wishart": Numeric(lambda rng, p, s: wishart_draws(rng, p[0], p[1])),
 }
 
 # posterior keys that differ from the family's parameter names
@@ -188,24 +188,24 @@ Q_NAMES: dict[str, dict[str, str]] = {
 }
 
 
-def _normal_gamma(rng: np.random.Generator, p: tuple[Array, ...]) -> tuple[Array, Array]:
+def normal_gamma_draws(rng: np.random.Generator, p: tuple[Array, ...]) -> tuple[Array, Array]:
     """τ ~ Gamma(shape, rate), μ | τ ~ Normal(mean, β·τ): (μ, τ)."""
     mean, beta, shape, rate = p
-    tau = _gamma(rng, shape, rate)
+    tau = gamma_draws(rng, shape, rate)
     return mean + rng.standard_normal(tau.shape) / np.sqrt(beta * tau), tau
 
 
-def _normal_wishart(rng: np.random.Generator, p: tuple[Array, ...]) -> tuple[Array, Array]:
+def normal_wishart_draws(rng: np.random.Generator, p: tuple[Array, ...]) -> tuple[Array, Array]:
     """Λ ~ Wishart(dof, scale), μ | Λ ~ MVN(mean, β·Λ): (μ, Λ)."""
     mean, beta, dof, scale = p
-    precision = _wishart(rng, dof, scale)
-    return _mvn(rng, mean, np.asarray(beta)[..., None, None] * precision), precision
+    precision = wishart_draws(rng, dof, scale)
+    return mvn_draws(rng, mean, np.asarray(beta)[..., None, None] * precision), precision
 
 
 # joint blocks: a draw of the pair (mean, precision)
 JOINT: dict[str, Callable[[np.random.Generator, tuple[Array, ...]], tuple[Array, Array]]] = {
-    "Normal-Gamma": _normal_gamma,
-    "Normal-Wishart": _normal_wishart,
+    "Normal-Gamma": normal_gamma_draws,
+    "Normal-Wishart": normal_wishart_draws,
 }
 
 

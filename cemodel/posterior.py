@@ -26,7 +26,15 @@ import numpy as np
 import scipy.special
 import scipy.stats
 
-from .runtime.sampling import log_gamma_draws
+from .distributions import (
+    beta_draws,
+    dirichlet_draws,
+    gamma_draws,
+    mvn_draws,
+    normal_gamma_draws,
+    normal_wishart_draws,
+    wishart_draws,
+)
 
 Params = dict[str, np.ndarray]
 Draws = dict[str, np.ndarray]
@@ -41,29 +49,26 @@ def _batch(n: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return (n, *shape)
 
 
-def _gamma(shape: np.ndarray, scale: np.ndarray, n: int, rng: np.random.Generator
-           ) -> np.ndarray:
-    """n draws of Gamma(shape, scale); tiny shapes through log G (finite, may round to 0)."""
-    shape = np.broadcast_to(shape, np.broadcast_shapes(np.shape(shape), np.shape(scale)))
-    return np.exp(log_gamma_draws(np.broadcast_to(shape, _batch(n, shape.shape)), rng)) * scale
+def _n(n: int, value: np.ndarray | float) -> np.ndarray:
+    """``value`` with the draws' axis in front."""
+    value = np.asarray(value, float)
+    return np.broadcast_to(value, _batch(n, value.shape))
 
 
 def _draw_dirichlet(p: Params, n: int, rng: np.random.Generator) -> Draws:
     # β = G / ΣG, G_k ~ Gamma(α_k), normalised in logs (LDA's η = 0.01 underflows G)
-    alpha = np.asarray(p["alpha"], float)
-    log_g = log_gamma_draws(np.broadcast_to(alpha, _batch(n, alpha.shape)), rng)
-    log_g -= log_g.max(axis=-1, keepdims=True)
-    g = np.exp(log_g)
-    return {"": g / g.sum(axis=-1, keepdims=True)}
+    return {"": dirichlet_draws(rng, _n(n, p["alpha"]))}
 
 
 def _draw_beta(p: Params, n: int, rng: np.random.Generator) -> Draws:
-    both = _draw_dirichlet({"alpha": np.stack([p["a"], p["b"]], axis=-1)}, n, rng)[""]
-    return {"": both[..., 0]}
+    a, b = np.broadcast_arrays(np.asarray(p["a"], float), np.asarray(p["b"], float))
+    return {"": beta_draws(rng, _n(n, a), b)}
 
 
 def _draw_gamma(p: Params, n: int, rng: np.random.Generator) -> Draws:
-    return {"": _gamma(np.asarray(p["shape"], float), 1.0 / np.asarray(p["rate"]), n, rng)}
+    shape, rate = np.broadcast_arrays(np.asarray(p["shape"], float),
+                                      np.asarray(p["rate"], float))
+    return {"": gamma_draws(rng, _n(n, shape), rate)}
 
 
 def _draw_normal(p: Params, n: int, rng: np.random.Generator) -> Draws:
@@ -71,52 +76,37 @@ def _draw_normal(p: Params, n: int, rng: np.random.Generator) -> Draws:
     return {"": mean + rng.standard_normal(_batch(n, mean.shape)) / np.sqrt(p["precision"])}
 
 
-def _mvn(mean: np.ndarray, precision: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """x = m + L⁻ᵀ ε with L Lᵀ = P (batched): covariance P⁻¹; ``precision`` may carry the
-    draws' axis or not."""
-    L = np.linalg.cholesky(precision)
-    eps = rng.standard_normal(np.broadcast_shapes(mean.shape, precision.shape[:-1]))
-    return mean + np.linalg.solve(np.swapaxes(L, -1, -2), eps[..., None])[..., 0]
-
-
 def _draw_mvn(p: Params, n: int, rng: np.random.Generator) -> Draws:
-    mean = np.asarray(p["mean"], float)
-    return {"": _mvn(np.broadcast_to(mean, _batch(n, mean.shape)), np.asarray(p["precision"]),
-                     rng)}
+    return {"": mvn_draws(rng, _n(n, p["mean"]), np.asarray(p["precision"], float))}
 
 
-def _wishart(dof: np.ndarray, scale: np.ndarray, n: int, rng: np.random.Generator
-             ) -> np.ndarray:
-    """Bartlett: Λ = L A Aᵀ Lᵀ, L Lᵀ = W, A lower triangular with A_ii² ~ χ²_{ν−i} and
-    A_ij ~ N(0, 1) below the diagonal; any real ν > D − 1."""
-    scale = np.asarray(scale, float)
-    D = scale.shape[-1]
-    shape = _batch(n, scale.shape[:-2])
-    A = np.tril(rng.standard_normal((*shape, D, D)), -1)
-    dof = np.broadcast_to(np.asarray(dof, float)[..., None], scale.shape[:-1])
-    chi2 = 2.0 * _gamma((dof - np.arange(D)) / 2.0, np.ones(D), n, rng)
-    A[..., np.arange(D), np.arange(D)] = np.sqrt(chi2)
-    LA = np.linalg.cholesky(scale) @ A
-    return LA @ np.swapaxes(LA, -1, -2)
+def _wishart_params(p: Params, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """ν and W with the draws' axis in front."""
+    scale, dof = np.asarray(p["scale"], float), np.asarray(p["dof"], float)
+    batch = np.broadcast_shapes(dof.shape, scale.shape[:-2])
+    return _n(n, np.broadcast_to(dof, batch)), _n(n, np.broadcast_to(scale,
+                                                                     batch + scale.shape[-2:]))
 
 
 def _draw_wishart(p: Params, n: int, rng: np.random.Generator) -> Draws:
-    return {"": _wishart(p["dof"], p["scale"], n, rng)}
+    return {"": wishart_draws(rng, *_wishart_params(p, n))}
 
 
 def _draw_normal_gamma(p: Params, n: int, rng: np.random.Generator) -> Draws:
     # τ ~ Gamma(a, b), μ | τ ~ Normal(m, precision β τ)
-    tau = _gamma(np.asarray(p["shape"], float), 1.0 / np.asarray(p["rate"]), n, rng)
-    mean = np.asarray(p["mean"], float)
-    mu = mean + rng.standard_normal(tau.shape) / np.sqrt(p["beta"] * tau)
+    mean, beta, shape, rate = np.broadcast_arrays(
+        *(np.asarray(p[k], float) for k in ("mean", "beta", "shape", "rate")))
+    mu, tau = normal_gamma_draws(rng, (mean, beta, _n(n, shape), rate))
     return {"mean": mu, "precision": tau}
 
 
 def _draw_normal_wishart(p: Params, n: int, rng: np.random.Generator) -> Draws:
     # Λ ~ Wishart(ν, W), μ | Λ ~ MVN(m, precision β Λ)
-    lam = _wishart(p["dof"], p["scale"], n, rng)
-    beta = np.asarray(p["beta"], float)[..., None, None]
-    return {"mean": _mvn(np.asarray(p["mean"], float), beta * lam, rng), "precision": lam}
+    dof, scale = _wishart_params(p, n)
+    mean = np.asarray(p["mean"], float)
+    beta = np.broadcast_to(np.asarray(p["beta"], float), mean.shape[:-1])
+    mu, lam = normal_wishart_draws(rng, (mean, beta, dof, scale))
+    return {"mean": mu, "precision": lam}
 
 
 def _draw_bernoulli(p: Params, n: int, rng: np.random.Generator) -> Draws:

@@ -41,6 +41,7 @@ from scipy import sparse
 from .data import check_docword_header, check_sparse_size, single_target, sparse_target
 from .errors import CemDataError
 from .files import CemWriteError, reason
+from .runtime.binding import takes_count_matrix
 from .runtime.source import ItemSource
 
 __all__ = ["DiskSource", "open_model_source", "open_source"]
@@ -219,13 +220,19 @@ def _categories(spec: Mapping[str, Any], name: str) -> str | None:
 
 
 def _fixed_sizes(spec: Mapping[str, Any], files: Mapping[str, _NpyFile]) -> dict[str, int]:
-    """The sizes the values of whole files fix: the largest index + 1 (a minibatch alone could
-    miss the largest)."""
+    """The sizes the values of whole files fix: the columns of a count matrix (a bag of
+    categories as a 2-D array), else the largest index + 1 (a minibatch alone could miss the
+    largest)."""
     dims: dict[str, int] = {}
     for name, f in files.items():
         dim = _categories(spec, name)
-        if dim is not None:
-            dims[dim] = max(dims.get(dim, 0), f.largest() + 1)
+        if dim is None:
+            continue
+        if len(f.shape) == 2 and takes_count_matrix(spec, name):
+            size = f.shape[1]
+        else:
+            size = f.largest() + 1
+        dims[dim] = max(dims.get(dim, 0), size)
     return dims
 
 

@@ -121,6 +121,19 @@ def test_gibbs_and_cvb0_local_steps_stream_the_same_trajectory(tmp_path, lda, co
         same_fit(memory, streamed, ["beta.alpha"])
 
 
+def test_lda_from_a_dense_npy_count_matrix(tmp_path, lda, corpus):
+    """A (documents × words) count matrix in an .npy file: its columns size the vocabulary,
+    as in memory (its largest count does not: the values are counts, not word indices)."""
+    dense = corpus.toarray().astype(np.int64)
+    path = tmp_path / "counts.npy"
+    np.save(path, dense)
+    source = lda.stream(path)
+    assert source.dims == {"V": dense.shape[1]}
+    memory = lda.fit({"w": dense}, "svi", dims={"K": 3}, **SVI)
+    streamed = lda.fit(source, "svi", dims={"K": 3}, **SVI)
+    same_fit(memory, streamed, ["beta.alpha"])
+
+
 def test_gaussian_mixture_from_npy_rows(tmp_path):
     gmm = Model("gmm", K=3)
     rng = np.random.default_rng(2)

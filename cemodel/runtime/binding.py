@@ -223,6 +223,26 @@ def _spec_vars(spec: Mapping[str, Any]) -> list[_Var]:
     return out
 
 
+def _bag_of_categories(var: _Var, all_vars: Sequence[_Var],
+                       plates: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Does ``var`` alone fill its ragged plate as a bag of categories (so that it may come
+    as a (parent × categories) count matrix)?"""
+    if var.ragged is None or var.support != "category" or var.event:
+        return False
+    if plates[var.ragged].get("ordered"):  # a chain's steps: the order matters
+        return False
+    if var.plates != (plates[var.ragged]["parent"], var.ragged):
+        return False
+    return not [v for v in all_vars if v is not var and var.ragged in v.plates]
+
+
+def takes_count_matrix(spec: Mapping[str, Any], name: str) -> bool:
+    """Is data ``name`` of the model with this SPEC a bag of categories, given as a count
+    matrix when it comes as a 2-D array of numbers (``cemodel.streaming``'s .npy files)?"""
+    found = _spec_vars(spec)
+    return any(v.name == name and _bag_of_categories(v, found, spec["plates"]) for v in found)
+
+
 # ---------------------------------------------------------------------------------------------
 # Binding
 # ---------------------------------------------------------------------------------------------
@@ -351,14 +371,7 @@ class _Binder:
 
     def _bow(self, var: _Var) -> bool:
         """Does ``var`` alone fill its ragged plate as a bag of categories?"""
-        if var.ragged is None or var.support != "category" or var.event:
-            return False
-        if self.plates[var.ragged].get("ordered"):  # a chain's steps: the order matters
-            return False
-        if var.plates != (self.plates[var.ragged]["parent"], var.ragged):
-            return False
-        others = [v for v in self.vars if v is not var and var.ragged in v.plates]
-        return not others
+        return _bag_of_categories(var, self.vars, self.plates)
 
     # -- reading -----------------------------------------------------------------------------
 
