@@ -130,7 +130,7 @@ def begin(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None
     run = Run(model, s, o, source, n_total, np.random.default_rng([o.seed, 1]),
               np.random.default_rng([o.seed, 2]), np.random.default_rng([o.seed, 3]))
     if o.apply_v:  # the draws behind β that V(β, λ) needs; SVI's steps first
-        run.warmup = warmup_steps(o, o.epochs * -(-n_total // o.batch_size) if n_total else 1)
+        run.warmup = warmup_steps(o, o.epochs * steps_per_epoch(n_total, o.batch_size))
         run.aux = {g.name: tuple(np.empty_like(getattr(s, g.lam[0]))
                                  for _ in range(g.aux_draws)) for g in model.GLOBALS}
     run.old = {name: np.empty_like(getattr(s, name)) for g in model.GLOBALS for name in g.lam}
@@ -160,7 +160,7 @@ def small_data_defaults(o: Options, n_total: int) -> None:
         if small:
             o.kappa, o.tau = SMALL_KAPPA, SMALL_TAU
             if o.epochs is None:
-                per_epoch = -(-n_total // o.batch_size)
+                per_epoch = steps_per_epoch(n_total, o.batch_size)
                 o.epochs = max(default_epochs(o, n_total), -(-SMALL_STEPS // per_epoch))
     o.kappa = KAPPA if o.kappa is None else o.kappa
     o.tau = TAU if o.tau is None else o.tau
@@ -188,12 +188,17 @@ def _forgetting_steps(o: Options, weight: float, most: int) -> int:
     return steps
 
 
+def steps_per_epoch(n_total: int, batch_size: int) -> int:
+    """Minibatches in an epoch: the last one may be short; one for an empty data set."""
+    return -(-n_total // batch_size) if n_total else 1
+
+
 def default_epochs(o: Options, n_total: int) -> int:
     """At least 10 epochs, and enough steps that λ_T keeps less than 1e-3 of its start λ_0
     (at most 200 epochs). Ten epochs of a large data set are thousands of steps; of 300 items
     in batches of 256 they are 20, after which λ is still 9% its start (ρ_t = (t + 10)^−0.7),
     and SVI ends short of MF's optimum."""
-    per_epoch = -(-n_total // o.batch_size) if n_total else 1
+    per_epoch = steps_per_epoch(n_total, o.batch_size)
     steps = _forgetting_steps(o, START_WEIGHT, MAX_EPOCHS * per_epoch)
     return max(MIN_EPOCHS, min(MAX_EPOCHS, -(-steps // per_epoch)))
 
@@ -441,7 +446,7 @@ def _start_rates(run: Run) -> None:
     starting λ (as many as an epoch has: one when the minibatch is the whole data set, whose
     gradient has no noise); λ and the statistics are left as they were."""
     model = run.model
-    per_epoch = -(-run.n_total // run.o.batch_size)
+    per_epoch = steps_per_epoch(run.n_total, run.o.batch_size)
     order = np.random.default_rng([run.o.seed, 4]).permutation(run.n_total)
     gradients: dict[str, list] = {g.name: [] for g in model.GLOBALS}
     for k in range(min(per_epoch, 10)):
