@@ -1,8 +1,9 @@
 """How cemodel's compiled mean-field fits scale: with threads, and with the size of the data.
 
-(a) threads: the seconds of the generated ``local_step`` kernel (the E-step, the only kernel
-that runs in parallel: numba ``prange``, one contiguous share of the items per thread) with 1
-and 2 threads, for LDA on the NYT corpus (K = 20 and 100) and the Gaussian mixture of
+(a) threads: the seconds of the E-step (the module's ``run_local_step``: the generated
+``local_step`` kernel on one contiguous share of the items per thread, the shares run by
+``cemodel.runtime.run_shares``, in threads when a call holds enough work) with 1 and 2
+threads, for LDA on the NYT corpus (K = 20 and 100) and the Gaussian mixture of
 ``benchmarks/gmm_mf.py`` (N = 200,000, D = 10, K = 20); speedup = t(1 thread) / t(N threads),
 against the target "2 threads >= 1.7x 1 thread on the local step".
 
@@ -87,7 +88,7 @@ class Run:
     items: int = 0  # documents or points
     tokens: int = 0  # lda: tokens; gmm: points
     thread_count: int = 0  # cemodel.runtime.thread_count() in the child
-    layer: str = ""  # numba's threading layer
+    layer: str = ""  # what runs the shares
     local_seconds: list[float] = field(default_factory=list)  # local_step, per iteration
     loop_seconds: float = float("nan")  # FitResult.seconds: the fit loop, set-up excluded
     elbo: float = float("nan")
@@ -193,7 +194,6 @@ def contiguous_shares(work_per_item: np.ndarray, threads: int) -> list[float]:
 
 
 def child(work: Workload, threads: int, iters: int) -> Run:
-    import numba
     from threadpoolctl import threadpool_limits
 
     import cemodel
@@ -216,24 +216,24 @@ def child(work: Workload, threads: int, iters: int) -> Run:
         start = time.perf_counter()
         module.fit(small, max_iter=2, **options)  # numba compilation or cache load
         log(f"    warm-up {time.perf_counter() - start:.1f} s")
-        run.layer = numba.threading_layer()
+        run.layer = "run_shares"
         run.shares = contiguous_shares(per_item, threads)
-        kernel = module.local_step
+        glue = module.run_local_step
 
-        def timed(*args):  # local_step(seeding, items, ...): seeding calls are set-up
+        def timed(*args, **kwargs):  # run_local_step(s, items, ...; seeding=): set-up calls
             start = time.perf_counter()
-            value = kernel(*args)
-            if not args[0]:
+            value = glue(*args, **kwargs)
+            if not kwargs.get("seeding"):
                 run.local_seconds.append(time.perf_counter() - start)
             return value
 
         memory = Memory()
         memory.start()
-        module.local_step = timed  # fit looks the kernel up in the module at every call
+        module.run_local_step = timed  # the drivers look it up in the module at every call
         try:
             result = module.fit(data, max_iter=iters, **options)
         finally:
-            module.local_step = kernel
+            module.run_local_step = glue
         memory.stop(run)  # peak_mb, fit_mb, data_mb, other_cores, own_cores
     run.iterations = int(result.iterations)
     run.loop_seconds = float(result.seconds)
