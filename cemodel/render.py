@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from .conjugacy import Known, Slot, Stat, letter_text, render_expr
 from .families import FAMILIES
-from .model import RData, RRepeat, RVar, SumIndex
+from .model import RData, RRepeat, RVar, SumIndex, VarDef
 from .plan import InferencePlan
 
 # usual parameter = scale · λ[stat] + offsets; offsets are (coefficient, symbol) with the
@@ -28,6 +28,7 @@ _USUAL = {
                 [("dof", "logdet", 2.0, [(1.0, "D"), (1.0, "")]),
                  ("scale⁻¹", "value", -2.0, [])]),
     "bernoulli": ("Bernoulli", [("logit p", "value", 1.0, [])]),
+    "polyagamma": ("PolyaGamma", [("c²", "value", -2.0, [])]),
     # a joint block (cemodel.blocks): τ ~ Gamma(shape, rate), μ | τ ~ Normal(mean, β·τ)
     "normal_gamma": ("Normal-Gamma(mean, β, shape, rate)",
                      [("β", "quad", -2.0, []), ("β·mean", "prec_mean", 1.0, []),
@@ -240,6 +241,18 @@ def _combine(terms: list[tuple[float, str]]) -> str:
     return out
 
 
+def pg_count_text(plan: InferencePlan, of: VarDef) -> str:
+    """b of q(ω) = PG(b, c) for the observed count ``of`` (cemodel.families.polyagamma)."""
+    if of.family == "Bernoulli·PG":
+        return "1"
+    known = render_expr(of.args[0])
+    if of.family == "Binomial·PG":
+        return known
+    ref = of.name if not of.plates else (
+        f"{of.name}[{', '.join(plan.model.plate(p).index for p in of.plates)}]")
+    return f"{ref} + {known}"
+
+
 def conditional_text(plan: InferencePlan, name: str) -> str:
     """The complete conditional of ``name`` in its family's usual parameters."""
     var = plan.model.var(name)
@@ -248,7 +261,9 @@ def conditional_text(plan: InferencePlan, name: str) -> str:
     ref = name if not var.plates else (
         f"{name}[{', '.join(plan.model.plate(p).index for p in var.plates)}]")
     introduced = plan.model.introduced_for(name)
-    if introduced is not None:  # Multinomial(y, φ) over the terms of y's rate
+    if introduced is not None and family == "polyagamma":  # PG(b, c), b from y's family
+        title = f"{title}({pg_count_text(plan, plan.model.var(introduced.of))}, c)"
+    elif introduced is not None:  # Multinomial(y, φ) over the terms of y's rate
         of = plan.model.var(introduced.of)
         total = introduced.of if not of.plates else (
             f"{introduced.of}[{', '.join(plan.model.plate(p).index for p in of.plates)}]")
