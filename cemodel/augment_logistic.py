@@ -68,7 +68,7 @@ def augment_logistic(model: Model) -> Model:
             _check_total(model, arg, var)
         spec = AUGMENTED[var.family]
         variables += [omega, replace(var, family=spec.name, args=(*known, ref, eta))]
-        introduced.append(Introduced(name, var.name, "", _why(var, name)))
+        introduced.append(Introduced(name, var.name, "", _why(model, var, name)))
     if not introduced:
         return model
     return replace(model, variables=tuple(variables),
@@ -83,11 +83,33 @@ def _link(var: VarDef) -> RCall | None:
     return p if isinstance(p, RCall) and p.func == "logistic" else None
 
 
-def _why(var: VarDef, name: str) -> str:
-    b = {"Bernoulli": "1", "Binomial": "n", "NegativeBinomial": f"{var.name} + r"}[var.family]
-    return (f"{var.name} ~ {var.family}(logistic(η)) is Gaussian in η given a Pólya-Gamma "
-            f"{name} ~ PG({b}, 0) (Polson, Scott & Windle 2013); "
-            f"q({name}) = PG({b}, c), c² = E[η²]")
+def _why(model: Model, var: VarDef, name: str) -> str:
+    known = ", ".join(known_text(model, a) for a in var.args[:-1])
+    b = count_text(model, replace(var, family=AUGMENTED[var.family].name))
+    return (f"{var.name} ~ {var.family}({known + ', ' if known else ''}logistic(η)) is "
+            f"Gaussian in η given a Pólya-Gamma {name} ~ PG({b}, 0) (Polson, Scott & Windle "
+            f"2013); q({name}) = PG({b}, c), c² = E[η²]")
+
+
+def known_text(model: Model, expr: RExpr) -> str:
+    """A count's n or r as written (data with its plates' index letters)."""
+    if isinstance(expr, RConst):
+        return f"{expr.value:g}"
+    if isinstance(expr, RData):
+        return f"{expr.name}[{', '.join(model.plate(i.plate).index for i in expr.indices)}]"
+    return getattr(expr, "name", "?")
+
+
+def count_text(model: Model, of: VarDef) -> str:
+    """b of PG(b, ·) for the augmented observed count ``of``: 1, n or y + r."""
+    if of.family == "Bernoulli·PG":
+        return "1"
+    known = known_text(model, of.args[0])
+    if of.family == "Binomial·PG":
+        return known
+    ref = of.name if not of.plates else (
+        f"{of.name}[{', '.join(model.plate(p).index for p in of.plates)}]")
+    return f"{ref} + {known}"
 
 
 def _refuse_logistic(model: Model, expr: RExpr, var: VarDef, inside: bool = False) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from .augment_logistic import count_text
 from .conjugacy import Known, Slot, Stat, letter_text, render_expr
 from .families import FAMILIES
-from .model import RData, RRepeat, RVar, SumIndex, VarDef
+from .model import RData, RRepeat, RVar, SumIndex
 from .plan import InferencePlan
 
 # usual parameter = scale · λ[stat] + offsets; offsets are (coefficient, symbol) with the
@@ -241,18 +242,6 @@ def _combine(terms: list[tuple[float, str]]) -> str:
     return out
 
 
-def pg_count_text(plan: InferencePlan, of: VarDef) -> str:
-    """b of q(ω) = PG(b, c) for the observed count ``of`` (cemodel.families.polyagamma)."""
-    if of.family == "Bernoulli·PG":
-        return "1"
-    known = render_expr(of.args[0])
-    if of.family == "Binomial·PG":
-        return known
-    ref = of.name if not of.plates else (
-        f"{of.name}[{', '.join(plan.model.plate(p).index for p in of.plates)}]")
-    return f"{ref} + {known}"
-
-
 def conditional_text(plan: InferencePlan, name: str) -> str:
     """The complete conditional of ``name`` in its family's usual parameters."""
     var = plan.model.var(name)
@@ -262,7 +251,7 @@ def conditional_text(plan: InferencePlan, name: str) -> str:
         f"{name}[{', '.join(plan.model.plate(p).index for p in var.plates)}]")
     introduced = plan.model.introduced_for(name)
     if introduced is not None and family == "polyagamma":  # PG(b, c), b from y's family
-        title = f"{title}({pg_count_text(plan, plan.model.var(introduced.of))}, c)"
+        title = f"{title}({count_text(plan.model, plan.model.var(introduced.of))}, c)"
     elif introduced is not None:  # Multinomial(y, φ) over the terms of y's rate
         of = plan.model.var(introduced.of)
         total = introduced.of if not of.plates else (

@@ -85,3 +85,26 @@ def test_linear_predictors_are_augmented(predictor):
     assert [item.name for item in model.introduced] == ["y_omega"]
     assert model.var("y").family == "Bernoulli·PG"
     assert model.var("y_omega").family == "PolyaGamma"
+
+
+def test_check_lists_each_omega_with_its_conditional():
+    """`cemodel check` lists the introduced ω with why, and q(ω) = PG(b, c) with b of its
+    count (1, n, y + r) and c² = E[η²] as a sum of the predictor's statistics."""
+    from pathlib import Path
+
+    from cemodel.check import check_report
+
+    path = Path(__file__).resolve().parents[1] / "stdlib_models" / "logistic_regression.cem"
+    report = check_report(run_stages(path.read_text(), path.name).plan)
+    assert "introduced by cemodel (to make the model conditionally conjugate):" in report
+    assert "  y_omega: y ~ Bernoulli(logistic(η)) is Gaussian in η given a Pólya-Gamma " in report
+    assert "y_omega[n] ~ PolyaGamma  [introduced, local in plates points]" in report
+    assert "    q(y_omega[n]) = PolyaGamma(1, c)\n        c² = Σ_{j,l} x[n]_j·x[n]_l·E[w wᵀ]_jl" \
+        in report
+    counts = src("model m", "dim N", "hyper r = 2.0", "w ~ Normal(0, 1)", "plate obs n in N:",
+                 "    data m[n] : real",
+                 "    observe y[n] ~ Binomial(m[n], logistic(w))",
+                 "    observe k[n] ~ NegativeBinomial(r, logistic(-w))")
+    report = check_report(run_stages(counts, "counts.cem").plan)
+    assert "q(y_omega[n]) = PolyaGamma(m[n], c)" in report
+    assert "q(k_omega[n]) = PolyaGamma(k[n] + r, c)" in report
