@@ -7,7 +7,6 @@ decreases on the hierarchical model."""
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,13 +18,10 @@ from cemodel.runtime.drivers import DRIVERS
 
 from .helpers import never_decreases
 
-REPO = Path(__file__).resolve().parents[1]
-STDLIB = REPO / "stdlib_models"
-
 
 @pytest.fixture(scope="module")
-def logreg():
-    return compile_model(STDLIB / "logistic_regression.cem")
+def logreg(compiled):
+    return compiled("logistic_regression")
 
 
 def _problem(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -186,10 +182,10 @@ def test_the_exact_local_step_is_mf(logreg):
     np.testing.assert_allclose(exact["w.mean"], mf["w.mean"], atol=1e-8)
 
 
-def test_hierarchical_logistic_elbo_never_decreases():
+def test_hierarchical_logistic_elbo_never_decreases(compiled):
     """Random intercepts per group with a Gamma precision and shared weights: the MF ELBO
     never decreases, and the group intercepts order as the true ones."""
-    model = compile_model(STDLIB / "hierarchical_logistic.cem")
+    model = compiled("hierarchical_logistic")
     rng = np.random.default_rng(5)
     n, groups = 300, 6
     x = rng.normal(size=(n, 2))
