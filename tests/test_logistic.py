@@ -271,10 +271,12 @@ plate obs n in N:
 """
 
 
+@pytest.mark.long
 def test_a_mixture_of_logistic_regressions(tmp_path):
     """A categorical selects the weight vector: ω_n and z_n are coupled locals (iterated;
     `exact` is refused with the reason), the MF ELBO never decreases and the two weight
-    vectors are recovered (to 0.2) from 200 counts of 20 trials."""
+    vectors are recovered (to 0.2) from 200 counts of 20 trials. Long: its cold compile
+    takes 60-100 s (the fit, 1 s)."""
     path = tmp_path / "mix.cem"
     path.write_text(MIXTURE)
     model = compile_model(path)
