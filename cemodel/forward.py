@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import special
 
 from . import model as ir
 from .errors import CemInternalError
@@ -225,6 +226,8 @@ class Evaluator:
             return np.einsum("...i,...i->...", *args)
         if expr.func in ("exp", "log"):
             return getattr(np, expr.func)(args[0])
+        if expr.func == "logistic":  # σ(η) = 1 / (1 + e^−η)
+            return special.expit(args[0])
         raise CemInternalError(f"cannot evaluate the function {expr.func}")
 
     def _sum(self, expr: ir.RSum, scope: Scope) -> Array:

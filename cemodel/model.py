@@ -324,7 +324,7 @@ class Model:
 # ---------------------------------------------------------------------------
 
 _HYPER_FUNCS = {"eye": 1, "zeros": 1, "ones": 1, "full": 2}
-_EXPR_FUNCS = {"dot": 2, "exp": 1, "log": 1}
+_EXPR_FUNCS = {"dot": 2, "exp": 1, "log": 1, "logistic": 1}
 _DATA_KINDS = {"real": 0, "int": 0, "count": 0, "vector": 1}
 
 
@@ -1033,7 +1033,7 @@ class _Builder:
         if isinstance(expr, RCall):
             if expr.func == "dot":
                 return ()
-            if expr.func in ("exp", "log"):
+            if expr.func in ("exp", "log", "logistic"):
                 return self.shape_of(expr.args[0])
             return self.hyper_shape(expr)
         if isinstance(expr, RSum):

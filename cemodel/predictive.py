@@ -111,7 +111,7 @@ class World:
         plan = model.stages.plan
         return cls(declared, model.stages.model, spec, layout,
                    _hypers(declared, layout, post.hypers), arrays, weights,
-                   tuple(plan.globals), tuple(plan.kept_locals))
+                   tuple(plan.globals), _kept(plan))
 
     @classmethod
     def bare(cls, model: Compiled, post: Posterior) -> World:
@@ -123,10 +123,16 @@ class World:
         declared = _declared(model)
         plan = model.stages.plan
         return cls(declared, model.stages.model, spec, Layout(declared, sizes, {}), {}, {},
-                   {}, tuple(plan.globals), tuple(plan.kept_locals))
+                   {}, tuple(plan.globals), _kept(plan))
 
     def observed(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.model.observed)
+
+
+def _kept(plan) -> tuple[str, ...]:
+    """The kept locals the file declares: an introduced one (a Pólya-Gamma ω) is no variable
+    of the declared model, and nothing reads it there."""
+    return tuple(n for n in plan.kept_locals if plan.model.introduced_for(n) is None)
 
 
 def _declared(model: Compiled) -> ModelIR:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from .augment_logistic import count_text
 from .conjugacy import Known, Slot, Stat, letter_text, render_expr
 from .families import FAMILIES
 from .model import RData, RRepeat, RVar, SumIndex
@@ -28,6 +29,7 @@ _USUAL = {
                 [("dof", "logdet", 2.0, [(1.0, "D"), (1.0, "")]),
                  ("scale⁻¹", "value", -2.0, [])]),
     "bernoulli": ("Bernoulli", [("logit p", "value", 1.0, [])]),
+    "polyagamma": ("PolyaGamma", [("c²", "value", -2.0, [])]),
     # a joint block (cemodel.blocks): τ ~ Gamma(shape, rate), μ | τ ~ Normal(mean, β·τ)
     "normal_gamma": ("Normal-Gamma(mean, β, shape, rate)",
                      [("β", "quad", -2.0, []), ("β·mean", "prec_mean", 1.0, []),
@@ -248,7 +250,9 @@ def conditional_text(plan: InferencePlan, name: str) -> str:
     ref = name if not var.plates else (
         f"{name}[{', '.join(plan.model.plate(p).index for p in var.plates)}]")
     introduced = plan.model.introduced_for(name)
-    if introduced is not None:  # Multinomial(y, φ) over the terms of y's rate
+    if introduced is not None and family == "polyagamma":  # PG(b, c), b from y's family
+        title = f"{title}({count_text(plan.model, plan.model.var(introduced.of))}, c)"
+    elif introduced is not None:  # Multinomial(y, φ) over the terms of y's rate
         of = plan.model.var(introduced.of)
         total = introduced.of if not of.plates else (
             f"{introduced.of}[{', '.join(plan.model.plate(p).index for p in of.plates)}]")

@@ -55,6 +55,10 @@ def _data(name: str, seed: int) -> tuple[dict, dict]:
                  "item": np.arange(40) % 5}, {"K": 2}),
         "factor_analysis": ({"y": rng.normal(size=(20, 3))}, {}),
         "gap_nmf": ({"Y": rng.poisson(2, (8, 5))}, {"K": 3}),
+        "logistic_regression": ({"x": rng.normal(size=(30, 2)), "y": rng.binomial(1, 0.4, 30)},
+                                {}),
+        "hierarchical_logistic": ({"x": rng.normal(size=(30, 2)), "y": rng.binomial(1, 0.4, 30),
+                                   **groups}, {}),
     }
     return table[name]
 

@@ -22,6 +22,7 @@ from .loops import (
     plate_var,
 )
 from .lowering import KernelPlan, family, messages_to, stats, target_bindings
+from .polyagamma import pg_count
 from .pycode import Block, Line, Module, Node, print_module
 
 KERNEL = "njit(cache=True, nogil=True, fastmath={\"reassoc\", \"contract\", \"arcp\"})"
@@ -37,6 +38,7 @@ _ROW_EXPECT = {
     "wishart": "{E_logdet} = rt.wishart_expected_stats({lam_value}, {lam_logdet}, {E_value})",
     "bernoulli": "{E_value} = rt.bernoulli_expected_stats({lam_value})",
     "split": "rt.split_expected_stats({lam_value}, {E_value}, {total})",
+    "polyagamma": "{E_value} = rt.polyagamma_expected_stats({lam_value}, {total})",
     "normal_gamma": "{E_log}, {E_value}, {E_prec_mean}, {E_quad} = rt.normal_gamma_expected_stats("
                     "{lam_log}, {lam_value}, {lam_prec_mean}, {lam_quad})",
     "normal_wishart": "{E_logdet}, {E_quad} = rt.normal_wishart_expected_stats({lam_value}, "
@@ -51,6 +53,7 @@ _LOG_NORMALIZER = {
     "mvn": "rt.mvn_log_normalizer({lam_value}, {lam_outer})",
     "wishart": "rt.wishart_log_normalizer({lam_value}, {lam_logdet})",
     "bernoulli": "rt.bernoulli_log_normalizer({lam_value})",
+    "polyagamma": "rt.polyagamma_log_normalizer({lam_value}, {total})",
     "normal_gamma": "rt.normal_gamma_log_normalizer({lam_log}, {lam_value}, {lam_prec_mean}, "
                     "{lam_quad})",
     "normal_wishart": "rt.normal_wishart_log_normalizer({lam_value}, {lam_logdet}, "
@@ -177,6 +180,8 @@ class EmitContext:
             names[f"E_{stat}"] = args.use(self.layout.E(var.name, stat)) + f"[{row}]"
         if self.family(var.name) == "split":  # E[c] = n·φ, n the observed count it splits
             names["total"] = self.split_total(var, args)
+        if self.family(var.name) == "polyagamma":  # PG(b, c): b of the count it belongs to
+            names["total"] = pg_count(self.model, self.layout, var, args)
         return Line(_ROW_EXPECT[self.family(var.name)].format(**names))
 
     def exp_lines(self, var: VarDef, row: str, args: ArgRecorder) -> list[Node]:
@@ -218,6 +223,8 @@ class EmitContext:
             lam = args.use(self.layout.lam(var.name, stat)) + f"[{row}]"
             E = args.use(self.layout.E(var.name, stat)) + f"[{row}]"
             names[f"lam_{stat}"] = lam
+            if family_ == "polyagamma":
+                names["total"] = pg_count(self.model, self.layout, var, args)
             terms.append(f"rt.frobenius({lam}, {E})" if rank else f"{lam} * {E}")
         return _LOG_NORMALIZER[family_].format(**names) + " - " + " - ".join(terms)
 

@@ -19,6 +19,7 @@ _PARAMS = {
     "wishart": ("wishart_params", ("dof", "scale")),
     "bernoulli": ("bernoulli_params", ("p",)),
     "split": ("categorical_params", ("probs",)),
+    "polyagamma": ("polyagamma_params", ("c",)),
     "normal_gamma": ("normal_gamma_params", ("mean", "beta", "shape", "rate")),
     "normal_wishart": ("normal_wishart_params", ("mean", "beta", "dof", "scale")),
 }

@@ -23,6 +23,7 @@ from . import (
     negative_binomial,
     normal,
     poisson,
+    polyagamma,
     split,
     wishart,
 )
@@ -41,7 +42,8 @@ for _module in (
 WRITABLE: frozenset[str] = frozenset(FAMILIES)
 # introduced by the compiler (cemodel.augment, cemodel.blocks), never written in a model
 # file: their names are not identifiers, so the parser cannot produce them
-for _spec in (split.SPLIT, split.POISSON_SPLIT, blocks.NORMAL_GAMMA, blocks.NORMAL_WISHART):
+for _spec in (split.SPLIT, split.POISSON_SPLIT, blocks.NORMAL_GAMMA, blocks.NORMAL_WISHART,
+              polyagamma.POLYA_GAMMA, *polyagamma.AUGMENTED.values()):
     FAMILIES[_spec.name] = _spec
 
 __all__ = ["CHILD", "FAMILIES", "WRITABLE", "FamilySpec", "Param", "Term", "View"]

@@ -94,6 +94,10 @@ from .numeric import log_multinomial as log_multinomial
 from .numeric import log_negbin as log_negbin
 from .numeric import logdet as logdet
 from .numeric import wishart_lognorm as wishart_lognorm
+from .polyagamma import polyagamma_expected_stats as polyagamma_expected_stats
+from .polyagamma import polyagamma_log_normalizer as polyagamma_log_normalizer
+from .polyagamma import polyagamma_natural as polyagamma_natural
+from .polyagamma import polyagamma_params as polyagamma_params
 from .sampling import sample_beta as sample_beta
 from .sampling import sample_dirichlet as sample_dirichlet
 from .sampling import sample_gamma as sample_gamma

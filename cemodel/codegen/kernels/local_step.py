@@ -67,7 +67,8 @@ def _buffers(ctx: EmitContext) -> tuple[Node, ...]:
     if ctx.plan.local_iterations:
         for name in ctx.plan.kept_locals or ctx.plan.locals:
             lam = ctx.layout.lam(name, ctx.stats(name)[0][0])
-            row = "" if name in ctx.layout.scratch else "[0]"
+            row = "" if name in ctx.layout.scratch else "[0:1]" if _scalar_row(ctx, name) \
+                else "[0]"
             buffers.append(Line(f"old_{name} = np.empty_like({lam}{row})",
                                 "the previous sweep, for the convergence test"))
         for a in ctx.kplan.guard_arrays:
@@ -126,7 +127,15 @@ def _tracked(ctx: EmitContext, name: str, args: ArgRecorder) -> str:
     lam = args.use(ctx.layout.lam(name, ctx.stats(name)[0][0]))
     if name in ctx.layout.scratch:
         return lam
+    if _scalar_row(ctx, name):  # a one-element view: the row of a scalar is no array
+        return f"{lam}[{ctx.item}:{ctx.item} + 1]"
     return f"{lam}[{ctx.item}]"
+
+
+def _scalar_row(ctx: EmitContext, name: str) -> bool:
+    """Whether an item's row of a kept local is one number (a scalar statistic, no inner
+    plate: a Pólya-Gamma ω_n)."""
+    return ctx.stats(name)[0][1] == 0 and len(ctx.var(name).plates) == 1
 
 
 def _sweeps(ctx: EmitContext, callees: Callees, args: ArgRecorder) -> list[Node]:
