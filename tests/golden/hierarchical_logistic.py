@@ -8,7 +8,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from cemodel import runtime as rt
 
@@ -104,8 +104,10 @@ def update_y_omega(
     E_y_omega_value[i_points] = rt.polyagamma_expected_stats(lam_y_omega_value[i_points], 1.0)
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
+        thread,
+        n_threads,
         seeding,
         items,
         seed_category,
@@ -129,83 +131,59 @@ def local_step(
         acc_y_5_threads,
         acc_y_6_threads,
         acc_y_7_threads,
-        acc_y_0,
-        acc_y_1,
-        acc_y_2,
-        acc_y_3,
-        acc_y_5,
-        acc_y_6,
-        acc_y_7,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    The items are shared among the threads (numba prange), each with its own scratch arrays
-    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
-    Returns the ELBO terms that involve only local variables and data.
+    Share `thread` of `n_threads` of the items, with its own scratch arrays and
+    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
+    statistics in share order. Returns the share's ELBO terms that involve only local
+    variables and data.
     """
-    n_threads = acc_y_0_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        acc_y_0_t = acc_y_0_threads[thread]
-        acc_y_1_t = acc_y_1_threads[thread]
-        acc_y_2_t = acc_y_2_threads[thread]
-        acc_y_3_t = acc_y_3_threads[thread]
-        acc_y_5_t = acc_y_5_threads[thread]
-        acc_y_6_t = acc_y_6_threads[thread]
-        acc_y_7_t = acc_y_7_threads[thread]
-        acc_y_0_t[...] = 0.0
-        acc_y_1_t[...] = 0.0
-        acc_y_2_t[...] = 0.0
-        acc_y_3_t[...] = 0.0
-        acc_y_5_t[...] = 0.0
-        acc_y_6_t[...] = 0.0
-        acc_y_7_t[...] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_points = items[position]
-            update_y_omega(i_points, True, lam_y_omega_value, n_P, x, E_w_outer, group, E_w_value, E_b_value, E_b_square, E_y_omega_value)
-            # acc_y_0[i0] += y[points] · x[points]  (hierarchical_logistic.cem:32:5)
-            for t_i0 in range(n_P):
-                acc_y_0_t[t_i0] += item_weight[i_points] * y[i_points] * x[i_points, t_i0]
-            # acc_y_1[g0] += y[points] · onehot(group[points])  (hierarchical_logistic.cem:32:5)
-            t_g0 = group[i_points]
-            acc_y_1_t[t_g0] += item_weight[i_points] * y[i_points]
-            # acc_y_2[i1] += x[points]  (hierarchical_logistic.cem:32:5)
-            for t_i1 in range(n_P):
-                acc_y_2_t[t_i1] += item_weight[i_points] * x[i_points, t_i1]
-            # acc_y_3[g0] += onehot(group[points])  (hierarchical_logistic.cem:32:5)
-            t_g0 = group[i_points]
-            acc_y_3_t[t_g0] += item_weight[i_points]
-            # acc_y_5[i3, i4] += E[y_omega[points]] · x[points] · x[points]  (hierarchical_logistic.cem:32:5)
-            for t_i3 in range(n_P):
-                for t_i4 in range(n_P):
-                    acc_y_5_t[t_i3, t_i4] += item_weight[i_points] * E_y_omega_value[i_points] * x[i_points, t_i3] * x[i_points, t_i4]
-            # acc_y_6[g0, i2] += E[y_omega[points]] · x[points] · onehot(group[points])  (hierarchical_logistic.cem:32:5)
-            t_g0 = group[i_points]
-            for t_i2 in range(n_P):
-                acc_y_6_t[t_g0, t_i2] += item_weight[i_points] * E_y_omega_value[i_points] * x[i_points, t_i2]
-            # acc_y_7[g0] += E[y_omega[points]] · onehot(group[points])  (hierarchical_logistic.cem:32:5)
-            t_g0 = group[i_points]
-            acc_y_7_t[t_g0] += item_weight[i_points] * E_y_omega_value[i_points]
-            # ELBO: local terms and local entropies
-            elbo += -0.6931471805599453
-            elbo += (rt.polyagamma_log_normalizer(lam_y_omega_value[i_points], 1.0) - lam_y_omega_value[i_points] * E_y_omega_value[i_points])
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_y_0 += acc_y_0_threads[thread]
-    for thread in range(n_threads):
-        acc_y_1 += acc_y_1_threads[thread]
-    for thread in range(n_threads):
-        acc_y_2 += acc_y_2_threads[thread]
-    for thread in range(n_threads):
-        acc_y_3 += acc_y_3_threads[thread]
-    for thread in range(n_threads):
-        acc_y_5 += acc_y_5_threads[thread]
-    for thread in range(n_threads):
-        acc_y_6 += acc_y_6_threads[thread]
-    for thread in range(n_threads):
-        acc_y_7 += acc_y_7_threads[thread]
-    return elbo_threads.sum()
+    acc_y_0_t = acc_y_0_threads[thread]
+    acc_y_1_t = acc_y_1_threads[thread]
+    acc_y_2_t = acc_y_2_threads[thread]
+    acc_y_3_t = acc_y_3_threads[thread]
+    acc_y_5_t = acc_y_5_threads[thread]
+    acc_y_6_t = acc_y_6_threads[thread]
+    acc_y_7_t = acc_y_7_threads[thread]
+    acc_y_0_t[...] = 0.0
+    acc_y_1_t[...] = 0.0
+    acc_y_2_t[...] = 0.0
+    acc_y_3_t[...] = 0.0
+    acc_y_5_t[...] = 0.0
+    acc_y_6_t[...] = 0.0
+    acc_y_7_t[...] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_points = items[position]
+        update_y_omega(i_points, True, lam_y_omega_value, n_P, x, E_w_outer, group, E_w_value, E_b_value, E_b_square, E_y_omega_value)
+        # acc_y_0[i0] += y[points] · x[points]  (hierarchical_logistic.cem:32:5)
+        for t_i0 in range(n_P):
+            acc_y_0_t[t_i0] += item_weight[i_points] * y[i_points] * x[i_points, t_i0]
+        # acc_y_1[g0] += y[points] · onehot(group[points])  (hierarchical_logistic.cem:32:5)
+        t_g0 = group[i_points]
+        acc_y_1_t[t_g0] += item_weight[i_points] * y[i_points]
+        # acc_y_2[i1] += x[points]  (hierarchical_logistic.cem:32:5)
+        for t_i1 in range(n_P):
+            acc_y_2_t[t_i1] += item_weight[i_points] * x[i_points, t_i1]
+        # acc_y_3[g0] += onehot(group[points])  (hierarchical_logistic.cem:32:5)
+        t_g0 = group[i_points]
+        acc_y_3_t[t_g0] += item_weight[i_points]
+        # acc_y_5[i3, i4] += E[y_omega[points]] · x[points] · x[points]  (hierarchical_logistic.cem:32:5)
+        for t_i3 in range(n_P):
+            for t_i4 in range(n_P):
+                acc_y_5_t[t_i3, t_i4] += item_weight[i_points] * E_y_omega_value[i_points] * x[i_points, t_i3] * x[i_points, t_i4]
+        # acc_y_6[g0, i2] += E[y_omega[points]] · x[points] · onehot(group[points])  (hierarchical_logistic.cem:32:5)
+        t_g0 = group[i_points]
+        for t_i2 in range(n_P):
+            acc_y_6_t[t_g0, t_i2] += item_weight[i_points] * E_y_omega_value[i_points] * x[i_points, t_i2]
+        # acc_y_7[g0] += E[y_omega[points]] · onehot(group[points])  (hierarchical_logistic.cem:32:5)
+        t_g0 = group[i_points]
+        acc_y_7_t[t_g0] += item_weight[i_points] * E_y_omega_value[i_points]
+        # ELBO: local terms and local entropies
+        elbo += -0.6931471805599453
+        elbo += (rt.polyagamma_log_normalizer(lam_y_omega_value[i_points], 1.0) - lam_y_omega_value[i_points] * E_y_omega_value[i_points])
+    return elbo
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -614,7 +592,7 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return local_step(seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_y_omega_value, s.n_P, s.x, s.E_w_outer, s.group, s.E_w_value, s.E_b_value, s.E_b_square, s.E_y_omega_value, s.item_weight, s.y, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_5_threads, s.acc_y_6_threads, s.acc_y_7_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3, s.acc_y_5, s.acc_y_6, s.acc_y_7)
+    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_y_omega_value, s.n_P, s.x, s.E_w_outer, s.group, s.E_w_value, s.E_b_value, s.E_b_square, s.E_y_omega_value, s.item_weight, s.y, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_5_threads, s.acc_y_6_threads, s.acc_y_7_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads), (s.acc_y_5, s.acc_y_5_threads), (s.acc_y_6, s.acc_y_6_threads), (s.acc_y_7, s.acc_y_7_threads),))
 
 
 def _update_mu(s, data_scale, expect=True):

@@ -8,7 +8,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from cemodel import runtime as rt
 
@@ -79,8 +79,10 @@ def update_y_omega(i_points, with_children, lam_y_omega_value, n_P, x, E_w_outer
     E_y_omega_value[i_points] = rt.polyagamma_expected_stats(lam_y_omega_value[i_points], 1.0)
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
+        thread,
+        n_threads,
         seeding,
         items,
         seed_category,
@@ -96,50 +98,38 @@ def local_step(
         acc_y_0_threads,
         acc_y_1_threads,
         acc_y_3_threads,
-        acc_y_0,
-        acc_y_1,
-        acc_y_3,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    The items are shared among the threads (numba prange), each with its own scratch arrays
-    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
-    Returns the ELBO terms that involve only local variables and data.
+    Share `thread` of `n_threads` of the items, with its own scratch arrays and
+    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
+    statistics in share order. Returns the share's ELBO terms that involve only local
+    variables and data.
     """
-    n_threads = acc_y_0_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        acc_y_0_t = acc_y_0_threads[thread]
-        acc_y_1_t = acc_y_1_threads[thread]
-        acc_y_3_t = acc_y_3_threads[thread]
-        acc_y_0_t[...] = 0.0
-        acc_y_1_t[...] = 0.0
-        acc_y_3_t[...] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_points = items[position]
-            update_y_omega(i_points, True, lam_y_omega_value, n_P, x, E_w_outer, E_y_omega_value)
-            # acc_y_0[i0] += y[points] · x[points]  (logistic_regression.cem:20:5)
-            for t_i0 in range(n_P):
-                acc_y_0_t[t_i0] += item_weight[i_points] * y[i_points] * x[i_points, t_i0]
-            # acc_y_1[i1] += x[points]  (logistic_regression.cem:20:5)
-            for t_i1 in range(n_P):
-                acc_y_1_t[t_i1] += item_weight[i_points] * x[i_points, t_i1]
-            # acc_y_3[i2, i3] += E[y_omega[points]] · x[points] · x[points]  (logistic_regression.cem:20:5)
-            for t_i2 in range(n_P):
-                for t_i3 in range(n_P):
-                    acc_y_3_t[t_i2, t_i3] += item_weight[i_points] * E_y_omega_value[i_points] * x[i_points, t_i2] * x[i_points, t_i3]
-            # ELBO: local terms and local entropies
-            elbo += -0.6931471805599453
-            elbo += (rt.polyagamma_log_normalizer(lam_y_omega_value[i_points], 1.0) - lam_y_omega_value[i_points] * E_y_omega_value[i_points])
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_y_0 += acc_y_0_threads[thread]
-    for thread in range(n_threads):
-        acc_y_1 += acc_y_1_threads[thread]
-    for thread in range(n_threads):
-        acc_y_3 += acc_y_3_threads[thread]
-    return elbo_threads.sum()
+    acc_y_0_t = acc_y_0_threads[thread]
+    acc_y_1_t = acc_y_1_threads[thread]
+    acc_y_3_t = acc_y_3_threads[thread]
+    acc_y_0_t[...] = 0.0
+    acc_y_1_t[...] = 0.0
+    acc_y_3_t[...] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_points = items[position]
+        update_y_omega(i_points, True, lam_y_omega_value, n_P, x, E_w_outer, E_y_omega_value)
+        # acc_y_0[i0] += y[points] · x[points]  (logistic_regression.cem:20:5)
+        for t_i0 in range(n_P):
+            acc_y_0_t[t_i0] += item_weight[i_points] * y[i_points] * x[i_points, t_i0]
+        # acc_y_1[i1] += x[points]  (logistic_regression.cem:20:5)
+        for t_i1 in range(n_P):
+            acc_y_1_t[t_i1] += item_weight[i_points] * x[i_points, t_i1]
+        # acc_y_3[i2, i3] += E[y_omega[points]] · x[points] · x[points]  (logistic_regression.cem:20:5)
+        for t_i2 in range(n_P):
+            for t_i3 in range(n_P):
+                acc_y_3_t[t_i2, t_i3] += item_weight[i_points] * E_y_omega_value[i_points] * x[i_points, t_i2] * x[i_points, t_i3]
+        # ELBO: local terms and local entropies
+        elbo += -0.6931471805599453
+        elbo += (rt.polyagamma_log_normalizer(lam_y_omega_value[i_points], 1.0) - lam_y_omega_value[i_points] * E_y_omega_value[i_points])
+    return elbo
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -287,7 +277,7 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return local_step(seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_y_omega_value, s.n_P, s.x, s.E_w_outer, s.E_y_omega_value, s.item_weight, s.y, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_3)
+    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_y_omega_value, s.n_P, s.x, s.E_w_outer, s.E_y_omega_value, s.item_weight, s.y, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_3, s.acc_y_3_threads),))
 
 
 def _update_w(s, data_scale, expect=True):
