@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .augment_student_t import scale_mixtures
 from .errors import CemConjugacyError, Span
 from .model import (
     Introduced,
@@ -33,7 +34,9 @@ from .model import (
 
 def augment(model: Model) -> Model:
     """Introduce the split counts of every observed Poisson whose rate is a sum; refuse a
-    sum anywhere else (with the place and the reason)."""
+    sum anywhere else (with the place and the reason); an observed StudentT becomes a Normal
+    with a Gamma precision scale (``cemodel.augment_student_t``)."""
+    model = scale_mixtures(model)
     variables: list[VarDef] = []
     introduced: list[Introduced] = []
     taken: set[str] = set()  # the names given here
@@ -60,9 +63,7 @@ def augment(model: Model) -> Model:
             f"independent Poisson counts, one per term; {name} holds them "
             f"(q = Multinomial({var.name}, φ) over {rate.dim})",
         ))
-    if not introduced:
-        return model
-    return replace(model, variables=tuple(variables), introduced=tuple(introduced))
+    return model.with_introduced(variables, introduced)
 
 
 def _refuse_nested(model: Model, expr: RExpr, var: VarDef) -> None:

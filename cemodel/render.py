@@ -248,7 +248,7 @@ def conditional_text(plan: InferencePlan, name: str) -> str:
     ref = name if not var.plates else (
         f"{name}[{', '.join(plan.model.plate(p).index for p in var.plates)}]")
     introduced = plan.model.introduced_for(name)
-    if introduced is not None:  # Multinomial(y, φ) over the terms of y's rate
+    if introduced is not None and family == "split":  # Multinomial(y, φ) over y's rate's terms
         of = plan.model.var(introduced.of)
         total = introduced.of if not of.plates else (
             f"{introduced.of}[{', '.join(plan.model.plate(p).index for p in of.plates)}]")
