@@ -82,7 +82,7 @@ class World:
     data: Mapping[str, Array]
     weights: Mapping[str, Array]  # ragged plate -> each entry's count (1 unless a bag)
     globals_: tuple[str, ...]  # the fitted model's globals (block names included)
-    kept: tuple[str, ...]  # locals with a posterior per item
+    kept: tuple[str, ...]  # declared locals with a posterior per item (not introduced ones)
 
     @classmethod
     def of(cls, model: Compiled, post: Posterior, data: Mapping[str, Any] | None,
@@ -111,7 +111,7 @@ class World:
         plan = model.stages.plan
         return cls(declared, model.stages.model, spec, layout,
                    _hypers(declared, layout, post.hypers), arrays, weights,
-                   tuple(plan.globals), tuple(plan.kept_locals))
+                   tuple(plan.globals), _kept(plan))
 
     @classmethod
     def bare(cls, model: Compiled, post: Posterior) -> World:
@@ -123,10 +123,16 @@ class World:
         declared = _declared(model)
         plan = model.stages.plan
         return cls(declared, model.stages.model, spec, Layout(declared, sizes, {}), {}, {},
-                   {}, tuple(plan.globals), tuple(plan.kept_locals))
+                   {}, tuple(plan.globals), _kept(plan))
 
     def observed(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.model.observed)
+
+
+def _kept(plan) -> tuple[str, ...]:
+    """The kept locals the model file declares: a variable cemodel introduced (Student-t's
+    precision scale) is integrated out of the declared model, so the walk draws afresh."""
+    return tuple(n for n in plan.kept_locals if plan.model.introduced_for(n) is None)
 
 
 def _declared(model: Compiled) -> ModelIR:
