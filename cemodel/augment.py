@@ -11,7 +11,8 @@ This stage introduces, for each such y, the latent ``y_split`` (q = Multinomial(
 per element of y's plates) and rewrites y's factor to ``Poisson·split`` (see
 ``cemodel.families.split``). Nothing is done by name: any observed Poisson whose rate is a
 ``sum(... for k in K)`` is split, whatever its terms. ``cemodel check`` lists what was
-introduced.
+introduced. Each further augmentation has its own module, run first: an observed StudentT
+as a Normal with a Gamma precision scale (``cemodel.augment_student_t``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 An observed ``y ~ StudentT(ν, μ, τ)`` is not conjugate as written: its log density
 −(ν+1)/2 · ln(1 + τ(y − μ)²/ν) is linear in no statistic of μ or τ. It is the marginal of a
 Normal whose precision is scaled by a Gamma variable (Andrews & Mallows 1974; Bishop 2006
-§2.3.7, eq. 2.161):
+§2.3.7):
 
     StudentT(y; ν, μ, τ) = ∫ Normal(y; μ, λτ) Gamma(λ; ν/2, ν/2) dλ.
 
