@@ -11,7 +11,9 @@ This stage introduces, for each such y, the latent ``y_split`` (q = Multinomial(
 per element of y's plates) and rewrites y's factor to ``Poisson·split`` (see
 ``cemodel.families.split``). Nothing is done by name: any observed Poisson whose rate is a
 ``sum(... for k in K)`` is split, whatever its terms. ``cemodel check`` lists what was
-introduced.
+introduced. Each further augmentation has its own module, run first: a logistic link's
+Pólya-Gamma variables (``cemodel.augment_logistic``) and an observed StudentT as a Normal
+with a Gamma precision scale (``cemodel.augment_student_t``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .augment_logistic import augment_logistic
+from .augment_student_t import scale_mixtures
 from .errors import CemConjugacyError, Span
 from .model import (
     Introduced,
@@ -35,8 +38,9 @@ from .model import (
 def augment(model: Model) -> Model:
     """Introduce the split counts of every observed Poisson whose rate is a sum; refuse a
     sum anywhere else (with the place and the reason). Logistic links first
-    (``cemodel.augment_logistic``)."""
-    model = augment_logistic(model)
+    (``cemodel.augment_logistic``); an observed StudentT becomes a Normal with a Gamma
+    precision scale (``cemodel.augment_student_t``)."""
+    model = scale_mixtures(augment_logistic(model))
     variables: list[VarDef] = []
     introduced: list[Introduced] = []
     taken: set[str] = set()  # the names given here
@@ -63,10 +67,7 @@ def augment(model: Model) -> Model:
             f"independent Poisson counts, one per term; {name} holds them "
             f"(q = Multinomial({var.name}, φ) over {rate.dim})",
         ))
-    if not introduced:
-        return model
-    return replace(model, variables=tuple(variables),
-                   introduced=model.introduced + tuple(introduced))
+    return model.with_introduced(variables, introduced)
 
 
 def _refuse_nested(model: Model, expr: RExpr, var: VarDef) -> None:

@@ -124,6 +124,18 @@ def _mvn_log(x: Array, mean: Array, precision: Array) -> Array:
                   - x.shape[-1] * _LOG_2PI)
 
 
+def _student_t(rng: np.random.Generator, nu: Array, mean: Array, precision: Array) -> Array:
+    """μ + t_ν / √τ."""
+    nu, mean, precision = np.broadcast_arrays(nu, mean, precision)
+    return mean + rng.standard_t(nu) / np.sqrt(precision)
+
+
+def _student_t_log(x: Array, nu: Array, mean: Array, precision: Array) -> Array:
+    """ln Γ((ν+1)/2) − ln Γ(ν/2) + ½ ln(τ/(νπ)) − (ν+1)/2 · ln(1 + τ(x − μ)²/ν)."""
+    return (gammaln(0.5 * (nu + 1.0)) - gammaln(0.5 * nu) + 0.5 * np.log(precision / (nu * np.pi))
+            - 0.5 * (nu + 1.0) * np.log1p(precision * (x - mean) ** 2 / nu))
+
+
 def _categorical_log(x: Array, p: Array) -> Array:
     with np.errstate(divide="ignore"):
         return np.log(np.take_along_axis(p, x.astype(np.int64)[..., None], axis=-1)[..., 0])
@@ -175,6 +187,8 @@ NUMERIC: dict[str, Numeric] = {
     "Normal": Numeric(
         lambda rng, p, s: p[0] + rng.standard_normal(np.broadcast(*p).shape) / np.sqrt(p[1]),
         lambda x, p: 0.5 * (np.log(p[1]) - p[1] * (x - p[0]) ** 2 - _LOG_2PI)),
+    "StudentT": Numeric(lambda rng, p, s: _student_t(rng, *p),
+                        lambda x, p: _student_t_log(x, *p)),
     "MultivariateNormal": Numeric(lambda rng, p, s: mvn_draws(rng, p[0], p[1]),
                                   lambda x, p: _mvn_log(x, p[0], p[1])),
     "Wishart": Numeric(lambda rng, p, s: wishart_draws(rng, p[0], p[1])),

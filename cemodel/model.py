@@ -204,11 +204,12 @@ class VarDef:
 @dataclass(frozen=True)
 class Introduced:
     """A latent variable the compiler adds to make a model conditionally conjugate (see
-    ``cemodel.augment``): ``name`` splits observed ``of`` into counts over ``dim``."""
+    ``cemodel.augment``) for observed ``of``: split counts over ``dim``, or (``dim`` None) a
+    precision scale (``cemodel.augment_student_t``)."""
 
     name: str
     of: str
-    dim: str
+    dim: str | None
     why: str
 
 
@@ -267,6 +268,14 @@ class Model:
             name += "_"
         taken.add(name)
         return name
+
+    def with_introduced(self, variables: list[VarDef], introduced: list[Introduced]) -> Model:
+        """The model with ``variables`` in place of its own and ``introduced`` added to what
+        earlier stages introduced (``cemodel.augment``); itself when nothing was."""
+        if not introduced:
+            return self
+        return replace(self, variables=tuple(variables),
+                       introduced=self.introduced + tuple(introduced))
 
     def introduced_for(self, name: str) -> Introduced | None:
         for item in self.introduced:
@@ -707,7 +716,7 @@ class _Builder:
             raise self.error(
                 f"a {family.name} variable must be observed: it has no conjugate variational "
                 f"family in cemodel", stmt.span,
-                hint=f"write 'observe {stmt.target.name}...' if it is data",
+                hint=f"write 'observe {stmt.target.name}...' if it is data{family.latent_hint}",
             )
         args = self._family_args(family, stmt, scope)
         shape, categories = self._event(family, args, stmt)

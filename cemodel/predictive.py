@@ -82,7 +82,7 @@ class World:
     data: Mapping[str, Array]
     weights: Mapping[str, Array]  # ragged plate -> each entry's count (1 unless a bag)
     globals_: tuple[str, ...]  # the fitted model's globals (block names included)
-    kept: tuple[str, ...]  # locals with a posterior per item
+    kept: tuple[str, ...]  # declared locals with a posterior per item (not introduced ones)
 
     @classmethod
     def of(cls, model: Compiled, post: Posterior, data: Mapping[str, Any] | None,
@@ -130,8 +130,9 @@ class World:
 
 
 def _kept(plan) -> tuple[str, ...]:
-    """The kept locals the file declares: an introduced one (a Pólya-Gamma ω) is no variable
-    of the declared model, and nothing reads it there."""
+    """The kept locals the model file declares: a variable cemodel introduced (a Pólya-Gamma
+    ω, Student-t's precision scale) is integrated out of the declared model, so the walk
+    draws afresh."""
     return tuple(n for n in plan.kept_locals if plan.model.introduced_for(n) is None)
 
 

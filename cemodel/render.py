@@ -252,7 +252,7 @@ def conditional_text(plan: InferencePlan, name: str) -> str:
     introduced = plan.model.introduced_for(name)
     if introduced is not None and family == "polyagamma":  # PG(b, c), b from y's family
         title = f"{title}({count_text(plan.model, plan.model.var(introduced.of))}, c)"
-    elif introduced is not None:  # Multinomial(y, φ) over the terms of y's rate
+    elif introduced is not None and family == "split":  # Multinomial(y, φ) over y's rate
         of = plan.model.var(introduced.of)
         total = introduced.of if not of.plates else (
             f"{introduced.of}[{', '.join(plan.model.plate(p).index for p in of.plates)}]")

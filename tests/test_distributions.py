@@ -26,6 +26,8 @@ CASES = [
     ("Poisson", (np.array(4.0),), stats.poisson(4.0), np.array(6.0)),
     ("Exponential", (np.array(2.0),), stats.expon(scale=0.5), np.array(0.7)),
     ("Normal", (np.array(1.0), np.array(4.0)), stats.norm(1.0, 0.5), np.array(1.3)),
+    ("StudentT", (np.array(5.0), np.array(1.0), np.array(4.0)), stats.t(5.0, 1.0, 0.5),
+     np.array(2.3)),
     ("MultivariateNormal", (np.array([1.0, -1.0]), P), stats.multivariate_normal([1, -1], W),
      np.array([0.5, 0.0])),
     ("Multinomial", (np.array(10.0), np.array([0.2, 0.3, 0.5])),

@@ -51,6 +51,7 @@ def _data(name: str, seed: int) -> tuple[dict, dict]:
         "hierarchical_normal": ({"y": rng.normal(0, 1, 30), **groups}, {}),
         "hierarchical_poisson": ({"x": rng.poisson(3, 30), "e": np.ones(30), **groups}, {}),
         "linear_regression": ({"x": rng.normal(size=(30, 3)), "y": rng.normal(size=30)}, {}),
+        "robust_regression": ({"x": rng.normal(size=(30, 3)), "y": rng.standard_t(3, 30)}, {}),
         "pmf": ({"y": rng.normal(size=40), "user": np.arange(40) % 6,
                  "item": np.arange(40) % 5}, {"K": 2}),
         "factor_analysis": ({"y": rng.normal(size=(20, 3))}, {}),

@@ -25,6 +25,7 @@ from . import (
     poisson,
     polyagamma,
     split,
+    student_t,
     wishart,
 )
 from .base import CHILD, FamilySpec, Param, Term, View
@@ -32,7 +33,7 @@ from .base import CHILD, FamilySpec, Param, Term, View
 FAMILIES: dict[str, FamilySpec] = {}
 for _module in (
     dirichlet, categorical, beta, bernoulli, binomial, gamma, poisson, exponential, normal, mvn,
-    wishart, markov_chain, geometric, negative_binomial, multinomial,
+    wishart, markov_chain, geometric, negative_binomial, multinomial, student_t,
 ):
     _spec = _module.SPEC
     FAMILIES[_spec.name] = _spec

@@ -89,6 +89,8 @@ class FamilySpec:
     shape_from: str | None = None
     doc: str = ""
     aliases: tuple[str, ...] = field(default=())
+    # what to write instead, where a latent variable of this family is refused
+    latent_hint: str = ""
 
     def provides(self, stat: str) -> bool:
         """Whether the posterior of a variable with this prior provides E[stat]: the one rule

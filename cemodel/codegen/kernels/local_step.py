@@ -65,16 +65,34 @@ def _buffers(ctx: EmitContext) -> tuple[Node, ...]:
     """Each thread's copies of the previous sweep and of the item's state (the guard)."""
     buffers: list[Node] = []
     if ctx.plan.local_iterations:
+        scalar = _scalar_rows(ctx)
         for name in ctx.plan.kept_locals or ctx.plan.locals:
             lam = ctx.layout.lam(name, ctx.stats(name)[0][0])
-            row = "" if name in ctx.layout.scratch else "[0:1]" if _scalar_row(ctx, name) \
-                else "[0]"
+            row = "" if name in ctx.layout.scratch else _row(scalar, name, "0")
             buffers.append(Line(f"old_{name} = np.empty_like({lam}{row})",
                                 "the previous sweep, for the convergence test"))
         for a in ctx.kplan.guard_arrays:
-            buffers.append(Line(f"keep_{a} = np.empty_like({a}[0])",
+            buffers.append(Line(f"keep_{a} = np.empty_like({a}{_row(scalar, a, '0')})",
                                 "the item's previous state, for the restart guard"))
     return tuple(buffers)
+
+
+def _scalar_rows(ctx: EmitContext) -> frozenset[str]:
+    """The kept locals with one number per item (a Gamma per data point, as Student-t's
+    precision scale, or a Pólya-Gamma ω_n) and their state arrays: numba copies no scalar
+    into an array, so their rows are taken as one-element slices."""
+    names: set[str] = set()
+    for name in ctx.plan.kept_locals:
+        stats = ctx.stats(name)
+        if len(ctx.var(name).plates) == 1 and all(rank == 0 for _, rank in stats):
+            names |= {name, f"X_{name}_log", *(ctx.layout.lam(name, st) for st, _ in stats),
+                      *(ctx.layout.E(name, st) for st, _ in stats)}
+    return frozenset(names)
+
+
+def _row(scalar: frozenset[str], name: str, item: str) -> str:
+    """The item's row of a kept local's array: ``[item]``, a slice where it is one number."""
+    return f"[{item}:{item} + 1]" if name in scalar else f"[{item}]"
 
 
 def _seeding(ctx: EmitContext, callees: Callees, categorical: list[str],
@@ -127,15 +145,7 @@ def _tracked(ctx: EmitContext, name: str, args: ArgRecorder) -> str:
     lam = args.use(ctx.layout.lam(name, ctx.stats(name)[0][0]))
     if name in ctx.layout.scratch:
         return lam
-    if _scalar_row(ctx, name):  # a one-element view: the row of a scalar is no array
-        return f"{lam}[{ctx.item}:{ctx.item} + 1]"
-    return f"{lam}[{ctx.item}]"
-
-
-def _scalar_row(ctx: EmitContext, name: str) -> bool:
-    """Whether an item's row of a kept local is one number (a scalar statistic, no inner
-    plate: a Pólya-Gamma ω_n)."""
-    return ctx.stats(name)[0][1] == 0 and len(ctx.var(name).plates) == 1
+    return lam + _row(_scalar_rows(ctx), name, ctx.item)
 
 
 def _sweeps(ctx: EmitContext, callees: Callees, args: ArgRecorder) -> list[Node]:
@@ -194,13 +204,14 @@ def _guard_nodes(ctx: EmitContext, callees: Callees,
     item = ctx.item
     scratch = [n for n in reversed(ctx.plan.locals) if n in ctx.layout.scratch]
     arrays = ctx.kplan.guard_arrays
+    scalar = _scalar_rows(ctx)
     rebuild = [ctx.call_update(callees, n, "True", args) for n in scratch]
     fast = ctx.kplan.fast_guard
     if fast is not None:
         value = (ctx.call(callees, f"collapsed_{fast}", {}, args) + " + "
                  + ctx.call(callees, f"item_elbo_without_{fast}", {}, args))
         before: list[Node] = [
-            *[Line(f"keep_{a}[...] = {args.use(a)}[{item}]") for a in arrays],
+            *[Line(f"keep_{a}[...] = {args.use(a)}{_row(scalar, a, item)}") for a in arrays],
             Line(ctx.call(callees, f"gather_{fast}", {}, args)),
             Line(f"previous = {value}", f"the previous state with q({fast}) at its optimum"),
         ]
@@ -213,7 +224,7 @@ def _guard_nodes(ctx: EmitContext, callees: Callees,
     else:
         value = ctx.call(callees, "item_elbo", {}, args)
         before = [
-            *[Line(f"keep_{a}[...] = {args.use(a)}[{item}]") for a in arrays],
+            *[Line(f"keep_{a}[...] = {args.use(a)}{_row(scalar, a, item)}") for a in arrays],
             *rebuild,
             Line(f"previous = {value}",
                  "the previous state, re-optimised in its scratch locals"),
@@ -221,7 +232,7 @@ def _guard_nodes(ctx: EmitContext, callees: Callees,
     after: list[Node] = [
         Block(f"if {value} < previous", (
             Comment("the restart settled lower: keep the previous state"),
-            *[Line(f"{a}[{item}] = keep_{a}") for a in arrays],
+            *[Line(f"{a}{_row(scalar, a, item)} = keep_{a}") for a in arrays],
             *rebuild,
         )),
     ]
