@@ -263,6 +263,11 @@ class _Expander:
         if isinstance(expr, RVar) and expr.part is None and self.model.block(expr.name):
             # a block's statistics: Λ (D, D), Λμ (D,), log|Λ| and μᵀΛμ scalars
             return shape[:dict(FAMILIES[self.model.var(expr.name).family].stats)[fn]]
+        if isinstance(expr, RVar) and len(shape) == 1:
+            # a statistic's rank from its family (a GaussianChain's [t = 0], x_t x_{t−1}ᵀ)
+            rank = dict(FAMILIES[self.model.var(expr.name).family].stats).get(fn)
+            if rank is not None:
+                return shape[:rank] if rank < 2 else (shape[0], shape[0])
         if fn in ("outer",):
             return (shape[0], shape[0])
         if fn == "square":

@@ -802,6 +802,14 @@ class _Builder:
                     f"shape mismatch: mean has length {_show(m)} but precision is {_show(p)}",
                     stmt.span, hint=_literal_size_hint(m, p),
                 )
+        if family.name == "GaussianChain":
+            m = self.shape_of(by_name["init_mean"])
+            for param in ("init_precision", "transition", "precision"):
+                if self.matrix_shape(by_name[param]) != (m[0], m[0]):
+                    raise self.error(
+                        f"shape mismatch: init_mean has length {_show(m)} but the {param} of "
+                        f"GaussianChain is {_show(self.matrix_shape(by_name[param]))}; it must "
+                        f"be D × D", stmt.span)
         if family.name == "Wishart":
             s = self.shape_of(by_name["scale"])
             if s[0] != s[1]:
@@ -1054,7 +1062,7 @@ class _Builder:
                              hint="mark the data with 'observe x ~ ...'")
         data_plate = self._data_plate(variables)
         for var in variables:
-            if var.family == "MarkovChain":
+            if var.family in ("MarkovChain", "GaussianChain"):
                 self._check_chain(var, data_plate)
         data = tuple(replace(d, index_range=self.index_data.get(d.name)) for d in
                      self.data.values())
@@ -1071,15 +1079,15 @@ class _Builder:
         """A chain runs along a plate directly inside the data plate (its sequences), so that
         each item of the local step holds whole chains."""
         if var.observed:
-            raise self.error("an observed MarkovChain is not supported; observe the emissions "
-                             "of a latent chain instead", var.span)
+            raise self.error(f"an observed {var.family} is not supported; observe the "
+                             "emissions of a latent chain instead", var.span)
         inner = self.plates[var.plates[-1]] if var.plates else None
         if (data_plate is None or len(var.plates) != 2 or var.plates[0] != data_plate
                 or inner is None or inner.parent != data_plate):
             raise self.error(
-                f"MarkovChain '{var.name}' must sit in a plate of time steps directly inside "
+                f"{var.family} '{var.name}' must sit in a plate of time steps directly inside "
                 f"the data plate of sequences: plate seqs s in S: plate steps t in T[s]: "
-                f"{var.name}[s, t] ~ MarkovChain(...)", var.span,
+                f"{var.name}[s, t] ~ {var.family}(...)", var.span,
                 hint="the sequences are the items of the local step; each holds whole chains",
             )
 

@@ -40,6 +40,15 @@ _USUAL = {
     "markov": ("MarkovChain, exact by forward–backward over each sequence, with log-potentials",
                [("emission", "onehot", 1.0, []), ("initial", "first", 1.0, []),
                 ("transition", "pair", 1.0, [])]),
+    # log q = Σ_t hᵀx_t − ½ xᵀJx: J's blocks J_tt (from x_t x_tᵀ and x_{t+1}'s transition) and
+    # J_{t,t−1} (from x_t x_{t−1}ᵀ)
+    "gaussian_chain": ("GaussianChain, exact by the Kalman/RTS smoother over each sequence, "
+                       "with information vector h and block-tridiagonal precision J",
+                       [("h_t", "value", 1.0, []), ("h_0 +", "start_value", 1.0, []),
+                        ("J_tt", "outer", -2.0, []), ("J_00 +", "start_outer", -2.0, []),
+                        ("J_tt (t ≥ 1) +", "step_outer", -2.0, []),
+                        ("J_{t−1,t−1} +", "prev_outer", -2.0, []),
+                        ("J_{t,t−1}", "cross", -1.0, [])]),
 }
 
 _LETTER_POOL = ("v", "i", "j", "l", "m", "u", "r", "s", "p", "q")

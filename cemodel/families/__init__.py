@@ -16,6 +16,7 @@ from . import (
     dirichlet,
     exponential,
     gamma,
+    gaussian_chain,
     geometric,
     markov_chain,
     multinomial,
@@ -28,10 +29,15 @@ from . import (
 )
 from .base import CHILD, FamilySpec, Param, Term, View
 
+# variational families whose posterior is one whole chain per sequence, computed exactly by
+# the runtime function named here (the local step of a state-space model)
+CHAIN_POSTERIORS: dict[str, str] = {"markov": "chain_posterior",
+                                    "gaussian_chain": "gaussian_chain_posterior"}
+
 FAMILIES: dict[str, FamilySpec] = {}
 for _module in (
     dirichlet, categorical, beta, bernoulli, binomial, gamma, poisson, exponential, normal, mvn,
-    wishart, markov_chain, geometric, negative_binomial, multinomial,
+    wishart, markov_chain, geometric, negative_binomial, multinomial, gaussian_chain,
 ):
     _spec = _module.SPEC
     FAMILIES[_spec.name] = _spec
@@ -44,4 +50,5 @@ WRITABLE: frozenset[str] = frozenset(FAMILIES)
 for _spec in (split.SPLIT, split.POISSON_SPLIT, blocks.NORMAL_GAMMA, blocks.NORMAL_WISHART):
     FAMILIES[_spec.name] = _spec
 
-__all__ = ["CHILD", "FAMILIES", "WRITABLE", "FamilySpec", "Param", "Term", "View"]
+__all__ = ["CHAIN_POSTERIORS", "CHILD", "FAMILIES", "WRITABLE", "FamilySpec", "Param", "Term",
+           "View"]
