@@ -263,7 +263,7 @@ class _Expander:
         if isinstance(expr, RVar) and expr.part is None and self.model.block(expr.name):
             # a block's statistics: Λ (D, D), Λμ (D,), log|Λ| and μᵀΛμ scalars
             return shape[:dict(FAMILIES[self.model.var(expr.name).family].stats)[fn]]
-        if isinstance(expr, RVar) and len(shape) == 1:
+        if isinstance(expr, RVar) and expr.part is None and len(shape) == 1:
             # a statistic's rank from its family (a GaussianChain's [t = 0], x_t x_{t−1}ᵀ)
             rank = dict(FAMILIES[self.model.var(expr.name).family].stats).get(fn)
             if rank is not None:
@@ -646,17 +646,21 @@ class _Expander:
         for coef, slots in poly:
             if coef == 0.0 or any(_structurally_zero(s) for s in slots):
                 continue  # (a literal zero mean: its terms vanish, and no kernel adds them)
-            seen: set[tuple[str, tuple[str, ...]]] = set()
+            seen: list[Stat] = []
             for slot in slots:
                 if isinstance(slot, Stat):
-                    key = (slot.var, slot.index)
-                    if key in seen:
+                    if any(_same_row(slot, other) for other in seen):
                         raise self.error(
                             f"not conjugate: '{slot.var}' enters one term of {self.family.name} "
                             f"'{self.var.name}' twice (its density is not linear in the "
                             f"statistics of '{slot.var}')", self.var.span,
+                            hint=None if slot.index == next(
+                                o for o in seen if o.var == slot.var).index else
+                            f"two rows of '{slot.var}' summed over meet in one term (such as "
+                            f"Aᵀ Q A) and are one row where the sums coincide; make "
+                            f"'{slot.var}' a constant (a hyperparameter or data)",
                         )
-                    seen.add(key)
+                    seen.append(slot)
             out.append(Monomial(coef, slots))
         return out
 
@@ -665,6 +669,15 @@ _STAT_WORDS = {
     "value": "x", "square": "x²", "log": "log x", "log1m": "log(1 − x)", "onehot": "onehot(x)",
     "outer": "x xᵀ", "logdet": "log|x|",
 }
+
+
+def _same_row(a: Stat, b: Stat) -> bool:
+    """Whether two statistics may read one row of one variable: at every position the same
+    plate, or a summed letter (a whole matrix's row, a gate) that can take the other's value."""
+    if a.var != b.var or len(a.index) != len(b.index):
+        return a.var == b.var and a.index == b.index
+    return all(i == j or i.startswith(LETTER) or j.startswith(LETTER)
+               for i, j in zip(a.index, b.index, strict=True))
 
 
 def _multiply(a: Poly, b: Poly) -> Poly:

@@ -762,7 +762,8 @@ class _Builder:
     def _whole_matrix(self, family: FamilySpec, param: Param, arg: ast.Expr) -> RVar | None:
         """``MarkovChain(pi0, A)``: a variable with one plate and a vector event, named
         without indices where a matrix is expected, is that matrix (row = its plate)."""
-        if family.name != "MarkovChain" or param.rank != 2 or not isinstance(arg, ast.Name):
+        if (family.name not in ("MarkovChain", "GaussianChain") or param.rank != 2
+                or not isinstance(arg, ast.Name)):
             return None
         if arg.id not in self.decls:
             return None
@@ -771,7 +772,7 @@ class _Builder:
             return None
         if len(var.plates) != 1 or len(var.shape) != 1:
             raise self.error(
-                f"the {param.name} of MarkovChain is a K × K matrix: '{arg.id}' would need one "
+                f"the {param.name} of {family.name} is a K × K matrix: '{arg.id}' would need one "
                 f"plate and a vector value, but it has {len(var.plates)} plate(s) and shape "
                 f"{_show(var.shape)}", arg.span,
             )
