@@ -278,7 +278,8 @@ def forward(world: World, values: dict[str, Array], rng: np.random.Generator) ->
             continue
         draw = numeric(var.family, "draw").draw
         # a chain is drawn whole (its steps in order), anything else a block of rows at a time
-        parts = [scope] if var.family == "MarkovChain" else blocks(evaluate, var.args, scope)
+        parts = [scope] if var.family in ("MarkovChain", "GaussianChain") else blocks(
+            evaluate, var.args, scope)
         x = np.concatenate([np.asarray(draw(
             rng, tuple(np.asarray(evaluate(arg, part)) for arg in var.args),
             part.plates[var.plates[-1]] if var.plates else None)) for part in parts])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import cemodel
 from cemodel.compiler import compile_stages, run_stages
 from cemodel.errors import CemConjugacyError, CemError, CemModelError
 from cemodel.runtime.gaussian_chain import gaussian_chain_posterior
@@ -92,7 +93,7 @@ plate seqs s in S:
 """
 
 
-def test_nile_local_level_matches_statsmodels():
+def test_nile_local_level_matches_statsmodels(tmp_path):
     """With every parameter known q(x) is the exact posterior: its moments are the Kalman
     smoother's and the ELBO is the log likelihood (Durbin & Koopman's Nile values)."""
     sm = pytest.importorskip("statsmodels.api")
@@ -100,21 +101,27 @@ def test_nile_local_level_matches_statsmodels():
 
     y = nile.load_pandas().data["volume"].to_numpy(float)
     noise, level, m0, v0 = 15099.0, 1469.1, 1000.0, 1e5
-    reference = sm.tsa.UnobservedComponents(y, level="llevel", loglikelihood_burn=0)
-    reference.ssm.initialize_known(np.array([m0]), np.array([[v0]]))
-    smoothed = reference.smooth([noise, level])
-    module = compile_stages(run_stages(LOCAL_LEVEL, "local_level.cem"))
+
+    def kalman(series):
+        reference = sm.tsa.UnobservedComponents(series, level="llevel", loglikelihood_burn=0)
+        reference.ssm.initialize_known(np.array([m0]), np.array([[v0]]))
+        return reference.smooth([noise, level])
+
+    path = tmp_path / "local_level.cem"
+    path.write_text(LOCAL_LEVEL)
+    model = cemodel.Model(path)
     hypers = {"m0": np.array([m0]), "P0": np.array([[1 / v0]]), "Q": np.array([[1 / level]]),
               "r": 1 / noise}
-    fit = module.fit({"y": [y]}, hypers=hypers, max_iter=2)
-    assert fit.elbo[-1] == pytest.approx(smoothed.llf, abs=1e-8)
-    state = module._prepare({"y": [y]}, hypers, {}, 0, None, None, 1, 0.0)
-    module.run_local_step(state, np.array([0]), 1, 0.0)
-    used = int(np.argmax(np.abs(state.E_x_value_threads).sum(axis=(1, 2))))  # the one thread
-    mean = state.E_x_value_threads[used, :len(y), 0]
-    variance = state.E_x_outer_threads[used, :len(y), 0, 0] - mean ** 2
-    np.testing.assert_allclose(mean, smoothed.smoothed_state[0], rtol=0, atol=1e-8)
-    np.testing.assert_allclose(variance, smoothed.smoothed_state_cov[0, 0], rtol=1e-8)
+    half = len(y) // 2
+    data = {"y": [y, y[:half]]}  # the second sequence: the first half alone
+    fit = model.fit(data, hypers=hypers, max_iter=2)
+    smoothed, first_half = kalman(y), kalman(y[:half])
+    assert fit.elbo[-1] == pytest.approx(smoothed.llf + first_half.llf, abs=1e-8)
+    states = model.smoothed_states(data, fit)["x"]
+    for mean, cov, ref in zip(states.means, states.covariances, (smoothed, first_half),
+                              strict=True):
+        np.testing.assert_allclose(mean[:, 0], ref.smoothed_state[0], rtol=0, atol=1e-8)
+        np.testing.assert_allclose(cov[:, 0, 0], ref.smoothed_state_cov[0, 0], rtol=1e-8)
 
 
 # -- lds.cem and a model whose state noise Q is learned ------------------------------------------
@@ -153,8 +160,6 @@ def test_lds_mf_elbo_never_decreases(lds, small):
 def test_every_method_check_lists_runs(lds, small):
     """Every method `check` lists as applying runs and ends near MF's bound (the data are
     tiny: within 3% of it); KLC is refused with the reason check gives."""
-    import cemodel
-
     model = cemodel.Model("lds")
     applies = [m for m, why in model.methods.items() if why == "yes"]
     assert applies == ["mf", "svi", "svi+", "svi-avg", "ssvi-a", "ssvi"]
