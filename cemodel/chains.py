@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .errors import CemError
+from .families import FAMILIES
 from .model import Model
 from .runtime.driver import FitResult
 
@@ -34,7 +35,8 @@ def smoothed_states(module: ModuleType, model: Model, data: Mapping[str, Any],
                     local_tol: float = 1e-3) -> dict[str, Smoothed]:
     """{chain: Smoothed} for every GaussianChain of ``model`` on ``data`` given ``fit``'s
     globals and hyperparameters (the data the fit saw, or new sequences)."""
-    chains = [v for v in model.variables if v.family == "GaussianChain"]
+    chains = [v for v in model.variables
+              if FAMILIES[v.family].variational == "gaussian_chain"]
     if not chains:
         raise CemError("smoothed states: the model has no GaussianChain")
     item_dim = module.SPEC["plates"][model.data_plate]["dim"]

@@ -27,7 +27,7 @@ import itertools
 from dataclasses import dataclass
 
 from .errors import CemConjugacyError, CemError, Span
-from .families import CHILD, FAMILIES, WRITABLE, FamilySpec, View
+from .families import CHAIN_FAMILIES, CHILD, FAMILIES, WRITABLE, FamilySpec, View
 from .families.base import SCALE_DOMAIN
 from .families.blocks import FUSED
 from .model import (
@@ -658,7 +658,8 @@ class _Expander:
                                 o for o in seen if o.var == slot.var).index else
                             f"two rows of '{slot.var}' summed over meet in one term (such as "
                             f"Aᵀ Q A) and are one row where the sums coincide; make "
-                            f"'{slot.var}' a constant (a hyperparameter or data)",
+                            f"'{slot.var}' a constant (a hyperparameter or data)"
+                            + self.family.twice_hint,
                         )
                     seen.append(slot)
             out.append(Monomial(coef, slots))
@@ -787,10 +788,11 @@ def conjugate_priors(event_rank: int, uses: list[Use]) -> tuple[str, ...]:
     """The families a model file may give a latent variable with events of ``event_rank``
     read by ``uses`` that make it conjugate: each read's statistic is one the family's
     posterior provides (the rule ``_Expander.leaf`` accepts a read by), and its support lies
-    in each read's domain."""
+    in each read's domain. A chain is not one: it is a sequence along a plate of steps."""
     return tuple(sorted({
         family.name for family in FAMILIES.values()
         if family.name in WRITABLE and family.variational and family.event_rank == event_rank
+        and family.name not in CHAIN_FAMILIES
         and all(family.provides(use.stat) and (use.domain is None or family.fits(use.domain))
                 for use in uses)
     }))

@@ -161,6 +161,9 @@ NUMERIC: dict[str, Numeric] = {
                            lambda x, p: _categorical_log(x, p[0])),
     "MarkovChain": Numeric(lambda rng, p, s: _markov(rng, p[0], p[1], s)),
     "GaussianChain": Numeric(lambda rng, p, s: _gaussian_chain(rng, p, s)),
+    # a diagonal state noise: Q = diag(noise)
+    "GaussianChainDiag": Numeric(lambda rng, p, s: _gaussian_chain(
+        rng, (*p[:3], np.asarray(p[3])[..., None, :] * np.eye(np.shape(p[3])[-1])), s)),
     "Beta": Numeric(
         lambda rng, p, s: _beta(rng, p[0], p[1]),
         lambda x, p: xlogy(p[0] - 1.0, x) + xlog1py(p[1] - 1.0, -x) - betaln(p[0], p[1])),

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import syntax as ast
 from .errors import CemModelError, CemOptionError, Source, Span, did_you_mean
-from .families import FAMILIES, WRITABLE, FamilySpec
+from .families import CHAIN_FAMILIES, FAMILIES, WRITABLE, FamilySpec
 from .families.base import Param
 from .options import check_hyper_values
 
@@ -760,9 +760,10 @@ class _Builder:
         return tuple(resolved)
 
     def _whole_matrix(self, family: FamilySpec, param: Param, arg: ast.Expr) -> RVar | None:
-        """``MarkovChain(pi0, A)``: a variable with one plate and a vector event, named
-        without indices where a matrix is expected, is that matrix (row = its plate)."""
-        if (family.name not in ("MarkovChain", "GaussianChain") or param.rank != 2
+        """``MarkovChain(pi0, A)``: a variable with one plate, named without indices where a
+        chain expects an array one rank above its value, is that array (row = its plate):
+        a matrix of vectors ``A[k]``, a vector of scalars ``noise[i]``."""
+        if (family.name not in CHAIN_FAMILIES or param.rank == 0
                 or not isinstance(arg, ast.Name)):
             return None
         if arg.id not in self.decls:
@@ -770,10 +771,12 @@ class _Builder:
         var = self.build_var(arg.id)
         if not var.plates:
             return None
-        if len(var.plates) != 1 or len(var.shape) != 1:
+        if len(var.plates) != 1 or len(var.shape) != param.rank - 1:
+            what, value = (("a K × K matrix", "a vector value") if param.rank == 2 else
+                           ("a vector", "a scalar value"))
             raise self.error(
-                f"the {param.name} of {family.name} is a K × K matrix: '{arg.id}' would need one "
-                f"plate and a vector value, but it has {len(var.plates)} plate(s) and shape "
+                f"the {param.name} of {family.name} is {what}: '{arg.id}' would need one "
+                f"plate and {value}, but it has {len(var.plates)} plate(s) and shape "
                 f"{_show(var.shape)}", arg.span,
             )
         return RVar(arg.id, (), arg.span)
@@ -803,14 +806,15 @@ class _Builder:
                     f"shape mismatch: mean has length {_show(m)} but precision is {_show(p)}",
                     stmt.span, hint=_literal_size_hint(m, p),
                 )
-        if family.name == "GaussianChain":
+        if family.variational == "gaussian_chain":  # GaussianChain, GaussianChainDiag
             m = self.shape_of(by_name["init_mean"])
-            for param in ("init_precision", "transition", "precision"):
-                if self.matrix_shape(by_name[param]) != (m[0], m[0]):
+            for param in family.params[1:]:
+                want = (m[0],) * param.rank
+                if self.matrix_shape(by_name[param.name]) != want:
                     raise self.error(
-                        f"shape mismatch: init_mean has length {_show(m)} but the {param} of "
-                        f"GaussianChain is {_show(self.matrix_shape(by_name[param]))}; it must "
-                        f"be D × D", stmt.span)
+                        f"shape mismatch: init_mean has length {_show(m)} but the {param.name} "
+                        f"of {family.name} is {_show(self.matrix_shape(by_name[param.name]))}; "
+                        f"it must be {_show(want)}", stmt.span)
         if family.name == "Wishart":
             s = self.shape_of(by_name["scale"])
             if s[0] != s[1]:
@@ -1063,7 +1067,7 @@ class _Builder:
                              hint="mark the data with 'observe x ~ ...'")
         data_plate = self._data_plate(variables)
         for var in variables:
-            if var.family in ("MarkovChain", "GaussianChain"):
+            if var.family in CHAIN_FAMILIES:
                 self._check_chain(var, data_plate)
         data = tuple(replace(d, index_range=self.index_data.get(d.name)) for d in
                      self.data.values())

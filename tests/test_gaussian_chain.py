@@ -208,6 +208,45 @@ def test_state_noise_is_recovered():
     assert np.linalg.norm(mean_q - TRUE_Q) / np.linalg.norm(TRUE_Q) < 0.12
 
 
+LEARNED_DYNAMICS = """model lds_a
+dim D = 2
+dim S
+dim T[S]
+hyper m0 = zeros(D)
+hyper P0 = eye(D)
+hyper R = eye(D)
+
+plate rows i in D:
+    A[i] ~ MultivariateNormal(zeros(D), eye(D))
+    q[i] ~ Gamma(1.0, 1.0)
+plate seqs s in S:
+    plate steps t in T[s]:
+        x[s, t] ~ GaussianChainDiag(m0, P0, A, q)
+        observe y[s, t] ~ MultivariateNormal(x[s, t], R)
+"""
+
+
+def test_transition_and_diagonal_noise_are_recovered():
+    """A's rows (MVN) and the state noise's precisions (Gamma) learned together, Beal's VB
+    LDS with a diagonal noise: on 20 sequences of 100 steps E[A] is within 5% of the true
+    A (Frobenius norm; measured 1.5%) and E[q] within 10% of the true precisions (measured
+    1% and 2%)."""
+    module = compile_stages(run_stages(LEARNED_DYNAMICS, "lds_a.cem"))
+    rng = np.random.default_rng(1)
+    q = np.array([8.0, 5.0])
+    y = []
+    for _ in range(20):
+        x = np.zeros((100, 2))
+        x[0] = rng.normal(size=2)
+        for t in range(1, 100):
+            x[t] = TRUE_A @ x[t - 1] + rng.normal(size=2) / np.sqrt(q)
+        y.append(x + 0.1 * rng.normal(size=(100, 2)))
+    fit = module.fit({"y": y}, hypers={"R": 100.0 * np.eye(2)}, max_iter=300)
+    assert never_decreases(fit.elbo)
+    assert np.linalg.norm(fit["A.mean"] - TRUE_A) / np.linalg.norm(TRUE_A) < 0.05
+    np.testing.assert_allclose(fit["q.shape"] / fit["q.rate"], q, rtol=0.1)
+
+
 HEADER = "model m\ndim D = 2\ndim S\ndim T[S]\nhyper m0 = zeros(D)\nhyper P0 = eye(D)\n"
 
 
@@ -239,3 +278,5 @@ def test_forms_that_do_not_apply_are_refused_where_they_are(text, error, line, c
     assert type(exc) is error, f"{type(exc).__name__}: {exc}"
     assert (exc.span.line, exc.span.column) == (line, col), str(exc)
     assert message in exc.message, exc.message
+    if error is CemConjugacyError:  # what would make it work
+        assert "GaussianChainDiag(m0, P0, A, q)" in exc.hint, exc.hint

@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 from cemodel.compiler import fitted_model, run_stages  # noqa: E402
 from cemodel.conjugacy import Use, conjugate_priors, uses_of  # noqa: E402
 from cemodel.errors import CemConjugacyError, CemError  # noqa: E402
-from cemodel.families import FAMILIES, WRITABLE  # noqa: E402
+from cemodel.families import CHAIN_FAMILIES, FAMILIES, WRITABLE  # noqa: E402
 
 STDLIB = Path(__file__).resolve().parent.parent / "stdlib_models"
 
@@ -103,8 +103,8 @@ def hinted(text: str) -> list[str]:
 
 def test_the_table_has_a_prior_for_every_family_a_latent_may_have():
     latent = {f.name for f in FAMILIES.values() if f.name in WRITABLE and f.variational}
-    # a MarkovChain is a chain along a plate of sequences: no relation here reads one
-    assert latent - {"MarkovChain"} == set(PRIORS)
+    # a chain (Markov, Gaussian) runs along a plate of sequences: no relation here reads one
+    assert latent - CHAIN_FAMILIES == set(PRIORS)
 
 
 def test_a_beta_prior_on_a_poisson_rate_is_pointed_to_gamma():

@@ -44,11 +44,15 @@ for _module in (
     for _alias in _spec.aliases:
         FAMILIES[_alias] = _spec
 # the names a model file may write (families and their aliases)
+FAMILIES[gaussian_chain.DIAGONAL.name] = gaussian_chain.DIAGONAL  # its module's second family
 WRITABLE: frozenset[str] = frozenset(FAMILIES)
+# the families whose variable is a whole chain along the steps plate
+CHAIN_FAMILIES: frozenset[str] = frozenset(
+    name for name, spec in FAMILIES.items() if spec.variational in CHAIN_POSTERIORS)
 # introduced by the compiler (cemodel.augment, cemodel.blocks), never written in a model
 # file: their names are not identifiers, so the parser cannot produce them
 for _spec in (split.SPLIT, split.POISSON_SPLIT, blocks.NORMAL_GAMMA, blocks.NORMAL_WISHART):
     FAMILIES[_spec.name] = _spec
 
-__all__ = ["CHAIN_POSTERIORS", "CHILD", "FAMILIES", "WRITABLE", "FamilySpec", "Param", "Term",
-           "View"]
+__all__ = ["CHAIN_FAMILIES", "CHAIN_POSTERIORS", "CHILD", "FAMILIES", "WRITABLE", "FamilySpec",
+           "Param", "Term", "View"]

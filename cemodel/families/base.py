@@ -89,6 +89,8 @@ class FamilySpec:
     shape_from: str | None = None
     doc: str = ""
     aliases: tuple[str, ...] = field(default=())
+    # what else to write where a latent argument enters a term twice (refused by conjugacy)
+    twice_hint: str = ""
 
     def provides(self, stat: str) -> bool:
         """Whether the posterior of a variable with this prior provides E[stat]: the one rule

@@ -50,4 +50,34 @@ SPEC = FamilySpec(
     ),
     doc="GaussianChain(m0, P0, A, Q): x[s, 0] ~ N(m0, P0⁻¹), x[s, t] ~ N(A x[s, t − 1], Q⁻¹) "
         "along the innermost plate (P0 and Q are precision matrices)",
+    twice_hint="; to learn the transition, make the state noise diagonal: "
+               "GaussianChainDiag(m0, P0, A, q) reads one row of A per term",
+)
+
+# The same chain with a diagonal state noise, one precision per coordinate (Beal 2003, ch. 5:
+# a diagonal, there the identity): x[s, t]_i ~ N(a_iᵀ x[s, t − 1], noise_i⁻¹). The rows a_i of
+# A enter only through a_iᵀ x and a_i a_iᵀ, one row per term, so A may be latent (its rows
+# MVN, ``A[i] ~ MultivariateNormal``), and so may the precisions (``noise[i] ~ Gamma``).
+# t ≥ 1:  Σ_i [½ log q_i − ½ q_i x_ti² + q_i x_ti a_iᵀ x_{t−1}
+#               − ½ q_i tr(a_i a_iᵀ x_{t−1} x_{t−1}ᵀ)]
+DIAGONAL = FamilySpec(
+    name="GaussianChainDiag",
+    params=(Param("init_mean", 1, "real"), Param("init_precision", 2, "spd"),
+            Param("transition", 2, "real"), Param("noise", 1, "positive")),
+    support="vector",
+    event_rank=1,
+    variational="gaussian_chain",
+    stats=SPEC.stats,
+    shape_from="init_mean",
+    log_density=SPEC.log_density[:4] + (
+        t(0.5, v("step", x), v("log", "noise", "i")),
+        t(-0.5, v("value", "noise", "i"), v("step_outer", x, "i", "i")),
+        t(1.0, v("value", "noise", "i"), v("value", "transition", "i", "k"),
+          v("cross", x, "i", "k")),
+        t(-0.5, v("value", "noise", "i"), v("outer", "transition", "i", "k", "l"),
+          v("prev_outer", x, "k", "l")),
+        SPEC.log_density[-1],
+    ),
+    doc="GaussianChainDiag(m0, P0, A, q): x[s, 0] ~ N(m0, P0⁻¹), x[s, t]_i ~ "
+        "N((A x[s, t − 1])_i, 1/q_i) along the innermost plate; A may be latent by rows",
 )
