@@ -75,22 +75,16 @@ def test_smoother_equals_the_dense_gaussian_solve(n, d):
 
 
 # -- the Nile series: a local-level model with fixed parameters against statsmodels -----------
-LOCAL_LEVEL = """model local_level
-dim D = 1
-dim S
-dim T[S]
-hyper m0 = zeros(D)
-hyper P0 = eye(D)
-hyper A = eye(D)
-hyper Q = eye(D)
-hyper c = ones(D)
-hyper r = 1.0
+def _chain_model(name: str, d: int, extra: str, chain: str, emission: str) -> str:
+    """A model of one chain x[s, t] with its emission y[s, t] (the tests' own models)."""
+    return (f"model {name}\ndim D = {d}\ndim S\ndim T[S]\nhyper m0 = zeros(D)\n"
+            f"hyper P0 = eye(D)\n{extra}\nplate seqs s in S:\n    plate steps t in T[s]:\n"
+            f"        x[s, t] ~ {chain}\n        observe y[s, t] ~ {emission}\n")
 
-plate seqs s in S:
-    plate steps t in T[s]:
-        x[s, t] ~ GaussianChain(m0, P0, A, Q)
-        observe y[s, t] ~ Normal(dot(c, x[s, t]), r)
-"""
+
+LOCAL_LEVEL = _chain_model("local_level", 1,
+                           "hyper A = eye(D)\nhyper Q = eye(D)\nhyper c = ones(D)\nhyper r = 1.0\n",
+                           "GaussianChain(m0, P0, A, Q)", "Normal(dot(c, x[s, t]), r)")
 
 
 def test_nile_local_level_matches_statsmodels(tmp_path):
@@ -179,21 +173,9 @@ def test_every_method_check_lists_runs(lds, small):
         model.fit(data, method="klc")
 
 
-LEARNED_Q = """model lds_q
-dim D = 2
-dim S
-dim T[S]
-hyper A = eye(D)
-hyper m0 = zeros(D)
-hyper P0 = eye(D)
-hyper R = eye(D)
-
-Q ~ Wishart(D + 2, eye(D))
-plate seqs s in S:
-    plate steps t in T[s]:
-        x[s, t] ~ GaussianChain(m0, P0, A, Q)
-        observe y[s, t] ~ MultivariateNormal(x[s, t], R)
-"""
+LEARNED_Q = _chain_model("lds_q", 2,
+                         "hyper A = eye(D)\nhyper R = eye(D)\n\nQ ~ Wishart(D + 2, eye(D))\n",
+                         "GaussianChain(m0, P0, A, Q)", "MultivariateNormal(x[s, t], R)")
 
 
 def test_state_noise_is_recovered():
@@ -208,22 +190,10 @@ def test_state_noise_is_recovered():
     assert np.linalg.norm(mean_q - TRUE_Q) / np.linalg.norm(TRUE_Q) < 0.12
 
 
-LEARNED_DYNAMICS = """model lds_a
-dim D = 2
-dim S
-dim T[S]
-hyper m0 = zeros(D)
-hyper P0 = eye(D)
-hyper R = eye(D)
-
-plate rows i in D:
-    A[i] ~ MultivariateNormal(zeros(D), eye(D))
-    q[i] ~ Gamma(1.0, 1.0)
-plate seqs s in S:
-    plate steps t in T[s]:
-        x[s, t] ~ GaussianChainDiag(m0, P0, A, q)
-        observe y[s, t] ~ MultivariateNormal(x[s, t], R)
-"""
+LEARNED_DYNAMICS = _chain_model(
+    "lds_a", 2, "hyper R = eye(D)\n\nplate rows i in D:\n"
+    "    A[i] ~ MultivariateNormal(zeros(D), eye(D))\n    q[i] ~ Gamma(1.0, 1.0)\n",
+    "GaussianChainDiag(m0, P0, A, q)", "MultivariateNormal(x[s, t], R)")
 
 
 def test_transition_and_diagonal_noise_are_recovered():

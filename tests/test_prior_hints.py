@@ -171,5 +171,9 @@ def test_the_rule_names_the_prior_of_every_latent_of_a_correct_model(path):
     variables = [*model.latents, *(m for b in model.blocks for m in (b.mean, b.precision))]
     for var in (v for v in variables if v.family in WRITABLE):
         family = FAMILIES[var.family]
-        assert family.name in conjugate_priors(family.event_rank, uses_of(model, var.name)), (
-            var.name, uses_of(model, var.name))
+        named = conjugate_priors(family.event_rank, uses_of(model, var.name))
+        assert not CHAIN_FAMILIES & set(named)  # a chain is a sequence, never a prior to name
+        if family.name in CHAIN_FAMILIES:  # its emissions read one step, as of a step family
+            assert named in (("Categorical",), ("MultivariateNormal",)), named
+            continue
+        assert family.name in named, (var.name, uses_of(model, var.name))

@@ -15,6 +15,7 @@ Kalman/RTS smoother, ``cemodel.runtime.gaussian_chain``), not a product over ste
 """
 
 import math
+from dataclasses import replace
 
 from .base import CHILD, FamilySpec, Param, t, v
 
@@ -60,15 +61,10 @@ SPEC = FamilySpec(
 # MVN, ``A[i] ~ MultivariateNormal``), and so may the precisions (``noise[i] ~ Gamma``).
 # t ≥ 1:  Σ_i [½ log q_i − ½ q_i x_ti² + q_i x_ti a_iᵀ x_{t−1}
 #               − ½ q_i tr(a_i a_iᵀ x_{t−1} x_{t−1}ᵀ)]
-DIAGONAL = FamilySpec(
+DIAGONAL = replace(
+    SPEC,
     name="GaussianChainDiag",
-    params=(Param("init_mean", 1, "real"), Param("init_precision", 2, "spd"),
-            Param("transition", 2, "real"), Param("noise", 1, "positive")),
-    support="vector",
-    event_rank=1,
-    variational="gaussian_chain",
-    stats=SPEC.stats,
-    shape_from="init_mean",
+    params=SPEC.params[:3] + (Param("noise", 1, "positive"),),
     log_density=SPEC.log_density[:4] + (
         t(0.5, v("step", x), v("log", "noise", "i")),
         t(-0.5, v("value", "noise", "i"), v("step_outer", x, "i", "i")),
@@ -80,4 +76,5 @@ DIAGONAL = FamilySpec(
     ),
     doc="GaussianChainDiag(m0, P0, A, q): x[s, 0] ~ N(m0, P0⁻¹), x[s, t]_i ~ "
         "N((A x[s, t − 1])_i, 1/q_i) along the innermost plate; A may be latent by rows",
+    twice_hint="",
 )
