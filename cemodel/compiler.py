@@ -30,7 +30,7 @@ from types import ModuleType
 
 from .augment import augment
 from .blocks import form_blocks
-from .codegen import generate as generate_module
+from .codegen import GeneratedModule, generated_module
 from .conjugacy import Analysis, analyse
 from .errors import CemError, CemInternalError, CemModelError, Source, Span
 from .files import CemCacheWarning, CemWriteError, probe_directory, write_text
@@ -48,7 +48,7 @@ class Stages:
     model: Model
     analysis: Analysis
     plan: InferencePlan
-    source: str | None = None  # the generated module, once run_stages has made it
+    generated: GeneratedModule | None = None  # the generated module, once run_stages made it
 
 
 def read_source(path: str | Path) -> tuple[str, str]:
@@ -138,11 +138,11 @@ def run_stages(text: str, filename: str, settings: dict[str, float] | None = Non
     with nesting_guard(text, filename):
         stages = _stages(text, filename, settings, collapse)
         try:
-            source = generate(stages)
+            generated = generated_module(stages.plan)
         except CemError:
             return stages  # reported when the module is generated
-        check_generated_names(source, text, filename, settings, collapse)
-    return replace(stages, source=source)
+        check_generated_names(generated.text, text, filename, settings, collapse)
+    return replace(stages, generated=generated)
 
 
 def _stages(text: str, filename: str, settings: dict[str, float] | None,
@@ -268,7 +268,11 @@ def _collect(node: ast.AST, names: set[str], own: frozenset[str]) -> None:
 
 def generate(stages: Stages) -> str:
     """The generated module's source (one module serves every inference method)."""
-    return stages.source if stages.source is not None else generate_module(stages.plan)
+    return _generated(stages).text
+
+
+def _generated(stages: Stages) -> GeneratedModule:
+    return stages.generated if stages.generated is not None else generated_module(stages.plan)
 
 
 def cache_dir() -> Path:
@@ -280,7 +284,7 @@ def cache_dir() -> Path:
 
 
 def import_generated(path: Path) -> ModuleType:
-    name = f"cemodel_generated_{path.stem}"
+    name = _module_name(path)
     if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(path):
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
@@ -316,29 +320,46 @@ def runtime_fingerprint() -> str:
 
 def compile_stages(stages: Stages) -> ModuleType:
     """The generated module, imported from the kernel cache (numba keeps its kernels beside
-    it); a cache that cannot be written (read-only, full, not a directory) costs a warning
-    and a compile in memory that is not kept, never the fit."""
-    source = generate(stages)
-    digest = hashlib.sha256((source + runtime_fingerprint()).encode()).hexdigest()[:16]
-    target = cache_dir() / f"{stages.model.name}_{digest}.py"
+    it). The cache holds it as two files: its kernels, and the module importing them, so
+    that compilations differing only in their settings share compiled kernels. A cache
+    that cannot be written (read-only, full, not a directory) costs a warning and a compile
+    in memory that is not kept, never the fit."""
+    generated = _generated(stages)
+    name = stages.model.name
+    kernels_text = generated.kernels_text()
+    kernels = _cache_path(f"{name}_kernels", kernels_text)
+    source = generated.text_importing(_module_name(kernels))
+    target = _cache_path(name, source)
     try:
-        if not target.exists():
-            write_text(target, source)
+        for path, text in ((kernels, kernels_text), (target, source)):
+            if not path.exists():
+                write_text(path, text)
         probe_directory(target.parent)  # numba's index and kernels go there too
     except CemWriteError as exc:
         warnings.warn(CemCacheWarning(
             f"the kernel cache {cache_dir()} cannot be used ({exc.reason}): compiling in "
             "memory, nothing is kept for the next run (set CEMODEL_CACHE to a writable "
             "directory)"), stacklevel=2)
-        return import_in_memory(target, source)
+        return import_in_memory(_cache_path(name, generated.text), generated.text)
+    import_generated(kernels)  # first: the model's module imports its kernels by name
     return import_generated(target)
+
+
+def _cache_path(stem: str, source: str) -> Path:
+    """A generated file in the kernel cache, named by its content and the runtime's."""
+    digest = hashlib.sha256((source + runtime_fingerprint()).encode()).hexdigest()[:16]
+    return cache_dir() / f"{stem}_{digest}.py"
+
+
+def _module_name(path: Path) -> str:
+    return f"cemodel_generated_{path.stem}"
 
 
 def import_in_memory(path: Path, source: str) -> ModuleType:
     """The generated module made from ``source`` without a file: its kernels compiled with
     numba's cache off (with it on, numba needs the file to key its cache on). ``__file__``
     is the name it would have had, so the module is the same one, uncached."""
-    name = f"cemodel_generated_{path.stem}"
+    name = _module_name(path)
     found = sys.modules.get(name)
     if found is not None and getattr(found, "__file__", None) == str(path):
         return found

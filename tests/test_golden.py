@@ -4,6 +4,8 @@ A change to the emitter shows up here as a reviewable diff. To accept one on pur
     CEMODEL_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py
 """
 
+import ast
+import builtins
 import os
 import re
 from pathlib import Path
@@ -43,7 +45,7 @@ def test_generated_module_imports_only_numpy_numba_runtime():
         imports = [line for line in generated(name).splitlines()
                    if line.startswith(("import ", "from "))]
         assert imports == ["import numpy as np",
-                           "from numba import njit, prange",
+                           "from numba import njit",
                            "from cemodel import runtime as rt"], name
 
 
@@ -62,3 +64,29 @@ def test_generated_lda_reads_like_hand_written():
     # no array of documents × topics × vocabulary: every allocation is at most 2-D here
     for shape in re.findall(r"np\.zeros\(\(([^()]*(?:\([^()]*\)[^()]*)*)\)", source):
         assert shape.count(",") <= 1, shape
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_kernels_stand_alone(name):
+    """The kernel cache keeps a module's kernels in a file of their own (shared by its
+    compilations that differ only in settings): a kernel may read only other kernels and
+    the imports, never a name of the module around it (SPEC, ROLES, hyperparameters)."""
+    text, filename = read_source(REPO / "stdlib_models" / f"{name}.cem")
+    generated_module = run_stages(text, filename).generated
+    tree = ast.parse(generated_module.kernels_text())
+    defined = {"np", "njit", "rt"} | set(dir(builtins))
+    defined |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    for kernel in tree.body:
+        if not isinstance(kernel, ast.FunctionDef):
+            continue
+        local = {n.id for n in ast.walk(kernel) if isinstance(n, ast.Name)
+                 and isinstance(n.ctx, ast.Store)} | {a.arg for a in ast.walk(kernel.args)
+                                                      if isinstance(a, ast.arg)}
+        read = {n.id for n in ast.walk(kernel) if isinstance(n, ast.Name)}
+        assert read - local - defined == set(), kernel.name
+    # the module as the cache keeps it is the module users read, the kernels imported
+    inline = generated_module.text
+    importing = generated_module.text_importing("kernels")
+    assert "from kernels import (" in importing
+    for kernel in generated_module.kernels:
+        assert f"\ndef {kernel.name}(" in inline and f"\ndef {kernel.name}(" not in importing

@@ -114,6 +114,24 @@ def test_the_writer_replaces_a_file_whole(tmp_path):
 # -- the kernel cache ---------------------------------------------------------------------------
 
 
+def test_settings_share_the_compiled_kernels(tmp_path, monkeypatch):
+    """Two compilations that differ only in a setting (here the prior's a) are two modules
+    with their own defaults, importing one kernels file: numba compiles and caches the
+    kernels once (``cemodel.compiler.compile_stages``)."""
+    monkeypatch.setenv("CEMODEL_CACHE", str(tmp_path))
+    first = compile_model(BETA_BERNOULLI)
+    fit = first.fit(COINS)
+    compiled = sorted(p.name for p in tmp_path.rglob("*.nbi"))
+    second = compile_model(BETA_BERNOULLI, {"a": 7.0})
+    assert first.__file__ != second.__file__
+    assert len(list(tmp_path.glob("beta_bernoulli_kernels_*.py"))) == 1
+    moved = second.fit(COINS)
+    assert sorted(p.name for p in tmp_path.rglob("*.nbi")) == compiled  # nothing new
+    heads = COINS["x"].sum()
+    assert moved.posterior["p.a"] - fit.posterior["p.a"] == pytest.approx(5.0)
+    assert fit.posterior["p.a"] == pytest.approx(2.0 + heads)
+
+
 def test_an_unusable_kernel_cache_compiles_in_memory_with_a_warning(tmp_path, monkeypatch,
                                                                     capsys):
     """A CEMODEL_CACHE that is a file, or (injected) a read-only or full one, costs a warning

@@ -1,4 +1,4 @@
-"""The local step shares the items among numba threads (prange) with per-thread scratch
+"""The local step shares the items among threads (rt.run_shares) with per-thread scratch
 arrays and accumulators: 1 and 2 threads give the same fit to floating-point tolerance."""
 
 from __future__ import annotations

@@ -8,6 +8,6 @@
 The fitting algorithms are not generated: they are cemodel.runtime.drivers.
 """
 
-from .module import generate
+from .module import GeneratedModule, generate, generated_module
 
-__all__ = ["generate"]
+__all__ = ["GeneratedModule", "generate", "generated_module"]

@@ -41,7 +41,7 @@ def _local_step_glue(ctx: EmitContext, calls: KernelCalls) -> list[Function]:
     functions = [Function(
         "run_local_step", ("s", "items", "max_local_iter", "local_tol", "seeding=False",
                            "warm=False", "guard=False"),
-        (Line("return " + calls.call("local_step", {}).text),),
+        tuple(_returning(calls.run("local_step", {}))),
         "local_step over `items`: adds their statistics to acc_*, returns their ELBO terms.")]
     if ctx.plan.assignment_locals:
         functions.append(Function("run_local_step_gibbs", ("s", "items", "sweeps", "burn_in"), (
@@ -50,6 +50,11 @@ def _local_step_glue(ctx: EmitContext, calls: KernelCalls) -> list[Function]:
             "run_local_step_cvb0", ("s", "items", "max_local_iter", "local_tol"),
             (Line("return " + calls.call("local_step_cvb0", {}).text),)))
     return functions
+
+
+def _returning(lines: list[Line]) -> list[Line]:
+    """``lines``, the last one returned."""
+    return [*lines[:-1], Line("return " + lines[-1].text)]
 
 
 def _after_sample(ctx: EmitContext, name: str) -> Function:

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .calls import KernelCalls
 from .context import EmitContext
 from .loops import dim_name, lam_name
 from .pycode import Comment, Function, Line, Node
 
-DriverCall = Callable[..., Line]  # (kernel, overrides, result=None) -> a call from a driver
 
-
-def klc_functions(ctx: EmitContext, driver_call: DriverCall,
+def klc_functions(ctx: EmitContext, calls: KernelCalls,
                   array_shape: Callable[..., list[str]]) -> list[Function]:
-    """_klc_bound, _klc_gradient and fit_klc; ``driver_call`` writes a kernel call from a
+    """_klc_bound, _klc_gradient and fit_klc; ``calls`` writes the kernel calls from a
     driver, ``array_shape(var, full=True)`` the rows of a variable's full arrays."""
+    driver_call = calls.call
     plan = ctx.plan
     collapse = plan.collapse
     assert collapse is not None
@@ -29,7 +29,7 @@ def klc_functions(ctx: EmitContext, driver_call: DriverCall,
     bound: list[Node] = [Line(f"s.{acc.name}[...] = 0.0") for acc in plan.stored_accumulators]
     overrides = {"items": "s.all_items", **{f"theta_{z}": f"theta[{i}]"
                                             for i, z in enumerate(Z)}}
-    bound.append(driver_call("klc_stats", overrides, result="value"))
+    bound += calls.run("klc_stats", overrides, result="value")
     global_X = tuple(n for n in plan.globals if n in collapse.collapsed)
     if global_X:
         bound.append(Comment("the collapsed globals at their optimum given q(Z)"))
@@ -39,12 +39,13 @@ def klc_functions(ctx: EmitContext, driver_call: DriverCall,
     bound_fn = Function("_klc_bound", ("s", "theta"), tuple(bound),
                         "L_KL(θ) (eq. 4): the mean-field ELBO with X at q*(X) given "
                         "q(Z) = softmax(θ) (eq. 9).")
-    grad_overrides = dict(overrides, threads="rt.thread_count()")
+    grad_overrides = dict(overrides)
     for i, z in enumerate(Z):
         grad_overrides[f"natgrad_{z}"] = f"natgrad[{i}]"
         grad_overrides[f"grad_{z}"] = f"grad[{i}]"
+    *hoist, gradient = calls.run("klc_gradient", grad_overrides)
     grad_fn = Function("_klc_gradient", ("s", "theta", "natgrad", "grad"), (
-        Line("return " + driver_call("klc_gradient", grad_overrides).text),
+        *hoist, Line("return " + gradient.text),
     ), "natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first).")
     seeded = [_klc_logits(ctx)] if ctx.kplan.klc_start == "seeds" else []
     return [bound_fn, grad_fn, _klc_shapes(ctx, array_shape), *seeded, _fit_klc(ctx)]

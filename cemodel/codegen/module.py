@@ -6,6 +6,8 @@ the order."""
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
+from functools import cached_property
 
 from ..families import FAMILIES
 from ..model import Model
@@ -19,22 +21,52 @@ from .klc import klc_constants, klc_functions
 from .lowering import lower
 from .posterior import learn_function, result_function
 from .prepare import array_shape, prepare_function
-from .pycode import Blank, Comment, Line, Module, Node, print_module
+from .pycode import Blank, Comment, Function, Line, Module, Node, print_module
 
-IMPORTS = ("import numpy as np", "from numba import njit, prange", "",
+IMPORTS = ("import numpy as np", "from numba import njit", "",
            "from cemodel import runtime as rt")
 
 
 def generate(plan: InferencePlan) -> str:
     """The source text of the generated module for ``plan``."""
-    return print_module(module(plan))
+    return generated_module(plan).text
+
+
+@dataclass(frozen=True)
+class GeneratedModule:
+    """The generated module as users read it (``text``, the kernels inline) and as the
+    kernel cache keeps it: the kernels in a module of their own (``kernels_text``) that the
+    model's module imports (``text_importing``). Compilations that differ only in their
+    settings (``--set K=50``: SPEC's dimension defaults, the hyperparameters' defaults) have
+    the same kernels, so numba compiles and caches them once for all of them."""
+
+    doc: str
+    head: tuple[Node, ...]  # constants, ROLES, SPEC
+    kernels: tuple[Function, ...]  # the @njit kernels: they read only each other, np and rt
+    tail: tuple[Node, ...]  # _prepare, _result, the drivers' glue, the entry points
+    model_name: str
+
+    @cached_property
+    def text(self) -> str:
+        return print_module(Module(self.doc, IMPORTS, self.head + self.kernels + self.tail))
+
+    def kernels_text(self) -> str:
+        doc = (f"{self.model_name}: the numba kernels of the generated module, by cemodel "
+               f"{__version__}.\n\nThe kernel cache keeps them apart from the module's "
+               "settings, which import them;\n`cemodel compile` prints them inline.")
+        return print_module(Module(doc, IMPORTS, self.kernels))
+
+    def text_importing(self, kernels_module: str) -> str:
+        names = "".join(f"\n    {kernel.name}," for kernel in self.kernels)
+        line = Line(f"from {kernels_module} import ({names}\n)", "the kernels (kernels_text)")
+        return print_module(Module(self.doc, IMPORTS, (*self.head, line, Blank(), *self.tail)))
 
 
 def source_hash(model: Model) -> str:
     return hashlib.sha256(model.source.text.encode()).hexdigest()
 
 
-def module(plan: InferencePlan) -> Module:
+def generated_module(plan: InferencePlan) -> GeneratedModule:
     ctx = emit_context(plan, lower(plan))
     m = ctx.model
     kernels = emit_kernels(ctx)
@@ -46,7 +78,7 @@ def module(plan: InferencePlan) -> Module:
     python += interface_nodes(ctx, calls)
     python += entry_points(ctx)
     if plan.collapse is not None:
-        python += klc_functions(ctx, calls.call, lambda var, full=False: array_shape(
+        python += klc_functions(ctx, calls, lambda var, full=False: array_shape(
             ctx, var, full))
     doc = (f"{m.name}: the model (kernels, data layout, start) for cemodel.runtime.drivers, by "
            f"cemodel {__version__}.\n\n"
@@ -54,17 +86,15 @@ def module(plan: InferencePlan) -> Module:
            f"Regenerate with `cemodel compile {m.source.filename}`; do not edit by hand.\n\n"
            "Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).\n"
            "E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.")
-    body: list[Node] = [
+    head: list[Node] = [
         *_constants(ctx),
         *(klc_constants(ctx) if plan.collapse is not None else []),
         *roles_table(ctx, calls),
         Line("_THIS = rt.ModelView(globals())", "the model, as the drivers see it"),
         Blank(),
         *spec_literal(ctx),
-        *kernels,
-        *python,
     ]
-    return Module(doc, IMPORTS, tuple(body))
+    return GeneratedModule(doc, tuple(head), tuple(kernels), tuple(python), m.name)
 
 
 def _constants(ctx: EmitContext) -> list[Node]:

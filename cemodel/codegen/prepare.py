@@ -289,7 +289,7 @@ def _seeded_start(ctx: EmitContext, calls: KernelCalls, random: list[Node]) -> l
                 "(see cemodel.runtime.seeding); not part of the ELBO trace"),
         choose,
         *[Line(f"{acc.name}[...] = 0.0") for acc in plan.stored_accumulators],
-        calls.call("local_step", {"seeding": "True", "items": "all_items", "warm": "False",
+        *calls.run("local_step", {"seeding": "True", "items": "all_items", "warm": "False",
                                   "guard": "False"}, prefix=""),
         *[calls.call(f"update_{n}", {"data_scale": "1.0"}, prefix="") for n in plan.globals],
     ]

@@ -36,6 +36,19 @@ class Block:
 
 
 @dataclass(frozen=True)
+class Shares:
+    """A kernel over items that runs on one share of them (``thread`` of ``n_threads``, its
+    first two parameters): ``cemodel.runtime.run_shares`` runs every share, then sums each
+    of ``sums`` (accumulators) over the shares' own copies (``<acc>_threads``) in share
+    order. ``count``: the per-thread array whose first dimension is the number of shares
+    (None: ``rt.thread_count()``); ``hoist``: the kernel run once before the shares."""
+
+    count: str | None
+    sums: tuple[str, ...] = ()
+    hoist: str | None = None
+
+
+@dataclass(frozen=True)
 class Function:
     name: str
     args: tuple[str, ...]
@@ -44,6 +57,7 @@ class Function:
     decorator: str | None = None
     returns: str | None = None
     supplied: tuple[str, ...] = ()  # the args a caller passes itself (a kernel's; not printed)
+    shares: Shares | None = None  # a kernel run in shares of its items (not printed)
 
 
 @dataclass(frozen=True)

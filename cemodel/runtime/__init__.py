@@ -108,6 +108,7 @@ from .sampling import start_gamma_near_mean as start_gamma_near_mean
 from .seeding import no_seed_steps as no_seed_steps
 from .seeding import seed_categories as seed_categories
 from .seeding import seed_chain_steps as seed_chain_steps
+from .shares import run_shares as run_shares
 from .source import ItemSource as ItemSource
 from .source import item_source as item_source
 from .special import blend as blend

@@ -8,7 +8,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from cemodel import runtime as rt
 
@@ -39,10 +39,10 @@ ITEM_DIMS = ('N',)  # sizes set by the items bound
 KLC_LOCALS = ('z',)  # KLC-CG's parameterised Z
 KLC_START = 'seeds'  # θ's default start: q(Z) after the seeded start's local step
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'data': ('n_K', 'n_P', 'x'), 'hyper': ('alpha', 'a', 'b'),
+    'data': ('n_P', 'n_K', 'x'), 'hyper': ('alpha', 'a', 'b'),
     'known': ('alpha_K', 'lgamma_sum_alpha_K', 'lgamma_alpha_K', 'lbeta_a_b'),
     'global': ('lam_p_log', 'lam_p_log1m', 'lam_pi_log'),
-    'global_exp': ('E_pi_log', 'E_p_log', 'E_p_log1m'),
+    'global_exp': ('E_p_log1m', 'E_pi_log', 'E_p_log'),
     'kept_local': ('E_z_onehot', 'lam_z_onehot'), 'item': ('seed_category', 'item_weight'),
     'statistic': ('acc_z_0', 'acc_x_0', 'acc_x_1'),
     'thread': ('acc_z_0_threads', 'acc_x_0_threads', 'acc_x_1_threads'), 'scratch': ('pre_z_2',),
@@ -107,8 +107,20 @@ def update_z(
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+def hoist_messages(pre_z_2, n_P, n_K, E_p_log1m):
+    """The item-independent messages to the locals, into their pre_ arrays."""
+    # pre_z_2: to q(z) from x ~ Bernoulli (bernoulli_mixture.cem:28:9), the same for every item
+    pre_z_2[...] = 0.0
+    for i_dims in range(n_P):
+        for t_g0 in range(n_K):
+            pre_z_2[t_g0] += E_p_log1m[t_g0, i_dims]
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
+        thread,
+        n_threads,
         seeding,
         items,
         seed_category,
@@ -127,60 +139,43 @@ def local_step(
         acc_z_0_threads,
         acc_x_0_threads,
         acc_x_1_threads,
-        acc_z_0,
-        acc_x_0,
-        acc_x_1,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    The items are shared among the threads (numba prange), each with its own scratch arrays
-    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
-    Returns the ELBO terms that involve only local variables and data.
+    Share `thread` of `n_threads` of the items, with its own scratch arrays and
+    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
+    statistics in share order. Returns the share's ELBO terms that involve only local
+    variables and data.
     """
-    # pre_z_2: to q(z) from x ~ Bernoulli (bernoulli_mixture.cem:28:9), the same for every item
-    pre_z_2[...] = 0.0
-    for i_dims in range(n_P):
-        for t_g0 in range(n_K):
-            pre_z_2[t_g0] += E_p_log1m[t_g0, i_dims]
-    n_threads = acc_z_0_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        acc_z_0_t = acc_z_0_threads[thread]
-        acc_x_0_t = acc_x_0_threads[thread]
-        acc_x_1_t = acc_x_1_threads[thread]
-        acc_z_0_t[...] = 0.0
-        acc_x_0_t[...] = 0.0
-        acc_x_1_t[...] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_points = items[position]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                E_z_onehot[i_points] = 0.0
-                if 0 <= seed_category[i_points] < n_K:
-                    E_z_onehot[i_points, seed_category[i_points]] = 1.0
-            else:
-                update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, pre_z_2, E_p_log1m, E_z_onehot)
-            # acc_z_0[k] += q(z[points]=k)  (bernoulli_mixture.cem:26:5)
-            for t_k in range(n_K):
-                acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-            # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
-            for i_dims in range(n_P):
-                for t_g0 in range(n_K):
-                    acc_x_0_t[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
-            # acc_x_1[g0, @dims] += q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
-            for i_dims in range(n_P):
-                for t_g0 in range(n_K):
-                    acc_x_1_t[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-            # ELBO: local terms and local entropies
-            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_z_0 += acc_z_0_threads[thread]
-    for thread in range(n_threads):
-        acc_x_0 += acc_x_0_threads[thread]
-    for thread in range(n_threads):
-        acc_x_1 += acc_x_1_threads[thread]
-    return elbo_threads.sum()
+    acc_z_0_t = acc_z_0_threads[thread]
+    acc_x_0_t = acc_x_0_threads[thread]
+    acc_x_1_t = acc_x_1_threads[thread]
+    acc_z_0_t[...] = 0.0
+    acc_x_0_t[...] = 0.0
+    acc_x_1_t[...] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_points = items[position]
+        if seeding:  # k-means++ seed items: seed c is all category c
+            E_z_onehot[i_points] = 0.0
+            if 0 <= seed_category[i_points] < n_K:
+                E_z_onehot[i_points, seed_category[i_points]] = 1.0
+        else:
+            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, pre_z_2, E_p_log1m, E_z_onehot)
+        # acc_z_0[k] += q(z[points]=k)  (bernoulli_mixture.cem:26:5)
+        for t_k in range(n_K):
+            acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+        # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+        for i_dims in range(n_P):
+            for t_g0 in range(n_K):
+                acc_x_0_t[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
+        # acc_x_1[g0, @dims] += q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+        for i_dims in range(n_P):
+            for t_g0 in range(n_K):
+                acc_x_1_t[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+        # ELBO: local terms and local entropies
+        elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+    return elbo
 
 
 @njit(cache=True, nogil=True)
@@ -489,8 +484,10 @@ def elbo_global(
     return elbo
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_stats(
+        thread,
+        n_threads,
         items,
         lam_z_onehot,
         E_z_onehot,
@@ -499,64 +496,46 @@ def klc_stats(
         n_K,
         n_P,
         x,
-        pre_z_2,
-        E_p_log1m,
         acc_z_0_threads,
         acc_x_0_threads,
         acc_x_1_threads,
-        acc_z_0,
-        acc_x_0,
-        acc_x_1,
 ):
     """KLC statistics: q(Z) = softmax(θ), each collapsed local's mean-field update given q(Z),
     and the collapsed globals' sufficient statistics (accumulators).
     Returns the ELBO terms that involve only local variables and data.
     """
-    # pre_z_2: to q(z) from x ~ Bernoulli (bernoulli_mixture.cem:28:9), the same for every item
-    pre_z_2[...] = 0.0
-    for i_dims in range(n_P):
-        for t_g0 in range(n_K):
-            pre_z_2[t_g0] += E_p_log1m[t_g0, i_dims]
-    n_threads = acc_z_0_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        acc_z_0_t = acc_z_0_threads[thread]
-        acc_x_0_t = acc_x_0_threads[thread]
-        acc_x_1_t = acc_x_1_threads[thread]
-        acc_z_0_t[...] = 0.0
-        acc_x_0_t[...] = 0.0
-        acc_x_1_t[...] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_points = items[position]
-            # q(z) = softmax(θ) per row
-            lam_z_onehot[i_points] = theta_z[i_points]
-            rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
-            # acc_z_0[k] += q(z[points]=k)  (bernoulli_mixture.cem:26:5)
-            for t_k in range(n_K):
-                acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-            # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
-            for i_dims in range(n_P):
-                for t_g0 in range(n_K):
-                    acc_x_0_t[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
-            # acc_x_1[g0, @dims] += q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
-            for i_dims in range(n_P):
-                for t_g0 in range(n_K):
-                    acc_x_1_t[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-            # ELBO: local terms and local entropies
-            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_z_0 += acc_z_0_threads[thread]
-    for thread in range(n_threads):
-        acc_x_0 += acc_x_0_threads[thread]
-    for thread in range(n_threads):
-        acc_x_1 += acc_x_1_threads[thread]
-    return elbo_threads.sum()
+    acc_z_0_t = acc_z_0_threads[thread]
+    acc_x_0_t = acc_x_0_threads[thread]
+    acc_x_1_t = acc_x_1_threads[thread]
+    acc_z_0_t[...] = 0.0
+    acc_x_0_t[...] = 0.0
+    acc_x_1_t[...] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_points = items[position]
+        # q(z) = softmax(θ) per row
+        lam_z_onehot[i_points] = theta_z[i_points]
+        rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
+        # acc_z_0[k] += q(z[points]=k)  (bernoulli_mixture.cem:26:5)
+        for t_k in range(n_K):
+            acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+        # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+        for i_dims in range(n_P):
+            for t_g0 in range(n_K):
+                acc_x_0_t[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
+        # acc_x_1[g0, @dims] += q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+        for i_dims in range(n_P):
+            for t_g0 in range(n_K):
+                acc_x_1_t[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+        # ELBO: local terms and local entropies
+        elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+    return elbo
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_gradient(
+        thread,
+        n_threads,
         items,
         lam_z_onehot,
         E_z_onehot,
@@ -570,41 +549,31 @@ def klc_gradient(
         E_p_log,
         pre_z_2,
         E_p_log1m,
-        threads,
 ):
     """KLC gradients at θ, with the collapsed variables at q*(X) (klc_stats and the global updates
     first): natgrad = θ̂ − θ (eq. 15), grad = w (diag(q) − q qᵀ) natgrad.
     Returns ⟨natgrad, grad⟩, the squared Riemannian norm (eq. 16).
     """
-    # pre_z_2: to q(z) from x ~ Bernoulli (bernoulli_mixture.cem:28:9), the same for every item
-    pre_z_2[...] = 0.0
-    for i_dims in range(n_P):
-        for t_g0 in range(n_K):
-            pre_z_2[t_g0] += E_p_log1m[t_g0, i_dims]
-    n_threads = threads
-    norm_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        norm = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_points = items[position]
-            # q(Z) = softmax(θ) per row
-            lam_z_onehot[i_points] = theta_z[i_points]
-            rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
-            # θ̂ = the mean-field target of q(z) given q*(X)
-            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, pre_z_2, E_p_log1m, E_z_onehot)
-            natgrad_z[i_points] = lam_z_onehot[i_points] - theta_z[i_points]  # g̃ = θ̂ − θ
-            # q(z) back to softmax(θ) for the other rows' targets
-            lam_z_onehot[i_points] = theta_z[i_points]
-            rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
-            mean = 0.0
-            for t_c in range(n_K):
-                mean += E_z_onehot[i_points, t_c] * natgrad_z[i_points, t_c]
-            for t_c in range(n_K):
-                # g = w (diag(q) − q qᵀ) g̃
-                grad_z[i_points, t_c] = E_z_onehot[i_points, t_c] * (natgrad_z[i_points, t_c] - mean)
-                norm += grad_z[i_points, t_c] * natgrad_z[i_points, t_c]
-        norm_threads[thread] = norm
-    return norm_threads.sum()
+    norm = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_points = items[position]
+        # q(Z) = softmax(θ) per row
+        lam_z_onehot[i_points] = theta_z[i_points]
+        rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
+        # θ̂ = the mean-field target of q(z) given q*(X)
+        update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, pre_z_2, E_p_log1m, E_z_onehot)
+        natgrad_z[i_points] = lam_z_onehot[i_points] - theta_z[i_points]  # g̃ = θ̂ − θ
+        # q(z) back to softmax(θ) for the other rows' targets
+        lam_z_onehot[i_points] = theta_z[i_points]
+        rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
+        mean = 0.0
+        for t_c in range(n_K):
+            mean += E_z_onehot[i_points, t_c] * natgrad_z[i_points, t_c]
+        for t_c in range(n_K):
+            # g = w (diag(q) − q qᵀ) g̃
+            grad_z[i_points, t_c] = E_z_onehot[i_points, t_c] * (natgrad_z[i_points, t_c] - mean)
+            norm += grad_z[i_points, t_c] * natgrad_z[i_points, t_c]
+    return norm
 
 
 def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, share=None):
@@ -644,7 +613,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, pre_z_2=pre_z_2, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
+        return rt.State(bound=bound, alpha=alpha, a=a, b=b, pre_z_2=pre_z_2, n_P=n_P, n_K=n_K, E_p_log1m=E_p_log1m, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, x=x, E_p_log=E_p_log, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
     # start every global at its prior
     update_p(0.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, True, E_p_log, E_p_log1m, n_K, n_P)
     update_pi(0.0, lam_pi_log, n_K, alpha_K, acc_z_0, True, E_pi_log)
@@ -658,7 +627,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         acc_z_0[...] = 0.0
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, pre_z_2, E_p_log1m, item_weight, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_z_0, acc_x_0, acc_x_1)
+        hoist_messages(pre_z_2, n_P, n_K, E_p_log1m)
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, pre_z_2, E_p_log1m, item_weight, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads),))
         update_p(1.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, True, E_p_log, E_p_log1m, n_K, n_P)
         update_pi(1.0, lam_pi_log, n_K, alpha_K, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':
@@ -670,7 +640,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m, n_K, n_P, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, pre_z_2=pre_z_2, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, a=a, b=b, pre_z_2=pre_z_2, n_P=n_P, n_K=n_K, E_p_log1m=E_p_log1m, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, x=x, E_p_log=E_p_log, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds, items=True):
@@ -696,7 +666,8 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return local_step(seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1)
+    hoist_messages(s.pre_z_2, s.n_P, s.n_K, s.E_p_log1m)
+    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):
@@ -766,7 +737,8 @@ def _klc_bound(s, theta):
     s.acc_z_0[...] = 0.0
     s.acc_x_0[...] = 0.0
     s.acc_x_1[...] = 0.0
-    value = klc_stats(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_P, s.x, s.pre_z_2, s.E_p_log1m, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1)
+    hoist_messages(s.pre_z_2, s.n_P, s.n_K, s.E_p_log1m)
+    value = rt.run_shares(klc_stats, s.acc_z_0_threads.shape[0], (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_P, s.x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
     # the collapsed globals at their optimum given q(Z)
     update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, True, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
     update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, True, s.E_pi_log)
@@ -775,7 +747,8 @@ def _klc_bound(s, theta):
 
 def _klc_gradient(s, theta, natgrad, grad):
     """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
-    return klc_gradient(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, rt.thread_count())
+    hoist_messages(s.pre_z_2, s.n_P, s.n_K, s.E_p_log1m)
+    return rt.run_shares(klc_gradient, rt.thread_count(), (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m,), ())
 
 
 def _klc_shapes(s):

@@ -8,7 +8,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from cemodel import runtime as rt
 
@@ -59,8 +59,10 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
+        thread,
+        n_threads,
         seeding,
         items,
         seed_category,
@@ -70,34 +72,25 @@ def local_step(
         acc_x_0_threads,
         x,
         acc_x_1_threads,
-        acc_x_0,
-        acc_x_1,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    The items are shared among the threads (numba prange), each with its own scratch arrays
-    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
-    Returns the ELBO terms that involve only local variables and data.
+    Share `thread` of `n_threads` of the items, with its own scratch arrays and
+    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
+    statistics in share order. Returns the share's ELBO terms that involve only local
+    variables and data.
     """
-    n_threads = acc_x_0_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        acc_x_0_threads[thread] = 0.0
-        acc_x_1_threads[thread] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_trials = items[position]
-            # acc_x_0[] += x[trials]  (beta_bernoulli.cem:13:5)
-            acc_x_0_threads[thread] += item_weight[i_trials] * x[i_trials]
-            # acc_x_1[] +=   (beta_bernoulli.cem:13:5)
-            acc_x_1_threads[thread] += item_weight[i_trials]
-            # ELBO: local terms and local entropies
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_x_0 += acc_x_0_threads[thread]
-    for thread in range(n_threads):
-        acc_x_1 += acc_x_1_threads[thread]
-    return elbo_threads.sum()
+    acc_x_0_threads[thread] = 0.0
+    acc_x_1_threads[thread] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_trials = items[position]
+        # acc_x_0[] += x[trials]  (beta_bernoulli.cem:13:5)
+        acc_x_0_threads[thread] += item_weight[i_trials] * x[i_trials]
+        # acc_x_1[] +=   (beta_bernoulli.cem:13:5)
+        acc_x_1_threads[thread] += item_weight[i_trials]
+        # ELBO: local terms and local entropies
+    return elbo
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -218,7 +211,7 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return local_step(seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.acc_x_0, s.acc_x_1)
+    return rt.run_shares(local_step, s.acc_x_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads,), ((s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
 
 
 def _update_p(s, data_scale, expect=True):

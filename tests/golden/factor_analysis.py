@@ -8,7 +8,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from cemodel import runtime as rt
 
@@ -37,10 +37,10 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'data': ('n_K', 'n_P', 'y'), 'hyper': ('c', 'a0', 'b0'),
+    'data': ('n_P', 'n_K', 'y'), 'hyper': ('c', 'a0', 'b0'),
     'known': ('eye_K', 'logdet_eye_K', 'dim_f', 'logdet_eye_K_c', 'eye_K_c', 'dim_W', 'log_b0', 'lgamma_a0'),
     'global': ('lam_W_value', 'lam_W_outer', 'lam_psi_log', 'lam_psi_value'),
-    'global_exp': ('E_psi_value', 'E_W_value', 'E_W_outer', 'E_psi_log'),
+    'global_exp': ('E_psi_value', 'E_W_outer', 'E_W_value', 'E_psi_log'),
     'kept_local': ('lam_f_value', 'lam_f_outer', 'E_f_value', 'E_f_outer'),
     'item': ('seed_category', 'item_weight'),
     'statistic': ('acc_y_0', 'acc_y_1', 'acc_y_2', 'acc_y_3'),
@@ -107,8 +107,21 @@ def update_f(
     rt.mvn_expected_stats(lam_f_value[i_points], lam_f_outer[i_points], E_f_value[i_points], E_f_outer[i_points])
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+def hoist_messages(pre_f_2, n_P, n_K, E_psi_value, E_W_outer):
+    """The item-independent messages to the locals, into their pre_ arrays."""
+    # pre_f_2: to q(f) from y ~ Normal (factor_analysis.cem:25:9), the same for every item
+    pre_f_2[...] = 0.0
+    for i_dims in range(n_P):
+        for t_i1 in range(n_K):
+            for t_i2 in range(n_K):
+                pre_f_2[t_i1, t_i2] += -0.5 * E_psi_value[i_dims] * E_W_outer[i_dims, t_i1, t_i2]
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
+        thread,
+        n_threads,
         seeding,
         items,
         seed_category,
@@ -128,77 +141,55 @@ def local_step(
         item_weight,
         logdet_eye_K,
         dim_f,
-        E_W_outer,
         acc_y_0_threads,
         acc_y_1_threads,
         acc_y_2_threads,
         acc_y_3_threads,
-        acc_y_0,
-        acc_y_1,
-        acc_y_2,
-        acc_y_3,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    The items are shared among the threads (numba prange), each with its own scratch arrays
-    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
-    Returns the ELBO terms that involve only local variables and data.
+    Share `thread` of `n_threads` of the items, with its own scratch arrays and
+    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
+    statistics in share order. Returns the share's ELBO terms that involve only local
+    variables and data.
     """
-    # pre_f_2: to q(f) from y ~ Normal (factor_analysis.cem:25:9), the same for every item
-    pre_f_2[...] = 0.0
-    for i_dims in range(n_P):
-        for t_i1 in range(n_K):
-            for t_i2 in range(n_K):
-                pre_f_2[t_i1, t_i2] += -0.5 * E_psi_value[i_dims] * E_W_outer[i_dims, t_i1, t_i2]
-    n_threads = acc_y_0_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        acc_y_0_t = acc_y_0_threads[thread]
-        acc_y_1_t = acc_y_1_threads[thread]
-        acc_y_2_t = acc_y_2_threads[thread]
-        acc_y_3_t = acc_y_3_threads[thread]
-        acc_y_0_t[...] = 0.0
-        acc_y_1_t[...] = 0.0
-        acc_y_2_t[...] = 0.0
-        acc_y_3_t[...] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_points = items[position]
-            update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, n_P, E_psi_value, y, E_W_value, pre_f_2, E_f_value, E_f_outer)
-            # acc_y_0[@dims] +=   (factor_analysis.cem:25:9)
-            for i_dims in range(n_P):
-                acc_y_0_t[i_dims] += item_weight[i_points]
-            # acc_y_1[@dims] += y[points, dims] · y[points, dims]  (factor_analysis.cem:25:9)
-            for i_dims in range(n_P):
-                acc_y_1_t[i_dims] += item_weight[i_points] * y[i_points, i_dims] * y[i_points, i_dims]
-            # acc_y_2[i0, @dims] += y[points, dims] · E[f[points]]  (factor_analysis.cem:25:9)
-            for i_dims in range(n_P):
-                for t_i0 in range(n_K):
-                    acc_y_2_t[t_i0, i_dims] += item_weight[i_points] * y[i_points, i_dims] * E_f_value[i_points, t_i0]
-            # acc_y_3[i1, i2, @dims] += E[f[points]f[points]ᵀ]  (factor_analysis.cem:25:9)
-            for i_dims in range(n_P):
-                for t_i1 in range(n_K):
-                    for t_i2 in range(n_K):
-                        acc_y_3_t[t_i1, t_i2, i_dims] += item_weight[i_points] * E_f_outer[i_points, t_i1, t_i2]
-            # ELBO: local terms and local entropies
-            elbo += 0.5 * logdet_eye_K
-            for t_i in range(n_K):
-                for t_j in range(n_K):
-                    elbo += -0.5 * eye_K[t_i, t_j] * E_f_outer[i_points, t_i, t_j]
-            elbo += -0.9189385332046727 * dim_f
-            for i_dims in range(n_P):
-                elbo += -0.9189385332046727
-            elbo += (rt.mvn_log_normalizer(lam_f_value[i_points], lam_f_outer[i_points]) - rt.frobenius(lam_f_value[i_points], E_f_value[i_points]) - rt.frobenius(lam_f_outer[i_points], E_f_outer[i_points]))
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_y_0 += acc_y_0_threads[thread]
-    for thread in range(n_threads):
-        acc_y_1 += acc_y_1_threads[thread]
-    for thread in range(n_threads):
-        acc_y_2 += acc_y_2_threads[thread]
-    for thread in range(n_threads):
-        acc_y_3 += acc_y_3_threads[thread]
-    return elbo_threads.sum()
+    acc_y_0_t = acc_y_0_threads[thread]
+    acc_y_1_t = acc_y_1_threads[thread]
+    acc_y_2_t = acc_y_2_threads[thread]
+    acc_y_3_t = acc_y_3_threads[thread]
+    acc_y_0_t[...] = 0.0
+    acc_y_1_t[...] = 0.0
+    acc_y_2_t[...] = 0.0
+    acc_y_3_t[...] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_points = items[position]
+        update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, n_P, E_psi_value, y, E_W_value, pre_f_2, E_f_value, E_f_outer)
+        # acc_y_0[@dims] +=   (factor_analysis.cem:25:9)
+        for i_dims in range(n_P):
+            acc_y_0_t[i_dims] += item_weight[i_points]
+        # acc_y_1[@dims] += y[points, dims] · y[points, dims]  (factor_analysis.cem:25:9)
+        for i_dims in range(n_P):
+            acc_y_1_t[i_dims] += item_weight[i_points] * y[i_points, i_dims] * y[i_points, i_dims]
+        # acc_y_2[i0, @dims] += y[points, dims] · E[f[points]]  (factor_analysis.cem:25:9)
+        for i_dims in range(n_P):
+            for t_i0 in range(n_K):
+                acc_y_2_t[t_i0, i_dims] += item_weight[i_points] * y[i_points, i_dims] * E_f_value[i_points, t_i0]
+        # acc_y_3[i1, i2, @dims] += E[f[points]f[points]ᵀ]  (factor_analysis.cem:25:9)
+        for i_dims in range(n_P):
+            for t_i1 in range(n_K):
+                for t_i2 in range(n_K):
+                    acc_y_3_t[t_i1, t_i2, i_dims] += item_weight[i_points] * E_f_outer[i_points, t_i1, t_i2]
+        # ELBO: local terms and local entropies
+        elbo += 0.5 * logdet_eye_K
+        for t_i in range(n_K):
+            for t_j in range(n_K):
+                elbo += -0.5 * eye_K[t_i, t_j] * E_f_outer[i_points, t_i, t_j]
+        elbo += -0.9189385332046727 * dim_f
+        for i_dims in range(n_P):
+            elbo += -0.9189385332046727
+        elbo += (rt.mvn_log_normalizer(lam_f_value[i_points], lam_f_outer[i_points]) - rt.frobenius(lam_f_value[i_points], E_f_value[i_points]) - rt.frobenius(lam_f_outer[i_points], E_f_outer[i_points]))
+    return elbo
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -421,7 +412,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, pre_f_2=pre_f_2, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, dim_f=dim_f, E_W_outer=E_W_outer, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+        return rt.State(bound=bound, c=c, a0=a0, b0=b0, pre_f_2=pre_f_2, n_P=n_P, n_K=n_K, E_psi_value=E_psi_value, E_W_outer=E_W_outer, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, eye_K=eye_K, y=y, E_W_value=E_W_value, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, dim_f=dim_f, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
     # start every global at its prior
     update_W(0.0, lam_W_value, lam_W_outer, n_K, eye_K_c, acc_y_2, E_psi_value, acc_y_3, True, E_W_value, E_W_outer, n_P)
     update_psi(0.0, lam_psi_log, lam_psi_value, a0, b0, acc_y_0, acc_y_1, n_K, acc_y_2, E_W_value, acc_y_3, E_W_outer, True, E_psi_log, E_psi_value, n_P)
@@ -436,7 +427,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_W_value, E_W_value, lam_W_outer, E_W_outer, n_P, lam_psi_log, E_psi_log, lam_psi_value, E_psi_value)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, pre_f_2=pre_f_2, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, dim_f=dim_f, E_W_outer=E_W_outer, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, pre_f_2=pre_f_2, n_P=n_P, n_K=n_K, E_psi_value=E_psi_value, E_W_outer=E_W_outer, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, eye_K=eye_K, y=y, E_W_value=E_W_value, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, dim_f=dim_f, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -478,7 +469,8 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return local_step(seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_2, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.dim_f, s.E_W_outer, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
+    hoist_messages(s.pre_f_2, s.n_P, s.n_K, s.E_psi_value, s.E_W_outer)
+    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_2, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.dim_f, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
 
 
 def _update_W(s, data_scale, expect=True):

@@ -8,7 +8,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from cemodel import runtime as rt
 
@@ -40,7 +40,7 @@ ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'data': ('n_F', 'n_K', 'Y'), 'hyper': ('a', 'b', 'alpha', 'c'),
     'known': ('log_b', 'lgamma_b', 'lgamma1p_Y', 'alpha_K', 'log_alpha_c', 'lgamma_alpha_K', 'alpha_c', 'log_a', 'lgamma_a'),
     'global': ('lam_W_log', 'lam_W_value', 'lam_theta_log', 'lam_theta_value'),
-    'global_exp': ('E_theta_log', 'E_W_log', 'X_theta_log', 'X_W_log', 'E_theta_value', 'E_W_value'),
+    'global_exp': ('E_theta_value', 'E_W_value', 'E_theta_log', 'E_W_log', 'X_theta_log', 'X_W_log'),
     'kept_local': ('lam_H_log', 'lam_H_value', 'E_H_log', 'E_H_value', 'X_H_log'),
     'item': ('seed_category', 'item_weight'), 'statistic': ('acc_Y_0', 'acc_Y_1', 'acc_Y_3'),
     'thread': ('lam_Y_split_value_threads', 'E_Y_split_value_threads', 'H_Y_split_threads', 'logZ_Y_split_threads', 'acc_Y_0_threads', 'acc_Y_1_threads', 'acc_Y_3_threads'),
@@ -170,6 +170,16 @@ def update_Y_split(
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+def hoist_messages(pre_H_4, n_F, E_theta_value, E_W_value, n_K):
+    """The item-independent messages to the locals, into their pre_ arrays."""
+    # pre_H_4: to q(H) from Y ~ Poisson·split (gap_nmf.cem:34:9), the same for every item
+    pre_H_4[...] = 0.0
+    for i_activations in range(n_K):
+        for i_bins in range(n_F):
+            pre_H_4[i_activations] += -E_theta_value[i_activations] * E_W_value[i_bins, i_activations]
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def item_elbo(
         i_frames,
         n_K,
@@ -222,8 +232,10 @@ def item_elbo(
     return value
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
+        thread,
+        n_threads,
         seeding,
         items,
         seed_category,
@@ -258,116 +270,97 @@ def local_step(
         acc_Y_0_threads,
         acc_Y_1_threads,
         acc_Y_3_threads,
-        acc_Y_0,
-        acc_Y_1,
-        acc_Y_3,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    The items are shared among the threads (numba prange), each with its own scratch arrays
-    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
-    Returns the ELBO terms that involve only local variables and data.
+    Share `thread` of `n_threads` of the items, with its own scratch arrays and
+    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
+    statistics in share order. Returns the share's ELBO terms that involve only local
+    variables and data.
     """
-    # pre_H_4: to q(H) from Y ~ Poisson·split (gap_nmf.cem:34:9), the same for every item
-    pre_H_4[...] = 0.0
-    for i_activations in range(n_K):
+    lam_Y_split_value = lam_Y_split_value_threads[thread]
+    E_Y_split_value = E_Y_split_value_threads[thread]
+    H_Y_split = H_Y_split_threads[thread]
+    logZ_Y_split = logZ_Y_split_threads[thread]
+    acc_Y_0_t = acc_Y_0_threads[thread]
+    acc_Y_1_t = acc_Y_1_threads[thread]
+    acc_Y_3_t = acc_Y_3_threads[thread]
+    acc_Y_0_t[...] = 0.0
+    acc_Y_1_t[...] = 0.0
+    acc_Y_3_t[...] = 0.0
+    old_H = np.empty_like(lam_H_log[0])  # the previous sweep, for the convergence test
+    # the item's previous state, for the restart guard
+    keep_lam_H_log = np.empty_like(lam_H_log[0])
+    keep_E_H_log = np.empty_like(E_H_log[0])  # the item's previous state, for the restart guard
+    # the item's previous state, for the restart guard
+    keep_lam_H_value = np.empty_like(lam_H_value[0])
+    # the item's previous state, for the restart guard
+    keep_E_H_value = np.empty_like(E_H_value[0])
+    keep_X_H_log = np.empty_like(X_H_log[0])  # the item's previous state, for the restart guard
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_frames = items[position]
+        if guard:
+            keep_lam_H_log[...] = lam_H_log[i_frames]
+            keep_E_H_log[...] = E_H_log[i_frames]
+            keep_lam_H_value[...] = lam_H_value[i_frames]
+            keep_E_H_value[...] = E_H_value[i_frames]
+            keep_X_H_log[...] = X_H_log[i_frames]
+            update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
+            # the previous state, re-optimised in its scratch locals
+            previous = item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split)
+        if not warm:
+            update_H(i_frames, False, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, pre_H_4, E_H_log, E_H_value, X_H_log, n_K)
+        for sweep in range(max_local_iter):
+            change = 0.0
+            old_H[...] = lam_H_log[i_frames]
+            update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
+            update_H(i_frames, True, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, pre_H_4, E_H_log, E_H_value, X_H_log, n_K)
+            change += rt.mean_abs_change(lam_H_log[i_frames], old_H)
+            if change < local_tol:
+                break
+        if guard:
+            if item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split) < previous:
+                # the restart settled lower: keep the previous state
+                lam_H_log[i_frames] = keep_lam_H_log
+                E_H_log[i_frames] = keep_E_H_log
+                lam_H_value[i_frames] = keep_lam_H_value
+                E_H_value[i_frames] = keep_E_H_value
+                X_H_log[i_frames] = keep_X_H_log
+                update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
+        # acc_Y_0[k] += E[Y_split[frames, bins]]  (gap_nmf.cem:34:9)
         for i_bins in range(n_F):
-            pre_H_4[i_activations] += -E_theta_value[i_activations] * E_W_value[i_bins, i_activations]
-    n_threads = lam_Y_split_value_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        lam_Y_split_value = lam_Y_split_value_threads[thread]
-        E_Y_split_value = E_Y_split_value_threads[thread]
-        H_Y_split = H_Y_split_threads[thread]
-        logZ_Y_split = logZ_Y_split_threads[thread]
-        acc_Y_0_t = acc_Y_0_threads[thread]
-        acc_Y_1_t = acc_Y_1_threads[thread]
-        acc_Y_3_t = acc_Y_3_threads[thread]
-        acc_Y_0_t[...] = 0.0
-        acc_Y_1_t[...] = 0.0
-        acc_Y_3_t[...] = 0.0
-        old_H = np.empty_like(lam_H_log[0])  # the previous sweep, for the convergence test
-        # the item's previous state, for the restart guard
-        keep_lam_H_log = np.empty_like(lam_H_log[0])
-        # the item's previous state, for the restart guard
-        keep_E_H_log = np.empty_like(E_H_log[0])
-        # the item's previous state, for the restart guard
-        keep_lam_H_value = np.empty_like(lam_H_value[0])
-        # the item's previous state, for the restart guard
-        keep_E_H_value = np.empty_like(E_H_value[0])
-        # the item's previous state, for the restart guard
-        keep_X_H_log = np.empty_like(X_H_log[0])
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_frames = items[position]
-            if guard:
-                keep_lam_H_log[...] = lam_H_log[i_frames]
-                keep_E_H_log[...] = E_H_log[i_frames]
-                keep_lam_H_value[...] = lam_H_value[i_frames]
-                keep_E_H_value[...] = E_H_value[i_frames]
-                keep_X_H_log[...] = X_H_log[i_frames]
-                update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
-                # the previous state, re-optimised in its scratch locals
-                previous = item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split)
-            if not warm:
-                update_H(i_frames, False, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, pre_H_4, E_H_log, E_H_value, X_H_log, n_K)
-            for sweep in range(max_local_iter):
-                change = 0.0
-                old_H[...] = lam_H_log[i_frames]
-                update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
-                update_H(i_frames, True, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, pre_H_4, E_H_log, E_H_value, X_H_log, n_K)
-                change += rt.mean_abs_change(lam_H_log[i_frames], old_H)
-                if change < local_tol:
-                    break
-            if guard:
-                if item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split) < previous:
-                    # the restart settled lower: keep the previous state
-                    lam_H_log[i_frames] = keep_lam_H_log
-                    E_H_log[i_frames] = keep_E_H_log
-                    lam_H_value[i_frames] = keep_lam_H_value
-                    E_H_value[i_frames] = keep_E_H_value
-                    X_H_log[i_frames] = keep_X_H_log
-                    update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
-            # acc_Y_0[k] += E[Y_split[frames, bins]]  (gap_nmf.cem:34:9)
-            for i_bins in range(n_F):
-                for t_k in range(n_K):
-                    acc_Y_0_t[t_k] += item_weight[i_frames] * E_Y_split_value[i_bins, t_k]
-            # acc_Y_1[k, @bins] += E[Y_split[frames, bins]]  (gap_nmf.cem:34:9)
-            for i_bins in range(n_F):
-                for t_k in range(n_K):
-                    acc_Y_1_t[t_k, i_bins] += item_weight[i_frames] * E_Y_split_value[i_bins, t_k]
-            # acc_Y_3[i0, @bins] += E[H[frames, i0]]  (gap_nmf.cem:34:9)
-            for i_bins in range(n_F):
-                for t_i0 in range(n_K):
-                    acc_Y_3_t[t_i0, i_bins] += item_weight[i_frames] * E_H_value[i_frames, t_i0]
-            # ELBO: local terms and local entropies
-            for i_activations in range(n_K):
-                elbo += b * log_b
-            for i_activations in range(n_K):
-                elbo += -lgamma_b
-            for i_activations in range(n_K):
-                elbo += b * E_H_log[i_frames, i_activations]
-            for i_activations in range(n_K):
-                elbo += -E_H_log[i_frames, i_activations]
-            for i_activations in range(n_K):
-                elbo += -b * E_H_value[i_frames, i_activations]
-            for i_bins in range(n_F):
-                for t_k in range(n_K):
-                    elbo += E_Y_split_value[i_bins, t_k] * E_H_log[i_frames, t_k]
-            for i_bins in range(n_F):
-                elbo += -lgamma1p_Y[i_frames, i_bins]
-            for i_activations in range(n_K):
-                elbo += (rt.gamma_log_normalizer(lam_H_log[i_frames, i_activations], lam_H_value[i_frames, i_activations]) - lam_H_log[i_frames, i_activations] * E_H_log[i_frames, i_activations] - lam_H_value[i_frames, i_activations] * E_H_value[i_frames, i_activations])
-            for i_bins in range(n_F):
-                elbo += (H_Y_split[i_bins])
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_Y_0 += acc_Y_0_threads[thread]
-    for thread in range(n_threads):
-        acc_Y_1 += acc_Y_1_threads[thread]
-    for thread in range(n_threads):
-        acc_Y_3 += acc_Y_3_threads[thread]
-    return elbo_threads.sum()
+            for t_k in range(n_K):
+                acc_Y_0_t[t_k] += item_weight[i_frames] * E_Y_split_value[i_bins, t_k]
+        # acc_Y_1[k, @bins] += E[Y_split[frames, bins]]  (gap_nmf.cem:34:9)
+        for i_bins in range(n_F):
+            for t_k in range(n_K):
+                acc_Y_1_t[t_k, i_bins] += item_weight[i_frames] * E_Y_split_value[i_bins, t_k]
+        # acc_Y_3[i0, @bins] += E[H[frames, i0]]  (gap_nmf.cem:34:9)
+        for i_bins in range(n_F):
+            for t_i0 in range(n_K):
+                acc_Y_3_t[t_i0, i_bins] += item_weight[i_frames] * E_H_value[i_frames, t_i0]
+        # ELBO: local terms and local entropies
+        for i_activations in range(n_K):
+            elbo += b * log_b
+        for i_activations in range(n_K):
+            elbo += -lgamma_b
+        for i_activations in range(n_K):
+            elbo += b * E_H_log[i_frames, i_activations]
+        for i_activations in range(n_K):
+            elbo += -E_H_log[i_frames, i_activations]
+        for i_activations in range(n_K):
+            elbo += -b * E_H_value[i_frames, i_activations]
+        for i_bins in range(n_F):
+            for t_k in range(n_K):
+                elbo += E_Y_split_value[i_bins, t_k] * E_H_log[i_frames, t_k]
+        for i_bins in range(n_F):
+            elbo += -lgamma1p_Y[i_frames, i_bins]
+        for i_activations in range(n_K):
+            elbo += (rt.gamma_log_normalizer(lam_H_log[i_frames, i_activations], lam_H_value[i_frames, i_activations]) - lam_H_log[i_frames, i_activations] * E_H_log[i_frames, i_activations] - lam_H_value[i_frames, i_activations] * E_H_value[i_frames, i_activations])
+        for i_bins in range(n_F):
+            elbo += (H_Y_split[i_bins])
+    return elbo
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -604,7 +597,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_T)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_T, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, n_F=n_F, pre_H_4=pre_H_4, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, n_K=n_K, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, log_b=log_b, lgamma_b=lgamma_b, E_theta_value=E_theta_value, E_W_value=E_W_value, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
+        return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, pre_H_4=pre_H_4, n_F=n_F, E_theta_value=E_theta_value, E_W_value=E_W_value, n_K=n_K, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, log_b=log_b, lgamma_b=lgamma_b, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
     # start every global at its prior
     update_W(0.0, lam_W_log, lam_W_value, a, acc_Y_1, acc_Y_3, E_theta_value, True, E_W_log, E_W_value, X_W_log, n_F, n_K)
     update_theta(0.0, lam_theta_log, lam_theta_value, alpha_K, alpha_c, acc_Y_0, n_F, acc_Y_3, E_W_value, True, E_theta_log, E_theta_value, X_theta_log, n_K)
@@ -620,7 +613,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_W_log, E_W_log, lam_W_value, E_W_value, X_W_log, n_F, n_K, lam_theta_log, E_theta_log, lam_theta_value, E_theta_value, X_theta_log)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, n_F=n_F, pre_H_4=pre_H_4, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, n_K=n_K, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, log_b=log_b, lgamma_b=lgamma_b, E_theta_value=E_theta_value, E_W_value=E_W_value, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
+    return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, pre_H_4=pre_H_4, n_F=n_F, E_theta_value=E_theta_value, E_W_value=E_W_value, n_K=n_K, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, log_b=log_b, lgamma_b=lgamma_b, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds, items=True):
@@ -651,7 +644,8 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return local_step(seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, warm, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, guard, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads, s.acc_Y_0, s.acc_Y_1, s.acc_Y_3)
+    hoist_messages(s.pre_H_4, s.n_F, s.E_theta_value, s.E_W_value, s.n_K)
+    return rt.run_shares(local_step, s.lam_Y_split_value_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, warm, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, guard, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads,), ((s.acc_Y_0, s.acc_Y_0_threads), (s.acc_Y_1, s.acc_Y_1_threads), (s.acc_Y_3, s.acc_Y_3_threads),))
 
 
 def _update_W(s, data_scale, expect=True):

@@ -8,7 +8,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from cemodel import runtime as rt
 
@@ -37,14 +37,14 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'data': ('n_K', 'n_D', 'x'), 'hyper': ('alpha', 'm0', 'P0', 'nu0', 'W0'),
+    'data': ('n_D', 'n_K', 'x'), 'hyper': ('alpha', 'm0', 'P0', 'nu0', 'W0'),
     'known': ('dim_x', 'lgamma_sum_alpha', 'lgamma_alpha', 'logdet_P0', 'outer_m0', 'dim_mu', 'dim_Lambda', 'inv_W0', 'wishart_lognorm_nu0_W0'),
     'global': ('lam_Lambda_value', 'lam_Lambda_logdet', 'lam_mu_value', 'lam_mu_outer', 'lam_pi_log'),
-    'global_exp': ('E_pi_log', 'E_Lambda_logdet', 'E_Lambda_value', 'E_mu_outer', 'E_mu_value'),
+    'global_exp': ('E_Lambda_value', 'E_mu_outer', 'E_mu_value', 'E_pi_log', 'E_Lambda_logdet'),
     'kept_local': ('E_z_onehot', 'lam_z_onehot'), 'item': ('seed_category', 'item_weight'),
     'statistic': ('acc_z_0', 'acc_x_0', 'acc_x_1', 'acc_x_2'),
     'thread': ('acc_z_0_threads', 'acc_x_0_threads', 'acc_x_1_threads', 'acc_x_2_threads'),
-    'scratch': ('pre_z_3', 'pre_z_4'),
+    'scratch': ('pre_z_4', 'pre_z_3'),
 }
 _THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
@@ -112,8 +112,31 @@ def update_z(
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+def hoist_messages(pre_z_4, n_D, n_K, E_Lambda_value, E_mu_outer, pre_z_3, E_mu_value):
+    """The item-independent messages to the locals, into their pre_ arrays."""
+    # pre_z_4: to q(z) from x ~ MultivariateNormal (gmm.cem:28:5), the same for every item
+    pre_z_4[...] = 0.0
+    for t_g0 in range(n_K):
+        partial_sum = 0.0
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+        pre_z_4[t_g0] += -0.5 * partial_sum
+    # pre_z_3: the global part of a message to q(z) from x ~ MultivariateNormal (gmm.cem:28:5)
+    pre_z_3[...] = 0.0
+    for t_g0 in range(n_K):
+        for t_i in range(n_D):
+            partial_sum = 0.0
+            for t_j in range(n_D):
+                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_value[t_g0, t_j]
+            pre_z_3[t_g0, t_i] += partial_sum
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
+        thread,
+        n_threads,
         seeding,
         items,
         seed_category,
@@ -131,87 +154,54 @@ def local_step(
         pre_z_4,
         item_weight,
         dim_x,
-        E_mu_outer,
-        E_mu_value,
         acc_z_0_threads,
         acc_x_0_threads,
         acc_x_1_threads,
         acc_x_2_threads,
-        acc_z_0,
-        acc_x_0,
-        acc_x_1,
-        acc_x_2,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    The items are shared among the threads (numba prange), each with its own scratch arrays
-    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
-    Returns the ELBO terms that involve only local variables and data.
+    Share `thread` of `n_threads` of the items, with its own scratch arrays and
+    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
+    statistics in share order. Returns the share's ELBO terms that involve only local
+    variables and data.
     """
-    # pre_z_4: to q(z) from x ~ MultivariateNormal (gmm.cem:28:5), the same for every item
-    pre_z_4[...] = 0.0
-    for t_g0 in range(n_K):
-        partial_sum = 0.0
-        for t_i in range(n_D):
-            for t_j in range(n_D):
-                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
-        pre_z_4[t_g0] += -0.5 * partial_sum
-    # pre_z_3: the global part of a message to q(z) from x ~ MultivariateNormal (gmm.cem:28:5)
-    pre_z_3[...] = 0.0
-    for t_g0 in range(n_K):
-        for t_i in range(n_D):
-            partial_sum = 0.0
-            for t_j in range(n_D):
-                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_value[t_g0, t_j]
-            pre_z_3[t_g0, t_i] += partial_sum
-    n_threads = acc_z_0_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        acc_z_0_t = acc_z_0_threads[thread]
-        acc_x_0_t = acc_x_0_threads[thread]
-        acc_x_1_t = acc_x_1_threads[thread]
-        acc_x_2_t = acc_x_2_threads[thread]
-        acc_z_0_t[...] = 0.0
-        acc_x_0_t[...] = 0.0
-        acc_x_1_t[...] = 0.0
-        acc_x_2_t[...] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_points = items[position]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                E_z_onehot[i_points] = 0.0
-                if 0 <= seed_category[i_points] < n_K:
-                    E_z_onehot[i_points, seed_category[i_points]] = 1.0
-            else:
-                update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, pre_z_3, pre_z_4, E_z_onehot)
-            # acc_z_0[k] += q(z[points]=k)  (gmm.cem:27:5)
-            for t_k in range(n_K):
-                acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-            # acc_x_0[g0] += q(z[points]=g0)  (gmm.cem:28:5)
-            for t_g0 in range(n_K):
-                acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-            # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm.cem:28:5)
-            for t_g0 in range(n_K):
-                for t_i in range(n_D):
-                    for t_j in range(n_D):
-                        acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
-            # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm.cem:28:5)
-            for t_g0 in range(n_K):
-                for t_i in range(n_D):
-                    acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
-            # ELBO: local terms and local entropies
-            elbo += -0.9189385332046727 * dim_x
-            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_z_0 += acc_z_0_threads[thread]
-    for thread in range(n_threads):
-        acc_x_0 += acc_x_0_threads[thread]
-    for thread in range(n_threads):
-        acc_x_1 += acc_x_1_threads[thread]
-    for thread in range(n_threads):
-        acc_x_2 += acc_x_2_threads[thread]
-    return elbo_threads.sum()
+    acc_z_0_t = acc_z_0_threads[thread]
+    acc_x_0_t = acc_x_0_threads[thread]
+    acc_x_1_t = acc_x_1_threads[thread]
+    acc_x_2_t = acc_x_2_threads[thread]
+    acc_z_0_t[...] = 0.0
+    acc_x_0_t[...] = 0.0
+    acc_x_1_t[...] = 0.0
+    acc_x_2_t[...] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_points = items[position]
+        if seeding:  # k-means++ seed items: seed c is all category c
+            E_z_onehot[i_points] = 0.0
+            if 0 <= seed_category[i_points] < n_K:
+                E_z_onehot[i_points, seed_category[i_points]] = 1.0
+        else:
+            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, pre_z_3, pre_z_4, E_z_onehot)
+        # acc_z_0[k] += q(z[points]=k)  (gmm.cem:27:5)
+        for t_k in range(n_K):
+            acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+        # acc_x_0[g0] += q(z[points]=g0)  (gmm.cem:28:5)
+        for t_g0 in range(n_K):
+            acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm.cem:28:5)
+        for t_g0 in range(n_K):
+            for t_i in range(n_D):
+                for t_j in range(n_D):
+                    acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
+        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm.cem:28:5)
+        for t_g0 in range(n_K):
+            for t_i in range(n_D):
+                acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+        # ELBO: local terms and local entropies
+        elbo += -0.9189385332046727 * dim_x
+        elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+    return elbo
 
 
 @njit(cache=True, nogil=True)
@@ -711,7 +701,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, n_D=n_D, E_Lambda_value=E_Lambda_value, x=x, pre_z_3=pre_z_3, pre_z_4=pre_z_4, item_weight=item_weight, dim_x=dim_x, E_mu_outer=E_mu_outer, E_mu_value=E_mu_value, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
+        return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, pre_z_4=pre_z_4, n_D=n_D, n_K=n_K, E_Lambda_value=E_Lambda_value, E_mu_outer=E_mu_outer, pre_z_3=pre_z_3, E_mu_value=E_mu_value, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, x=x, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
     # start every global at its prior
     update_Lambda(0.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, E_mu_outer, True, E_Lambda_value, E_Lambda_logdet, n_K)
     update_mu(0.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_0, True, E_mu_value, E_mu_outer, n_K)
@@ -727,7 +717,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, pre_z_3, pre_z_4, item_weight, dim_x, E_mu_outer, E_mu_value, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads, acc_z_0, acc_x_0, acc_x_1, acc_x_2)
+        hoist_messages(pre_z_4, n_D, n_K, E_Lambda_value, E_mu_outer, pre_z_3, E_mu_value)
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, pre_z_3, pre_z_4, item_weight, dim_x, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
         update_Lambda(1.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, E_mu_outer, True, E_Lambda_value, E_Lambda_logdet, n_K)
         update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_0, True, E_mu_value, E_mu_outer, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
@@ -739,7 +730,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_Lambda_value, E_Lambda_value, lam_Lambda_logdet, E_Lambda_logdet, n_K, lam_mu_value, E_mu_value, lam_mu_outer, E_mu_outer, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, n_D=n_D, E_Lambda_value=E_Lambda_value, x=x, pre_z_3=pre_z_3, pre_z_4=pre_z_4, item_weight=item_weight, dim_x=dim_x, E_mu_outer=E_mu_outer, E_mu_value=E_mu_value, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, pre_z_4=pre_z_4, n_D=n_D, n_K=n_K, E_Lambda_value=E_Lambda_value, E_mu_outer=E_mu_outer, pre_z_3=pre_z_3, E_mu_value=E_mu_value, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, x=x, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -779,7 +770,8 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return local_step(seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.E_mu_outer, s.E_mu_value, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+    hoist_messages(s.pre_z_4, s.n_D, s.n_K, s.E_Lambda_value, s.E_mu_outer, s.pre_z_3, s.E_mu_value)
+    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):

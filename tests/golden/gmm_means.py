@@ -8,7 +8,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from cemodel import runtime as rt
 
@@ -39,10 +39,10 @@ ITEM_DIMS = ('N',)  # sizes set by the items bound
 KLC_LOCALS = ('z',)  # KLC-CG's parameterised Z
 KLC_START = 'seeds'  # θ's default start: q(Z) after the seeded start's local step
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'data': ('n_K', 'n_D', 'x'), 'hyper': ('alpha', 'm0', 'P0', 'P'),
+    'data': ('n_D', 'n_K', 'x'), 'hyper': ('alpha', 'm0', 'P0', 'P'),
     'known': ('logdet_P', 'dim_x', 'lgamma_sum_alpha', 'lgamma_alpha', 'logdet_P0', 'outer_m0', 'dim_mu'),
     'global': ('lam_mu_value', 'lam_mu_outer', 'lam_pi_log'),
-    'global_exp': ('E_pi_log', 'E_mu_value', 'E_mu_outer'),
+    'global_exp': ('E_mu_outer', 'E_pi_log', 'E_mu_value'),
     'kept_local': ('E_z_onehot', 'lam_z_onehot'), 'item': ('seed_category', 'item_weight'),
     'statistic': ('acc_z_0', 'acc_x_2', 'acc_x_3'),
     'thread': ('acc_z_0_threads', 'acc_x_2_threads', 'acc_x_3_threads'), 'scratch': ('pre_z_2',),
@@ -103,8 +103,23 @@ def update_z(
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+def hoist_messages(pre_z_2, n_D, n_K, P, E_mu_outer):
+    """The item-independent messages to the locals, into their pre_ arrays."""
+    # pre_z_2: to q(z) from x ~ MultivariateNormal (gmm_means.cem:26:5), the same for every item
+    pre_z_2[...] = 0.0
+    for t_g0 in range(n_K):
+        partial_sum = 0.0
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                partial_sum += P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+        pre_z_2[t_g0] += -0.5 * partial_sum
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
+        thread,
+        n_threads,
         seeding,
         items,
         seed_category,
@@ -122,74 +137,53 @@ def local_step(
         item_weight,
         logdet_P,
         dim_x,
-        E_mu_outer,
         acc_z_0_threads,
         acc_x_2_threads,
         acc_x_3_threads,
-        acc_z_0,
-        acc_x_2,
-        acc_x_3,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    The items are shared among the threads (numba prange), each with its own scratch arrays
-    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
-    Returns the ELBO terms that involve only local variables and data.
+    Share `thread` of `n_threads` of the items, with its own scratch arrays and
+    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
+    statistics in share order. Returns the share's ELBO terms that involve only local
+    variables and data.
     """
-    # pre_z_2: to q(z) from x ~ MultivariateNormal (gmm_means.cem:26:5), the same for every item
-    pre_z_2[...] = 0.0
-    for t_g0 in range(n_K):
-        partial_sum = 0.0
+    acc_z_0_t = acc_z_0_threads[thread]
+    acc_x_2_t = acc_x_2_threads[thread]
+    acc_x_3_t = acc_x_3_threads[thread]
+    acc_z_0_t[...] = 0.0
+    acc_x_2_t[...] = 0.0
+    acc_x_3_t[...] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_points = items[position]
+        if seeding:  # k-means++ seed items: seed c is all category c
+            E_z_onehot[i_points] = 0.0
+            if 0 <= seed_category[i_points] < n_K:
+                E_z_onehot[i_points, seed_category[i_points]] = 1.0
+        else:
+            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_D, x, P, E_mu_value, pre_z_2, E_z_onehot)
+        # acc_z_0[k] += q(z[points]=k)  (gmm_means.cem:25:5)
+        for t_k in range(n_K):
+            acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+        # acc_x_2[g0, j] += x[points] · P · q(z[points]=g0)  (gmm_means.cem:26:5)
         for t_i in range(n_D):
-            for t_j in range(n_D):
-                partial_sum += P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
-        pre_z_2[t_g0] += -0.5 * partial_sum
-    n_threads = acc_z_0_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        acc_z_0_t = acc_z_0_threads[thread]
-        acc_x_2_t = acc_x_2_threads[thread]
-        acc_x_3_t = acc_x_3_threads[thread]
-        acc_z_0_t[...] = 0.0
-        acc_x_2_t[...] = 0.0
-        acc_x_3_t[...] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_points = items[position]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                E_z_onehot[i_points] = 0.0
-                if 0 <= seed_category[i_points] < n_K:
-                    E_z_onehot[i_points, seed_category[i_points]] = 1.0
-            else:
-                update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_D, x, P, E_mu_value, pre_z_2, E_z_onehot)
-            # acc_z_0[k] += q(z[points]=k)  (gmm_means.cem:25:5)
-            for t_k in range(n_K):
-                acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-            # acc_x_2[g0, j] += x[points] · P · q(z[points]=g0)  (gmm_means.cem:26:5)
-            for t_i in range(n_D):
-                for t_g0 in range(n_K):
-                    for t_j in range(n_D):
-                        acc_x_2_t[t_g0, t_j] += item_weight[i_points] * x[i_points, t_i] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
-            # acc_x_3[g0, i, j] += P · q(z[points]=g0)  (gmm_means.cem:26:5)
             for t_g0 in range(n_K):
-                for t_i in range(n_D):
-                    for t_j in range(n_D):
-                        acc_x_3_t[t_g0, t_i, t_j] += item_weight[i_points] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
-            # ELBO: local terms and local entropies
-            elbo += 0.5 * logdet_P
+                for t_j in range(n_D):
+                    acc_x_2_t[t_g0, t_j] += item_weight[i_points] * x[i_points, t_i] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
+        # acc_x_3[g0, i, j] += P · q(z[points]=g0)  (gmm_means.cem:26:5)
+        for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    elbo += -0.5 * P[t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
-            elbo += -0.9189385332046727 * dim_x
-            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_z_0 += acc_z_0_threads[thread]
-    for thread in range(n_threads):
-        acc_x_2 += acc_x_2_threads[thread]
-    for thread in range(n_threads):
-        acc_x_3 += acc_x_3_threads[thread]
-    return elbo_threads.sum()
+                    acc_x_3_t[t_g0, t_i, t_j] += item_weight[i_points] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
+        # ELBO: local terms and local entropies
+        elbo += 0.5 * logdet_P
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                elbo += -0.5 * P[t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
+        elbo += -0.9189385332046727 * dim_x
+        elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+    return elbo
 
 
 @njit(cache=True, nogil=True)
@@ -507,8 +501,10 @@ def elbo_global(
     return elbo
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_stats(
+        thread,
+        n_threads,
         items,
         lam_z_onehot,
         E_z_onehot,
@@ -520,74 +516,53 @@ def klc_stats(
         P,
         logdet_P,
         dim_x,
-        pre_z_2,
-        E_mu_outer,
         acc_z_0_threads,
         acc_x_2_threads,
         acc_x_3_threads,
-        acc_z_0,
-        acc_x_2,
-        acc_x_3,
 ):
     """KLC statistics: q(Z) = softmax(θ), each collapsed local's mean-field update given q(Z),
     and the collapsed globals' sufficient statistics (accumulators).
     Returns the ELBO terms that involve only local variables and data.
     """
-    # pre_z_2: to q(z) from x ~ MultivariateNormal (gmm_means.cem:26:5), the same for every item
-    pre_z_2[...] = 0.0
-    for t_g0 in range(n_K):
-        partial_sum = 0.0
+    acc_z_0_t = acc_z_0_threads[thread]
+    acc_x_2_t = acc_x_2_threads[thread]
+    acc_x_3_t = acc_x_3_threads[thread]
+    acc_z_0_t[...] = 0.0
+    acc_x_2_t[...] = 0.0
+    acc_x_3_t[...] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_points = items[position]
+        # q(z) = softmax(θ) per row
+        lam_z_onehot[i_points] = theta_z[i_points]
+        rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
+        # acc_z_0[k] += q(z[points]=k)  (gmm_means.cem:25:5)
+        for t_k in range(n_K):
+            acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+        # acc_x_2[g0, j] += x[points] · P · q(z[points]=g0)  (gmm_means.cem:26:5)
         for t_i in range(n_D):
-            for t_j in range(n_D):
-                partial_sum += P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
-        pre_z_2[t_g0] += -0.5 * partial_sum
-    n_threads = acc_z_0_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        acc_z_0_t = acc_z_0_threads[thread]
-        acc_x_2_t = acc_x_2_threads[thread]
-        acc_x_3_t = acc_x_3_threads[thread]
-        acc_z_0_t[...] = 0.0
-        acc_x_2_t[...] = 0.0
-        acc_x_3_t[...] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_points = items[position]
-            # q(z) = softmax(θ) per row
-            lam_z_onehot[i_points] = theta_z[i_points]
-            rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
-            # acc_z_0[k] += q(z[points]=k)  (gmm_means.cem:25:5)
-            for t_k in range(n_K):
-                acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-            # acc_x_2[g0, j] += x[points] · P · q(z[points]=g0)  (gmm_means.cem:26:5)
-            for t_i in range(n_D):
-                for t_g0 in range(n_K):
-                    for t_j in range(n_D):
-                        acc_x_2_t[t_g0, t_j] += item_weight[i_points] * x[i_points, t_i] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
-            # acc_x_3[g0, i, j] += P · q(z[points]=g0)  (gmm_means.cem:26:5)
             for t_g0 in range(n_K):
-                for t_i in range(n_D):
-                    for t_j in range(n_D):
-                        acc_x_3_t[t_g0, t_i, t_j] += item_weight[i_points] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
-            # ELBO: local terms and local entropies
-            elbo += 0.5 * logdet_P
+                for t_j in range(n_D):
+                    acc_x_2_t[t_g0, t_j] += item_weight[i_points] * x[i_points, t_i] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
+        # acc_x_3[g0, i, j] += P · q(z[points]=g0)  (gmm_means.cem:26:5)
+        for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    elbo += -0.5 * P[t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
-            elbo += -0.9189385332046727 * dim_x
-            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_z_0 += acc_z_0_threads[thread]
-    for thread in range(n_threads):
-        acc_x_2 += acc_x_2_threads[thread]
-    for thread in range(n_threads):
-        acc_x_3 += acc_x_3_threads[thread]
-    return elbo_threads.sum()
+                    acc_x_3_t[t_g0, t_i, t_j] += item_weight[i_points] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
+        # ELBO: local terms and local entropies
+        elbo += 0.5 * logdet_P
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                elbo += -0.5 * P[t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
+        elbo += -0.9189385332046727 * dim_x
+        elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+    return elbo
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_gradient(
+        thread,
+        n_threads,
         items,
         lam_z_onehot,
         E_z_onehot,
@@ -601,45 +576,31 @@ def klc_gradient(
         P,
         E_mu_value,
         pre_z_2,
-        threads,
-        E_mu_outer,
 ):
     """KLC gradients at θ, with the collapsed variables at q*(X) (klc_stats and the global updates
     first): natgrad = θ̂ − θ (eq. 15), grad = w (diag(q) − q qᵀ) natgrad.
     Returns ⟨natgrad, grad⟩, the squared Riemannian norm (eq. 16).
     """
-    # pre_z_2: to q(z) from x ~ MultivariateNormal (gmm_means.cem:26:5), the same for every item
-    pre_z_2[...] = 0.0
-    for t_g0 in range(n_K):
-        partial_sum = 0.0
-        for t_i in range(n_D):
-            for t_j in range(n_D):
-                partial_sum += P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
-        pre_z_2[t_g0] += -0.5 * partial_sum
-    n_threads = threads
-    norm_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        norm = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_points = items[position]
-            # q(Z) = softmax(θ) per row
-            lam_z_onehot[i_points] = theta_z[i_points]
-            rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
-            # θ̂ = the mean-field target of q(z) given q*(X)
-            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_D, x, P, E_mu_value, pre_z_2, E_z_onehot)
-            natgrad_z[i_points] = lam_z_onehot[i_points] - theta_z[i_points]  # g̃ = θ̂ − θ
-            # q(z) back to softmax(θ) for the other rows' targets
-            lam_z_onehot[i_points] = theta_z[i_points]
-            rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
-            mean = 0.0
-            for t_c in range(n_K):
-                mean += E_z_onehot[i_points, t_c] * natgrad_z[i_points, t_c]
-            for t_c in range(n_K):
-                # g = w (diag(q) − q qᵀ) g̃
-                grad_z[i_points, t_c] = E_z_onehot[i_points, t_c] * (natgrad_z[i_points, t_c] - mean)
-                norm += grad_z[i_points, t_c] * natgrad_z[i_points, t_c]
-        norm_threads[thread] = norm
-    return norm_threads.sum()
+    norm = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_points = items[position]
+        # q(Z) = softmax(θ) per row
+        lam_z_onehot[i_points] = theta_z[i_points]
+        rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
+        # θ̂ = the mean-field target of q(z) given q*(X)
+        update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_D, x, P, E_mu_value, pre_z_2, E_z_onehot)
+        natgrad_z[i_points] = lam_z_onehot[i_points] - theta_z[i_points]  # g̃ = θ̂ − θ
+        # q(z) back to softmax(θ) for the other rows' targets
+        lam_z_onehot[i_points] = theta_z[i_points]
+        rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
+        mean = 0.0
+        for t_c in range(n_K):
+            mean += E_z_onehot[i_points, t_c] * natgrad_z[i_points, t_c]
+        for t_c in range(n_K):
+            # g = w (diag(q) − q qᵀ) g̃
+            grad_z[i_points, t_c] = E_z_onehot[i_points, t_c] * (natgrad_z[i_points, t_c] - mean)
+            norm += grad_z[i_points, t_c] * natgrad_z[i_points, t_c]
+    return norm
 
 
 def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, share=None):
@@ -683,7 +644,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, P=P, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_D=n_D, x=x, E_mu_value=E_mu_value, pre_z_2=pre_z_2, item_weight=item_weight, logdet_P=logdet_P, dim_x=dim_x, E_mu_outer=E_mu_outer, acc_z_0_threads=acc_z_0_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, all_items=all_items)
+        return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, P=P, pre_z_2=pre_z_2, n_D=n_D, n_K=n_K, E_mu_outer=E_mu_outer, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, x=x, E_mu_value=E_mu_value, item_weight=item_weight, logdet_P=logdet_P, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, all_items=all_items)
     # start every global at its prior
     update_mu(0.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, acc_x_3, True, E_mu_value, E_mu_outer, n_K)
     update_pi(0.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
@@ -697,7 +658,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         acc_z_0[...] = 0.0
         acc_x_2[...] = 0.0
         acc_x_3[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_D, x, P, E_mu_value, pre_z_2, item_weight, logdet_P, dim_x, E_mu_outer, acc_z_0_threads, acc_x_2_threads, acc_x_3_threads, acc_z_0, acc_x_2, acc_x_3)
+        hoist_messages(pre_z_2, n_D, n_K, P, E_mu_outer)
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_D, x, P, E_mu_value, pre_z_2, item_weight, logdet_P, dim_x, acc_z_0_threads, acc_x_2_threads, acc_x_3_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_2, acc_x_2_threads), (acc_x_3, acc_x_3_threads),))
         update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, acc_x_3, True, E_mu_value, E_mu_outer, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':
@@ -708,7 +670,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_mu_value, E_mu_value, lam_mu_outer, E_mu_outer, n_K, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, P=P, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_D=n_D, x=x, E_mu_value=E_mu_value, pre_z_2=pre_z_2, item_weight=item_weight, logdet_P=logdet_P, dim_x=dim_x, E_mu_outer=E_mu_outer, acc_z_0_threads=acc_z_0_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, P=P, pre_z_2=pre_z_2, n_D=n_D, n_K=n_K, E_mu_outer=E_mu_outer, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, x=x, E_mu_value=E_mu_value, item_weight=item_weight, logdet_P=logdet_P, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -743,7 +705,8 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return local_step(seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.pre_z_2, s.item_weight, s.logdet_P, s.dim_x, s.E_mu_outer, s.acc_z_0_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_2, s.acc_x_3)
+    hoist_messages(s.pre_z_2, s.n_D, s.n_K, s.P, s.E_mu_outer)
+    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.pre_z_2, s.item_weight, s.logdet_P, s.dim_x, s.acc_z_0_threads, s.acc_x_2_threads, s.acc_x_3_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_2, s.acc_x_2_threads), (s.acc_x_3, s.acc_x_3_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):
@@ -813,7 +776,8 @@ def _klc_bound(s, theta):
     s.acc_z_0[...] = 0.0
     s.acc_x_2[...] = 0.0
     s.acc_x_3[...] = 0.0
-    value = klc_stats(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_D, s.x, s.P, s.logdet_P, s.dim_x, s.pre_z_2, s.E_mu_outer, s.acc_z_0_threads, s.acc_x_2_threads, s.acc_x_3_threads, s.acc_z_0, s.acc_x_2, s.acc_x_3)
+    hoist_messages(s.pre_z_2, s.n_D, s.n_K, s.P, s.E_mu_outer)
+    value = rt.run_shares(klc_stats, s.acc_z_0_threads.shape[0], (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_D, s.x, s.P, s.logdet_P, s.dim_x, s.acc_z_0_threads, s.acc_x_2_threads, s.acc_x_3_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_2, s.acc_x_2_threads), (s.acc_x_3, s.acc_x_3_threads),))
     # the collapsed globals at their optimum given q(Z)
     update_mu(1.0, s.lam_mu_value, s.lam_mu_outer, s.n_D, s.P0, s.m0, s.acc_x_2, s.acc_x_3, True, s.E_mu_value, s.E_mu_outer, s.n_K)
     update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, True, s.E_pi_log)
@@ -822,7 +786,8 @@ def _klc_bound(s, theta):
 
 def _klc_gradient(s, theta, natgrad, grad):
     """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
-    return klc_gradient(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.pre_z_2, rt.thread_count(), s.E_mu_outer)
+    hoist_messages(s.pre_z_2, s.n_D, s.n_K, s.P, s.E_mu_outer)
+    return rt.run_shares(klc_gradient, rt.thread_count(), (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.pre_z_2,), ())
 
 
 def _klc_shapes(s):

@@ -8,7 +8,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from cemodel import runtime as rt
 
@@ -114,8 +114,10 @@ def update_z(
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
+        thread,
+        n_threads,
         seeding,
         items,
         seed_category,
@@ -137,65 +139,50 @@ def local_step(
         acc_x_0_threads,
         acc_x_1_threads,
         acc_x_2_threads,
-        acc_z_0,
-        acc_x_0,
-        acc_x_1,
-        acc_x_2,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    The items are shared among the threads (numba prange), each with its own scratch arrays
-    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
-    Returns the ELBO terms that involve only local variables and data.
+    Share `thread` of `n_threads` of the items, with its own scratch arrays and
+    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
+    statistics in share order. Returns the share's ELBO terms that involve only local
+    variables and data.
     """
-    n_threads = acc_z_0_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        acc_z_0_t = acc_z_0_threads[thread]
-        acc_x_0_t = acc_x_0_threads[thread]
-        acc_x_1_t = acc_x_1_threads[thread]
-        acc_x_2_t = acc_x_2_threads[thread]
-        acc_z_0_t[...] = 0.0
-        acc_x_0_t[...] = 0.0
-        acc_x_1_t[...] = 0.0
-        acc_x_2_t[...] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_points = items[position]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                E_z_onehot[i_points] = 0.0
-                if 0 <= seed_category[i_points] < n_K:
-                    E_z_onehot[i_points, seed_category[i_points]] = 1.0
-            else:
-                update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, E_z_onehot)
-            # acc_z_0[k] += q(z[points]=k)  (gmm_normal_wishart.cem:28:5)
-            for t_k in range(n_K):
-                acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-            # acc_x_0[g0] += q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
-            for t_g0 in range(n_K):
-                acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-            # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
-            for t_g0 in range(n_K):
-                for t_i in range(n_D):
-                    for t_j in range(n_D):
-                        acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
-            # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
-            for t_g0 in range(n_K):
-                for t_i in range(n_D):
-                    acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
-            # ELBO: local terms and local entropies
-            elbo += -0.9189385332046727 * dim_x
-            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_z_0 += acc_z_0_threads[thread]
-    for thread in range(n_threads):
-        acc_x_0 += acc_x_0_threads[thread]
-    for thread in range(n_threads):
-        acc_x_1 += acc_x_1_threads[thread]
-    for thread in range(n_threads):
-        acc_x_2 += acc_x_2_threads[thread]
-    return elbo_threads.sum()
+    acc_z_0_t = acc_z_0_threads[thread]
+    acc_x_0_t = acc_x_0_threads[thread]
+    acc_x_1_t = acc_x_1_threads[thread]
+    acc_x_2_t = acc_x_2_threads[thread]
+    acc_z_0_t[...] = 0.0
+    acc_x_0_t[...] = 0.0
+    acc_x_1_t[...] = 0.0
+    acc_x_2_t[...] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_points = items[position]
+        if seeding:  # k-means++ seed items: seed c is all category c
+            E_z_onehot[i_points] = 0.0
+            if 0 <= seed_category[i_points] < n_K:
+                E_z_onehot[i_points, seed_category[i_points]] = 1.0
+        else:
+            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, E_z_onehot)
+        # acc_z_0[k] += q(z[points]=k)  (gmm_normal_wishart.cem:28:5)
+        for t_k in range(n_K):
+            acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+        # acc_x_0[g0] += q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+        for t_g0 in range(n_K):
+            acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+        for t_g0 in range(n_K):
+            for t_i in range(n_D):
+                for t_j in range(n_D):
+                    acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
+        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+        for t_g0 in range(n_K):
+            for t_i in range(n_D):
+                acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+        # ELBO: local terms and local entropies
+        elbo += -0.9189385332046727 * dim_x
+        elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+    return elbo
 
 
 @njit(cache=True, nogil=True)
@@ -592,8 +579,10 @@ def elbo_global(
     return elbo
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_stats(
+        thread,
+        n_threads,
         items,
         lam_z_onehot,
         E_z_onehot,
@@ -607,64 +596,50 @@ def klc_stats(
         acc_x_0_threads,
         acc_x_1_threads,
         acc_x_2_threads,
-        acc_z_0,
-        acc_x_0,
-        acc_x_1,
-        acc_x_2,
 ):
     """KLC statistics: q(Z) = softmax(θ), each collapsed local's mean-field update given q(Z),
     and the collapsed globals' sufficient statistics (accumulators).
     Returns the ELBO terms that involve only local variables and data.
     """
-    n_threads = acc_z_0_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        acc_z_0_t = acc_z_0_threads[thread]
-        acc_x_0_t = acc_x_0_threads[thread]
-        acc_x_1_t = acc_x_1_threads[thread]
-        acc_x_2_t = acc_x_2_threads[thread]
-        acc_z_0_t[...] = 0.0
-        acc_x_0_t[...] = 0.0
-        acc_x_1_t[...] = 0.0
-        acc_x_2_t[...] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_points = items[position]
-            # q(z) = softmax(θ) per row
-            lam_z_onehot[i_points] = theta_z[i_points]
-            rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
-            # acc_z_0[k] += q(z[points]=k)  (gmm_normal_wishart.cem:28:5)
-            for t_k in range(n_K):
-                acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-            # acc_x_0[g0] += q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
-            for t_g0 in range(n_K):
-                acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-            # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
-            for t_g0 in range(n_K):
-                for t_i in range(n_D):
-                    for t_j in range(n_D):
-                        acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
-            # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
-            for t_g0 in range(n_K):
-                for t_i in range(n_D):
-                    acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
-            # ELBO: local terms and local entropies
-            elbo += -0.9189385332046727 * dim_x
-            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_z_0 += acc_z_0_threads[thread]
-    for thread in range(n_threads):
-        acc_x_0 += acc_x_0_threads[thread]
-    for thread in range(n_threads):
-        acc_x_1 += acc_x_1_threads[thread]
-    for thread in range(n_threads):
-        acc_x_2 += acc_x_2_threads[thread]
-    return elbo_threads.sum()
+    acc_z_0_t = acc_z_0_threads[thread]
+    acc_x_0_t = acc_x_0_threads[thread]
+    acc_x_1_t = acc_x_1_threads[thread]
+    acc_x_2_t = acc_x_2_threads[thread]
+    acc_z_0_t[...] = 0.0
+    acc_x_0_t[...] = 0.0
+    acc_x_1_t[...] = 0.0
+    acc_x_2_t[...] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_points = items[position]
+        # q(z) = softmax(θ) per row
+        lam_z_onehot[i_points] = theta_z[i_points]
+        rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
+        # acc_z_0[k] += q(z[points]=k)  (gmm_normal_wishart.cem:28:5)
+        for t_k in range(n_K):
+            acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+        # acc_x_0[g0] += q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+        for t_g0 in range(n_K):
+            acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+        for t_g0 in range(n_K):
+            for t_i in range(n_D):
+                for t_j in range(n_D):
+                    acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
+        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+        for t_g0 in range(n_K):
+            for t_i in range(n_D):
+                acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+        # ELBO: local terms and local entropies
+        elbo += -0.9189385332046727 * dim_x
+        elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+    return elbo
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_gradient(
+        thread,
+        n_threads,
         items,
         lam_z_onehot,
         E_z_onehot,
@@ -679,36 +654,31 @@ def klc_gradient(
         E_mu_Lambda_value,
         E_mu_Lambda_prec_mean,
         E_mu_Lambda_quad,
-        threads,
 ):
     """KLC gradients at θ, with the collapsed variables at q*(X) (klc_stats and the global updates
     first): natgrad = θ̂ − θ (eq. 15), grad = w (diag(q) − q qᵀ) natgrad.
     Returns ⟨natgrad, grad⟩, the squared Riemannian norm (eq. 16).
     """
-    n_threads = threads
-    norm_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        norm = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_points = items[position]
-            # q(Z) = softmax(θ) per row
-            lam_z_onehot[i_points] = theta_z[i_points]
-            rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
-            # θ̂ = the mean-field target of q(z) given q*(X)
-            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, E_z_onehot)
-            natgrad_z[i_points] = lam_z_onehot[i_points] - theta_z[i_points]  # g̃ = θ̂ − θ
-            # q(z) back to softmax(θ) for the other rows' targets
-            lam_z_onehot[i_points] = theta_z[i_points]
-            rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
-            mean = 0.0
-            for t_c in range(n_K):
-                mean += E_z_onehot[i_points, t_c] * natgrad_z[i_points, t_c]
-            for t_c in range(n_K):
-                # g = w (diag(q) − q qᵀ) g̃
-                grad_z[i_points, t_c] = E_z_onehot[i_points, t_c] * (natgrad_z[i_points, t_c] - mean)
-                norm += grad_z[i_points, t_c] * natgrad_z[i_points, t_c]
-        norm_threads[thread] = norm
-    return norm_threads.sum()
+    norm = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_points = items[position]
+        # q(Z) = softmax(θ) per row
+        lam_z_onehot[i_points] = theta_z[i_points]
+        rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
+        # θ̂ = the mean-field target of q(z) given q*(X)
+        update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, E_z_onehot)
+        natgrad_z[i_points] = lam_z_onehot[i_points] - theta_z[i_points]  # g̃ = θ̂ − θ
+        # q(z) back to softmax(θ) for the other rows' targets
+        lam_z_onehot[i_points] = theta_z[i_points]
+        rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
+        mean = 0.0
+        for t_c in range(n_K):
+            mean += E_z_onehot[i_points, t_c] * natgrad_z[i_points, t_c]
+        for t_c in range(n_K):
+            # g = w (diag(q) − q qᵀ) g̃
+            grad_z[i_points, t_c] = E_z_onehot[i_points, t_c] * (natgrad_z[i_points, t_c] - mean)
+            norm += grad_z[i_points, t_c] * natgrad_z[i_points, t_c]
+    return norm
 
 
 def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, share=None):
@@ -772,7 +742,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_mu_Lambda_logdet, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, item_weight, dim_x, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads, acc_z_0, acc_x_0, acc_x_1, acc_x_2)
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_mu_Lambda_logdet, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, item_weight, dim_x, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
         update_mu_Lambda(1.0, lam_mu_Lambda_value, lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad, nu0, dim_mu_Lambda, kappa0, n_D, m0, outer_m0, inv_W0, acc_x_0, acc_x_1, acc_x_2, True, E_mu_Lambda_value, E_mu_Lambda_logdet, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':
@@ -825,7 +795,7 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return local_step(seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):
@@ -896,7 +866,7 @@ def _klc_bound(s, theta):
     s.acc_x_0[...] = 0.0
     s.acc_x_1[...] = 0.0
     s.acc_x_2[...] = 0.0
-    value = klc_stats(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_D, s.x, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+    value = rt.run_shares(klc_stats, s.acc_z_0_threads.shape[0], (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_D, s.x, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
     # the collapsed globals at their optimum given q(Z)
     update_mu_Lambda(1.0, s.lam_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, s.nu0, s.dim_mu_Lambda, s.kappa0, s.n_D, s.m0, s.outer_m0, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, True, s.E_mu_Lambda_value, s.E_mu_Lambda_logdet, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.n_K)
     update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, True, s.E_pi_log)
@@ -905,7 +875,7 @@ def _klc_bound(s, theta):
 
 def _klc_gradient(s, theta, natgrad, grad):
     """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
-    return klc_gradient(s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, rt.thread_count())
+    return rt.run_shares(klc_gradient, rt.thread_count(), (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad,), ())
 
 
 def _klc_shapes(s):

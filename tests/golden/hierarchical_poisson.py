@@ -8,7 +8,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from cemodel import runtime as rt
 
@@ -66,8 +66,10 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
+        thread,
+        n_threads,
         seeding,
         items,
         seed_category,
@@ -81,40 +83,31 @@ def local_step(
         lgamma1p_x,
         acc_x_1_threads,
         acc_x_2_threads,
-        acc_x_1,
-        acc_x_2,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    The items are shared among the threads (numba prange), each with its own scratch arrays
-    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
-    Returns the ELBO terms that involve only local variables and data.
+    Share `thread` of `n_threads` of the items, with its own scratch arrays and
+    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
+    statistics in share order. Returns the share's ELBO terms that involve only local
+    variables and data.
     """
-    n_threads = acc_x_1_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        acc_x_1_t = acc_x_1_threads[thread]
-        acc_x_2_t = acc_x_2_threads[thread]
-        acc_x_1_t[...] = 0.0
-        acc_x_2_t[...] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_counts = items[position]
-            # acc_x_1[g0] += x[counts] · onehot(group[counts])  (hierarchical_poisson.cem:22:5)
-            t_g0 = group[i_counts]
-            acc_x_1_t[t_g0] += item_weight[i_counts] * x[i_counts]
-            # acc_x_2[g0] += e[counts] · onehot(group[counts])  (hierarchical_poisson.cem:22:5)
-            t_g0 = group[i_counts]
-            acc_x_2_t[t_g0] += item_weight[i_counts] * e[i_counts]
-            # ELBO: local terms and local entropies
-            elbo += x[i_counts] * log_e[i_counts]
-            elbo += -lgamma1p_x[i_counts]
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_x_1 += acc_x_1_threads[thread]
-    for thread in range(n_threads):
-        acc_x_2 += acc_x_2_threads[thread]
-    return elbo_threads.sum()
+    acc_x_1_t = acc_x_1_threads[thread]
+    acc_x_2_t = acc_x_2_threads[thread]
+    acc_x_1_t[...] = 0.0
+    acc_x_2_t[...] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_counts = items[position]
+        # acc_x_1[g0] += x[counts] · onehot(group[counts])  (hierarchical_poisson.cem:22:5)
+        t_g0 = group[i_counts]
+        acc_x_1_t[t_g0] += item_weight[i_counts] * x[i_counts]
+        # acc_x_2[g0] += e[counts] · onehot(group[counts])  (hierarchical_poisson.cem:22:5)
+        t_g0 = group[i_counts]
+        acc_x_2_t[t_g0] += item_weight[i_counts] * e[i_counts]
+        # ELBO: local terms and local entropies
+        elbo += x[i_counts] * log_e[i_counts]
+        elbo += -lgamma1p_x[i_counts]
+    return elbo
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -340,7 +333,7 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return local_step(seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.group, s.x, s.e, s.log_e, s.lgamma1p_x, s.acc_x_1_threads, s.acc_x_2_threads, s.acc_x_1, s.acc_x_2)
+    return rt.run_shares(local_step, s.acc_x_1_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.group, s.x, s.e, s.log_e, s.lgamma1p_x, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
 
 
 def _update_beta(s, data_scale, expect=True):

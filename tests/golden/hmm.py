@@ -8,7 +8,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from cemodel import runtime as rt
 
@@ -112,8 +112,10 @@ def update_z(
     H_z[0] = rt.chain_posterior(lam_z_onehot, lam_z_first, lam_z_pair, E_z_onehot, E_z_first, E_z_pair, steps_ptr[i_seqs + 1] - steps_ptr[i_seqs])
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
+        thread,
+        n_threads,
         seeding,
         items,
         seed_category,
@@ -137,70 +139,58 @@ def local_step(
         acc_z_0_threads,
         acc_z_1_threads,
         acc_x_0_threads,
-        acc_z_0,
-        acc_z_1,
-        acc_x_0,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    The items are shared among the threads (numba prange), each with its own scratch arrays
-    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
-    Returns the ELBO terms that involve only local variables and data.
+    Share `thread` of `n_threads` of the items, with its own scratch arrays and
+    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
+    statistics in share order. Returns the share's ELBO terms that involve only local
+    variables and data.
     """
-    n_threads = lam_z_onehot_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        lam_z_onehot = lam_z_onehot_threads[thread]
-        lam_z_first = lam_z_first_threads[thread]
-        lam_z_pair = lam_z_pair_threads[thread]
-        E_z_onehot = E_z_onehot_threads[thread]
-        E_z_first = E_z_first_threads[thread]
-        E_z_pair = E_z_pair_threads[thread]
-        H_z = H_z_threads[thread]
-        acc_z_0_t = acc_z_0_threads[thread]
-        acc_z_1_t = acc_z_1_threads[thread]
-        acc_x_0_t = acc_x_0_threads[thread]
-        acc_z_0_t[...] = 0.0
-        acc_z_1_t[...] = 0.0
-        acc_x_0_t[...] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_seqs = items[position]
-            base_steps = steps_ptr[i_seqs]
-            if seeding:  # k-means++ seed steps: seed c in state c
-                for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-                    E_z_onehot[i_steps - base_steps] = 0.0
-                    E_z_first[i_steps - base_steps] = 0.0
-                    E_z_pair[i_steps - base_steps] = 0.0
-                    if 0 <= seed_category[i_steps] < n_K:
-                        E_z_onehot[i_steps - base_steps, seed_category[i_steps]] = 1.0
-                H_z[0] = 0.0  # the seeding pass is not part of the ELBO
-            else:
-                update_z(i_seqs, True, lam_z_onehot, lam_z_first, lam_z_pair, n_K, E_pi0_log, E_A_log, x, E_phi_log, steps_ptr, E_z_onehot, E_z_first, E_z_pair, H_z)
-            # acc_z_0[k] += q(first z[seqs, steps]=k)  (hmm.cem:26:9)
+    lam_z_onehot = lam_z_onehot_threads[thread]
+    lam_z_first = lam_z_first_threads[thread]
+    lam_z_pair = lam_z_pair_threads[thread]
+    E_z_onehot = E_z_onehot_threads[thread]
+    E_z_first = E_z_first_threads[thread]
+    E_z_pair = E_z_pair_threads[thread]
+    H_z = H_z_threads[thread]
+    acc_z_0_t = acc_z_0_threads[thread]
+    acc_z_1_t = acc_z_1_threads[thread]
+    acc_x_0_t = acc_x_0_threads[thread]
+    acc_z_0_t[...] = 0.0
+    acc_z_1_t[...] = 0.0
+    acc_x_0_t[...] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_seqs = items[position]
+        base_steps = steps_ptr[i_seqs]
+        if seeding:  # k-means++ seed steps: seed c in state c
             for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                E_z_onehot[i_steps - base_steps] = 0.0
+                E_z_first[i_steps - base_steps] = 0.0
+                E_z_pair[i_steps - base_steps] = 0.0
+                if 0 <= seed_category[i_steps] < n_K:
+                    E_z_onehot[i_steps - base_steps, seed_category[i_steps]] = 1.0
+            H_z[0] = 0.0  # the seeding pass is not part of the ELBO
+        else:
+            update_z(i_seqs, True, lam_z_onehot, lam_z_first, lam_z_pair, n_K, E_pi0_log, E_A_log, x, E_phi_log, steps_ptr, E_z_onehot, E_z_first, E_z_pair, H_z)
+        # acc_z_0[k] += q(first z[seqs, steps]=k)  (hmm.cem:26:9)
+        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+            for t_k in range(n_K):
+                acc_z_0_t[t_k] += item_weight[i_seqs] * E_z_first[i_steps - base_steps, t_k] * steps_weight[i_steps]
+        # acc_z_1[gj, k] += q(previous z[seqs, steps]=gj, z[seqs, steps]=k)  (hmm.cem:26:9)
+        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+            for t_gj in range(n_K):
                 for t_k in range(n_K):
-                    acc_z_0_t[t_k] += item_weight[i_seqs] * E_z_first[i_steps - base_steps, t_k] * steps_weight[i_steps]
-            # acc_z_1[gj, k] += q(previous z[seqs, steps]=gj, z[seqs, steps]=k)  (hmm.cem:26:9)
-            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-                for t_gj in range(n_K):
-                    for t_k in range(n_K):
-                        acc_z_1_t[t_gj, t_k] += item_weight[i_seqs] * E_z_pair[i_steps - base_steps, t_gj, t_k] * steps_weight[i_steps]
-            # acc_x_0[k, g0] += onehot(x[seqs, steps]) · q(z[seqs, steps]=g0)  (hmm.cem:27:9)
-            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-                t_k = x[i_steps]
-                for t_g0 in range(n_K):
-                    acc_x_0_t[t_k, t_g0] += item_weight[i_seqs] * E_z_onehot[i_steps - base_steps, t_g0] * steps_weight[i_steps]
-            # ELBO: local terms and local entropies
-            elbo += H_z[0]
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_z_0 += acc_z_0_threads[thread]
-    for thread in range(n_threads):
-        acc_z_1 += acc_z_1_threads[thread]
-    for thread in range(n_threads):
-        acc_x_0 += acc_x_0_threads[thread]
-    return elbo_threads.sum()
+                    acc_z_1_t[t_gj, t_k] += item_weight[i_seqs] * E_z_pair[i_steps - base_steps, t_gj, t_k] * steps_weight[i_steps]
+        # acc_x_0[k, g0] += onehot(x[seqs, steps]) · q(z[seqs, steps]=g0)  (hmm.cem:27:9)
+        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+            t_k = x[i_steps]
+            for t_g0 in range(n_K):
+                acc_x_0_t[t_k, t_g0] += item_weight[i_seqs] * E_z_onehot[i_steps - base_steps, t_g0] * steps_weight[i_steps]
+        # ELBO: local terms and local entropies
+        elbo += H_z[0]
+    return elbo
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -408,7 +398,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         acc_z_0[...] = 0.0
         acc_z_1[...] = 0.0
         acc_x_0[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, n_K, steps_ptr, E_pi0_log, E_A_log, x, E_phi_log, item_weight, steps_weight, lam_z_onehot_threads, lam_z_first_threads, lam_z_pair_threads, E_z_onehot_threads, E_z_first_threads, E_z_pair_threads, H_z_threads, acc_z_0_threads, acc_z_1_threads, acc_x_0_threads, acc_z_0, acc_z_1, acc_x_0)
+        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, steps_ptr, E_pi0_log, E_A_log, x, E_phi_log, item_weight, steps_weight, lam_z_onehot_threads, lam_z_first_threads, lam_z_pair_threads, E_z_onehot_threads, E_z_first_threads, E_z_pair_threads, H_z_threads, acc_z_0_threads, acc_z_1_threads, acc_x_0_threads,), ((acc_z_0, acc_z_0_threads), (acc_z_1, acc_z_1_threads), (acc_x_0, acc_x_0_threads),))
         update_A(1.0, lam_A_log, n_K, alpha, acc_z_1, True, E_A_log)
         update_phi(1.0, lam_phi_log, n_V, eta, acc_x_0, True, E_phi_log, n_K)
         update_pi0(1.0, lam_pi0_log, n_K, alpha, acc_z_0, True, E_pi0_log)
@@ -452,7 +442,7 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return local_step(seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.steps_ptr, s.E_pi0_log, s.E_A_log, s.x, s.E_phi_log, s.item_weight, s.steps_weight, s.lam_z_onehot_threads, s.lam_z_first_threads, s.lam_z_pair_threads, s.E_z_onehot_threads, s.E_z_first_threads, s.E_z_pair_threads, s.H_z_threads, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads, s.acc_z_0, s.acc_z_1, s.acc_x_0)
+    return rt.run_shares(local_step, s.lam_z_onehot_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.steps_ptr, s.E_pi0_log, s.E_A_log, s.x, s.E_phi_log, s.item_weight, s.steps_weight, s.lam_z_onehot_threads, s.lam_z_first_threads, s.lam_z_pair_threads, s.E_z_onehot_threads, s.E_z_first_threads, s.E_z_pair_threads, s.H_z_threads, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_z_1, s.acc_z_1_threads), (s.acc_x_0, s.acc_x_0_threads),))
 
 
 def _update_A(s, data_scale, expect=True):

@@ -8,7 +8,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from cemodel import runtime as rt
 
@@ -237,8 +237,10 @@ def item_elbo_without_z(
     return value
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
+        thread,
+        n_threads,
         seeding,
         items,
         seed_category,
@@ -269,101 +271,95 @@ def local_step(
         B_z_threads,
         s_z_threads,
         acc_w_0_threads,
-        acc_w_0,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    The items are shared among the threads (numba prange), each with its own scratch arrays
-    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
-    Returns the ELBO terms that involve only local variables and data.
+    Share `thread` of `n_threads` of the items, with its own scratch arrays and
+    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
+    statistics in share order. Returns the share's ELBO terms that involve only local
+    variables and data.
     """
-    n_threads = lam_z_onehot_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        lam_z_onehot = lam_z_onehot_threads[thread]
-        E_z_onehot = E_z_onehot_threads[thread]
-        H_z = H_z_threads[thread]
-        logZ_z = logZ_z_threads[thread]
-        A_z = A_z_threads[thread]
-        S_z = S_z_threads[thread]
-        B_z = B_z_threads[thread]
-        s_z = s_z_threads[thread]
-        acc_w_0_t = acc_w_0_threads[thread]
-        acc_w_0_t[...] = 0.0
-        old_theta = np.empty_like(lam_theta_log[0])  # the previous sweep, for the convergence test
-        # the item's previous state, for the restart guard
-        keep_lam_theta_log = np.empty_like(lam_theta_log[0])
-        # the item's previous state, for the restart guard
-        keep_E_theta_log = np.empty_like(E_theta_log[0])
-        # the item's previous state, for the restart guard
-        keep_X_theta_log = np.empty_like(X_theta_log[0])
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_docs = items[position]
-            base_tokens = tokens_ptr[i_docs]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-                    E_z_onehot[i_tokens - base_tokens] = 0.0
-                    if 0 <= seed_category[i_docs] < n_K:
-                        E_z_onehot[i_tokens - base_tokens, seed_category[i_docs]] = 1.0
-                update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
-            else:
-                if guard:
-                    keep_lam_theta_log[...] = lam_theta_log[i_docs]
-                    keep_E_theta_log[...] = E_theta_log[i_docs]
-                    keep_X_theta_log[...] = X_theta_log[i_docs]
-                    gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
-                    # the previous state with q(z) at its optimum
-                    previous = collapsed_z(i_docs, n_K, A_z, B_z, s_z, X_theta_log, tokens_ptr, tokens_weight) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log)
-                if not warm:
-                    update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
-                if not guard:  # the guard gathered them already
-                    gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
-                for sweep in range(max_local_iter):
-                    change = 0.0
-                    old_theta[...] = lam_theta_log[i_docs]
-                    use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z)
-                    if not use_sums_z:
-                        rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
-                        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
-                    update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, use_sums_z, S_z, X_theta_log, True, E_theta_log)
-                    change += rt.mean_abs_change(lam_theta_log[i_docs], old_theta)
-                    if change < local_tol:
-                        break
-                # E[log ·] of the item, once its sweeps converged
-                rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
-                # q(z) itself, from the converged sweeps
-                update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
-                if guard:
-                    if rt.weighted_sum(tokens_weight[tokens_ptr[i_docs]:tokens_ptr[i_docs + 1]], logZ_z[:tokens_ptr[i_docs + 1] - tokens_ptr[i_docs]]) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log) < previous:
-                        # the restart settled lower: keep the previous state
-                        lam_theta_log[i_docs] = keep_lam_theta_log
-                        E_theta_log[i_docs] = keep_E_theta_log
-                        X_theta_log[i_docs] = keep_X_theta_log
-                        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
-            # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
+    lam_z_onehot = lam_z_onehot_threads[thread]
+    E_z_onehot = E_z_onehot_threads[thread]
+    H_z = H_z_threads[thread]
+    logZ_z = logZ_z_threads[thread]
+    A_z = A_z_threads[thread]
+    S_z = S_z_threads[thread]
+    B_z = B_z_threads[thread]
+    s_z = s_z_threads[thread]
+    acc_w_0_t = acc_w_0_threads[thread]
+    acc_w_0_t[...] = 0.0
+    old_theta = np.empty_like(lam_theta_log[0])  # the previous sweep, for the convergence test
+    # the item's previous state, for the restart guard
+    keep_lam_theta_log = np.empty_like(lam_theta_log[0])
+    # the item's previous state, for the restart guard
+    keep_E_theta_log = np.empty_like(E_theta_log[0])
+    # the item's previous state, for the restart guard
+    keep_X_theta_log = np.empty_like(X_theta_log[0])
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_docs = items[position]
+        base_tokens = tokens_ptr[i_docs]
+        if seeding:  # k-means++ seed items: seed c is all category c
             for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-                t_k = w[i_tokens]
-                for t_g0 in range(n_K):
-                    acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
-            # ELBO: local terms and local entropies
+                E_z_onehot[i_tokens - base_tokens] = 0.0
+                if 0 <= seed_category[i_docs] < n_K:
+                    E_z_onehot[i_tokens - base_tokens, seed_category[i_docs]] = 1.0
+            update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
+        else:
+            if guard:
+                keep_lam_theta_log[...] = lam_theta_log[i_docs]
+                keep_E_theta_log[...] = E_theta_log[i_docs]
+                keep_X_theta_log[...] = X_theta_log[i_docs]
+                gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
+                # the previous state with q(z) at its optimum
+                previous = collapsed_z(i_docs, n_K, A_z, B_z, s_z, X_theta_log, tokens_ptr, tokens_weight) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log)
+            if not warm:
+                update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
+            if not guard:  # the guard gathered them already
+                gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
+            for sweep in range(max_local_iter):
+                change = 0.0
+                old_theta[...] = lam_theta_log[i_docs]
+                use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z)
+                if not use_sums_z:
+                    rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
+                    update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+                update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, use_sums_z, S_z, X_theta_log, True, E_theta_log)
+                change += rt.mean_abs_change(lam_theta_log[i_docs], old_theta)
+                if change < local_tol:
+                    break
+            # E[log ·] of the item, once its sweeps converged
+            rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
+            # q(z) itself, from the converged sweeps
+            update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+            if guard:
+                if rt.weighted_sum(tokens_weight[tokens_ptr[i_docs]:tokens_ptr[i_docs + 1]], logZ_z[:tokens_ptr[i_docs + 1] - tokens_ptr[i_docs]]) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log) < previous:
+                    # the restart settled lower: keep the previous state
+                    lam_theta_log[i_docs] = keep_lam_theta_log
+                    E_theta_log[i_docs] = keep_E_theta_log
+                    X_theta_log[i_docs] = keep_X_theta_log
+                    update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+        # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            t_k = w[i_tokens]
+            for t_g0 in range(n_K):
+                acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
+        # ELBO: local terms and local entropies
+        for t_k in range(n_K):
+            elbo += alpha * E_theta_log[i_docs, t_k]
+        for t_k in range(n_K):
+            elbo += -E_theta_log[i_docs, t_k]
+        elbo += lgamma_sum_alpha
+        for t_k in range(n_K):
+            elbo += -lgamma_alpha
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
             for t_k in range(n_K):
-                elbo += alpha * E_theta_log[i_docs, t_k]
-            for t_k in range(n_K):
-                elbo += -E_theta_log[i_docs, t_k]
-            elbo += lgamma_sum_alpha
-            for t_k in range(n_K):
-                elbo += -lgamma_alpha
-            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-                for t_k in range(n_K):
-                    elbo += E_z_onehot[i_tokens - base_tokens, t_k] * E_theta_log[i_docs, t_k] * tokens_weight[i_tokens]
-            elbo += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - rt.frobenius(lam_theta_log[i_docs], E_theta_log[i_docs]))
-            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-                elbo += tokens_weight[i_tokens] * (H_z[i_tokens - base_tokens])
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_w_0 += acc_w_0_threads[thread]
-    return elbo_threads.sum()
+                elbo += E_z_onehot[i_tokens - base_tokens, t_k] * E_theta_log[i_docs, t_k] * tokens_weight[i_tokens]
+        elbo += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - rt.frobenius(lam_theta_log[i_docs], E_theta_log[i_docs]))
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            elbo += tokens_weight[i_tokens] * (H_z[i_tokens - base_tokens])
+    return elbo
 
 
 @njit(cache=True, nogil=True)
@@ -625,8 +621,10 @@ def elbo_global(n_K, n_V, eta, E_beta_log, lgamma_sum_eta, lgamma_eta, acc_w_0, 
     return elbo
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_stats(
+        thread,
+        n_threads,
         items,
         theta_z,
         tokens_ptr,
@@ -649,64 +647,59 @@ def klc_stats(
         B_z_threads,
         s_z_threads,
         acc_w_0_threads,
-        acc_w_0,
 ):
     """KLC statistics: q(Z) = softmax(θ), each collapsed local's mean-field update given q(Z),
     and the collapsed globals' sufficient statistics (accumulators).
     Returns the ELBO terms that involve only local variables and data.
     """
-    n_threads = lam_z_onehot_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        lam_z_onehot = lam_z_onehot_threads[thread]
-        E_z_onehot = E_z_onehot_threads[thread]
-        H_z = H_z_threads[thread]
-        logZ_z = logZ_z_threads[thread]
-        A_z = A_z_threads[thread]
-        S_z = S_z_threads[thread]
-        B_z = B_z_threads[thread]
-        s_z = s_z_threads[thread]
-        acc_w_0_t = acc_w_0_threads[thread]
-        acc_w_0_t[...] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_docs = items[position]
-            base_tokens = tokens_ptr[i_docs]
-            # q(z) = softmax(θ) per row
-            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-                lam_z_onehot[i_tokens - base_tokens] = theta_z[i_tokens]
-                logZ_z[i_tokens - base_tokens] = rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
-                # H = log Σ_c exp θ_c − Σ_c θ_c q_c
-                H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
-            # the collapsed locals at their optimum given q(Z): q*(X) (eq. 5)
-            update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
-            # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
-            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-                t_k = w[i_tokens]
-                for t_g0 in range(n_K):
-                    acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
-            # ELBO: local terms and local entropies
+    lam_z_onehot = lam_z_onehot_threads[thread]
+    E_z_onehot = E_z_onehot_threads[thread]
+    H_z = H_z_threads[thread]
+    logZ_z = logZ_z_threads[thread]
+    A_z = A_z_threads[thread]
+    S_z = S_z_threads[thread]
+    B_z = B_z_threads[thread]
+    s_z = s_z_threads[thread]
+    acc_w_0_t = acc_w_0_threads[thread]
+    acc_w_0_t[...] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_docs = items[position]
+        base_tokens = tokens_ptr[i_docs]
+        # q(z) = softmax(θ) per row
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            lam_z_onehot[i_tokens - base_tokens] = theta_z[i_tokens]
+            logZ_z[i_tokens - base_tokens] = rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+            # H = log Σ_c exp θ_c − Σ_c θ_c q_c
+            H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+        # the collapsed locals at their optimum given q(Z): q*(X) (eq. 5)
+        update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
+        # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            t_k = w[i_tokens]
+            for t_g0 in range(n_K):
+                acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
+        # ELBO: local terms and local entropies
+        for t_k in range(n_K):
+            elbo += alpha * E_theta_log[i_docs, t_k]
+        for t_k in range(n_K):
+            elbo += -E_theta_log[i_docs, t_k]
+        elbo += lgamma_sum_alpha
+        for t_k in range(n_K):
+            elbo += -lgamma_alpha
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
             for t_k in range(n_K):
-                elbo += alpha * E_theta_log[i_docs, t_k]
-            for t_k in range(n_K):
-                elbo += -E_theta_log[i_docs, t_k]
-            elbo += lgamma_sum_alpha
-            for t_k in range(n_K):
-                elbo += -lgamma_alpha
-            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-                for t_k in range(n_K):
-                    elbo += E_z_onehot[i_tokens - base_tokens, t_k] * E_theta_log[i_docs, t_k] * tokens_weight[i_tokens]
-            elbo += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - rt.frobenius(lam_theta_log[i_docs], E_theta_log[i_docs]))
-            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-                elbo += tokens_weight[i_tokens] * (H_z[i_tokens - base_tokens])
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_w_0 += acc_w_0_threads[thread]
-    return elbo_threads.sum()
+                elbo += E_z_onehot[i_tokens - base_tokens, t_k] * E_theta_log[i_docs, t_k] * tokens_weight[i_tokens]
+        elbo += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - rt.frobenius(lam_theta_log[i_docs], E_theta_log[i_docs]))
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            elbo += tokens_weight[i_tokens] * (H_z[i_tokens - base_tokens])
+    return elbo
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_gradient(
+        thread,
+        n_threads,
         items,
         theta_z,
         tokens_ptr,
@@ -733,44 +726,40 @@ def klc_gradient(
     first): natgrad = θ̂ − θ (eq. 15), grad = w (diag(q) − q qᵀ) natgrad.
     Returns ⟨natgrad, grad⟩, the squared Riemannian norm (eq. 16).
     """
-    n_threads = lam_z_onehot_threads.shape[0]
-    norm_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        lam_z_onehot = lam_z_onehot_threads[thread]
-        E_z_onehot = E_z_onehot_threads[thread]
-        H_z = H_z_threads[thread]
-        logZ_z = logZ_z_threads[thread]
-        A_z = A_z_threads[thread]
-        S_z = S_z_threads[thread]
-        B_z = B_z_threads[thread]
-        s_z = s_z_threads[thread]
-        norm = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_docs = items[position]
-            base_tokens = tokens_ptr[i_docs]
-            # q(Z) = softmax(θ) per row
-            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-                lam_z_onehot[i_tokens - base_tokens] = theta_z[i_tokens]
-                logZ_z[i_tokens - base_tokens] = rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
-                # H = log Σ_c exp θ_c − Σ_c θ_c q_c
-                H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
-            # θ̂ = the mean-field target of q(z) given q*(X)
-            update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
-            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-                # g̃ = θ̂ − θ
-                natgrad_z[i_tokens] = lam_z_onehot[i_tokens - base_tokens] - theta_z[i_tokens]
-                # q(z) back to softmax(θ) for the other rows' targets
-                lam_z_onehot[i_tokens - base_tokens] = theta_z[i_tokens]
-                rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
-                mean = 0.0
-                for t_c in range(n_K):
-                    mean += E_z_onehot[i_tokens - base_tokens, t_c] * natgrad_z[i_tokens, t_c]
-                for t_c in range(n_K):
-                    # g = w (diag(q) − q qᵀ) g̃
-                    grad_z[i_tokens, t_c] = tokens_weight[i_tokens] * E_z_onehot[i_tokens - base_tokens, t_c] * (natgrad_z[i_tokens, t_c] - mean)
-                    norm += grad_z[i_tokens, t_c] * natgrad_z[i_tokens, t_c]
-        norm_threads[thread] = norm
-    return norm_threads.sum()
+    lam_z_onehot = lam_z_onehot_threads[thread]
+    E_z_onehot = E_z_onehot_threads[thread]
+    H_z = H_z_threads[thread]
+    logZ_z = logZ_z_threads[thread]
+    A_z = A_z_threads[thread]
+    S_z = S_z_threads[thread]
+    B_z = B_z_threads[thread]
+    s_z = s_z_threads[thread]
+    norm = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_docs = items[position]
+        base_tokens = tokens_ptr[i_docs]
+        # q(Z) = softmax(θ) per row
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            lam_z_onehot[i_tokens - base_tokens] = theta_z[i_tokens]
+            logZ_z[i_tokens - base_tokens] = rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+            # H = log Σ_c exp θ_c − Σ_c θ_c q_c
+            H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+        # θ̂ = the mean-field target of q(z) given q*(X)
+        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            # g̃ = θ̂ − θ
+            natgrad_z[i_tokens] = lam_z_onehot[i_tokens - base_tokens] - theta_z[i_tokens]
+            # q(z) back to softmax(θ) for the other rows' targets
+            lam_z_onehot[i_tokens - base_tokens] = theta_z[i_tokens]
+            rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+            mean = 0.0
+            for t_c in range(n_K):
+                mean += E_z_onehot[i_tokens - base_tokens, t_c] * natgrad_z[i_tokens, t_c]
+            for t_c in range(n_K):
+                # g = w (diag(q) − q qᵀ) g̃
+                grad_z[i_tokens, t_c] = tokens_weight[i_tokens] * E_z_onehot[i_tokens - base_tokens, t_c] * (natgrad_z[i_tokens, t_c] - mean)
+                norm += grad_z[i_tokens, t_c] * natgrad_z[i_tokens, t_c]
+    return norm
 
 
 def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, share=None):
@@ -824,7 +813,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
         acc_w_0[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, X_theta_log, E_theta_log, False, w, E_beta_log, XT_beta_log, ET_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads, acc_w_0_threads, acc_w_0)
+        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, X_theta_log, E_theta_log, False, w, E_beta_log, XT_beta_log, ET_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads, acc_w_0_threads,), ((acc_w_0, acc_w_0_threads),))
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, XT_beta_log, ET_beta_log, n_K)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -867,7 +856,7 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return local_step(seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, warm, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, guard, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads, s.acc_w_0)
+    return rt.run_shares(local_step, s.lam_z_onehot_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, warm, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, guard, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads,), ((s.acc_w_0, s.acc_w_0_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):
@@ -932,7 +921,7 @@ def fit_ssvi(data, **options):
 def _klc_bound(s, theta):
     """L_KL(θ) (eq. 4): the mean-field ELBO with X at q*(X) given q(Z) = softmax(θ) (eq. 9)."""
     s.acc_w_0[...] = 0.0
-    value = klc_stats(s.all_items, theta[0], s.tokens_ptr, s.lam_theta_log, s.n_K, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, s.item_weight, s.w, s.lgamma_sum_alpha, s.lgamma_alpha, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads, s.acc_w_0)
+    value = rt.run_shares(klc_stats, s.lam_z_onehot_threads.shape[0], (s.all_items, theta[0], s.tokens_ptr, s.lam_theta_log, s.n_K, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, s.item_weight, s.w, s.lgamma_sum_alpha, s.lgamma_alpha, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads,), ((s.acc_w_0, s.acc_w_0_threads),))
     # the collapsed globals at their optimum given q(Z)
     update_beta(1.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, True, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
     return value + elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
@@ -940,7 +929,7 @@ def _klc_bound(s, theta):
 
 def _klc_gradient(s, theta, natgrad, grad):
     """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
-    return klc_gradient(s.all_items, theta[0], s.tokens_ptr, natgrad[0], grad[0], s.n_K, s.E_theta_log, s.w, s.E_beta_log, s.X_theta_log, s.XT_beta_log, s.ET_beta_log, s.tokens_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads)
+    return rt.run_shares(klc_gradient, s.lam_z_onehot_threads.shape[0], (s.all_items, theta[0], s.tokens_ptr, natgrad[0], grad[0], s.n_K, s.E_theta_log, s.w, s.E_beta_log, s.X_theta_log, s.XT_beta_log, s.ET_beta_log, s.tokens_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads,), ())
 
 
 def _klc_shapes(s):

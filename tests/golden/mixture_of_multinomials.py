@@ -8,7 +8,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from cemodel import runtime as rt
 
@@ -98,8 +98,10 @@ def update_c(
     rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
+        thread,
+        n_threads,
         seeding,
         items,
         seed_category,
@@ -116,47 +118,38 @@ def local_step(
         item_weight,
         acc_c_0_threads,
         acc_w_0_threads,
-        acc_c_0,
-        acc_w_0,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    The items are shared among the threads (numba prange), each with its own scratch arrays
-    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
-    Returns the ELBO terms that involve only local variables and data.
+    Share `thread` of `n_threads` of the items, with its own scratch arrays and
+    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
+    statistics in share order. Returns the share's ELBO terms that involve only local
+    variables and data.
     """
-    n_threads = acc_c_0_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        acc_c_0_t = acc_c_0_threads[thread]
-        acc_w_0_t = acc_w_0_threads[thread]
-        acc_c_0_t[...] = 0.0
-        acc_w_0_t[...] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_docs = items[position]
-            if seeding:  # k-means++ seed items: seed c is all category c
-                E_c_onehot[i_docs] = 0.0
-                if 0 <= seed_category[i_docs] < n_K:
-                    E_c_onehot[i_docs, seed_category[i_docs]] = 1.0
-            else:
-                update_c(i_docs, True, lam_c_onehot, n_K, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, E_c_onehot)
-            # acc_c_0[k] += q(c[docs]=k)  (mixture_of_multinomials.cem:22:5)
-            for t_k in range(n_K):
-                acc_c_0_t[t_k] += item_weight[i_docs] * E_c_onehot[i_docs, t_k]
-            # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(c[docs]=g0)  (mixture_of_multinomials.cem:24:9)
-            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-                t_k = w[i_tokens]
-                for t_g0 in range(n_K):
-                    acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_c_onehot[i_docs, t_g0] * tokens_weight[i_tokens]
-            # ELBO: local terms and local entropies
-            elbo += (rt.categorical_entropy(E_c_onehot[i_docs]))
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_c_0 += acc_c_0_threads[thread]
-    for thread in range(n_threads):
-        acc_w_0 += acc_w_0_threads[thread]
-    return elbo_threads.sum()
+    acc_c_0_t = acc_c_0_threads[thread]
+    acc_w_0_t = acc_w_0_threads[thread]
+    acc_c_0_t[...] = 0.0
+    acc_w_0_t[...] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_docs = items[position]
+        if seeding:  # k-means++ seed items: seed c is all category c
+            E_c_onehot[i_docs] = 0.0
+            if 0 <= seed_category[i_docs] < n_K:
+                E_c_onehot[i_docs, seed_category[i_docs]] = 1.0
+        else:
+            update_c(i_docs, True, lam_c_onehot, n_K, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, E_c_onehot)
+        # acc_c_0[k] += q(c[docs]=k)  (mixture_of_multinomials.cem:22:5)
+        for t_k in range(n_K):
+            acc_c_0_t[t_k] += item_weight[i_docs] * E_c_onehot[i_docs, t_k]
+        # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(c[docs]=g0)  (mixture_of_multinomials.cem:24:9)
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            t_k = w[i_tokens]
+            for t_g0 in range(n_K):
+                acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_c_onehot[i_docs, t_g0] * tokens_weight[i_tokens]
+        # ELBO: local terms and local entropies
+        elbo += (rt.categorical_entropy(E_c_onehot[i_docs]))
+    return elbo
 
 
 @njit(cache=True, nogil=True)
@@ -414,8 +407,10 @@ def elbo_global(
     return elbo
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_stats(
+        thread,
+        n_threads,
         items,
         lam_c_onehot,
         E_c_onehot,
@@ -427,46 +422,38 @@ def klc_stats(
         tokens_weight,
         acc_c_0_threads,
         acc_w_0_threads,
-        acc_c_0,
-        acc_w_0,
 ):
     """KLC statistics: q(Z) = softmax(θ), each collapsed local's mean-field update given q(Z),
     and the collapsed globals' sufficient statistics (accumulators).
     Returns the ELBO terms that involve only local variables and data.
     """
-    n_threads = acc_c_0_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        acc_c_0_t = acc_c_0_threads[thread]
-        acc_w_0_t = acc_w_0_threads[thread]
-        acc_c_0_t[...] = 0.0
-        acc_w_0_t[...] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_docs = items[position]
-            # q(c) = softmax(θ) per row
-            lam_c_onehot[i_docs] = theta_c[i_docs]
-            rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
-            # acc_c_0[k] += q(c[docs]=k)  (mixture_of_multinomials.cem:22:5)
-            for t_k in range(n_K):
-                acc_c_0_t[t_k] += item_weight[i_docs] * E_c_onehot[i_docs, t_k]
-            # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(c[docs]=g0)  (mixture_of_multinomials.cem:24:9)
-            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-                t_k = w[i_tokens]
-                for t_g0 in range(n_K):
-                    acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_c_onehot[i_docs, t_g0] * tokens_weight[i_tokens]
-            # ELBO: local terms and local entropies
-            elbo += (rt.categorical_entropy(E_c_onehot[i_docs]))
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_c_0 += acc_c_0_threads[thread]
-    for thread in range(n_threads):
-        acc_w_0 += acc_w_0_threads[thread]
-    return elbo_threads.sum()
+    acc_c_0_t = acc_c_0_threads[thread]
+    acc_w_0_t = acc_w_0_threads[thread]
+    acc_c_0_t[...] = 0.0
+    acc_w_0_t[...] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_docs = items[position]
+        # q(c) = softmax(θ) per row
+        lam_c_onehot[i_docs] = theta_c[i_docs]
+        rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
+        # acc_c_0[k] += q(c[docs]=k)  (mixture_of_multinomials.cem:22:5)
+        for t_k in range(n_K):
+            acc_c_0_t[t_k] += item_weight[i_docs] * E_c_onehot[i_docs, t_k]
+        # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(c[docs]=g0)  (mixture_of_multinomials.cem:24:9)
+        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            t_k = w[i_tokens]
+            for t_g0 in range(n_K):
+                acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_c_onehot[i_docs, t_g0] * tokens_weight[i_tokens]
+        # ELBO: local terms and local entropies
+        elbo += (rt.categorical_entropy(E_c_onehot[i_docs]))
+    return elbo
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_gradient(
+        thread,
+        n_threads,
         items,
         lam_c_onehot,
         E_c_onehot,
@@ -479,36 +466,31 @@ def klc_gradient(
         w,
         E_phi_log,
         tokens_weight,
-        threads,
 ):
     """KLC gradients at θ, with the collapsed variables at q*(X) (klc_stats and the global updates
     first): natgrad = θ̂ − θ (eq. 15), grad = w (diag(q) − q qᵀ) natgrad.
     Returns ⟨natgrad, grad⟩, the squared Riemannian norm (eq. 16).
     """
-    n_threads = threads
-    norm_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        norm = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_docs = items[position]
-            # q(Z) = softmax(θ) per row
-            lam_c_onehot[i_docs] = theta_c[i_docs]
-            rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
-            # θ̂ = the mean-field target of q(c) given q*(X)
-            update_c(i_docs, True, lam_c_onehot, n_K, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, E_c_onehot)
-            natgrad_c[i_docs] = lam_c_onehot[i_docs] - theta_c[i_docs]  # g̃ = θ̂ − θ
-            # q(c) back to softmax(θ) for the other rows' targets
-            lam_c_onehot[i_docs] = theta_c[i_docs]
-            rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
-            mean = 0.0
-            for t_c in range(n_K):
-                mean += E_c_onehot[i_docs, t_c] * natgrad_c[i_docs, t_c]
-            for t_c in range(n_K):
-                # g = w (diag(q) − q qᵀ) g̃
-                grad_c[i_docs, t_c] = E_c_onehot[i_docs, t_c] * (natgrad_c[i_docs, t_c] - mean)
-                norm += grad_c[i_docs, t_c] * natgrad_c[i_docs, t_c]
-        norm_threads[thread] = norm
-    return norm_threads.sum()
+    norm = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_docs = items[position]
+        # q(Z) = softmax(θ) per row
+        lam_c_onehot[i_docs] = theta_c[i_docs]
+        rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
+        # θ̂ = the mean-field target of q(c) given q*(X)
+        update_c(i_docs, True, lam_c_onehot, n_K, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, E_c_onehot)
+        natgrad_c[i_docs] = lam_c_onehot[i_docs] - theta_c[i_docs]  # g̃ = θ̂ − θ
+        # q(c) back to softmax(θ) for the other rows' targets
+        lam_c_onehot[i_docs] = theta_c[i_docs]
+        rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
+        mean = 0.0
+        for t_c in range(n_K):
+            mean += E_c_onehot[i_docs, t_c] * natgrad_c[i_docs, t_c]
+        for t_c in range(n_K):
+            # g = w (diag(q) − q qᵀ) g̃
+            grad_c[i_docs, t_c] = E_c_onehot[i_docs, t_c] * (natgrad_c[i_docs, t_c] - mean)
+            norm += grad_c[i_docs, t_c] * natgrad_c[i_docs, t_c]
+    return norm
 
 
 def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, share=None):
@@ -556,7 +538,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
         acc_c_0[...] = 0.0
         acc_w_0[...] = 0.0
-        local_step(True, all_items, seed_category, max_local_iter, local_tol, E_c_onehot, n_K, lam_c_onehot, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, item_weight, acc_c_0_threads, acc_w_0_threads, acc_c_0, acc_w_0)
+        rt.run_shares(local_step, acc_c_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_c_onehot, n_K, lam_c_onehot, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, item_weight, acc_c_0_threads, acc_w_0_threads,), ((acc_c_0, acc_c_0_threads), (acc_w_0, acc_w_0_threads),))
         update_phi(1.0, lam_phi_log, n_V, eta, acc_w_0, True, E_phi_log, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_c_0, True, E_pi_log)
     elif init is None and start == 'random':
@@ -604,7 +586,7 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return local_step(seeding, items, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, s.acc_c_0_threads, s.acc_w_0_threads, s.acc_c_0, s.acc_w_0)
+    return rt.run_shares(local_step, s.acc_c_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, s.acc_c_0_threads, s.acc_w_0_threads,), ((s.acc_c_0, s.acc_c_0_threads), (s.acc_w_0, s.acc_w_0_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):
@@ -673,7 +655,7 @@ def _klc_bound(s, theta):
     """L_KL(θ) (eq. 4): the mean-field ELBO with X at q*(X) given q(Z) = softmax(θ) (eq. 9)."""
     s.acc_c_0[...] = 0.0
     s.acc_w_0[...] = 0.0
-    value = klc_stats(s.all_items, s.lam_c_onehot, s.E_c_onehot, theta[0], s.item_weight, s.n_K, s.tokens_ptr, s.w, s.tokens_weight, s.acc_c_0_threads, s.acc_w_0_threads, s.acc_c_0, s.acc_w_0)
+    value = rt.run_shares(klc_stats, s.acc_c_0_threads.shape[0], (s.all_items, s.lam_c_onehot, s.E_c_onehot, theta[0], s.item_weight, s.n_K, s.tokens_ptr, s.w, s.tokens_weight, s.acc_c_0_threads, s.acc_w_0_threads,), ((s.acc_c_0, s.acc_c_0_threads), (s.acc_w_0, s.acc_w_0_threads),))
     # the collapsed globals at their optimum given q(Z)
     update_phi(1.0, s.lam_phi_log, s.n_V, s.eta, s.acc_w_0, True, s.E_phi_log, s.n_K)
     update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_c_0, True, s.E_pi_log)
@@ -682,7 +664,7 @@ def _klc_bound(s, theta):
 
 def _klc_gradient(s, theta, natgrad, grad):
     """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
-    return klc_gradient(s.all_items, s.lam_c_onehot, s.E_c_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, rt.thread_count())
+    return rt.run_shares(klc_gradient, rt.thread_count(), (s.all_items, s.lam_c_onehot, s.E_c_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight,), ())
 
 
 def _klc_shapes(s):

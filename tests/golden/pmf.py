@@ -8,7 +8,7 @@ E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from cemodel import runtime as rt
 
@@ -70,8 +70,10 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
+        thread,
+        n_threads,
         seeding,
         items,
         seed_category,
@@ -85,53 +87,38 @@ def local_step(
         item,
         acc_y_2_threads,
         acc_y_3_threads,
-        acc_y_0,
-        acc_y_1,
-        acc_y_2,
-        acc_y_3,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    The items are shared among the threads (numba prange), each with its own scratch arrays
-    and accumulators (<name>_threads[thread]); their statistics are summed in thread order.
-    Returns the ELBO terms that involve only local variables and data.
+    Share `thread` of `n_threads` of the items, with its own scratch arrays and
+    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
+    statistics in share order. Returns the share's ELBO terms that involve only local
+    variables and data.
     """
-    n_threads = acc_y_0_threads.shape[0]
-    elbo_threads = np.zeros(n_threads)
-    for thread in prange(n_threads):
-        acc_y_2_t = acc_y_2_threads[thread]
-        acc_y_3_t = acc_y_3_threads[thread]
-        acc_y_2_t[...] = 0.0
-        acc_y_3_t[...] = 0.0
-        acc_y_0_threads[thread] = 0.0
-        acc_y_1_threads[thread] = 0.0
-        elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-            i_ratings = items[position]
-            # acc_y_0[] +=   (pmf.cem:31:5)
-            acc_y_0_threads[thread] += item_weight[i_ratings]
-            # acc_y_1[] += y[ratings] · y[ratings]  (pmf.cem:31:5)
-            acc_y_1_threads[thread] += item_weight[i_ratings] * y[i_ratings] * y[i_ratings]
-            # acc_y_2[g0, g1] += y[ratings] · onehot(user[ratings]) · onehot(item[ratings])  (pmf.cem:31:5)
-            t_g0 = user[i_ratings]
-            t_g1 = item[i_ratings]
-            acc_y_2_t[t_g0, t_g1] += item_weight[i_ratings] * y[i_ratings]
-            # acc_y_3[g0, g1] += onehot(user[ratings]) · onehot(item[ratings])  (pmf.cem:31:5)
-            t_g0 = user[i_ratings]
-            t_g1 = item[i_ratings]
-            acc_y_3_t[t_g0, t_g1] += item_weight[i_ratings]
-            # ELBO: local terms and local entropies
-            elbo += -0.9189385332046727
-        elbo_threads[thread] = elbo
-    for thread in range(n_threads):
-        acc_y_0 += acc_y_0_threads[thread]
-    for thread in range(n_threads):
-        acc_y_1 += acc_y_1_threads[thread]
-    for thread in range(n_threads):
-        acc_y_2 += acc_y_2_threads[thread]
-    for thread in range(n_threads):
-        acc_y_3 += acc_y_3_threads[thread]
-    return elbo_threads.sum()
+    acc_y_2_t = acc_y_2_threads[thread]
+    acc_y_3_t = acc_y_3_threads[thread]
+    acc_y_2_t[...] = 0.0
+    acc_y_3_t[...] = 0.0
+    acc_y_0_threads[thread] = 0.0
+    acc_y_1_threads[thread] = 0.0
+    elbo = 0.0
+    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        i_ratings = items[position]
+        # acc_y_0[] +=   (pmf.cem:31:5)
+        acc_y_0_threads[thread] += item_weight[i_ratings]
+        # acc_y_1[] += y[ratings] · y[ratings]  (pmf.cem:31:5)
+        acc_y_1_threads[thread] += item_weight[i_ratings] * y[i_ratings] * y[i_ratings]
+        # acc_y_2[g0, g1] += y[ratings] · onehot(user[ratings]) · onehot(item[ratings])  (pmf.cem:31:5)
+        t_g0 = user[i_ratings]
+        t_g1 = item[i_ratings]
+        acc_y_2_t[t_g0, t_g1] += item_weight[i_ratings] * y[i_ratings]
+        # acc_y_3[g0, g1] += onehot(user[ratings]) · onehot(item[ratings])  (pmf.cem:31:5)
+        t_g0 = user[i_ratings]
+        t_g1 = item[i_ratings]
+        acc_y_3_t[t_g0, t_g1] += item_weight[i_ratings]
+        # ELBO: local terms and local entropies
+        elbo += -0.9189385332046727
+    return elbo
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -479,7 +466,7 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return local_step(seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.user, s.item, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.acc_y_3)
+    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.user, s.item, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
 
 
 def _update_tau(s, data_scale, expect=True):

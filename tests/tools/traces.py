@@ -369,7 +369,9 @@ def method_cases(module: ModuleType, model: str, n_items: int | None) -> list[Ca
     locals_ = applicable(getattr(module, "LOCAL_STEPS", {}))
     cases = []
     for method in applicable(module.METHODS):
-        entry = ENTRY[method]
+        entry = ENTRY.get(method)
+        if entry is None:  # a runtime-only method (svi-avg: SVI's steps, averaged)
+            continue
         if method == "klc":
             cases.append(Case(f"{model}/klc", model, ((entry, dict(base["klc"])),)))
             continue

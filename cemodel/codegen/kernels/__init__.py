@@ -15,7 +15,7 @@ from . import globals as global_kernels
 from .assignments import emit_assignment_step, emit_evidence
 from .klc import emit_klc_gradient, emit_klc_stats
 from .local import emit_item_elbo, emit_update_local
-from .local_step import emit_local_step
+from .local_step import emit_hoist_messages, emit_local_step
 from .product import emit_collapsed, emit_gather, emit_sums
 
 
@@ -29,6 +29,9 @@ def emit_kernels(ctx: EmitContext) -> list[Function]:
             kernels.append(emit_gather(ctx, name))
         kernels.append(emit_sums(ctx, name))
     if ctx.model.data_plate is not None:
+        hoist = emit_hoist_messages(ctx)
+        if hoist is not None:
+            kernels.append(hoist)
         if plan.local_iterations and plan.kept_locals:
             if kplan.fast_guard is not None:
                 kernels.append(emit_collapsed(ctx, kplan.fast_guard))

@@ -90,7 +90,7 @@ def emit_klc_gradient(ctx: EmitContext, callees: Callees) -> Function:
            "natgrad.\nReturns ⟨natgrad, grad⟩, the squared Riemannian norm (eq. 16).")
     per_item = ctx.bases(per_item, args) + per_item
     return threaded_kernel(ctx, "klc_gradient", per_item, args, doc, accumulate=False,
-                           result="norm", threads="threads", hoist=True)
+                           result="norm", hoist=True)
 
 
 def _gradient_rows(ctx: EmitContext, callees: Callees, name: str,

@@ -1,4 +1,4 @@
-"""local_step: the E-step over the items of the data plate, shared among threads. Per item:
+"""local_step: the E-step over a share of the items of the data plate. Per item:
 its start (k-means++ seeding, or the locals' priors, or a warm start), the sweeps to
 convergence (children first), the restart guard, the sufficient statistics into the
 accumulators and the item's local ELBO terms. ``threaded_kernel``, ``accumulate_nodes``
@@ -13,7 +13,7 @@ from ...model import VarDef
 from ...plan import describe_slot
 from ..context import KERNEL, EmitContext
 from ..loops import ArgRecorder, Contraction, dim_name, emit_contraction, plate_var
-from ..pycode import Block, Comment, Function, Line, Node
+from ..pycode import Block, Comment, Function, Line, Node, Shares
 
 Callees = Mapping[str, tuple[str, ...]]  # kernel -> its parameters, for calls to it
 
@@ -53,10 +53,10 @@ def emit_local_step(ctx: EmitContext, callees: Callees) -> Function:
     per_item = ctx.bases(per_item, args) + per_item
     doc = ("Local step: each item's local factors to convergence, then the sufficient "
            "statistics.\n\n"
-           "The items are shared among the threads (numba prange), each with its own "
-           "scratch arrays\nand accumulators (<name>_threads[thread]); their statistics "
-           "are summed in thread order.\n"
-           "Returns the ELBO terms that involve only local variables and data.")
+           "Share `thread` of `n_threads` of the items, with its own scratch arrays and\n"
+           "accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums "
+           "their\nstatistics in share order. Returns the share's ELBO terms that involve "
+           "only local\nvariables and data.")
     return threaded_kernel(ctx, "local_step", per_item, args, doc, buffers=_buffers(ctx),
                            hoist=True)
 
@@ -221,19 +221,17 @@ def _guard_nodes(ctx: EmitContext, callees: Callees,
 
 def threaded_kernel(ctx: EmitContext, name: str, per_item: list[Node], args: ArgRecorder,
                     doc: str, buffers: tuple[Node, ...] = (), accumulate: bool = True,
-                    result: str = "elbo", threads: str = "1",
-                    hoist: bool = False) -> Function:
-    """A kernel over ``items``: each thread runs a contiguous share of them with its own
-    scratch arrays and (``accumulate``) accumulators, summed in thread order afterwards;
-    it returns the sum of ``result`` over the items. ``threads``: the thread count when
-    there is no per-thread array to read it from (a literal or a parameter name).
-    ``hoist``: the per-item body calls local updates, so the item-independent messages
-    they read are contracted first (hoisted)."""
+                    result: str = "elbo", hoist: bool = False) -> Function:
+    """A kernel over one share of ``items``: share ``thread`` of ``n_threads`` runs a
+    contiguous part of them with its own scratch arrays and (``accumulate``) accumulators;
+    it returns the sum of ``result`` over its items. ``cemodel.runtime.run_shares`` runs
+    the shares (in threads when the work pays for them) and sums the accumulators in share
+    order, so the result does not depend on how the shares ran. ``hoist``: the per-item
+    body calls local updates that read the messages ``hoist_messages`` contracts first."""
     stored = ctx.plan.stored_accumulators
     private = list(ctx.kplan.thread_private)
     accs = [a.name for a in stored] if accumulate else []
     threaded = private + accs
-    count = f"{threaded[0]}_threads.shape[0]" if threaded else args.use(threads)
     bind = [Line(f"{n} = {n}_threads[thread]") for n in private]
     vector_accs = [a.name for a in stored if a.key] if accumulate else []
     bind += [Line(f"{a}_t = {a}_threads[thread]") for a in vector_accs]
@@ -241,28 +239,33 @@ def threaded_kernel(ctx: EmitContext, name: str, per_item: list[Node], args: Arg
     if accumulate:
         bind += [Line(f"{a.name}_threads[thread] = 0.0") for a in stored if not a.key]
     body: list[Node] = [
-        *(hoist_nodes(ctx, args) if hoist else ()),
-        Line(f"n_threads = {count}"),
-        Line(f"{result}_threads = np.zeros(n_threads)"),
-        Block("for thread in prange(n_threads)", (
-            *bind,
-            *buffers,
-            Line(f"{result} = 0.0"),
-            Block("for position in range(thread * items.shape[0] // n_threads, "
-                  "(thread + 1) * items.shape[0] // n_threads)",
-                  (Line(f"{ctx.item} = items[position]"), *per_item)),
-            Line(f"{result}_threads[thread] = {result}"),
-        )),
-        *[Block("for thread in range(n_threads)", (Line(f"{a} += {a}_threads[thread]"),))
-          for a in accs],
-        Line(f"return {result}_threads.sum()"),
+        *bind,
+        *buffers,
+        Line(f"{result} = 0.0"),
+        Block("for position in range(thread * items.shape[0] // n_threads, "
+              "(thread + 1) * items.shape[0] // n_threads)",
+              (Line(f"{ctx.item} = items[position]"), *per_item)),
+        Line(f"return {result}"),
     ]
     local_names = set(private) | {f"{a}_t" for a in accs}
-    params = [a for a in args.names if a not in local_names]
-    params += [f"{n}_threads" for n in private + accs] + accs
-    return Function(name, tuple(dict.fromkeys(params)), tuple(body), doc,
-                    KERNEL.replace("nogil=True", "nogil=True, parallel=True"),
-                    supplied=tuple(args.supplied))
+    params = ["thread", "n_threads"] + [a for a in args.names if a not in local_names]
+    params += [f"{n}_threads" for n in threaded]
+    hoisted = "hoist_messages" if hoist and (ctx.kplan.hoisted or ctx.kplan.partial) else None
+    shares = Shares(f"{threaded[0]}_threads" if threaded else None, tuple(accs), hoisted)
+    return Function(name, tuple(dict.fromkeys(params)), tuple(body), doc, KERNEL,
+                    supplied=("thread", "n_threads", *args.supplied), shares=shares)
+
+
+def emit_hoist_messages(ctx: EmitContext) -> Function | None:
+    """The messages to the locals that no item changes, contracted once before the shares
+    of a local step (``threaded_kernel(hoist=True)``) into their pre_ arrays."""
+    args = ArgRecorder()
+    nodes = hoist_nodes(ctx, args)
+    if not nodes:
+        return None
+    return Function("hoist_messages", tuple(args.names), tuple(nodes),
+                    "The item-independent messages to the locals, into their pre_ arrays.",
+                    KERNEL, supplied=tuple(args.supplied))
 
 
 def hoist_nodes(ctx: EmitContext, args: ArgRecorder) -> list[Node]:

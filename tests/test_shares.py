@@ -1,0 +1,75 @@
+"""cemodel.runtime.run_shares: a kernel over items run in shares, serially or in threads,
+with the same numbers either way (no numba: the kernel here is plain Python)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from cemodel.runtime import shares
+from cemodel.runtime.shares import run_shares
+
+
+def make_kernel(seen: list):
+    """A kernel in the generated form: share t of n sums its items' values into its own
+    accumulator row and returns their sum of squares."""
+
+    def kernel(thread, n_threads, items, values, acc_threads):
+        seen.append((thread, threading.current_thread().name))
+        acc_threads[thread] = 0.0
+        out = 0.0
+        for position in range(thread * items.shape[0] // n_threads,
+                              (thread + 1) * items.shape[0] // n_threads):
+            acc_threads[thread] += values[items[position]]
+            out += values[items[position]] ** 2
+        return out
+
+    return kernel
+
+
+@pytest.mark.parametrize("n_shares", [1, 2, 3])
+def test_serial_and_threaded_shares_give_the_same_bits(monkeypatch, n_shares):
+    values = np.random.default_rng(0).normal(size=101) * 1e3
+    items = np.arange(101)[::-1].copy()
+    results = []
+    for threshold in (np.inf, 0.0):  # never threads, always threads (after the first call)
+        monkeypatch.setattr(shares, "PARALLEL_SECONDS", threshold)
+        seen: list = []
+        kernel = make_kernel(seen)
+        for _ in range(2):
+            total, per = np.zeros(()), np.full(n_shares, np.nan)  # stale rows are overwritten
+            value = run_shares(kernel, n_shares, (items, values, per), ((total, per),))
+            results.append((value, float(total)))
+        threads = {name for _, name in seen[n_shares:]}  # the second call
+        assert ("cemodel-share" in " ".join(threads)) == (threshold == 0.0 and n_shares > 1)
+        assert sorted(t for t, _ in seen) == sorted(list(range(n_shares)) * 2)
+    assert len(set(results)) == 1  # bit for bit
+    value, total = results[0]
+    assert total == pytest.approx(values.sum(), rel=1e-12)
+    assert value == pytest.approx((values ** 2).sum(), rel=1e-12)
+
+
+def test_a_small_call_stays_in_one_thread(monkeypatch):
+    """Threads only once a call's work reached PARALLEL_SECONDS (the first call is serial)."""
+    monkeypatch.setattr(shares, "PARALLEL_SECONDS", 10.0)
+    seen: list = []
+    kernel = make_kernel(seen)
+    per = np.zeros(2)
+    for _ in range(3):
+        run_shares(kernel, 2, (np.arange(4), np.ones(4), per), ((np.zeros(()), per),))
+    assert {name for _, name in seen} == {threading.current_thread().name}
+
+
+def test_an_error_in_a_threaded_share_reaches_the_caller(monkeypatch):
+    monkeypatch.setattr(shares, "PARALLEL_SECONDS", 0.0)
+
+    def kernel(thread, n_threads, fail):
+        if fail and thread == 1:
+            raise FloatingPointError("share 1")
+        return 1.0
+
+    assert run_shares(kernel, 2, (False,)) == 2.0
+    with pytest.raises(FloatingPointError, match="share 1"):
+        run_shares(kernel, 2, (True,))
