@@ -39,6 +39,7 @@ from .runtime.drivers.interface import zero_statistics
 from .runtime.source import ItemSource
 
 if TYPE_CHECKING:
+    from .chains import Smoothed
     from .scoring import Score
 
 __all__ = ["CemEstimator", "Fit", "Inference", "Model", "TopicStructure", "load_result",
@@ -349,6 +350,13 @@ class Model:
                      if k.split(".")[0] in keep or any(k.endswith(f" {n}]") for n in keep)}
         return Inference(posterior, float(local_part + with_data - without_data),
                          len(s.all_items), seconds)
+
+    def smoothed_states(self, data: Mapping[str, Any], fit: FitResult) -> dict[str, Smoothed]:
+        """Each GaussianChain's E[x_t] and Cov(x_t) per sequence of ``data`` given ``fit``'s
+        globals: the Kalman/RTS smoother of a linear dynamical system (``cemodel.chains``)."""
+        from .chains import smoothed_states
+
+        return smoothed_states(self.module, self.stages.model, data, fit)
 
     # -- after the fit: cemodel.predictive, cemodel.scoring ------------------------------------
 

@@ -134,8 +134,12 @@ def data_arrays(model: Model, spec: Mapping[str, Any], data: Mapping[str, Any],
                 continue
             value = value.toarray()
         if isinstance(value, (list, tuple)) and value and np.ndim(value[0]) >= 1:
-            outer, inner = var.plates[0], var.plates[-1]
-            group[name] = ((inner,), np.concatenate([np.asarray(v) for v in value]))
+            outer, inner = var.plates[0], var.plates[min(1, len(var.plates) - 1)]
+            joined = np.concatenate([np.asarray(v) for v in value])
+            # the steps, then the plates inside them (an LDS's outputs y[s, t, j]), then events
+            axes = (inner, *var.plates[2:])[:joined.ndim]
+            axes += tuple(f"{safe_name(name)}_dim_{k}" for k in range(len(axes), joined.ndim))
+            group[name] = (axes, joined)
             groups[2][f"{outer}_index"] = ((inner,), np.repeat(
                 np.arange(len(value)), [len(v) for v in value]))
             continue

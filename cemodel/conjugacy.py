@@ -27,7 +27,7 @@ import itertools
 from dataclasses import dataclass
 
 from .errors import CemConjugacyError, CemError, Span
-from .families import CHILD, FAMILIES, WRITABLE, FamilySpec, View
+from .families import CHAIN_FAMILIES, CHILD, FAMILIES, WRITABLE, FamilySpec, View
 from .families.base import SCALE_DOMAIN
 from .families.blocks import FUSED
 from .model import (
@@ -263,6 +263,11 @@ class _Expander:
         if isinstance(expr, RVar) and expr.part is None and self.model.block(expr.name):
             # a block's statistics: Λ (D, D), Λμ (D,), log|Λ| and μᵀΛμ scalars
             return shape[:dict(FAMILIES[self.model.var(expr.name).family].stats)[fn]]
+        if isinstance(expr, RVar) and expr.part is None and len(shape) == 1:
+            # a statistic's rank from its family (a GaussianChain's [t = 0], x_t x_{t−1}ᵀ)
+            rank = dict(FAMILIES[self.model.var(expr.name).family].stats).get(fn)
+            if rank is not None:
+                return shape[:rank] if rank < 2 else (shape[0], shape[0])
         if fn in ("outer",):
             return (shape[0], shape[0])
         if fn == "square":
@@ -641,17 +646,22 @@ class _Expander:
         for coef, slots in poly:
             if coef == 0.0 or any(_structurally_zero(s) for s in slots):
                 continue  # (a literal zero mean: its terms vanish, and no kernel adds them)
-            seen: set[tuple[str, tuple[str, ...]]] = set()
+            seen: list[Stat] = []
             for slot in slots:
                 if isinstance(slot, Stat):
-                    key = (slot.var, slot.index)
-                    if key in seen:
+                    if any(_same_row(slot, other) for other in seen):
                         raise self.error(
                             f"not conjugate: '{slot.var}' enters one term of {self.family.name} "
                             f"'{self.var.name}' twice (its density is not linear in the "
                             f"statistics of '{slot.var}')", self.var.span,
+                            hint=None if slot.index == next(
+                                o for o in seen if o.var == slot.var).index else
+                            f"two rows of '{slot.var}' summed over meet in one term (such as "
+                            f"Aᵀ Q A) and are one row where the sums coincide; make "
+                            f"'{slot.var}' a constant (a hyperparameter or data)"
+                            + self.family.twice_hint,
                         )
-                    seen.add(key)
+                    seen.append(slot)
             out.append(Monomial(coef, slots))
         return out
 
@@ -660,6 +670,15 @@ _STAT_WORDS = {
     "value": "x", "square": "x²", "log": "log x", "log1m": "log(1 − x)", "onehot": "onehot(x)",
     "outer": "x xᵀ", "logdet": "log|x|",
 }
+
+
+def _same_row(a: Stat, b: Stat) -> bool:
+    """Whether two statistics may read one row of one variable: at every position the same
+    plate, or a summed letter (a whole matrix's row, a gate) that can take the other's value."""
+    if a.var != b.var or len(a.index) != len(b.index):
+        return a.var == b.var and a.index == b.index
+    return all(i == j or i.startswith(LETTER) or j.startswith(LETTER)
+               for i, j in zip(a.index, b.index, strict=True))
 
 
 def _multiply(a: Poly, b: Poly) -> Poly:
@@ -769,10 +788,11 @@ def conjugate_priors(event_rank: int, uses: list[Use]) -> tuple[str, ...]:
     """The families a model file may give a latent variable with events of ``event_rank``
     read by ``uses`` that make it conjugate: each read's statistic is one the family's
     posterior provides (the rule ``_Expander.leaf`` accepts a read by), and its support lies
-    in each read's domain."""
+    in each read's domain. A chain is not one: it is a sequence along a plate of steps."""
     return tuple(sorted({
         family.name for family in FAMILIES.values()
         if family.name in WRITABLE and family.variational and family.event_rank == event_rank
+        and family.name not in CHAIN_FAMILIES
         and all(family.provides(use.stat) and (use.domain is None or family.fits(use.domain))
                 for use in uses)
     }))

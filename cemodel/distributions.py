@@ -116,6 +116,23 @@ def _markov(rng: np.random.Generator, init: Array, transition: Array, step: Arra
     return z
 
 
+def _gaussian_chain(rng: np.random.Generator, params: tuple[Array, ...], step: Array) -> Array:
+    """x_0 ~ N(m0, P0⁻¹), x_t ~ N(A x_{t−1}, Q⁻¹): the rows of a chain are consecutive, ``step``
+    their position in it; one pass over the steps, every chain at once."""
+    rows = np.arange(len(step))
+    dim = params[0].shape[-1]
+    m0, p0, a, q = (np.broadcast_to(p, (len(step),) + p.shape[p.ndim - rank:])
+                    for p, rank in zip(params, (1, 2, 2, 2), strict=True))
+    x = np.zeros((len(step), dim))
+    for t in range(int(step.max(initial=-1)) + 1):
+        at = rows[step == t]
+        if t == 0:
+            x[at] = mvn_draws(rng, m0[at], p0[at])
+        else:
+            x[at] = mvn_draws(rng, np.einsum("rij,rj->ri", a[at], x[at - 1]), q[at])
+    return x
+
+
 def _mvn_log(x: Array, mean: Array, precision: Array) -> Array:
     """½ log|P| − ½ (x − m)ᵀ P (x − m) − (D/2) log 2π."""
     d = x - mean
@@ -155,6 +172,10 @@ NUMERIC: dict[str, Numeric] = {
     "Categorical": Numeric(lambda rng, p, s: _categorical(rng, p[0]),
                            lambda x, p: _categorical_log(x, p[0])),
     "MarkovChain": Numeric(lambda rng, p, s: _markov(rng, p[0], p[1], s)),
+    "GaussianChain": Numeric(lambda rng, p, s: _gaussian_chain(rng, p, s)),
+    # a diagonal state noise: Q = diag(noise)
+    "GaussianChainDiag": Numeric(lambda rng, p, s: _gaussian_chain(
+        rng, (*p[:3], np.asarray(p[3])[..., None, :] * np.eye(np.shape(p[3])[-1])), s)),
     "Beta": Numeric(
         lambda rng, p, s: beta_draws(rng, p[0], p[1]),
         lambda x, p: xlogy(p[0] - 1.0, x) + xlog1py(p[1] - 1.0, -x) - betaln(p[0], p[1])),

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import syntax as ast
 from .errors import CemModelError, CemOptionError, Source, Span, did_you_mean
-from .families import FAMILIES, WRITABLE, FamilySpec
+from .families import CHAIN_FAMILIES, FAMILIES, WRITABLE, FamilySpec
 from .families.base import Param
 from .options import check_hyper_values
 
@@ -769,19 +769,23 @@ class _Builder:
         return tuple(resolved)
 
     def _whole_matrix(self, family: FamilySpec, param: Param, arg: ast.Expr) -> RVar | None:
-        """``MarkovChain(pi0, A)``: a variable with one plate and a vector event, named
-        without indices where a matrix is expected, is that matrix (row = its plate)."""
-        if family.name != "MarkovChain" or param.rank != 2 or not isinstance(arg, ast.Name):
+        """``MarkovChain(pi0, A)``: a variable with one plate, named without indices where a
+        chain expects an array one rank above its value, is that array (row = its plate):
+        a matrix of vectors ``A[k]``, a vector of scalars ``noise[i]``."""
+        if (family.name not in CHAIN_FAMILIES or param.rank == 0
+                or not isinstance(arg, ast.Name)):
             return None
         if arg.id not in self.decls:
             return None
         var = self.build_var(arg.id)
         if not var.plates:
             return None
-        if len(var.plates) != 1 or len(var.shape) != 1:
+        if len(var.plates) != 1 or len(var.shape) != param.rank - 1:
+            what, value = (("a K × K matrix", "a vector value") if param.rank == 2 else
+                           ("a vector", "a scalar value"))
             raise self.error(
-                f"the {param.name} of MarkovChain is a K × K matrix: '{arg.id}' would need one "
-                f"plate and a vector value, but it has {len(var.plates)} plate(s) and shape "
+                f"the {param.name} of {family.name} is {what}: '{arg.id}' would need one "
+                f"plate and {value}, but it has {len(var.plates)} plate(s) and shape "
                 f"{_show(var.shape)}", arg.span,
             )
         return RVar(arg.id, (), arg.span)
@@ -811,6 +815,15 @@ class _Builder:
                     f"shape mismatch: mean has length {_show(m)} but precision is {_show(p)}",
                     stmt.span, hint=_literal_size_hint(m, p),
                 )
+        if family.variational == "gaussian_chain":  # GaussianChain, GaussianChainDiag
+            m = self.shape_of(by_name["init_mean"])
+            for param in family.params[1:]:
+                want = (m[0],) * param.rank
+                if self.matrix_shape(by_name[param.name]) != want:
+                    raise self.error(
+                        f"shape mismatch: init_mean has length {_show(m)} but the {param.name} "
+                        f"of {family.name} is {_show(self.matrix_shape(by_name[param.name]))}; "
+                        f"it must be {_show(want)}", stmt.span)
         if family.name == "Wishart":
             s = self.shape_of(by_name["scale"])
             if s[0] != s[1]:
@@ -1063,7 +1076,7 @@ class _Builder:
                              hint="mark the data with 'observe x ~ ...'")
         data_plate = self._data_plate(variables)
         for var in variables:
-            if var.family == "MarkovChain":
+            if var.family in CHAIN_FAMILIES:
                 self._check_chain(var, data_plate)
         data = tuple(replace(d, index_range=self.index_data.get(d.name)) for d in
                      self.data.values())
@@ -1080,15 +1093,15 @@ class _Builder:
         """A chain runs along a plate directly inside the data plate (its sequences), so that
         each item of the local step holds whole chains."""
         if var.observed:
-            raise self.error("an observed MarkovChain is not supported; observe the emissions "
-                             "of a latent chain instead", var.span)
+            raise self.error(f"an observed {var.family} is not supported; observe the "
+                             "emissions of a latent chain instead", var.span)
         inner = self.plates[var.plates[-1]] if var.plates else None
         if (data_plate is None or len(var.plates) != 2 or var.plates[0] != data_plate
                 or inner is None or inner.parent != data_plate):
             raise self.error(
-                f"MarkovChain '{var.name}' must sit in a plate of time steps directly inside "
+                f"{var.family} '{var.name}' must sit in a plate of time steps directly inside "
                 f"the data plate of sequences: plate seqs s in S: plate steps t in T[s]: "
-                f"{var.name}[s, t] ~ MarkovChain(...)", var.span,
+                f"{var.name}[s, t] ~ {var.family}(...)", var.span,
                 hint="the sequences are the items of the local step; each holds whole chains",
             )
 

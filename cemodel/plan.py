@@ -21,7 +21,7 @@ import networkx as nx
 from .collapse import Collapse, CollapseError, choose_collapse
 from .conjugacy import Analysis, Known, Monomial, Slot, Stat, letter_text
 from .errors import CemError, CemModelError
-from .families import FAMILIES
+from .families import CHAIN_POSTERIORS, FAMILIES
 from .model import Model, model_graph
 
 
@@ -191,7 +191,7 @@ def _kept(model: Model, name: str) -> bool:
     if len(var.plates) == 1:
         return True
     inner_fixed = not any(model.plate(p).ragged for p in var.plates[1:])
-    assignment = FAMILIES[var.family].variational in ("categorical", "markov")
+    assignment = FAMILIES[var.family].variational in ("categorical", *CHAIN_POSTERIORS)
     return inner_fixed and not assignment and model.introduced_for(name) is None
 
 
@@ -372,7 +372,7 @@ def describe_slot(slot: Slot) -> str:
         "log": f"log {ref}", "log1m": f"log(1-{ref})", "value": ref, "square": f"{ref}²",
         "onehot": f"{ref}", "outer": f"{ref}{ref}ᵀ", "logdet": f"log|{ref}|",
         "first": f"first {ref}", "pair": f"pair {ref}",
-    }[slot.stat]
+    }.get(slot.stat, f"{slot.stat} {ref}")  # a GaussianChain's: "cross x[s, t]"
     if slot.stat == "onehot":
         return f"q({ref}={tensor[0]})"
     if slot.stat == "first":  # a chain's initial state

@@ -31,6 +31,7 @@ import numpy as np
 from .compiler import Stages, built_model
 from .distributions import JOINT, Q_NAMES, categorical_rows, numeric
 from .errors import CemError
+from .families import CHAIN_FAMILIES
 from .forward import Evaluator, Layout, Scope, blocks, in_order
 from .model import Model as ModelIR
 from .options import check_options
@@ -285,7 +286,8 @@ def forward(world: World, values: dict[str, Array], rng: np.random.Generator) ->
             continue
         draw = numeric(var.family, "draw").draw
         # a chain is drawn whole (its steps in order), anything else a block of rows at a time
-        parts = [scope] if var.family == "MarkovChain" else blocks(evaluate, var.args, scope)
+        parts = [scope] if var.family in CHAIN_FAMILIES else blocks(
+            evaluate, var.args, scope)
         x = np.concatenate([np.asarray(draw(
             rng, tuple(np.asarray(evaluate(arg, part)) for arg in var.args),
             part.plates[var.plates[-1]] if var.plates else None)) for part in parts])

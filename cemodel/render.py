@@ -42,6 +42,16 @@ _USUAL = {
     "markov": ("MarkovChain, exact by forward–backward over each sequence, with log-potentials",
                [("emission", "onehot", 1.0, []), ("initial", "first", 1.0, []),
                 ("transition", "pair", 1.0, [])]),
+    # log q = Σ_t hᵀx_t − ½ xᵀJx: J's blocks J_tt (from x_t x_tᵀ and x_{t+1}'s transition) and
+    # J_{t,t−1} (from x_t x_{t−1}ᵀ)
+    "gaussian_chain": ("GaussianChain, exact by the Kalman/RTS smoother over each sequence: "
+                       "h_t = h (+ h[first] at t = 0), J_tt = J + J[first] at t = 0 or "
+                       "J[not first] after, + J[previous] of step t + 1, J_{t,t−1} = J[cross]",
+                       [("h", "value", 1.0, []), ("h[first]", "start_value", 1.0, []),
+                        ("J", "outer", -2.0, []), ("J[first]", "start_outer", -2.0, []),
+                        ("J[not first]", "step_outer", -2.0, []),
+                        ("J[previous]", "prev_outer", -2.0, []),
+                        ("J[cross]", "cross", -1.0, [])]),
 }
 
 _LETTER_POOL = ("v", "i", "j", "l", "m", "u", "r", "s", "p", "q")
@@ -172,6 +182,12 @@ class _Renderer:
             "square": f"E[{ref}²]",
             "outer": f"E[{ref} {ref}ᵀ]{sub}",
             "logdet": f"E[log|{ref}|]",
+            # a GaussianChain's statistics (ref is x[s, t])
+            "start": f"[{ref} is first]", "start_value": f"E[{ref}]{sub}·[first]",
+            "start_outer": f"E[{ref} {ref}ᵀ]{sub}·[first]", "step": f"[{ref} not first]",
+            "step_outer": f"E[{ref} {ref}ᵀ]{sub}·[not first]",
+            "cross": f"E[{ref} {ref[:-1]} − 1]ᵀ]{sub}", "prev_outer": f"E[{ref[:-1]} − 1] "
+                                                                  f"{ref[:-1]} − 1]ᵀ]{sub}",
         }[slot.stat]
 
     def slot(self, slot: Slot) -> str:

@@ -19,7 +19,7 @@ from cemodel.scoring import ExactPlan, exact_plan, item_log_likelihood
 
 REPO = Path(__file__).resolve().parents[1]
 STDLIB = sorted(p.stem for p in (REPO / "stdlib_models").glob("*.cem"))
-NOT_EXACT = {"lda": "theta", "factor_analysis": "f", "gap_nmf": "H"}
+NOT_EXACT = {"lda": "theta", "factor_analysis": "f", "gap_nmf": "H", "lds": "x"}
 
 
 def _corpus(rng: np.random.Generator, D: int = 20, V: int = 12) -> sparse.csr_matrix:
@@ -48,6 +48,7 @@ def _data(name: str, seed: int) -> tuple[dict, dict]:
         "mixture_of_multinomials": ({"w": _corpus(rng)}, {"K": 3}),
         "lda": ({"w": _corpus(rng)}, {"K": 3}),
         "hmm": ({"x": [rng.integers(0, 4, n) for n in (9, 12, 7, 10)]}, {"K": 2}),
+        "lds": ({"y": [rng.normal(size=(n, 3)) for n in (9, 12, 7, 10)]}, {}),
         "hierarchical_normal": ({"y": rng.normal(0, 1, 30), **groups}, {}),
         "hierarchical_poisson": ({"x": rng.poisson(3, 30), "e": np.ones(30), **groups}, {}),
         "linear_regression": ({"x": rng.normal(size=(30, 3)), "y": rng.normal(size=30)}, {}),
@@ -96,7 +97,8 @@ def test_every_stdlib_model_replicates_each_observed_variable(name):
         assert set(replicated) <= set(data) and replicated
         for key, value in replicated.items():
             given = data[key]
-            shape = (sum(len(s) for s in given),) if isinstance(given, list) else given.shape
+            shape = ((sum(len(s) for s in given), *np.shape(given[0])[1:])
+                     if isinstance(given, list) else given.shape)  # sequences: flat
             assert value.shape == (3, *shape) and np.all(np.isfinite(value)), key
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ..conjugacy import Factor, Known, Monomial, Stat, letter_text
+from ..families import CHAIN_POSTERIORS
 from ..model import Model, VarDef
 from ..plan import InferencePlan
 from ..render import conditional_text
@@ -233,7 +234,7 @@ class EmitContext:
         out: list[Node] = []
         for name in names:
             var = self.var(name)
-            if self.family(name) == "markov":  # the whole chain's, from forward–backward
+            if self.family(name) in CHAIN_POSTERIORS:  # the whole chain's, from its smoother
                 out.append(Line(f"{target} += {args.use('H_' + name)}[0]"))
                 continue
             row = self.row_index(var, args)

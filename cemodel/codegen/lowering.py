@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from ..conjugacy import Factor, Known, Message, Monomial, Stat
-from ..families import FAMILIES
+from ..families import CHAIN_POSTERIORS, FAMILIES
 from ..model import Model, RHyper, RRepeat, VarDef
 from ..plan import InferencePlan
 from .knowns import collect_knowns, log_data_names
@@ -349,7 +349,7 @@ def _implicit_source(implicit_plans: Mapping[str, ImplicitPlan], consumer: str,
 def _skips_row_plates(plan: InferencePlan, name: str) -> bool:
     """A chain, or a local with a ragged inner plate: no message to it is hoisted."""
     var = plan.model.var(name)
-    return family(plan.model, name) == "markov" or any(
+    return family(plan.model, name) in CHAIN_POSTERIORS or any(
         plan.model.plate(p).ragged for p in var.plates[1:])
 
 
@@ -412,7 +412,7 @@ def _partial(plan: InferencePlan, implicit_plans,
     found: dict[tuple[str, int], PartialMessage] = {}
     for name in plan.locals:
         var = model.var(name)
-        if family(model, name) == "markov" or len(var.plates) != 1:
+        if family(model, name) in CHAIN_POSTERIORS or len(var.plates) != 1:
             continue
         for m, (message, factor, monomial) in enumerate(messages_to(plan, name)):
             if ((name, m) in hoisted or factor.child == name
@@ -479,7 +479,7 @@ def _thread_private(plan: InferencePlan, scratch, product, implicit_plans,
             names += [E_name(name, st) for st, _ in stats(plan.model, name)]
             if name in product:
                 names += [f"H_{name}", f"logZ_{name}"]
-            if family(plan.model, name) == "markov":
+            if family(plan.model, name) in CHAIN_POSTERIORS:
                 names.append(f"H_{name}")
     for name in implicit_plans:
         names += [f"A_{name}", f"S_{name}"]

@@ -59,7 +59,7 @@ def stat_sizes(var: VarDef, stat: str, rank: int) -> list[Size]:
         return [var.categories] * 2
     if rank == 0:
         return []
-    if stat == "outer":
+    if rank == 2 and len(var.shape) == 1:  # x xᵀ of a vector (a chain's x_t x_{t−1}ᵀ)
         return [var.shape[0]] * 2
     return list(var.shape[:rank])
 

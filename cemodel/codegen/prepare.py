@@ -5,6 +5,7 @@ minibatch whose globals, hyperparameters and statistics are the fit's."""
 
 from __future__ import annotations
 
+from ..families import CHAIN_POSTERIORS
 from ..model import VarDef
 from .calls import KernelCalls
 from .context import EmitContext
@@ -154,7 +155,7 @@ def _buffers(ctx: EmitContext) -> list[Node]:
         body.append(Line(f"{pre} = np.zeros({tuple_text(dim_name(dims[e]) for e in key)})",
                          f"the global part of a message to q({name}) (hoist_messages)"))
     for name in plan.locals:
-        if ctx.family(name) == "markov":
+        if ctx.family(name) in CHAIN_POSTERIORS:
             body.append(Line(f"H_{name} = np.zeros(1)",
                              f"entropy of the current item's chains q({name})"))
     for name in kplan.product_form:

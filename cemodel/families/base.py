@@ -91,6 +91,8 @@ class FamilySpec:
     aliases: tuple[str, ...] = field(default=())
     # what to write instead, where a latent variable of this family is refused
     latent_hint: str = ""
+    # what else to write where a latent argument enters a term twice (refused by conjugacy)
+    twice_hint: str = ""
 
     def provides(self, stat: str) -> bool:
         """Whether the posterior of a variable with this prior provides E[stat]: the one rule

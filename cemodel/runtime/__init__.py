@@ -77,6 +77,7 @@ from .families import wishart_expected_stats as wishart_expected_stats
 from .families import wishart_log_normalizer as wishart_log_normalizer
 from .families import wishart_natural as wishart_natural
 from .families import wishart_params as wishart_params
+from .gaussian_chain import gaussian_chain_posterior as gaussian_chain_posterior
 from .klc import klc_start as klc_start
 from .klc import riemannian_cg as riemannian_cg
 from .learning import learn_gamma_rate as learn_gamma_rate

@@ -3,6 +3,7 @@ local by forward–backward); item_elbo: one item's share of the ELBO (the resta
 
 from __future__ import annotations
 
+from ...families import CHAIN_POSTERIORS
 from ...model import VarDef
 from ..context import KERNEL, EmitContext, pre_slot
 from ..loops import ArgRecorder, Contraction, dim_name, emit_contraction, fmt_float, plate_var
@@ -25,7 +26,7 @@ def emit_update_local(ctx: EmitContext, name: str) -> Function:
     inner += prior_nodes
     if child_nodes:
         inner.append(Block("if with_children", tuple(child_nodes)))
-    if ctx.family(name) == "markov":
+    if ctx.family(name) in CHAIN_POSTERIORS:
         return _chain_update(ctx, var, inner, args)
     product = ctx.kplan.product.get(name)
     inner += _expectations(ctx, var, row, args)
@@ -137,10 +138,19 @@ def _expectations(ctx: EmitContext, var: VarDef, row: str, args: ArgRecorder) ->
     return nodes
 
 
+_CHAIN_COMMENTS = {
+    "markov": "q(chain) ∝ exp(Σ_t emission_t[z_t] + initial[z_0] + Σ_t transition_t"
+              "[z_t−1, z_t]): marginals, pairwise marginals and its entropy",
+    "gaussian_chain": "q(chain) ∝ exp(Σ_t λ_t·t(x_t)): one Gaussian with a block-tridiagonal "
+                      "precision; its smoothed moments and entropy",
+}
+
+
 def _chain_update(ctx: EmitContext, var: VarDef, rows: list[Node],
                   args: ArgRecorder) -> Function:
-    """A MarkovChain local: its log-potentials per step (the messages), then the exact
-    posterior of each sequence by forward–backward (cemodel.runtime.chain)."""
+    """A chain local: its natural parameters per step (the messages), then the exact
+    posterior of each sequence (a MarkovChain by forward–backward, cemodel.runtime.chain; a
+    GaussianChain by the Kalman/RTS smoother, cemodel.runtime.gaussian_chain)."""
     nodes = ctx.item_rows(var, list(rows), args)
     steps = ctx.model.plate(var.plates[1])
     if steps.ragged:
@@ -151,10 +161,10 @@ def _chain_update(ctx: EmitContext, var: VarDef, rows: list[Node],
     arrays = [args.use(ctx.layout.lam(var.name, st)) for st, _ in ctx.stats(var.name)]
     arrays += [args.use(ctx.layout.E(var.name, st)) for st, _ in ctx.stats(var.name)]
     H = args.use(f"H_{var.name}")
+    family = ctx.family(var.name)
     body = ctx.bases(nodes, args) + nodes + [
-        Comment("q(chain) ∝ exp(Σ_t emission_t[z_t] + initial[z_0] + Σ_t transition_t"
-                "[z_t−1, z_t]): marginals, pairwise marginals and its entropy"),
-        Line(f"{H}[0] = rt.chain_posterior({', '.join(arrays)}, {length})"),
+        Comment(_CHAIN_COMMENTS[family]),
+        Line(f"{H}[0] = rt.{CHAIN_POSTERIORS[family]}({', '.join(arrays)}, {length})"),
     ]
     return Function(f"update_{var.name}", tuple(args.names), tuple(body),
                     ctx.conditional_doc(var), KERNEL)
