@@ -100,11 +100,11 @@ def test_a_long_sum_compiles_in_a_hyperparameter_and_a_mean(terms):
     """The generated module evaluates the hyperparameter's sum to its value (it read 'too many
     nested parentheses' at 201 terms), and a mean of 1,001 terms compiles (RecursionError)."""
     stages = run_stages(normal_mean(" - ".join(["1"] * terms)), "long.cem", {})
-    (line,) = [line for line in stages.source.splitlines() if "hypers, 'm0', " in line]
+    (line,) = [line for line in stages.generated.text.splitlines() if "hypers, 'm0', " in line]
     expression = re.search(r"'m0', (.*), \(\)\) if share", line).group(1)
     assert eval(expression) == 2 - terms  # noqa: S307 - our own generated arithmetic
     assert run_stages(normal_mean(mean=" + ".join(["mu"] + ["f[n]"] * terms)), "long.cem",
-                      {}).source
+                      {}).generated
 
 
 # -- too deep: refused where it first goes too deep -------------------------------------------
@@ -119,7 +119,7 @@ def test_a_thousand_unary_minuses_are_refused_at_the_limit():
 
 
 def test_an_expression_at_the_limit_compiles():
-    assert run_stages(normal_mean("-" * (EXPR_DEEPEST - 1) + "1"), "deep.cem", {}).source
+    assert run_stages(normal_mean("-" * (EXPR_DEEPEST - 1) + "1"), "deep.cem", {}).generated
     refused(normal_mean("-" * EXPR_DEEPEST + "1"))
 
 
@@ -136,7 +136,7 @@ def test_brackets_nested_500_deep_on_the_right_are_refused():
     error = refused(normal_mean("1 - (" * 500 + "1" + ")" * 500))
     assert f"at most {EXPR_DEEPEST} deep" in error.message
     assert normal_mean("(" * 500 + "1" + ")" * 500)  # brackets alone nest nothing
-    assert run_stages(normal_mean("(" * 500 + "1" + ")" * 500), "b.cem", {}).source
+    assert run_stages(normal_mean("(" * 500 + "1" + ")" * 500), "b.cem", {}).generated
 
 
 @pytest.mark.parametrize("plates", [PLATES_DEEPEST + 1, 100])
@@ -148,7 +148,7 @@ def test_plates_nested_too_deep_are_refused_at_the_first_too_deep(plates):
 
 
 def test_plates_at_the_limit_compile():
-    assert run_stages(nested_plates(PLATES_DEEPEST), "plates.cem", {}).source
+    assert run_stages(nested_plates(PLATES_DEEPEST), "plates.cem", {}).generated
 
 
 def test_a_recursion_error_left_is_located_where_the_source_nests_deepest():

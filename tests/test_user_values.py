@@ -425,7 +425,7 @@ def test_a_python_keyword_is_refused_at_the_declaration_where_it_would_be_an_ide
     from cemodel.compiler import run_stages
     from cemodel.errors import CemModelError
 
-    assert run_stages(KEYWORD_MODEL, "m.cem").source is not None
+    assert run_stages(KEYWORD_MODEL, "m.cem").generated is not None
     for word in [*keyword.kwlist, "__debug__"]:
         with pytest.raises(CemModelError) as info:
             run_stages(_rename(KEYWORD_MODEL, name, word), "m.cem")
@@ -452,7 +452,7 @@ def test_a_keyword_the_module_never_uses_bare_stays_allowed(kind, old):
 
     words = ["match", "case", "type", "_"] if kind == "soft keyword" else ["lambda", "if"]
     for word in words:
-        source = run_stages(_rename(KEYWORD_MODEL, old, word), "m.cem").source
+        source = run_stages(_rename(KEYWORD_MODEL, old, word), "m.cem").generated.text
         compile(source, "<generated>", "exec")
 
 
@@ -496,9 +496,9 @@ def test_names_of_the_longest_length_give_file_names_the_file_system_takes(model
     for name, _, start, end in sorted(tokens, key=lambda tok: -tok[2]):
         text = text[:start] + long[name] + text[end:]
     text = re.sub(r"^model \w+", "model " + "m" * NAME_LONGEST, text, flags=re.M)
-    source = run_stages(text, f"{model}.cem").source
+    source = run_stages(text, f"{model}.cem").generated.kernels_text()
     kernels = [node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)]
-    stem = f"{'m' * NAME_LONGEST}_{'0' * 16}"  # compile_stages: MODEL_HASH16.py
+    stem = f"{'m' * NAME_LONGEST}_kernels_{'0' * 16}"  # compile_stages: MODEL_kernels_HASH16.py
     longest = max(len(f"{stem}.{k.name}-{k.lineno:06d}.py311.99.nbc.tmp.{'0' * 32}")
                   for k in kernels)
     assert longest <= 255
