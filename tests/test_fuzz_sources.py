@@ -359,6 +359,9 @@ def test_enough_sources_were_checked():
     models mostly produces models that compile, so the code generator is exercised."""
     if not OUTCOMES:
         pytest.skip("the fuzz tests of this file did not run in this session")
+    missing = [kind for kind in EXAMPLES if not OUTCOMES[kind]]
+    if missing:  # pytest-xdist gave them to another worker, whose counts this one cannot see
+        pytest.skip(f"the {', '.join(missing)} fuzz tests ran in another process")
     total = sum(OUTCOMES[kind] for kind in EXAMPLES)
     assert total >= 1000, OUTCOMES
     assert OUTCOMES["plausible:ok"] >= OUTCOMES["plausible"] // 2, OUTCOMES
