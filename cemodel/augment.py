@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .augment_sticks import break_sticks
 from .errors import CemConjugacyError, Span
 from .model import (
     Introduced,
@@ -33,7 +34,9 @@ from .model import (
 
 def augment(model: Model) -> Model:
     """Introduce the split counts of every observed Poisson whose rate is a sum; refuse a
-    sum anywhere else (with the place and the reason)."""
+    sum anywhere else (with the place and the reason); break stick-breaking weights into
+    their Beta sticks (``cemodel.augment_sticks``)."""
+    model = break_sticks(model)
     variables: list[VarDef] = []
     introduced: list[Introduced] = []
     taken: set[str] = set()  # the names given here
@@ -62,7 +65,8 @@ def augment(model: Model) -> Model:
         ))
     if not introduced:
         return model
-    return replace(model, variables=tuple(variables), introduced=tuple(introduced))
+    return replace(model, variables=tuple(variables),
+                   introduced=model.introduced + tuple(introduced))
 
 
 def _refuse_nested(model: Model, expr: RExpr, var: VarDef) -> None:

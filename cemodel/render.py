@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from .augment_sticks import STICK_TEXT
 from .conjugacy import Known, Slot, Stat, letter_text, render_expr
 from .families import FAMILIES
 from .model import RData, RRepeat, RVar, SumIndex
@@ -110,6 +111,9 @@ class _Renderer:
         if slot.fn == "onehot" and isinstance(first, (RVar, RData)):
             ref = self.ref(first.name, tuple(i.plate for i in first.indices))
             return f"[{ref} = {self.letter(slot.tensor[0])}]"
+        if slot.fn in STICK_TEXT:  # the indicators of log π (cemodel.augment_sticks)
+            return STICK_TEXT[slot.fn].format(*map(self.letter, slot.tensor),
+                                              K=render_expr(first))
         tensor = slot.tensor
         if isinstance(first, (RVar, RData)):
             # a sum's index taken by data reads the known at the sum's letter (its last axes)
@@ -248,7 +252,7 @@ def conditional_text(plan: InferencePlan, name: str) -> str:
     ref = name if not var.plates else (
         f"{name}[{', '.join(plan.model.plate(p).index for p in var.plates)}]")
     introduced = plan.model.introduced_for(name)
-    if introduced is not None:  # Multinomial(y, φ) over the terms of y's rate
+    if introduced is not None and family == "split":  # Multinomial(y, φ) over y's terms
         of = plan.model.var(introduced.of)
         total = introduced.of if not of.plates else (
             f"{introduced.of}[{', '.join(plan.model.plate(p).index for p in of.plates)}]")

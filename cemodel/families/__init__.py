@@ -24,6 +24,7 @@ from . import (
     normal,
     poisson,
     split,
+    stick_breaking,
     wishart,
 )
 from .base import CHILD, FamilySpec, Param, Term, View
@@ -31,7 +32,7 @@ from .base import CHILD, FamilySpec, Param, Term, View
 FAMILIES: dict[str, FamilySpec] = {}
 for _module in (
     dirichlet, categorical, beta, bernoulli, binomial, gamma, poisson, exponential, normal, mvn,
-    wishart, markov_chain, geometric, negative_binomial, multinomial,
+    wishart, markov_chain, geometric, negative_binomial, multinomial, stick_breaking,
 ):
     _spec = _module.SPEC
     FAMILIES[_spec.name] = _spec

@@ -137,3 +137,4 @@ from .ssvi import ssvi_dirichlet as ssvi_dirichlet
 from .ssvi import ssvi_gamma as ssvi_gamma
 from .ssvi import ssvi_normal as ssvi_normal
 from .ssvi import ssvi_normal_gamma as ssvi_normal_gamma
+from .sticks import stick_components as stick_components
