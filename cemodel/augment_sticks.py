@@ -98,8 +98,7 @@ def _concentration(model: Model, var: VarDef) -> tuple[RExpr, str]:
         raise CemConjugacyError(
             f"not conjugate: the concentration of StickBreaking '{var.name}' depends on latent "
             f"'{latent}'; cemodel takes it as a constant", _span(arg.value, var), model.source,
-            hint="give alpha a value or a hyperparameter (learn it by empirical Bayes with "
-                 "learn=('alpha',))")
+            hint="give alpha a value or a hyperparameter (hyper alpha = 1.0)")
     return arg.value, arg.dim
 
 
@@ -155,8 +154,8 @@ def stick_log_poly(expander, fn: str, expr: RCall, letters: tuple[str, ...]) -> 
     dim = model.plate(model.var(sticks.name).plates[0]).dim
     j = expander.fresh(dim)
     size = RDimSize(dim, expr.span)
-    log_v = expander.leaf(sticks, "log", (k,))
-    log1m_v = expander.leaf(sticks, "log1m", (j,))
+    log_v = expander.leaf(sticks, "log", (k,), domain="unit")  # a stick is a probability
+    log1m_v = expander.leaf(sticks, "log1m", (j,), domain="unit")
     keep = expander.known("stick_keep", (size,), (k,))
     below = expander.known("stick_below", (size,), (k, j))
     return [(1.0, (keep, log_v)), (1.0, (below, log1m_v))]

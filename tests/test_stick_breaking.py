@@ -1,0 +1,199 @@
+"""Stick-breaking (truncated Dirichlet-process) weights: ``StickBreaking(alpha, K)`` broken into
+Beta(1, alpha) sticks by ``cemodel.augment_sticks`` (Blei & Jordan 2006, eqs. 18-20).
+
+The sticks' conditionals against a numpy reimplementation of the closed-form Beta updates,
+E[log pi] against the sticks' digammas through the assignments' fixed point, recovery of the
+number of clusters, the components report, every listed method on dp_gmm, and the refusals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import digamma, logsumexp
+from sklearn.metrics import adjusted_rand_score
+
+from cemodel.check import check_report
+from cemodel.compiler import run_stages
+from cemodel.errors import CemConjugacyError, CemError, CemModelError
+from cemodel.runtime import stick_components
+from cemodel.runtime.drivers import DRIVERS
+
+from .helpers import never_decreases
+
+K = 10  # the truncation of the tests (dp_gmm's default is 20)
+
+
+@pytest.fixture(scope="module")
+def dp_gmm(compiled):
+    return compiled("dp_gmm")
+
+
+@pytest.fixture(scope="module")
+def clusters():
+    """150 points from 3 well-separated 2-D Gaussians (weights .5, .3, .2)."""
+    rng = np.random.default_rng(0)
+    z = rng.choice(3, 150, p=[0.5, 0.3, 0.2])
+    x = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])[z] + rng.normal(size=(150, 2))
+    return x, z
+
+
+@pytest.fixture(scope="module")
+def mf_fit(dp_gmm, clusters):
+    x, _ = clusters
+    return dp_gmm.fit({"x": x}, dims={"K": K}, hypers={"alpha": 0.7}, max_iter=500, tol=1e-14,
+                      seed=0)
+
+
+def test_sticks_are_the_closed_form_beta_conditionals(mf_fit):
+    """gamma_k1 = 1 + sum_n phi_nk, gamma_k2 = alpha + sum_n sum_{j>k} phi_nj (B&J eqs. 18-19)
+    from the fit's own q(z); the K-th stick (v_K = 1) is read by nothing: its prior."""
+    phi = mf_fit["z.probs"]
+    counts = phi.sum(axis=0)
+    above = counts[::-1].cumsum()[::-1] - counts  # sum_{j>k} N_j
+    a, b = mf_fit["pi_sticks.a"], mf_fit["pi_sticks.b"]
+    np.testing.assert_allclose(a[:-1], 1.0 + counts[:-1], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(b[:-1], 0.7 + above[:-1], rtol=1e-12, atol=1e-12)
+    assert (a[-1], b[-1]) == pytest.approx((1.0, 0.7), abs=1e-12)
+
+
+def test_assignments_read_log_pi_of_the_sticks(mf_fit, clusters):
+    """At MF's fixed point q(z_n = k) ∝ exp(E[log pi_k] + E[log N(x_n | mu_k, Lambda_k)]) with
+    E[log pi_k] = E[log v_k] + sum_{j<k} E[log(1 - v_j)] (B&J eq. 20), in numpy."""
+    x, _ = clusters
+    a, b = mf_fit["pi_sticks.a"], mf_fit["pi_sticks.b"]
+    e_log_v, e_log1m = digamma(a) - digamma(a + b), digamma(b) - digamma(a + b)
+    e_log_v[-1] = 0.0
+    e_log_pi = e_log_v + np.concatenate(([0.0], np.cumsum(e_log1m[:-1])))
+    lam, logdet = mf_fit["E[value Lambda]"], mf_fit["E[logdet Lambda]"]
+    mu, outer = mf_fit["E[value mu]"], mf_fit["E[outer mu]"]
+    quad = (np.einsum("ni,kij,nj->nk", x, lam, x) - 2 * np.einsum("ni,kij,kj->nk", x, lam, mu)
+            + np.einsum("kij,kij->k", lam, outer))
+    log_phi = e_log_pi + 0.5 * logdet - 0.5 * quad
+    phi = np.exp(log_phi - logsumexp(log_phi, axis=1, keepdims=True))
+    np.testing.assert_allclose(mf_fit["z.probs"], phi, atol=1e-8)
+
+
+def test_dp_gmm_recovers_three_clusters_with_a_monotone_elbo(dp_gmm, clusters, mf_fit):
+    x, z = clusters
+    assert never_decreases(mf_fit.elbo)
+    components = mf_fit.notes["components"]["pi"]
+    assert components["components_used"] == 3
+    assert adjusted_rand_score(z, mf_fit["z.probs"].argmax(axis=1)) >= 0.95
+    np.testing.assert_allclose(components["counts"].sum(), len(x), rtol=1e-9)
+    assert components["weights"].sum() == pytest.approx(1.0, abs=1e-12)
+    used = np.sort(components["counts"])[::-1][:3] / len(x)
+    np.testing.assert_allclose(used, np.sort(np.bincount(z) / len(x))[::-1], atol=0.02)
+
+
+def test_stick_components_by_hand():
+    """E[pi] from the sticks' means, counts from a - 1 and b_{K-1} - alpha, the 1% rule."""
+    a = np.array([61.0, 31.0, 1.5, 1.0])
+    b = np.array([40.5, 10.5, 10.0, 0.5])  # alpha = 0.5: N = (60, 30, 0.5, 9.5)
+    out = stick_components(a, b, 0.5)
+    np.testing.assert_allclose(out["counts"], [60.0, 30.0, 0.5, 9.5])
+    v = a / (a + b)
+    expected = [v[0], (1 - v[0]) * v[1], (1 - v[0]) * (1 - v[1]) * v[2],
+                (1 - v[0]) * (1 - v[1]) * (1 - v[2])]
+    np.testing.assert_allclose(out["weights"], expected, rtol=1e-14)
+    assert out["components_used"] == 3  # 0.5 items < max(1, 1% of 100)
+
+
+def test_check_lists_the_sticks_as_introduced():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "stdlib_models" / "dp_gmm.cem"
+    report = check_report(run_stages(path.read_text(), path.name).plan)
+    assert "introduced by cemodel" in report
+    assert "pi_sticks: pi ~ StickBreaking is broken into Beta(1, α) sticks" in report
+    assert "pi_sticks[k] ~ Beta  [introduced in plates sticks_pi]  (dp_gmm.cem:" in report
+    assert "a = 1 + Σ_{n} q(z[n] = k)·[k < K]" in report
+    assert "b = alpha + Σ_{n,v} q(z[n] = v)·[k < v]" in report
+
+
+# every method dp_gmm's table lists, with the options of a quick run: the SVI steps on the
+# small-data default schedule (334 steps here); SSVI-A and SSVI, whose sampled globals keep
+# the noise of a large step, on the large-data one for 90 steps (ρ ends at 0.04)
+_SAMPLED = {"batch_size": 50, "epochs": 30, "kappa": 0.7, "tau": 10.0}
+_RUNS = {"svi": {"batch_size": 50}, "svi+": {"batch_size": 50, "effective_batch_size": 25},
+         "svi-avg": {"batch_size": 50}, "ssvi-a": _SAMPLED, "ssvi": _SAMPLED}
+
+
+def test_every_listed_method_runs_on_dp_gmm(dp_gmm, clusters):
+    """Each method of the table ends with the three clusters found (ARI >= 0.9; SSVI-A keeps
+    some items in components drawn from their prior, so it uses more of them)."""
+    x, z = clusters
+    listed = [m for m, why in dp_gmm.METHODS.items() if why.startswith("yes")]
+    assert set(listed) == {"mf", *_RUNS}  # klc is refused: mu and Lambda are not d-separated
+    assert "not d-separated" in dp_gmm.METHODS["klc"]
+    for method, options in _RUNS.items():
+        fit = DRIVERS[method].run(dp_gmm, {"x": x}, dims={"K": K}, seed=0, **options)
+        assert np.all(np.isfinite(fit.elbo)), method
+        assert adjusted_rand_score(z, fit["z.probs"].argmax(axis=1)) >= 0.9, method
+        assert fit.notes["components"]["pi"]["components_used"] >= 3, method
+    steps = [s for s, why in dp_gmm.LOCAL_STEPS.items() if why.startswith("yes") and s != "mf"]
+    for local in steps:
+        fit = dp_gmm.fit({"x": x}, dims={"K": K}, seed=0, local=local)
+        assert adjusted_rand_score(z, fit["z.probs"].argmax(axis=1)) >= 0.95, local
+
+
+def _src(*lines: str) -> str:
+    return "\n".join(("model m", "dim K = 5", "dim N", "hyper alpha = 1.0", *lines)) + "\n"
+
+
+_MIXTURE = ("plate points n in N:", "    z[n] ~ Categorical(pi)",
+            "    observe y[n] ~ Normal(0.0, 1.0)")
+
+# (id, source, error class, line, column, substring of the message, substring of the hint)
+REFUSALS = [
+    ("truncation-not-a-dimension", _src("pi ~ StickBreaking(alpha, 2.5)", *_MIXTURE),
+     CemModelError, 5, 27, "second argument of StickBreaking(a, K) is a dimension",
+     "dim K = 10"),
+    ("latent-truncation", _src("w ~ Gamma(1, 1)", "pi ~ StickBreaking(alpha, w)", *_MIXTURE),
+     CemModelError, 6, 27, "second argument of StickBreaking(a, K) is a dimension", None),
+    ("one-argument", _src("pi ~ StickBreaking(alpha)", *_MIXTURE),
+     CemModelError, 5, 6, "StickBreaking takes 2 arguments (a, K), got 1", "StickBreaking(a, K)"),
+    ("vector-concentration", _src("hyper c = [1.0, 2.0]", "pi ~ StickBreaking(c, K)", *_MIXTURE),
+     CemModelError, 6, 20, "StickBreaking(a, K) takes a scalar a", None),
+    ("latent-concentration", _src("a ~ Gamma(1, 1)", "pi ~ StickBreaking(a, K)", *_MIXTURE),
+     CemConjugacyError, 6, 20, "concentration of StickBreaking 'pi' depends on latent 'a'",
+     "hyperparameter"),
+    ("inside-a-plate", _src("dim G", "plate groups g in G:", "    pi[g] ~ StickBreaking(alpha, K)",
+                            "    plate points n in N:", "        z[g, n] ~ Categorical(pi[g])",
+                            "        observe y[g, n] ~ Normal(0.0, 1.0)"),
+     CemModelError, 7, 5, "supported at the top level only", "Dirichlet(a, K)"),
+    ("inside-an-expression", _src("hyper c = ones(K)", "pi ~ StickBreaking(alpha, K)",
+                                  "plate points n in N:",
+                                  "    observe y[n] ~ Normal(dot(pi, c), 1.0)"),
+     CemConjugacyError, 8, 31, "stick-breaking weights 'pi' inside an expression",
+     "probabilities of a Categorical"),
+    ("read-as-a-value", _src("pi ~ StickBreaking(alpha, K)", "plate points n in N:",
+                             "    observe y[n] ~ Dirichlet(pi)"),
+     CemConjugacyError, 7, 30, "reads stick-breaking weights 'pi' through E[value]",
+     "probabilities of a Categorical"),
+]
+
+
+@pytest.mark.parametrize("text, error, line, col, message, hint",
+                         [case[1:] for case in REFUSALS], ids=[case[0] for case in REFUSALS])
+def test_forms_that_do_not_apply_are_refused_where_they_are(text, error, line, col, message,
+                                                            hint):
+    with pytest.raises(CemError) as info:
+        run_stages(text, "bad.cem")
+    exc = info.value
+    assert type(exc) is error, f"{type(exc).__name__}: {exc}"
+    assert (exc.span.line, exc.span.column) == (line, col), str(exc)
+    assert message in exc.message, exc.message
+    if hint is not None:
+        assert exc.hint is not None and hint in exc.hint, exc.hint
+    rendered = str(exc)
+    assert rendered.startswith(f"bad.cem:{line}:{col}: error: "), rendered
+    assert rendered.splitlines()[1] == "    " + text.splitlines()[line - 1]
+
+
+def test_multinomial_counts_read_stick_breaking_weights_too():
+    """Any read through log pi (a Multinomial's probabilities) is conjugate to the sticks."""
+    text = _src("dim T", "pi ~ StickBreaking(alpha, K)", "plate draws n in N:",
+                "    observe y[n] ~ Multinomial(20, pi)")
+    report = check_report(run_stages(text, "ok.cem").plan)
+    assert "b = alpha + Σ_{n,v} y[n]_v·[k < v]" in report
