@@ -98,7 +98,8 @@ def _concentration(model: Model, var: VarDef) -> tuple[RExpr, str]:
         raise CemConjugacyError(
             f"not conjugate: the concentration of StickBreaking '{var.name}' depends on latent "
             f"'{latent}'; cemodel takes it as a constant", _span(arg.value, var), model.source,
-            hint="give alpha a value or a hyperparameter (hyper alpha = 1.0)")
+            hint="give alpha a value or a hyperparameter (hyper alpha = 1.0), which "
+                 "empirical Bayes can set: fit(..., learn=('alpha',))")
     return arg.value, arg.dim
 
 

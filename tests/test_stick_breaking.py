@@ -86,6 +86,18 @@ def test_dp_gmm_recovers_three_clusters_with_a_monotone_elbo(dp_gmm, clusters, m
     np.testing.assert_allclose(used, np.sort(np.bincount(z) / len(x))[::-1], atol=0.02)
 
 
+def test_cemodel_fit_prints_the_components_used(dp_gmm, clusters, tmp_path, capsys):
+    from pathlib import Path
+
+    from cemodel.cli import main
+
+    data = tmp_path / "points.npz"
+    np.savez(data, x=clusters[0])
+    model = Path(__file__).resolve().parents[1] / "stdlib_models" / "dp_gmm.cem"
+    assert main(["fit", str(model), "--data", str(data), "-o", str(tmp_path / "p.npz")]) == 0
+    assert "pi: 3 of 20 components used" in capsys.readouterr().out
+
+
 def test_stick_components_by_hand():
     """E[pi] from the sticks' means, counts from a - 1 and b_{K-1} - alpha, the 1% rule."""
     a = np.array([61.0, 31.0, 1.5, 1.0])
@@ -287,3 +299,31 @@ def test_dp_mom_mf_and_klc_find_the_classes(dp_mom):
         best = max(fits, key=lambda fit: fit.elbo[-1])
         assert best.notes["components"]["pi"]["components_used"] == 3
         assert adjusted_rand_score(classes, best["E[onehot c]"].argmax(axis=1)) == 1.0
+
+
+def test_empirical_bayes_sets_the_concentration_to_its_closed_form(dp_gmm, clusters):
+    """learn=('alpha',): α maximising Σ_k E[log Beta(v_k; 1, α)] is K / −Σ_k E[log(1 − v_k)]
+    (the unread K-th stick included; at the fixed point this is B&J's (K − 1) / −Σ_{k<K})."""
+    x, _ = clusters
+    fit = dp_gmm.fit({"x": x}, dims={"K": K}, learn=("alpha",), seed=0, tol=1e-12,
+                     max_iter=1000)
+    assert "alpha" in dp_gmm.LEARNABLE
+    assert never_decreases(fit.elbo)
+    e_log1m = fit["E[log1m pi_sticks]"]
+    alpha = fit.hypers["alpha"]
+    # α is set from the sticks of the iteration before the last, and α and the sticks
+    # approach their joint fixed point slowly (an EM step each): 7e-6 apart at the stop
+    assert alpha == pytest.approx(K / -e_log1m.sum(), rel=1e-4)
+    assert alpha == pytest.approx((K - 1) / -e_log1m[:-1].sum(), rel=1e-4)
+    assert fit.notes["components"]["pi"]["components_used"] == 3
+
+
+def test_learn_beta_param_solves_its_equation():
+    """ψ(a + b) − ψ(a) = −mean E[log x] for b ≠ 1 (Newton), a = −1 / mean for b = 1."""
+    e_log = np.array([-0.4, -0.9, -0.2])
+    from cemodel.runtime import learn_beta_param
+
+    for b in (0.3, 2.5, 40.0):
+        a = learn_beta_param(b, e_log)
+        assert digamma(a + b) - digamma(a) == pytest.approx(-e_log.mean(), rel=1e-10)
+    assert learn_beta_param(1.0, e_log) == pytest.approx(1.0 / 0.5, rel=1e-14)

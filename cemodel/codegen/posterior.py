@@ -110,8 +110,11 @@ def learn_function(ctx: EmitContext) -> Function:
                     f"s.{ctx.layout.E(var.name, 'log')}{rows})")
         elif item.kind == "gamma_shape":
             call = f"rt.learn_gamma_shape({other}, s.{ctx.layout.E(var.name, 'log')}{rows})"
-        else:
+        elif item.kind == "gamma_rate":
             call = f"rt.learn_gamma_rate({other}, s.{ctx.layout.E(var.name, 'value')}{rows})"
+        else:  # a Beta's a from E[log x], its b from E[log(1 − x)]
+            stat = "log" if item.kind == "beta_a" else "log1m"
+            call = f"rt.learn_beta_param({other}, s.{ctx.layout.E(var.name, stat)}{rows})"
         body.append(Block(f"if {item.hyper!r} in learn", (
             Line(f"s.{item.hyper} = (1.0 - rho) * s.{item.hyper} + rho * {call}"),),
             comment=f"the prior of {item.var}"))

@@ -79,6 +79,7 @@ from .families import wishart_natural as wishart_natural
 from .families import wishart_params as wishart_params
 from .klc import klc_start as klc_start
 from .klc import riemannian_cg as riemannian_cg
+from .learning import learn_beta_param as learn_beta_param
 from .learning import learn_gamma_rate as learn_gamma_rate
 from .learning import learn_gamma_shape as learn_gamma_shape
 from .learning import learn_symmetric_dirichlet as learn_symmetric_dirichlet

@@ -52,5 +52,30 @@ def learn_gamma_rate(shape: float, E_value: np.ndarray) -> float:
     return float(shape * E_value.size / E_value.sum())
 
 
-__all__ = ["inverse_digamma", "learn_gamma_rate", "learn_gamma_shape",
+def learn_beta_param(other: float, E_stat: np.ndarray, iters: int = 100) -> float:
+    """a maximising Σ_rows (lnΓ(a + b) − lnΓ(a) + (a − 1) E[t]) for Beta(a, b) with b = ``other``
+    known, E[t] = E[log x] (or, for b given a, E[log(1 − x)]):
+
+        ψ(a + b) − ψ(a) = −mean E[t]
+
+    (Minka 2000), by Newton's method in log a; for b = 1 exactly a = −1 / mean E[t] (the
+    concentration of stick-breaking weights, v_k ~ Beta(1, α): α = −R / Σ E[log(1 − v_k)])."""
+    target = -float(np.mean(E_stat))
+    if other == 1.0:
+        return 1.0 / target
+    log_a = np.log(max(1.0 / target - other, 1e-3))  # ψ(a + b) − ψ(a) ≈ b / a
+    for _ in range(iters):
+        a = np.exp(log_a)
+        grad = digamma(a + other) - digamma(a) - target
+        hess = polygamma(1, a + other) - polygamma(1, a)  # < 0: the root is unique
+        step = grad / (hess * a)
+        if not np.isfinite(step):
+            break
+        log_a -= step
+        if abs(step) < 1e-12:
+            break
+    return float(np.exp(log_a))
+
+
+__all__ = ["inverse_digamma", "learn_beta_param", "learn_gamma_rate", "learn_gamma_shape",
            "learn_symmetric_dirichlet"]

@@ -15,7 +15,7 @@ from cemodel import runtime as rt
 SOURCE = 'dp_gmm.cem'
 SOURCE_SHA256 = 'da3b1d9f556dea0f209e7bf88e034acfc254e1e5ea6f39b9e7acb349c480254f'
 DEFAULT_START = 'seeds'  # k-means++ seed items for the categorical locals
-LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+LEARNABLE = ('alpha',)  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 DATA_PLATE = 'points'  # the plate the local step runs over
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {
@@ -763,7 +763,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     inv_W0 = rt.inv(W0)  # inv(W0)
     wishart_lognorm_nu0_W0 = rt.wishart_lognorm(nu0, W0)  # wishart_lognorm(nu0, W0)
     stick_keep_K = (np.arange(n_K) < n_K - 1) * 1.0  # stick_keep(K)
-    stick_below_K = np.tri(n_K, k=-1)  # stick_below(K)
+    stick_below_K = np.tri(n_K, n_K, -1)  # stick_below(K)
     dim_x = n_D  # dim(x[points])
     # variational parameters (natural, coefficient form) and E[t]
     lam_Lambda_value, E_Lambda_value = (np.zeros((n_K, n_D, n_D)), np.zeros((n_K, n_D, n_D))) if share is None else (share.lam_Lambda_value, share.E_Lambda_value)
@@ -822,6 +822,14 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
     return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, stick_keep_K=stick_keep_K, E_pi_sticks_log=E_pi_sticks_log, stick_below_K=stick_below_K, E_pi_sticks_log1m=E_pi_sticks_log1m, E_Lambda_logdet=E_Lambda_logdet, n_D=n_D, E_Lambda_value=E_Lambda_value, x=x, pre_z_4=pre_z_4, pre_z_5=pre_z_5, item_weight=item_weight, dim_x=dim_x, E_mu_outer=E_mu_outer, E_mu_value=E_mu_value, acc_z_0_threads=acc_z_0_threads, acc_z_1_threads=acc_z_1_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_z_1=acc_z_1, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_sticks_log=lam_pi_sticks_log, lam_pi_sticks_log1m=lam_pi_sticks_log1m, lbeta_c_alpha=lbeta_c_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
+
+
+def _learn(s, learn, rho=1.0, items=slice(None)):
+    """Empirical Bayes (Minka 2000): each learned hyperparameter a step rho towards its ELBO maximiser given q."""
+    if 'alpha' in learn:  # the prior of pi_sticks
+        s.alpha = (1.0 - rho) * s.alpha + rho * rt.learn_beta_param(1.0, s.E_pi_sticks_log1m)
+    # known quantities that depend on hyperparameters
+    s.lbeta_c_alpha = rt.lbeta(1.0, s.alpha)
 
 
 def _result(s, trace, converged, seconds, items=True):

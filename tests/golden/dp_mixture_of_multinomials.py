@@ -15,7 +15,7 @@ from cemodel import runtime as rt
 SOURCE = 'dp_mixture_of_multinomials.cem'
 SOURCE_SHA256 = 'c94f2cd54fd01f589e9e3882ba1767f57c302d9691192597b9177eafdced12fe'
 DEFAULT_START = 'seeds'  # k-means++ seed items for the categorical locals
-LEARNABLE = ('eta',)  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+LEARNABLE = ('eta', 'alpha')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 DATA_PLATE = 'docs'  # the plate the local step runs over
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {
@@ -637,7 +637,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     lgamma_sum_eta = rt.gammaln(n_V * eta)  # lgamma_sum(repeat(eta, V))
     lgamma_eta = rt.gammaln(eta)  # lgamma(repeat(eta, V))
     stick_keep_K = (np.arange(n_K) < n_K - 1) * 1.0  # stick_keep(K)
-    stick_below_K = np.tri(n_K, k=-1)  # stick_below(K)
+    stick_below_K = np.tri(n_K, n_K, -1)  # stick_below(K)
     # variational parameters (natural, coefficient form) and E[t]
     lam_phi_log, E_phi_log = (np.zeros((n_K, n_V)), np.zeros((n_K, n_V))) if share is None else (share.lam_phi_log, share.E_phi_log)
     lam_pi_sticks_log, E_pi_sticks_log = (np.zeros((n_K,)), np.zeros((n_K,))) if share is None else (share.lam_pi_sticks_log, share.E_pi_sticks_log)
@@ -688,7 +688,10 @@ def _learn(s, learn, rho=1.0, items=slice(None)):
     """Empirical Bayes (Minka 2000): each learned hyperparameter a step rho towards its ELBO maximiser given q."""
     if 'eta' in learn:  # the prior of phi
         s.eta = (1.0 - rho) * s.eta + rho * rt.learn_symmetric_dirichlet(s.eta, s.E_phi_log)
+    if 'alpha' in learn:  # the prior of pi_sticks
+        s.alpha = (1.0 - rho) * s.alpha + rho * rt.learn_beta_param(1.0, s.E_pi_sticks_log1m)
     # known quantities that depend on hyperparameters
+    s.lbeta_c_alpha = rt.lbeta(1.0, s.alpha)
     s.lgamma_sum_eta = rt.gammaln(s.n_V * s.eta)
     s.lgamma_eta = rt.gammaln(s.eta)
 
