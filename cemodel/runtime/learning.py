@@ -18,19 +18,27 @@ def learn_symmetric_dirichlet(current: float, E_log: np.ndarray, iters: int = 10
     E_log = np.asarray(E_log, dtype=float)
     rows, K = E_log.reshape(-1, E_log.shape[-1]).shape
     total = float(E_log.sum())
-    log_a = np.log(current)
-    for _ in range(iters):
-        a = np.exp(log_a)
+
+    def step(a: float) -> float:
         grad = rows * K * (digamma(K * a) - digamma(a)) + total
         hess = rows * K * (K * polygamma(1, K * a) - polygamma(1, a))
         # d/dlog a: g·a ; d²/dlog a²: h·a² + g·a
-        step = grad * a / (hess * a * a + grad * a)
-        if not np.isfinite(step):
+        return grad * a / (hess * a * a + grad * a)
+
+    return _newton_in_log(current, step, iters)
+
+
+def _newton_in_log(x: float, step, iters: int) -> float:
+    """Newton's method in log x from ``x``: log x −= step(x) until the step is below 1e-12."""
+    log_x = np.log(x)
+    for _ in range(iters):
+        delta = step(np.exp(log_x))
+        if not np.isfinite(delta):
             break
-        log_a -= step
-        if abs(step) < 1e-12:
+        log_x -= delta
+        if abs(delta) < 1e-12:
             break
-    return float(np.exp(log_a))
+    return float(np.exp(log_x))
 
 
 def inverse_digamma(y: float, iters: int = 20) -> float:
@@ -63,18 +71,12 @@ def learn_beta_param(other: float, E_stat: np.ndarray, iters: int = 100) -> floa
     target = -float(np.mean(E_stat))
     if other == 1.0:
         return 1.0 / target
-    log_a = np.log(max(1.0 / target - other, 1e-3))  # ψ(a + b) − ψ(a) ≈ b / a
-    for _ in range(iters):
-        a = np.exp(log_a)
+
+    def step(a: float) -> float:
         grad = digamma(a + other) - digamma(a) - target
-        hess = polygamma(1, a + other) - polygamma(1, a)  # < 0: the root is unique
-        step = grad / (hess * a)
-        if not np.isfinite(step):
-            break
-        log_a -= step
-        if abs(step) < 1e-12:
-            break
-    return float(np.exp(log_a))
+        return grad / ((polygamma(1, a + other) - polygamma(1, a)) * a)  # (< 0: one root)
+
+    return _newton_in_log(other / target, step, iters)  # ψ(a + b) − ψ(a) ≈ b / a
 
 
 __all__ = ["inverse_digamma", "learn_beta_param", "learn_gamma_rate", "learn_gamma_shape",
