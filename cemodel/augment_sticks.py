@@ -71,7 +71,8 @@ def break_sticks(model: Model) -> Model:
         introduced.append(Introduced(
             name, var.name, dim,
             f"{var.name} ~ StickBreaking is broken into Beta(1, α) sticks, "
-            f"{var.name}[k] = {name}[k]·Π_(j<k)(1 − {name}[j]) with {name}[{dim}] = 1, so "
+            f"{var.name}[k] = {name}[k]·Π_(j<k)(1 − {name}[j]) (the {dim}-th stick unread: "
+            f"{name}[{dim}] = 1), so "
             f"E[log {var.name}] is linear in E[log {name}] and E[log(1 − {name})] "
             f"(Blei & Jordan 2006, eqs. 18–20)",
         ))
@@ -88,6 +89,11 @@ def _concentration(model: Model, var: VarDef) -> tuple[RExpr, str]:
     """The constant α and the truncation K of ``StickBreaking(alpha, K)``."""
     (arg,) = var.args
     assert isinstance(arg, RRepeat) and isinstance(arg.dim, str)  # (model.py: F(a, K) only)
+    if var.observed:
+        raise CemModelError(
+            f"StickBreaking '{var.name}' cannot be observed: cemodel uses stick-breaking "
+            "weights only as the latent probabilities of categoricals", var.span, model.source,
+            hint="observe the categorical draws instead, or give observed weights a Dirichlet")
     if var.plates:
         raise CemModelError(
             f"StickBreaking '{var.name}' is inside plate '{var.plates[0]}': stick-breaking "

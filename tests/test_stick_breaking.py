@@ -174,6 +174,8 @@ REFUSALS = [
                             "    plate points n in N:", "        z[g, n] ~ Categorical(pi[g])",
                             "        observe y[g, n] ~ Normal(0.0, 1.0)"),
      CemModelError, 7, 5, "supported at the top level only", "Dirichlet(a, K)"),
+    ("observed", _src("observe pi ~ StickBreaking(alpha, K)", *_MIXTURE),
+     CemModelError, 5, 1, "StickBreaking 'pi' cannot be observed", "Dirichlet"),
     ("inside-an-expression", _src("hyper c = ones(K)", "pi ~ StickBreaking(alpha, K)",
                                   "plate points n in N:",
                                   "    observe y[n] ~ Normal(dot(pi, c), 1.0)"),
