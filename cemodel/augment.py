@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .augment_logistic import augment_logistic
+from .augment_sticks import break_sticks
 from .augment_student_t import scale_mixtures
 from .errors import CemConjugacyError, Span
 from .model import (
@@ -37,10 +38,11 @@ from .model import (
 
 def augment(model: Model) -> Model:
     """Introduce the split counts of every observed Poisson whose rate is a sum; refuse a
-    sum anywhere else (with the place and the reason). Logistic links first
-    (``cemodel.augment_logistic``); an observed StudentT becomes a Normal with a Gamma
+    sum anywhere else (with the place and the reason). First the other augmentations:
+    stick-breaking weights into their Beta sticks (``cemodel.augment_sticks``), logistic
+    links (``cemodel.augment_logistic``), an observed StudentT as a Normal with a Gamma
     precision scale (``cemodel.augment_student_t``)."""
-    model = scale_mixtures(augment_logistic(model))
+    model = scale_mixtures(augment_logistic(break_sticks(model)))
     variables: list[VarDef] = []
     introduced: list[Introduced] = []
     taken: set[str] = set()  # the names given here

@@ -437,6 +437,9 @@ def cmd_fit(args) -> int:
     if bar is not None:
         bar.close()
     print(f"{done}, {result.seconds:.2f} s; ELBO {result.elbo[-1]:.6e}")
+    for name, report in result.notes.get("components", {}).items():  # stick-breaking weights
+        print(f"{name}: {report['components_used']} of {len(report['counts'])} components "
+              "used (expected items >= 1% of all and >= 1)")
     if args.learn:
         learned = ", ".join(f"{k} = {v:.6g}" for k, v in result.hypers.items()
                             if k in args.learn.split(","))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from .augment_sticks import STICKS, stick_log_poly
 from .errors import CemConjugacyError, CemError, Span
 from .families import CHAIN_FAMILIES, CHILD, FAMILIES, WRITABLE, FamilySpec, View
 from .families.base import SCALE_DOMAIN
@@ -517,6 +518,8 @@ class _Expander:
             return self.leaf_poly(expr, fn, letters)
         if isinstance(expr, RSum):
             return self.expand_sum(fn, expr, letters)
+        if isinstance(expr, RCall) and expr.func == STICKS:  # log π of stick-breaking weights
+            return stick_log_poly(self, fn, expr, letters)
         if self.latent_in(expr) is None and not (
                 isinstance(expr, (RBin, RNeg)) and _sum_indexed_data(expr)):
             self.bind(letters, self.view_shape(fn, expr))

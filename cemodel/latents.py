@@ -159,8 +159,8 @@ def latents(model: Model, names: tuple[str, ...], posterior: Mapping[str, np.nda
 def kept(latent: Latent, draws: int, include: bool | None) -> bool:
     """Whether a factor is drawn / summarised: every continuous one; a discrete local when
     ``include`` says so, or (None) when ``draws`` × its values stay within DISCRETE_LIMIT;
-    not a variable the compiler introduced."""
-    if latent.introduced:
+    not a local the compiler introduced (as large as the data: split counts)."""
+    if latent.introduced and latent.local:
         return False
     if not (latent.discrete and latent.local):
         return True

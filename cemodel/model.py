@@ -334,6 +334,8 @@ class Model:
 
 _HYPER_FUNCS = {"eye": 1, "zeros": 1, "ones": 1, "full": 2}
 _EXPR_FUNCS = {"dot": 2, "exp": 1, "log": 1, "logistic": 1}
+# families written F(a, K) (a scalar repeated along dimension K); False: only in that form
+_REPEAT_FORMS = {"Dirichlet": True, "StickBreaking": False}
 _DATA_KINDS = {"real": 0, "int": 0, "count": 0, "vector": 1}
 
 
@@ -732,21 +734,25 @@ class _Builder:
         args = stmt.args
         nparams = len(family.params)
         usage = f"{family.name}({', '.join(p.name for p in family.params)})"
-        if family.name == "Dirichlet" and len(args) == 2:
-            # Dirichlet(a, K): a symmetric Dirichlet of size K
+        if family.name in _REPEAT_FORMS and len(args) == 2:
+            # Dirichlet(a, K): a symmetric Dirichlet of size K (StickBreaking(a, K): K sticks)
             size = args[1]
             if not isinstance(size, ast.Name) or size.id not in self.dims:
                 raise self.error(
-                    "the second argument of Dirichlet(a, K) is a dimension", size.span,
-                    hint=did_you_mean(size.id, self.dims) if isinstance(size, ast.Name) else None,
+                    f"the second argument of {family.name}(a, K) is a dimension", size.span,
+                    hint=did_you_mean(size.id, self.dims) if isinstance(size, ast.Name) else
+                    f"declare one ('dim K = 10') and write {family.name}(a, K)",
                 )
             value = self.resolve_expr(args[0], scope)
             if self.shape_of(value) != ():
-                raise self.error("Dirichlet(a, K) takes a scalar a", args[0].span)
+                raise self.error(f"{family.name}(a, K) takes a scalar a", args[0].span)
             param = family.params[0]
             self._check_domain(family, Param("a", 0, param.domain, param.smallest), value,
                                args[0].span)
             return (RRepeat(value, size.id, stmt.span),)
+        if _REPEAT_FORMS.get(family.name) is False:  # StickBreaking(a, K) only
+            raise self.error(f"{family.name} takes 2 arguments (a, K), got {len(args)}",
+                             stmt.dist.span, hint=f"write {family.name}(a, K), K a dimension")
         if len(args) != nparams:
             extra = " or Dirichlet(a, K)" if family.name == "Dirichlet" else ""
             raise self.error(

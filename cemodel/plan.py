@@ -42,11 +42,12 @@ class Accumulator:
 @dataclass(frozen=True)
 class Learnable:
     """A scalar hyperparameter that empirical Bayes can set: the symmetric concentration of a
-    Dirichlet, or the shape or rate of a Gamma, of a variable whose q is kept."""
+    Dirichlet, the shape or rate of a Gamma, or a parameter of a Beta, of a variable whose q
+    is kept."""
 
     hyper: str
     var: str
-    kind: str  # dirichlet, gamma_shape, gamma_rate
+    kind: str  # dirichlet, gamma_shape, gamma_rate, beta_a, beta_b
     other: str | None  # the Gamma's other parameter: a hyperparameter name or a number
 
 
@@ -309,16 +310,18 @@ def _learnable(model: Model, kept: tuple[str, ...]) -> tuple[Learnable, ...]:
             arg = var.args[0]
             if isinstance(arg, RRepeat) and isinstance(arg.value, RHyper):
                 found.append(Learnable(arg.value.name, name, "dirichlet", None))
-        elif var.family == "Gamma":
-            shape, rate = var.args
+        elif var.family in ("Gamma", "Beta"):  # one parameter given the other (a number)
+            first, second = var.args
             def text(e):
                 if isinstance(e, RHyper):
                     return e.name
                 return repr(e.value) if isinstance(e, RConst) else None
-            if isinstance(shape, RHyper) and text(rate) is not None:
-                found.append(Learnable(shape.name, name, "gamma_shape", text(rate)))
-            if isinstance(rate, RHyper) and text(shape) is not None:
-                found.append(Learnable(rate.name, name, "gamma_rate", text(shape)))
+            kinds = ("gamma_shape", "gamma_rate") if var.family == "Gamma" else (
+                "beta_a", "beta_b")
+            if isinstance(first, RHyper) and text(second) is not None:
+                found.append(Learnable(first.name, name, kinds[0], text(second)))
+            if isinstance(second, RHyper) and text(first) is not None:
+                found.append(Learnable(second.name, name, kinds[1], text(first)))
     return tuple(found)
 
 

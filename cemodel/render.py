@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .augment_logistic import count_text
+from .augment_sticks import STICK_TEXT
 from .conjugacy import Known, Slot, Stat, letter_text, render_expr
 from .families import FAMILIES
 from .model import RData, RRepeat, RVar, SumIndex
@@ -122,6 +123,9 @@ class _Renderer:
         if slot.fn == "onehot" and isinstance(first, (RVar, RData)):
             ref = self.ref(first.name, tuple(i.plate for i in first.indices))
             return f"[{ref} = {self.letter(slot.tensor[0])}]"
+        if slot.fn in STICK_TEXT:  # the indicators of log π (cemodel.augment_sticks)
+            return STICK_TEXT[slot.fn].format(*map(self.letter, slot.tensor),
+                                              K=render_expr(first))
         tensor = slot.tensor
         if isinstance(first, (RVar, RData)):
             # a sum's index taken by data reads the known at the sum's letter (its last axes)

@@ -37,6 +37,7 @@ PRIORS = {
     "Dirichlet": "Dirichlet(1.0, {D})",
     "MultivariateNormal": "MultivariateNormal(zeros({D}), eye({D}))",
     "Wishart": "Wishart(4, eye({D}))",
+    "StickBreaking": "StickBreaking(1.0, {D})",
 }
 
 # (id, model body with {prior} for the prior of 't', the size of a vector 't', wrong priors)

@@ -31,6 +31,8 @@ _NUMPY_FN = {
     "lbeta": "rt.lbeta({})", "log_binom": "rt.log_binom({})",
     "log_negbin": "rt.log_negbin({})", "log_multinomial": "rt.log_multinomial({})",
     "wishart_lognorm": "rt.wishart_lognorm({})", "outer": "np.outer({0}, {0})",
+    # stick-breaking weights (cemodel.augment_sticks): [k < K] and [j < k]
+    "stick_keep": "(np.arange({0}) < {0} - 1) * 1.0", "stick_below": "np.tri({0}, {0}, -1)",
 }
 
 

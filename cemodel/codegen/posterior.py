@@ -3,6 +3,8 @@ and ``_learn`` (empirical Bayes for the learnable hyperparameters)."""
 
 from __future__ import annotations
 
+from ..augment_sticks import stick_variables
+from ..conjugacy import Known
 from ..model import RBin, RCall, RExpr, RHyper, RNeg, RRepeat, RVector
 from .context import EmitContext
 from .knowns import known_numpy
@@ -42,15 +44,32 @@ def result_function(ctx: EmitContext, streaming: bool) -> Function:
                           comment="out of core the state holds one minibatch's items"))
     else:
         body += per_item
+    components = _components(ctx)
+    body += components
     body.append(Line(
         "return rt.FitResult(posterior=posterior, elbo=np.array(trace), "
         "iterations=len(trace), converged=converged, seconds=seconds, "
         "dims=dict(s.bound.dims), hypers={"
-        + ", ".join(f"{h.name!r}: s.{h.name}" for h in ctx.model.hypers) + "}, state=state)"))
+        + ", ".join(f"{h.name!r}: s.{h.name}" for h in ctx.model.hypers) + "}, state=state"
+        + (", notes={'components': components})" if components else ")")))
     return Function("_result", ("s", "trace", "converged", "seconds", "items=True"),
                     tuple(body),
                     "The posterior in usual parameters, expectations and the state"
                     + ("; items=False: the globals only." if per_item and streaming else "."))
+
+
+def _components(ctx: EmitContext) -> list[Node]:
+    """Of each stick-breaking variable (``cemodel.augment_sticks``): E[π], the expected items
+    of each component and how many are used, from its sticks' q (``rt.stick_components``)."""
+    nodes: list[Node] = []
+    for item in stick_variables(ctx.model):
+        var = ctx.var(item.name)
+        alpha = known_numpy(ctx.model, Known("value", (var.args[1],), (), ()), "s.")[1]
+        nodes.append(Line(f"components[{item.of!r}] = rt.stick_components("
+                          f"{item.name}__a, {item.name}__b, {alpha})"))
+    if nodes:
+        nodes.insert(0, Line("components = {}"))
+    return nodes
 
 
 def _variable(ctx: EmitContext, name: str) -> list[Node]:
@@ -92,8 +111,11 @@ def learn_function(ctx: EmitContext) -> Function:
                     f"s.{ctx.layout.E(var.name, 'log')}{rows})")
         elif item.kind == "gamma_shape":
             call = f"rt.learn_gamma_shape({other}, s.{ctx.layout.E(var.name, 'log')}{rows})"
-        else:
+        elif item.kind == "gamma_rate":
             call = f"rt.learn_gamma_rate({other}, s.{ctx.layout.E(var.name, 'value')}{rows})"
+        else:  # a Beta's a from E[log x], its b from E[log(1 − x)]
+            stat = "log" if item.kind == "beta_a" else "log1m"
+            call = f"rt.learn_beta_param({other}, s.{ctx.layout.E(var.name, stat)}{rows})"
         body.append(Block(f"if {item.hyper!r} in learn", (
             Line(f"s.{item.hyper} = (1.0 - rho) * s.{item.hyper} + rho * {call}"),),
             comment=f"the prior of {item.var}"))

@@ -26,6 +26,7 @@ from . import (
     poisson,
     polyagamma,
     split,
+    stick_breaking,
     student_t,
     wishart,
 )
@@ -40,7 +41,7 @@ FAMILIES: dict[str, FamilySpec] = {}
 for _module in (
     dirichlet, categorical, beta, bernoulli, binomial, gamma, poisson, exponential, normal, mvn,
     wishart, markov_chain, geometric, negative_binomial, multinomial, student_t,
-    gaussian_chain,
+    gaussian_chain, stick_breaking,
 ):
     _spec = _module.SPEC
     FAMILIES[_spec.name] = _spec

@@ -80,6 +80,7 @@ from .families import wishart_params as wishart_params
 from .gaussian_chain import gaussian_chain_posterior as gaussian_chain_posterior
 from .klc import klc_start as klc_start
 from .klc import riemannian_cg as riemannian_cg
+from .learning import learn_beta_param as learn_beta_param
 from .learning import learn_gamma_rate as learn_gamma_rate
 from .learning import learn_gamma_shape as learn_gamma_shape
 from .learning import learn_symmetric_dirichlet as learn_symmetric_dirichlet
@@ -143,3 +144,4 @@ from .ssvi import ssvi_dirichlet as ssvi_dirichlet
 from .ssvi import ssvi_gamma as ssvi_gamma
 from .ssvi import ssvi_normal as ssvi_normal
 from .ssvi import ssvi_normal_gamma as ssvi_normal_gamma
+from .sticks import stick_components as stick_components

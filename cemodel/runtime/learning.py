@@ -18,19 +18,27 @@ def learn_symmetric_dirichlet(current: float, E_log: np.ndarray, iters: int = 10
     E_log = np.asarray(E_log, dtype=float)
     rows, K = E_log.reshape(-1, E_log.shape[-1]).shape
     total = float(E_log.sum())
-    log_a = np.log(current)
-    for _ in range(iters):
-        a = np.exp(log_a)
+
+    def step(a: float) -> float:
         grad = rows * K * (digamma(K * a) - digamma(a)) + total
         hess = rows * K * (K * polygamma(1, K * a) - polygamma(1, a))
         # d/dlog a: g·a ; d²/dlog a²: h·a² + g·a
-        step = grad * a / (hess * a * a + grad * a)
-        if not np.isfinite(step):
+        return grad * a / (hess * a * a + grad * a)
+
+    return _newton_in_log(current, step, iters)
+
+
+def _newton_in_log(x: float, step, iters: int) -> float:
+    """Newton's method in log x from ``x``: log x −= step(x) until the step is below 1e-12."""
+    log_x = np.log(x)
+    for _ in range(iters):
+        delta = step(np.exp(log_x))
+        if not np.isfinite(delta):
             break
-        log_a -= step
-        if abs(step) < 1e-12:
+        log_x -= delta
+        if abs(delta) < 1e-12:
             break
-    return float(np.exp(log_a))
+    return float(np.exp(log_x))
 
 
 def inverse_digamma(y: float, iters: int = 20) -> float:
@@ -52,5 +60,24 @@ def learn_gamma_rate(shape: float, E_value: np.ndarray) -> float:
     return float(shape * E_value.size / E_value.sum())
 
 
-__all__ = ["inverse_digamma", "learn_gamma_rate", "learn_gamma_shape",
+def learn_beta_param(other: float, E_stat: np.ndarray, iters: int = 100) -> float:
+    """a maximising Σ_rows (lnΓ(a + b) − lnΓ(a) + (a − 1) E[t]) for Beta(a, b) with b = ``other``
+    known, E[t] = E[log x] (or, for b given a, E[log(1 − x)]):
+
+        ψ(a + b) − ψ(a) = −mean E[t]
+
+    (Minka 2000), by Newton's method in log a; for b = 1 exactly a = −1 / mean E[t] (the
+    concentration of stick-breaking weights, v_k ~ Beta(1, α): α = −R / Σ E[log(1 − v_k)])."""
+    target = -float(np.mean(E_stat))
+    if other == 1.0:
+        return 1.0 / target
+
+    def step(a: float) -> float:
+        grad = digamma(a + other) - digamma(a) - target
+        return grad / ((polygamma(1, a + other) - polygamma(1, a)) * a)  # (< 0: one root)
+
+    return _newton_in_log(other / target, step, iters)  # ψ(a + b) − ψ(a) ≈ b / a
+
+
+__all__ = ["inverse_digamma", "learn_beta_param", "learn_gamma_rate", "learn_gamma_shape",
            "learn_symmetric_dirichlet"]

@@ -15,7 +15,7 @@ from cemodel import runtime as rt
 SOURCE = 'bernoulli_mixture.cem'
 SOURCE_SHA256 = 'fd5efa9b016ca8ebfbd88bf3b415f81e2bb093de0ae7d1ed118df0ad1588b4be'
 DEFAULT_START = 'seeds'  # k-means++ seed items for the categorical locals
-LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+LEARNABLE = ('a', 'b')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 DATA_PLATE = 'points'  # the plate the local step runs over
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {
@@ -641,6 +641,16 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
     return rt.State(bound=bound, alpha=alpha, a=a, b=b, pre_z_2=pre_z_2, n_P=n_P, n_K=n_K, E_p_log1m=E_p_log1m, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, x=x, E_p_log=E_p_log, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
+
+
+def _learn(s, learn, rho=1.0, items=slice(None)):
+    """Empirical Bayes (Minka 2000): each learned hyperparameter a step rho towards its ELBO maximiser given q."""
+    if 'a' in learn:  # the prior of p
+        s.a = (1.0 - rho) * s.a + rho * rt.learn_beta_param(s.b, s.E_p_log)
+    if 'b' in learn:  # the prior of p
+        s.b = (1.0 - rho) * s.b + rho * rt.learn_beta_param(s.a, s.E_p_log1m)
+    # known quantities that depend on hyperparameters
+    s.lbeta_a_b = rt.lbeta(s.a, s.b)
 
 
 def _result(s, trace, converged, seconds, items=True):

@@ -15,7 +15,7 @@ from cemodel import runtime as rt
 SOURCE = 'beta_bernoulli.cem'
 SOURCE_SHA256 = '9d1fd898b0c9100e2526f39860a346cf1cbed2633c45f9378ab242ce88a7276e'
 DEFAULT_START = 'prior'  # nothing to break: every global starts at its prior
-LEARNABLE = ()  # hyperparameters empirical Bayes can set (fit(..., learn=...))
+LEARNABLE = ('a', 'b')  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 DATA_PLATE = 'trials'  # the plate the local step runs over
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
 METHODS = {
@@ -194,6 +194,16 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     if init is None and start not in (None, 'prior'):
         raise rt.CemDataError(f"start: expected 'prior' (the only start of this model: nothing to break), found {start!r}")
     return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, acc_x_1_threads=acc_x_1_threads, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, E_p_log=E_p_log, lam_p_log1m=lam_p_log1m, E_p_log1m=E_p_log1m, lbeta_a_b=lbeta_a_b, all_items=all_items)
+
+
+def _learn(s, learn, rho=1.0, items=slice(None)):
+    """Empirical Bayes (Minka 2000): each learned hyperparameter a step rho towards its ELBO maximiser given q."""
+    if 'a' in learn:  # the prior of p
+        s.a = (1.0 - rho) * s.a + rho * rt.learn_beta_param(s.b, s.E_p_log)
+    if 'b' in learn:  # the prior of p
+        s.b = (1.0 - rho) * s.b + rho * rt.learn_beta_param(s.a, s.E_p_log1m)
+    # known quantities that depend on hyperparameters
+    s.lbeta_a_b = rt.lbeta(s.a, s.b)
 
 
 def _result(s, trace, converged, seconds, items=True):
