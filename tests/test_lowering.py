@@ -108,20 +108,26 @@ def test_exp_only_kept_dirichlet_locals():
 
 # -- item-independent messages -------------------------------------------------------------
 def test_hoisted_messages():
-    assert kplan("gmm").hoisted == {("z", 4): "pre_z_4"}
     assert kplan("gap_nmf").hoisted == {("H", 4): "pre_H_4"}
-    assert kplan("factor_analysis").hoisted == {("f", 2): "pre_f_2"}
+    # a message summed over the entries x[n, d] that may be missing (times present(x)[n, d])
+    # differs per item: not hoisted; a Gaussian mixture's tr(E[Λ_k] E[μ_k μ_kᵀ]) is partial
+    # (below), times present(x)[n]
+    assert not kplan("factor_analysis").hoisted
+    assert not kplan("gmm").hoisted
     assert not kplan("lda").hoisted
 
 
 def test_partial_messages():
     partial = kplan("gmm").partial
-    assert list(partial) == [("z", 3)]
+    assert list(partial) == [("z", 3), ("z", 4)]
     pre, glob, data, key = partial[("z", 3)]
     assert pre == "pre_z_3"
     assert [g.var for g in glob] == ["Lambda", "mu"]  # E[Λ_k] E[μ_k], summed over j
-    assert [d.fn for d in data] == ["value"]  # x_i
+    assert [d.fn for d in data] == ["value", "present"]  # x_i, 1 unless x[n] is missing
     assert key == ("$g0", "$i")  # the target's letter first, then the data's (letters: $)
+    pre, glob, data, key = partial[("z", 4)]  # tr(E[Λ_k] E[μ_k μ_kᵀ]) · present(x)[n]
+    assert ([g.var for g in glob], [d.fn for d in data], key) == (
+        ["Lambda", "mu"], ["present"], ("$g0",))
     assert not kplan("lda").partial
 
 

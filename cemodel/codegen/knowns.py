@@ -5,6 +5,7 @@ numpy expression. ``collect_knowns`` names them once for the whole module (lower
 from __future__ import annotations
 
 from ..conjugacy import Known, render_expr
+from ..missing import PRESENT
 from ..model import (
     Model,
     RBin,
@@ -77,6 +78,8 @@ def known_numpy(model: Model, slot: Known, prefix: str = "") -> tuple[str, str]:
     first = ops[0]
     if slot.fn == "onehot":
         return first.name, first.name
+    if slot.fn == PRESENT:  # 1 where the observation is given, 0 where missing
+        return f"present_{first.name}", f"rt.present({prefix}bound, {first.name!r})"
     if isinstance(first, RRepeat) and slot.fn in ("value", "lgamma", "log"):
         # an elementwise view of a repeated scalar is that scalar
         inner = numpy_expr(first.value, prefix)

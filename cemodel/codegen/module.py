@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..families import FAMILIES
+from ..missing import missing_rule
 from ..model import Model
 from ..plan import InferencePlan
 from ..version import __version__
@@ -143,7 +144,8 @@ def spec_literal(ctx: EmitContext) -> list[Node]:
         fam = FAMILIES[v.family]
         lines.append(f"        {v.name!r}: {{\"plates\": {list(v.plates)!r}, "
                      f"\"support\": {fam.support!r}, \"shape\": {list(v.shape)!r}, "
-                     f"\"categories\": {v.categories!r}}},")
+                     f"\"categories\": {v.categories!r}, "
+                     f"\"missing\": {missing_rule(m, v)!r}}},")
     lines.append("    },")
     lines.append("    \"covariates\": {" + ("" if m.data else "},"))
     logged = ctx.kplan.log_data_names

@@ -72,7 +72,7 @@ def _binding(ctx: EmitContext, shares: bool) -> list[Node]:
     m = ctx.model
     body: list[Node] = [
         Line(f"hypers = rt.check_hyper_names(hypers, {[h.name for h in m.hypers]!r})"),
-        Line("bound = rt.bind_data(SPEC, data, dims)"),
+        Line("bound = rt.bind_data(SPEC, data, dims, missing=True)"),
     ]
     sizes = [d.name for d in m.dims if d.ragged_over is None]
     if sizes:

@@ -61,7 +61,7 @@ SPEC = {
         'tokens': {"dim": 'N', "parent": 'docs', "ragged": True},
     },
     "observed": {
-        'w': {"plates": ['docs', 'tokens'], "support": 'category', "shape": [], "categories": 'V'},
+        'w': {"plates": ['docs', 'tokens'], "support": 'category', "shape": [], "categories": 'V', "missing": 'no: w lies in the ragged plate tokens, and missing entries are supported in dense arrays only'},
     },
     "covariates": {},
 }
@@ -498,7 +498,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['alpha', 'eta'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_V, n_D = bound.dims['K'], bound.dims['V'], bound.dims['D']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {('K', 'V'): 2, (1, 'K'): 2, ('D', 'K'): 2, ('K',): 1, ('threads', 'K'): 1, ('V', 'K'): 1, ('threads', 'V', 'K'): 1, ('D',): 3})
