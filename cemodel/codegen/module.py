@@ -20,6 +20,7 @@ from .interface import entry_points, interface_nodes, roles_table
 from .kernels import emit_kernels
 from .klc import klc_constants, klc_functions
 from .lowering import lower
+from .missing import missing_table
 from .posterior import learn_function, result_function
 from .prepare import array_shape, prepare_function
 from .pycode import Blank, Comment, Function, Line, Module, Node, print_module
@@ -94,6 +95,7 @@ def generated_module(plan: InferencePlan) -> GeneratedModule:
         Line("_THIS = rt.ModelView(globals())", "the model, as the drivers see it"),
         Blank(),
         *spec_literal(ctx),
+        *(missing_table(ctx) if any(missing_rule(m, v) == "yes" for v in m.observed) else []),
     ]
     return GeneratedModule(doc, tuple(head), tuple(kernels), tuple(python), m.name)
 

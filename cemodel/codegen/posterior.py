@@ -3,6 +3,7 @@ and ``_learn`` (empirical Bayes for the learnable hyperparameters)."""
 
 from __future__ import annotations
 
+from ..missing import missing_rule
 from ..model import RBin, RCall, RExpr, RHyper, RNeg, RRepeat, RVector
 from .context import EmitContext
 from .knowns import known_numpy
@@ -41,11 +42,15 @@ def result_function(ctx: EmitContext, streaming: bool) -> Function:
                           comment="out of core the state holds one minibatch's items"))
     else:
         body += per_item
+    missing = any(missing_rule(ctx.model, v) == "yes" for v in ctx.model.observed)
+    if missing:  # the missing observed entries' q (cemodel.codegen.missing)
+        body.append(Line("missing = rt.missing_posteriors(s, MISSING) if items else {}"))
     body.append(Line(
         "return rt.FitResult(posterior=posterior, elbo=np.array(trace), "
         "iterations=len(trace), converged=converged, seconds=seconds, "
         "dims=dict(s.bound.dims), hypers={"
-        + ", ".join(f"{h.name!r}: s.{h.name}" for h in ctx.model.hypers) + "}, state=state)"))
+        + ", ".join(f"{h.name!r}: s.{h.name}" for h in ctx.model.hypers) + "}, state=state"
+        + (", missing=missing)" if missing else ")")))
     return Function("_result", ("s", "trace", "converged", "seconds", "items=True"),
                     tuple(body),
                     "The posterior in usual parameters, expectations and the state"

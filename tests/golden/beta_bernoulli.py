@@ -57,6 +57,10 @@ SPEC = {
     },
     "covariates": {},
 }
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'Bernoulli', "data_plate": 'a', "why_not": None,
+        "terms": ((1.0, ('value',), 'a', (('E_p_log', '0'),)), (-1.0, ('value',), 'a', (('E_p_log1m', '0'),)))},
+}
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -207,7 +211,8 @@ def _result(s, trace, converged, seconds, items=True):
     posterior['p.b'] = p__b[0]
     posterior['E[log p]'] = s.E_p_log[0]
     posterior['E[log1m p]'] = s.E_p_log1m[0]
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'b': s.b}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'b': s.b}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------

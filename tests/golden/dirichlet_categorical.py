@@ -58,6 +58,10 @@ SPEC = {
     },
     "covariates": {},
 }
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'Categorical', "data_plate": 'a', "why_not": None,
+        "terms": ((1.0, ('onehot',), 'ab', (('E_p_log', '0b'),)),)},
+}
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -193,7 +197,8 @@ def _result(s, trace, converged, seconds, items=True):
     p__alpha = rt.dirichlet_params(s.lam_p_log)
     posterior['p.alpha'] = p__alpha[0]
     posterior['E[log p]'] = s.E_p_log[0]
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------

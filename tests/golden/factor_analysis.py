@@ -65,6 +65,10 @@ SPEC = {
     },
     "covariates": {},
 }
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'y': {"family": 'Normal', "data_plate": 'a', "why_not": None,
+        "terms": ((-0.5, ('value', 'value'), 'ab', (('E_psi_value', 'b'),)), (1.0, ('value',), 'ab', (('E_psi_value', 'b'), ('E_W_value', 'bc'), ('E_f_value', 'ac'))))},
+}
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -455,7 +459,8 @@ def _result(s, trace, converged, seconds, items=True):
         posterior['E[outer f]'] = s.E_f_outer
         state['lam_f_value'] = s.lam_f_value
         state['lam_f_outer'] = s.lam_f_outer
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'c': s.c, 'a0': s.a0, 'b0': s.b0}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'c': s.c, 'a0': s.a0, 'b0': s.b0}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------

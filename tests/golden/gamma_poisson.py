@@ -57,6 +57,10 @@ SPEC = {
     },
     "covariates": {},
 }
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'Poisson', "data_plate": 'a', "why_not": None,
+        "terms": ((1.0, ('value',), 'a', (('E_rate_log', '0'),)), (-1.0, ('lgamma1p',), 'a', ()))},
+}
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -228,7 +232,8 @@ def _result(s, trace, converged, seconds, items=True):
     posterior['rate.rate'] = rate__rate[0]
     posterior['E[log rate]'] = s.E_rate_log[0]
     posterior['E[value rate]'] = s.E_rate_value[0]
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'b': s.b}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'b': s.b}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------

@@ -65,6 +65,10 @@ SPEC = {
     },
     "covariates": {},
 }
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'MultivariateNormal', "data_plate": 'a', "why_not": None,
+        "terms": ((-0.5, ('value', 'value'), 'acd', (('E_z_onehot', 'ab'), ('E_mu_Lambda_value', 'bcd'))), (1.0, ('value',), 'ac', (('E_z_onehot', 'ab'), ('E_mu_Lambda_prec_mean', 'bc'))))},
+}
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -797,7 +801,8 @@ def _result(s, trace, converged, seconds, items=True):
         posterior['z.probs'] = z__probs
         posterior['E[onehot z]'] = s.E_z_onehot
         state['lam_z_onehot'] = s.lam_z_onehot
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'm0': s.m0, 'kappa0': s.kappa0, 'nu0': s.nu0, 'W0': s.W0}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'm0': s.m0, 'kappa0': s.kappa0, 'nu0': s.nu0, 'W0': s.W0}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------

@@ -64,6 +64,10 @@ SPEC = {
         'group': {"plates": ['observations'], "kind": 'int', "shape": [], "categories": 'G'},
     },
 }
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'y': {"family": 'Normal', "data_plate": 'a', "why_not": None,
+        "terms": ((-0.5, ('value', 'value'), 'a', (('E_tau_w_value', '0'),)), (1.0, ('value',), 'a', (('E_tau_w_value', '0'), ('E_theta_value', 'b'), ('group', 'onehot:n_G:ab'))))},
+}
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -448,7 +452,8 @@ def _result(s, trace, converged, seconds, items=True):
     posterior['theta.precision'] = theta__precision
     posterior['E[value theta]'] = s.E_theta_value
     posterior['E[square theta]'] = s.E_theta_square
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'m0': s.m0, 'k0': s.k0, 'a0': s.a0, 'b0': s.b0}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'m0': s.m0, 'k0': s.k0, 'a0': s.a0, 'b0': s.b0}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------

@@ -64,6 +64,10 @@ SPEC = {
         'e': {"plates": ['counts'], "kind": 'real', "shape": [], "nonnegative": True},
     },
 }
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'Poisson', "data_plate": 'a', "why_not": None,
+        "terms": ((1.0, ('value',), 'a', (('log_e', 'a'),)), (1.0, ('value',), 'a', (('E_lam_log', 'b'), ('group', 'onehot:n_G:ab'))), (-1.0, ('lgamma1p',), 'a', ()))},
+}
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -329,7 +333,8 @@ def _result(s, trace, converged, seconds, items=True):
     posterior['lam.rate'] = lam__rate
     posterior['E[log lam]'] = s.E_lam_log
     posterior['E[value lam]'] = s.E_lam_value
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'a0': s.a0, 'b0': s.b0}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'a0': s.a0, 'b0': s.b0}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------

@@ -63,6 +63,10 @@ SPEC = {
         'x': {"plates": ['points'], "kind": 'vector', "shape": ['P']},
     },
 }
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'y': {"family": 'Normal', "data_plate": 'a', "why_not": None,
+        "terms": ((-0.5, ('value', 'value'), 'a', (('E_tau_value', '0'),)), (1.0, ('value',), 'a', (('E_tau_value', '0'), ('x', 'ab'), ('E_w_value', '0b'))))},
+}
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -345,7 +349,8 @@ def _result(s, trace, converged, seconds, items=True):
     posterior['w.precision'] = w__precision[0]
     posterior['E[value w]'] = s.E_w_value[0]
     posterior['E[outer w]'] = s.E_w_outer[0]
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'c': s.c, 'a0': s.a0, 'b0': s.b0}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'c': s.c, 'a0': s.a0, 'b0': s.b0}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------

@@ -58,6 +58,10 @@ SPEC = {
     },
     "covariates": {},
 }
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'Normal', "data_plate": 'a', "why_not": None,
+        "terms": ((-0.5, ('value', 'value'), 'a', (('tau', ''),)), (1.0, ('value',), 'a', (('tau', ''), ('E_mu_value', '0'))))},
+}
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -220,7 +224,8 @@ def _result(s, trace, converged, seconds, items=True):
     posterior['mu.precision'] = mu__precision[0]
     posterior['E[value mu]'] = s.E_mu_value[0]
     posterior['E[square mu]'] = s.E_mu_square[0]
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'m0': s.m0, 't0': s.t0, 'tau': s.tau}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'m0': s.m0, 't0': s.t0, 'tau': s.tau}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------

@@ -68,6 +68,10 @@ SPEC = {
         'item': {"plates": ['ratings'], "kind": 'int', "shape": [], "categories": 'I'},
     },
 }
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'y': {"family": 'Normal', "data_plate": 'a', "why_not": None,
+        "terms": ((-0.5, ('value', 'value'), 'a', (('E_tau_value', '0'),)), (1.0, ('value',), 'a', (('E_tau_value', '0'), ('E_u_value', 'bc'), ('E_v_value', 'dc'), ('user', 'onehot:n_U:ab'), ('item', 'onehot:n_I:ad'))))},
+}
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -462,7 +466,8 @@ def _result(s, trace, converged, seconds, items=True):
     posterior['v.precision'] = v__precision
     posterior['E[value v]'] = s.E_v_value
     posterior['E[outer v]'] = s.E_v_outer
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'c': s.c, 'a0': s.a0, 'b0': s.b0}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'c': s.c, 'a0': s.a0, 'b0': s.b0}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
