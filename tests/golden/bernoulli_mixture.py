@@ -621,7 +621,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     start = DEFAULT_START if start is None else start
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
-        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed)
+        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed, bound.missing)
         acc_z_0[...] = 0.0
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0

@@ -535,7 +535,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     start = DEFAULT_START if start is None else start
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
-        seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
+        seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed, bound.missing)
         acc_c_0[...] = 0.0
         acc_w_0[...] = 0.0
         rt.run_shares(local_step, acc_c_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_c_onehot, n_K, lam_c_onehot, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, item_weight, acc_c_0_threads, acc_w_0_threads,), ((acc_c_0, acc_c_0_threads), (acc_w_0, acc_w_0_threads),))
