@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from cemodel.compiler import compile_model, compile_stages, run_stages
-from cemodel.errors import CemDataError
 from tests.helpers import never_decreases
 
 REPO = Path(__file__).resolve().parents[1]
