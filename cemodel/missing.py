@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .model import GateIndex, Model, RExpr, RSum, RVar, VarDef, sub_exprs
 
-__all__ = ["PRESENT", "missing_rule"]
+__all__ = ["PRESENT", "missing_rule", "missing_text"]
 
 PRESENT = "present"  # the known view: 1.0 where the entry is given, 0.0 where missing
 
@@ -52,3 +52,12 @@ def missing_rule(model: Model, var: VarDef) -> str:
         return (f"no: the factor of {name} is rewritten with the introduced {introduced.name}, "
                 "which a missing entry would leave undetermined")
     return "yes"
+
+
+def missing_text(model: Model, var: VarDef, ref: str) -> str:
+    """What ``cemodel check`` says of an observed variable's missing entries."""
+    rule = missing_rule(model, var)
+    if rule != "yes":
+        return f"missing entries refused ({rule.removeprefix('no: ')})"
+    return (f"missing entries (NaN, masked) are latent: summed out, their factor drops; "
+            f"each one's q({ref}) ∝ exp E[log p({ref} | ...)] is in the fit's missing")
