@@ -289,3 +289,15 @@ def test_ragged_and_scoring_refuse_missing_entries():
     name = next(iter(spec["observed"]))
     with pytest.raises(CemDataError, match="complete data only"):
         bind_data(spec, {name: np.array([1.0, np.nan])})  # scoring, the predictive: refused
+
+
+def test_to_arviz_holds_the_missing_entries(regression):
+    pytest.importorskip("arviz")
+    from cemodel.api import Model
+
+    _, x, y, gone = regression
+    model = Model(REPO / "stdlib_models" / "linear_regression.cem")
+    fit = model.fit({"x": x, "y": np.where(gone, np.nan, y)}, max_iter=50)
+    variational = fit.to_arviz(draws=10, seed=0).variational
+    np.testing.assert_array_equal(variational["missing(y).mean"], fit.missing["y"]["mean"])
+    assert variational["missing(y).index"].shape == (3, 1)
