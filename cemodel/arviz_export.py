@@ -8,7 +8,8 @@ Groups (ArviZ's schema, https://python.arviz.org/en/stable/schema/schema.html):
   is given;
 * ``sample_stats``: the ELBO trace (axis ``iteration``);
 * ``variational``: the variational parameters themselves (``fit.posterior``: ``beta.alpha``,
-  ``E(log beta)``; a missing observed entry's q, ``missing(y).mean``, ``fit.missing``), and ``variational_state`` / ``hyperparameters``: the natural parameters and
+  ``E(log beta)``; a missing observed entry's q, ``missing(y).mean``, ``fit.missing``), and
+  ``variational_state`` / ``hyperparameters``: the natural parameters and
   the hyperparameters, what ``cemodel.load_result`` reads back.
 
 The root attributes hold the method, local step, seeds, cemodel's version, the model's name
