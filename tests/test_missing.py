@@ -301,3 +301,26 @@ def test_to_arviz_holds_the_missing_entries(regression):
     variational = fit.to_arviz(draws=10, seed=0).variational
     np.testing.assert_array_equal(variational["missing(y).mean"], fit.missing["y"]["mean"])
     assert variational["missing(y).index"].shape == (3, 1)
+
+
+def test_masked_integer_leaves_counts_and_categories():
+    """An integer array misses entries only through a mask; q of a missing count is
+    Poisson(exp Σ_k q(z=k) E[log rate_k]), of a missing category softmax(E[log p])."""
+    counts = compile_model(REPO / "stdlib_models" / "poisson_mixture.cem", {"K": 2})
+    r = np.random.default_rng(4)
+    x = r.poisson(np.where(r.random(50) < 0.5, 2.0, 20.0))
+    gone = np.zeros(50, dtype=bool)
+    gone[[1, 2, 40]] = True
+    fit = counts.fit({"x": np.ma.masked_array(x, mask=gone)}, **TIGHT)
+    assert never_decreases(fit.elbo)
+    q_z = fit["z.probs"][gone]
+    np.testing.assert_allclose(fit.missing["x"]["rate"],
+                               np.exp(q_z @ fit["E[log rate]"]), rtol=1e-12)
+    dice = compile_model(REPO / "stdlib_models" / "dirichlet_categorical.cem")
+    rolls = np.ma.masked_array(r.integers(0, 6, size=30), mask=np.arange(30) % 7 == 0)
+    fit = dice.fit({"x": rolls}, **TIGHT)
+    removed = dice.fit({"x": rolls.compressed()}, **TIGHT)
+    np.testing.assert_allclose(fit["p.alpha"], removed["p.alpha"], rtol=0, atol=1e-12)
+    expected = np.exp(fit["E[log p]"]) / np.exp(fit["E[log p]"]).sum()
+    np.testing.assert_allclose(fit.missing["x"]["probs"], np.tile(expected, (5, 1)),
+                               rtol=1e-12)
