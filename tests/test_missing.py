@@ -291,16 +291,24 @@ def test_ragged_and_scoring_refuse_missing_entries():
         bind_data(spec, {name: np.array([1.0, np.nan])})  # scoring, the predictive: refused
 
 
-def test_to_arviz_holds_the_missing_entries(regression):
-    pytest.importorskip("arviz")
-    from cemodel.api import Model
+def test_saved_fits_and_arviz_hold_the_missing_entries(regression, tmp_path):
+    from cemodel.api import Model, load_result
 
     _, x, y, gone = regression
     model = Model(REPO / "stdlib_models" / "linear_regression.cem")
     fit = model.fit({"x": x, "y": np.where(gone, np.nan, y)}, max_iter=50)
+    fit.save(tmp_path / "fit.npz")
+    loaded = load_result(tmp_path / "fit.npz", model)
+    assert set(loaded.missing["y"]) == {"index", "mean", "variance"}
+    np.testing.assert_array_equal(loaded.missing["y"]["mean"], fit.missing["y"]["mean"])
+    pytest.importorskip("arviz")
     variational = fit.to_arviz(draws=10, seed=0).variational
     np.testing.assert_array_equal(variational["missing(y).mean"], fit.missing["y"]["mean"])
     assert variational["missing(y).index"].shape == (3, 1)
+    fit.save(tmp_path / "fit.nc", draws=10, seed=0)
+    loaded = load_result(tmp_path / "fit.nc", model)
+    np.testing.assert_array_equal(loaded.missing["y"]["index"], fit.missing["y"]["index"])
+    assert not any(key.startswith("missing") for key in loaded.posterior)
 
 
 def test_masked_integer_leaves_counts_and_categories():
