@@ -33,24 +33,31 @@ def _reads(expr: RExpr, name: str) -> bool:
     return any(_reads(e, name) for e in sub_exprs(expr))
 
 
+def _at(model: Model, var: VarDef) -> str:
+    return f"{model.source.filename}:{var.span.line}:{var.span.column}"
+
+
 def missing_rule(model: Model, var: VarDef) -> str:
-    """'yes' if entries of observed ``var`` may be missing, else 'no: <why>'."""
+    """'yes' if entries of observed ``var`` may be missing, else 'no: <why>' (with the
+    place in the model file that makes it so)."""
     name = var.name
     if not var.plates:
-        return f"no: {name} is a single observation (in no plate), with nothing to fit if missing"
+        return (f"no: {name} ({_at(model, var)}) is a single observation (in no plate), with "
+                "nothing to fit if missing")
     ragged = next((p for p in var.plates if model.plate(p).ragged), None)
     if ragged is not None:
-        return (f"no: {name} lies in the ragged plate {ragged}, and missing entries are "
-                "supported in dense arrays only")
-    reader = next((v.name for v in model.variables
+        return (f"no: {name} ({_at(model, var)}) lies in the ragged plate {ragged}, and missing "
+                "entries are supported in dense arrays only")
+    reader = next((v for v in model.variables
                    if v.name != name and any(_reads(a, name) for a in v.args)), None)
     if reader is not None:
-        return (f"no: {name} is read by {reader}, so a missing entry would be a latent "
-                "variable the model does not describe (only observed leaves may miss entries)")
+        return (f"no: {name} is read by {reader.name} ({_at(model, reader)}), so a missing "
+                "entry would be a latent variable the model does not describe (only observed "
+                "leaves may miss entries)")
     introduced = next((i for i in model.introduced if i.of == name), None)
     if introduced is not None:
-        return (f"no: the factor of {name} is rewritten with the introduced {introduced.name}, "
-                "which a missing entry would leave undetermined")
+        return (f"no: the factor of {name} ({_at(model, var)}) is rewritten with the "
+                f"introduced {introduced.name}, which a missing entry would leave undetermined")
     return "yes"
 
 

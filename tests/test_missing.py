@@ -266,11 +266,12 @@ def test_refusals_name_the_variable_place_and_reason(regression, means):
 def test_a_missing_entry_of_an_observed_parent_is_refused():
     model = _source(PARENT, "observed_parent")
     assert model.SPEC["observed"]["y"]["missing"] == "yes"
-    assert model.SPEC["observed"]["g"]["missing"].startswith("no: g is read by y")
+    assert model.SPEC["observed"]["g"]["missing"].startswith(
+        "no: g is read by y (observed_parent.cem:10:5)")
     g = np.ma.masked_array([0, 1, 1, 0], mask=[False, True, False, False])
     y = np.array([0.1, 2.0, 1.9, np.nan])
     with pytest.raises(CemDataError, match=r"data 'g'.*masked\) at points\[1\]: g is read "
-                                           r"by y"):
+                                           r"by y \(observed_parent.cem:10:5\)"):
         model.fit({"g": g, "y": y}, max_iter=2)
     with pytest.raises(CemDataError, match=r"data 'g'.*\(NaN\) at points\[1\]: g is read"):
         model.fit({"g": np.array([0.0, np.nan, 1.0, 0.0]), "y": y}, max_iter=2)

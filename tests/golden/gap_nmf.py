@@ -64,7 +64,7 @@ SPEC = {
         'bins': {"dim": 'F', "parent": 'frames', "ragged": False},
     },
     "observed": {
-        'Y': {"plates": ['frames', 'bins'], "support": 'count', "shape": [], "categories": None, "missing": 'no: the factor of Y is rewritten with the introduced Y_split, which a missing entry would leave undetermined'},
+        'Y': {"plates": ['frames', 'bins'], "support": 'count', "shape": [], "categories": None, "missing": 'no: the factor of Y (gap_nmf.cem:34:9) is rewritten with the introduced Y_split, which a missing entry would leave undetermined'},
     },
     "covariates": {},
 }

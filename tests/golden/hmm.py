@@ -60,7 +60,7 @@ SPEC = {
         'steps': {"dim": 'T', "parent": 'seqs', "ragged": True, "ordered": True},
     },
     "observed": {
-        'x': {"plates": ['seqs', 'steps'], "support": 'category', "shape": [], "categories": 'V', "missing": 'no: x lies in the ragged plate steps, and missing entries are supported in dense arrays only'},
+        'x': {"plates": ['seqs', 'steps'], "support": 'category', "shape": [], "categories": 'V', "missing": 'no: x (hmm.cem:27:9) lies in the ragged plate steps, and missing entries are supported in dense arrays only'},
     },
     "covariates": {},
 }

@@ -64,7 +64,7 @@ SPEC = {
         'tokens': {"dim": 'N', "parent": 'docs', "ragged": True},
     },
     "observed": {
-        'w': {"plates": ['docs', 'tokens'], "support": 'category', "shape": [], "categories": 'V', "missing": 'no: w lies in the ragged plate tokens, and missing entries are supported in dense arrays only'},
+        'w': {"plates": ['docs', 'tokens'], "support": 'category', "shape": [], "categories": 'V', "missing": 'no: w (lda.cem:25:9) lies in the ragged plate tokens, and missing entries are supported in dense arrays only'},
     },
     "covariates": {},
 }

@@ -61,7 +61,7 @@ SPEC = {
         'tokens': {"dim": 'N', "parent": 'docs', "ragged": True},
     },
     "observed": {
-        'w': {"plates": ['docs', 'tokens'], "support": 'category', "shape": [], "categories": 'V', "missing": 'no: w lies in the ragged plate tokens, and missing entries are supported in dense arrays only'},
+        'w': {"plates": ['docs', 'tokens'], "support": 'category', "shape": [], "categories": 'V', "missing": 'no: w (mixture_of_multinomials.cem:24:9) lies in the ragged plate tokens, and missing entries are supported in dense arrays only'},
     },
     "covariates": {},
 }
