@@ -234,6 +234,15 @@ def test_every_method_fits_masked_data(means, method):
     np.testing.assert_allclose(fit.missing["x"]["mean"], exact.missing["x"]["mean"], atol=tol)
 
 
+@pytest.mark.parametrize("local", ["exact", "gibbs", "cvb0"])
+def test_every_local_step_fits_masked_data(means, local):
+    """The local steps draw or count a missing item's z from its prior part alone."""
+    model, x, gone, exact = means
+    fit = model.fit_svi({"x": np.where(gone[:, None], np.nan, x)}, local=local, epochs=30,
+                        batch_size=20, seed=0)
+    np.testing.assert_allclose(fit["mu.mean"], exact["mu.mean"], atol=0.1)
+
+
 # -- refusals ----------------------------------------------------------------------------------
 PARENT = """
 model observed_parent
