@@ -81,7 +81,7 @@ def missing_table(ctx: EmitContext) -> list[Node]:
     for var in model.observed:
         if missing_rule(model, var) != "yes":
             continue
-        chars: dict[str, str] = {model.data_plate or var.plates[0]: "a"} if var.plates else {}
+        chars: dict[str, str] = {var.plates[0]: "a"}  # its first plate: cut to the rows
         terms, why = [], None
         for monomial in ctx.plan.analysis.factors[_factor(ctx, var.name)].monomials:
             term = _term(ctx, var.name, monomial, chars)
@@ -90,9 +90,8 @@ def missing_table(ctx: EmitContext) -> list[Node]:
                 break
             if term[1]:  # terms without y are constants of q(y)
                 terms.append(term)
-        data_char = chars.get(model.data_plate or "", "")
         lines.append(f"    {var.name!r}: {{\"family\": {var.family!r}, "
-                     f"\"data_plate\": {data_char!r}, \"why_not\": {why!r},")
+                     f"\"data_plate\": 'a', \"why_not\": {why!r},")
         lines.append(f"        \"terms\": {tuple(terms) if why is None else ()!r}}},")
     lines.append("}")
     return [Line(text) for text in lines]
