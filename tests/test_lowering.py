@@ -257,3 +257,20 @@ def test_kernel_side_is_small_functions_without_hidden_state(path):
             for target in ast.walk(node):
                 if isinstance(target, ast.Attribute) and isinstance(target.ctx, ast.Store):
                     raise AssertionError(f"line {target.lineno}: {node.name} assigns an attribute")
+
+
+def test_a_known_is_never_named_as_an_observed_variable():
+    """A constant's known is named 'c', as an observed variable may be: the module read the
+    observed c as the number 1.0 (a numba typing error at its first fit)."""
+    from cemodel.compiler import generate
+
+    source = generate(run_stages("""
+model observed_c
+dim K = 2
+dim N
+pi ~ Dirichlet(1.0, K)
+plate points n in N:
+    observe c[n] ~ Categorical(pi)
+""", "observed_c.cem", {}))
+    assert "    c = bound.arrays['c']" in source
+    assert "    c_2 = 1.0" in source and "    c = 1.0" not in source

@@ -45,6 +45,7 @@ def collect_knowns(plan: InferencePlan) -> tuple[dict[str, tuple[str, str]], dic
     # the size of dimension K, and t, c make t_c, the loop over a categorical's values
     model = plan.model
     taken = {d.name for d in model.data} | {h.name for h in model.hypers}
+    taken |= {v.name for v in model.observed}  # an observed 'c' is no constant's name
     taken |= {dim_name(d.name) for d in model.dims}
     taken |= {name for p in model.plates for name in (
         plate_var(p.name), f"{p.name}_ptr", f"{p.name}_weight", f"base_{p.name}")}
