@@ -8,7 +8,8 @@ Groups (ArviZ's schema, https://python.arviz.org/en/stable/schema/schema.html):
   is given;
 * ``sample_stats``: the ELBO trace (axis ``iteration``);
 * ``variational``: the variational parameters themselves (``fit.posterior``: ``beta.alpha``,
-  ``E(log beta)``), and ``variational_state`` / ``hyperparameters``: the natural parameters and
+  ``E(log beta)``; a missing observed entry's q, ``missing(y).mean``, ``fit.missing``), and
+  ``variational_state`` / ``hyperparameters``: the natural parameters and
   the hyperparameters, what ``cemodel.load_result`` reads back.
 
 The root attributes hold the method, local step, seeds, cemodel's version, the model's name
@@ -116,6 +117,22 @@ def named_arrays(model: Model, arrays: Mapping[str, np.ndarray], sizes: Mapping[
     return out
 
 
+def missing_arrays(missing: Mapping[str, Mapping[str, Any]]
+                   ) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
+    """The missing observed entries' q (``fit.missing``): ``missing(y).mean`` and so on, one
+    row per missing entry (axis ``y_missing``), ``missing(y).index`` its plate indices."""
+    out = {}
+    for name, table in missing.items():
+        for key, value in table.items():
+            if isinstance(value, str):  # why the q of the entries is not reported
+                continue
+            value = np.asarray(value)
+            dims = (f"{name}_missing", *(f"{name}_missing_{key}_{i}"
+                                         for i in range(1, value.ndim)))
+            out[f"missing({name}).{key}"] = (dims, value)
+    return out
+
+
 def data_arrays(model: Model, spec: Mapping[str, Any], data: Mapping[str, Any],
                 sizes: Mapping[str, int]) -> tuple[dict, dict, dict]:
     """(observed_data, constant_data, index coordinates) of ``data``: a rectangular array
@@ -173,7 +190,9 @@ def to_inference_data(plan: InferencePlan, spec: Mapping[str, Any], result: Any,
                               coords, attrs),
         "sample_stats": _dataset(xr, {"elbo": (("iteration",), np.asarray(result.elbo))},
                                  coords, {}),
-        "variational": _dataset(xr, named_arrays(model, result.posterior, sizes), coords, {}),
+        "variational": _dataset(xr, {**named_arrays(model, result.posterior, sizes),
+                                     **missing_arrays(getattr(result, "missing", {}))},
+                                coords, {}),
         "variational_state": _dataset(xr, _unnamed(result.state), {}, {}),
         "hyperparameters": _dataset(xr, _unnamed(result.hypers), {}, {}),
     }

@@ -13,6 +13,7 @@ parameter is ``scale·λ[stat] + offset`` (Dirichlet α = λ + 1, Normal precisi
 from __future__ import annotations
 
 from .families import FAMILIES
+from .missing import missing_text
 from .plan import InferencePlan
 from .render import conditional_text
 
@@ -55,6 +56,8 @@ def check_report(plan: InferencePlan) -> str:
         if not var.observed:
             for line in conditional_text(plan, var.name).split("\n"):
                 out.append("    " + line)
+        else:
+            out.append("    " + missing_text(model, var, ref))
         out.append("")
     out.append("global steps (--method):")
     for method, why in plan.methods:

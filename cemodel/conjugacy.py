@@ -31,6 +31,7 @@ from .errors import CemConjugacyError, CemError, Span
 from .families import CHAIN_FAMILIES, CHILD, FAMILIES, WRITABLE, FamilySpec, View
 from .families.base import SCALE_DOMAIN
 from .families.blocks import FUSED
+from .missing import PRESENT, missing_rule
 from .model import (
     GateIndex,
     Model,
@@ -761,6 +762,9 @@ def render_expr(expr: RExpr) -> str:
 def expand_factor(model: Model, var: VarDef) -> Factor:
     expander = _Expander(model, var)
     monomials = expander.expand()
+    if var.observed and missing_rule(model, var) == "yes":  # a missing entry drops its terms
+        mask = Known(PRESENT, (expander.child_ref,), (), var.plates)
+        monomials = [Monomial(m.coef, (*m.slots, mask)) for m in monomials]
     return Factor(
         var.name, var.family, var.plates, tuple(monomials),
         tuple(sorted(expander.index_dims.items())), tuple(sorted(expander.gates.items())),

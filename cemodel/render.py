@@ -10,6 +10,7 @@ from .augment_logistic import count_text
 from .augment_sticks import STICK_TEXT
 from .conjugacy import Known, Slot, Stat, letter_text, render_expr
 from .families import FAMILIES
+from .missing import PRESENT
 from .model import RData, RRepeat, RVar, SumIndex
 from .plan import InferencePlan
 
@@ -225,7 +226,9 @@ def _terms(plan: InferencePlan, name: str, stat: str) -> tuple[list[tuple[float,
         others = renderer.substitute_data_indices(monomial.without(message.target),
                                                   message.target)
         subscript = renderer.subscript(message.target.tensor)
-        text = "·".join(renderer.slot(s) for s in others)
+        # (a missing entry's factor drops out: its present(y) multiplier is not shown)
+        text = "·".join(renderer.slot(s) for s in others
+                        if not (isinstance(s, Known) and s.fn == PRESENT))
         sums = renderer.sums(others, message.target)
         if sums:
             text = f"Σ_{{{','.join(sums)}}} {text or '1'}"

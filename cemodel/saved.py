@@ -64,6 +64,9 @@ def npz_bytes(result: Any, meta: Mapping[str, Any]) -> bytes:
     arrays = {stored_name(k): np.asarray(v) for k, v in result.posterior.items()}
     arrays.update({f"state:{k}": np.asarray(v) for k, v in result.state.items()})
     arrays.update({f"hyper:{k}": np.asarray(v, float) for k, v in result.hypers.items()})
+    arrays.update({f"missing:{name}.{k}": np.asarray(v)  # missing observed entries' q
+                   for name, table in getattr(result, "missing", {}).items()
+                   for k, v in table.items() if not isinstance(v, str)})
     arrays[META] = np.frombuffer(json.dumps(dict(meta)).encode(), dtype=np.uint8)
     buffer = io.BytesIO()
     np.savez(buffer, elbo=np.asarray(result.elbo), **arrays)
@@ -101,7 +104,7 @@ def netcdf_bytes(idata: Any) -> bytes:
 # ---------------------------------------------------------------------------------------------
 
 
-def _read_npz(path: Path) -> tuple[dict, dict, dict, dict, np.ndarray]:
+def _read_npz(path: Path) -> tuple[dict, dict, dict, dict, np.ndarray, dict]:
     from .results import read_npz
 
     arrays = read_npz(path, "saved fit", "save it with fit.save(PATH) or cemodel fit -o")
@@ -119,10 +122,21 @@ def _read_npz(path: Path) -> tuple[dict, dict, dict, dict, np.ndarray]:
     hypers = {k.removeprefix("hyper:"): v for k, v in arrays.items() if k.startswith("hyper:")}
     posterior = {_key(k): v for k, v in arrays.items()
                  if ":" not in k and k != "elbo"}
-    return meta, posterior, state, hypers, arrays.get("elbo", np.zeros(0))
+    missing = _missing({k.removeprefix("missing:"): v for k, v in arrays.items()
+                        if k.startswith("missing:")})
+    return meta, posterior, state, hypers, arrays.get("elbo", np.zeros(0)), missing
 
 
-def _read_nc(path: Path) -> tuple[dict, dict, dict, dict, np.ndarray]:
+def _missing(flat: Mapping[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+    """``{"y.mean": ...}`` (as saved) -> ``{"y": {"mean": ...}}`` (``Fit.missing``)."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for key, value in flat.items():
+        name, _, field = key.partition(".")
+        out.setdefault(name, {})[field] = value
+    return out
+
+
+def _read_nc(path: Path) -> tuple[dict, dict, dict, dict, np.ndarray, dict]:
     from .arviz_export import import_arviz
 
     _, xr = import_arviz()
@@ -138,9 +152,12 @@ def _read_nc(path: Path) -> tuple[dict, dict, dict, dict, np.ndarray]:
                        ) from None
     if "variational" not in groups:
         raise CemError(f"{path} is not a saved fit: it has no 'variational' group")
-    return (meta, {_key(k): v for k, v in groups["variational"].items()},
+    variational = groups["variational"]
+    missing = _missing({k.removeprefix("missing(").replace(")", "", 1): v
+                        for k, v in variational.items() if k.startswith("missing(")})
+    return (meta, {_key(k): v for k, v in variational.items() if not k.startswith("missing(")},
             groups.get("variational_state", {}), groups.get("hyperparameters", {}),
-            groups.get("sample_stats", {}).get("elbo", np.zeros(0)))
+            groups.get("sample_stats", {}).get("elbo", np.zeros(0)), missing)
 
 
 def posterior_arrays(path: str | Path, hint: str) -> dict[str, np.ndarray]:
@@ -154,7 +171,7 @@ def posterior_arrays(path: str | Path, hint: str) -> dict[str, np.ndarray]:
         return read_npz(path, "posterior", hint)
     if not path.is_file():
         raise CemError(f"no such posterior file: {path}")
-    _, posterior, _, _, elbo = _read_nc(path)
+    _, posterior, _, _, elbo, _ = _read_nc(path)
     return {"elbo": elbo, **{stored_name(k): v for k, v in posterior.items()}}
 
 
@@ -190,7 +207,8 @@ def read_saved(path: str | Path, source: Any) -> dict[str, Any]:
         raise CemError(f"cannot load {path}: a saved fit is an .npz or .nc file")
     if not path.is_file():
         raise CemError(f"no such saved fit: {path}")
-    meta, posterior, state, hypers, elbo = (_read_npz if suffix == ".npz" else _read_nc)(path)
+    meta, posterior, state, hypers, elbo, missing = (
+        _read_npz if suffix == ".npz" else _read_nc)(path)
     _check(path, meta, source)
     try:
         seed = meta.get("fit_seed", 0)
@@ -202,6 +220,6 @@ def read_saved(path: str | Path, source: Any) -> dict[str, Any]:
                     hypers={k: float(v) if np.ndim(v) == 0 else v for k, v in hypers.items()},
                     state=state, method=str(meta.get("method", "mf")),
                     local=str(meta.get("local_step", "mf")),
-                    seed=None if seed == "none" else int(seed))
+                    seed=None if seed == "none" else int(seed), missing=missing)
     except (TypeError, ValueError, AttributeError) as exc:
         raise CemError(f"{path}: its record of the fit is damaged ({exc})") from None

@@ -5,6 +5,7 @@ numpy expression. ``collect_knowns`` names them once for the whole module (lower
 from __future__ import annotations
 
 from ..conjugacy import Known, render_expr
+from ..missing import PRESENT
 from ..model import (
     Model,
     RBin,
@@ -46,6 +47,7 @@ def collect_knowns(plan: InferencePlan) -> tuple[dict[str, tuple[str, str]], dic
     # the size of dimension K, and t, c make t_c, the loop over a categorical's values
     model = plan.model
     taken = {d.name for d in model.data} | {h.name for h in model.hypers}
+    taken |= {v.name for v in model.observed}  # an observed 'c' is no constant's name
     taken |= {dim_name(d.name) for d in model.dims}
     taken |= {name for p in model.plates for name in (
         plate_var(p.name), f"{p.name}_ptr", f"{p.name}_weight", f"base_{p.name}")}
@@ -79,6 +81,8 @@ def known_numpy(model: Model, slot: Known, prefix: str = "") -> tuple[str, str]:
     first = ops[0]
     if slot.fn == "onehot":
         return first.name, first.name
+    if slot.fn == PRESENT:  # 1 where the observation is given, 0 where missing
+        return f"present_{first.name}", f"rt.present({prefix}bound, {first.name!r})"
     if isinstance(first, RRepeat) and slot.fn in ("value", "lgamma", "log"):
         # an elementwise view of a repeated scalar is that scalar
         inner = numpy_expr(first.value, prefix)

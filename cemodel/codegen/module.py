@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..families import FAMILIES
+from ..missing import missing_rule
 from ..model import Model
 from ..plan import InferencePlan
 from ..version import __version__
@@ -19,6 +20,7 @@ from .interface import entry_points, interface_nodes, roles_table
 from .kernels import emit_kernels
 from .klc import klc_constants, klc_functions
 from .lowering import lower
+from .missing import missing_table
 from .posterior import learn_function, result_function
 from .prepare import array_shape, prepare_function
 from .pycode import Blank, Comment, Function, Line, Module, Node, print_module
@@ -93,6 +95,7 @@ def generated_module(plan: InferencePlan) -> GeneratedModule:
         Line("_THIS = rt.ModelView(globals())", "the model, as the drivers see it"),
         Blank(),
         *spec_literal(ctx),
+        *(missing_table(ctx) if any(missing_rule(m, v) == "yes" for v in m.observed) else []),
     ]
     return GeneratedModule(doc, tuple(head), tuple(kernels), tuple(python), m.name)
 
@@ -143,7 +146,8 @@ def spec_literal(ctx: EmitContext) -> list[Node]:
         fam = FAMILIES[v.family]
         lines.append(f"        {v.name!r}: {{\"plates\": {list(v.plates)!r}, "
                      f"\"support\": {fam.support!r}, \"shape\": {list(v.shape)!r}, "
-                     f"\"categories\": {v.categories!r}}},")
+                     f"\"categories\": {v.categories!r}, "
+                     f"\"missing\": {missing_rule(m, v)!r}}},")
     lines.append("    },")
     lines.append("    \"covariates\": {" + ("" if m.data else "},"))
     logged = ctx.kplan.log_data_names

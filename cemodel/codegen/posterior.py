@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..augment_sticks import stick_variables
 from ..conjugacy import Known
+from ..missing import missing_rule
 from ..model import RBin, RCall, RExpr, RHyper, RNeg, RRepeat, RVector
 from .context import EmitContext
 from .knowns import known_numpy
@@ -46,12 +47,16 @@ def result_function(ctx: EmitContext, streaming: bool) -> Function:
         body += per_item
     components = _components(ctx)
     body += components
+    missing = any(missing_rule(ctx.model, v) == "yes" for v in ctx.model.observed)
+    if missing:  # the missing observed entries' q (cemodel.codegen.missing)
+        body.append(Line("missing = rt.missing_posteriors(s, MISSING) if items else {}"))
     body.append(Line(
         "return rt.FitResult(posterior=posterior, elbo=np.array(trace), "
         "iterations=len(trace), converged=converged, seconds=seconds, "
         "dims=dict(s.bound.dims), hypers={"
         + ", ".join(f"{h.name!r}: s.{h.name}" for h in ctx.model.hypers) + "}, state=state"
-        + (", notes={'components': components})" if components else ")")))
+        + (", notes={'components': components}" if components else "")
+        + (", missing=missing)" if missing else ")")))
     return Function("_result", ("s", "trace", "converged", "seconds", "items=True"),
                     tuple(body),
                     "The posterior in usual parameters, expectations and the state"

@@ -73,7 +73,7 @@ def _binding(ctx: EmitContext, shares: bool) -> list[Node]:
     m = ctx.model
     body: list[Node] = [
         Line(f"hypers = rt.check_hyper_names(hypers, {[h.name for h in m.hypers]!r})"),
-        Line("bound = rt.bind_data(SPEC, data, dims)"),
+        Line("bound = rt.bind_data(SPEC, data, dims, missing=True)"),
     ]
     sizes = [d.name for d in m.dims if d.ragged_over is None]
     if sizes:
@@ -281,7 +281,7 @@ def _seeded_start(ctx: EmitContext, calls: KernelCalls, random: list[Node]) -> l
     item_dim = dim_name(m.plate(m.data_plate).dim)
     choose = Line(
         f"seed_category = rt.seed_categories(SPEC, bound.arrays, {m.data_plate!r}, "
-        f"{item_dim}, {n_cat}, seed)" if categorical else
+        f"{item_dim}, {n_cat}, seed, bound.missing)" if categorical else
         f"seed_category = rt.seed_chain_steps(SPEC, bound.arrays, "
         f"{ctx.var(chains[0]).plates!r}, {n_cat}, seed)")
     seeding: list[Node] = [

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ from scipy import sparse
 from ..errors import CemDataError, did_you_mean
 from ..numerics import SHAPE_SMALLEST
 from ..options import check_hyper_values
+from .missing import split_missing
 
 __all__ = ["BoundData", "bind_data", "check_hyper_names", "hyper_value"]
 
@@ -41,6 +42,8 @@ class BoundData:
     dims: dict[str, int]  # every non-ragged dimension, resolved
     arrays: dict[str, np.ndarray]  # variables, covariates, "<plate>_ptr", "<plate>_weight"
     n_items: dict[str, int]  # length of every plate's axis in the flat layout
+    # observed variables that may miss entries -> where they do (bool over their plates)
+    missing: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 # What each support means, for messages. ``integer`` is the support of an ``int`` covariate.
@@ -116,6 +119,11 @@ def _describe_value(value: object) -> str:
 
 def _to_numeric(label: str, value: object, where: str = "") -> np.ndarray:
     """``value`` as a numeric ndarray (bool, int or float), or a CemDataError."""
+    if isinstance(value, np.ma.MaskedArray) and np.ma.getmaskarray(value).any():
+        raise CemDataError(f"{label}: expected values{where}, found a masked array with masked "
+                           "entries, which cannot be missing here",
+                           hint="missing entries are allowed only in dense arrays of observed "
+                                "variables (see the README's Data section)")
     if sparse.issparse(value):
         try:
             value = value.toarray()
@@ -179,6 +187,7 @@ class _Var:
     event: tuple[str | int, ...]
     categories: str | int | None
     ragged: str | None  # the ragged plate among ``plates`` (always plates[1]), if any
+    missing: str | None = None  # observed: may entries be missing ('yes', 'no: why', None)
 
     @property
     def label(self) -> str:
@@ -219,7 +228,9 @@ def _spec_vars(spec: Mapping[str, Any]) -> list[_Var]:
                 categories = None
             var_plates = tuple(info.get("plates", ()))
             ragged = next((p for p in var_plates if plates[p]["ragged"]), None)
-            out.append(_Var(name, role, support, var_plates, event, categories, ragged))
+            missing = None if role == "covariate" else info.get("missing")
+            out.append(_Var(name, role, support, var_plates, event, categories, ragged,
+                            missing))
     return out
 
 
@@ -252,11 +263,13 @@ def bind_data(
     spec: Mapping[str, Any],
     data: Mapping[str, object],
     dims: Mapping[str, int] | None = None,
+    missing: bool = False,
 ) -> BoundData:
     """Validate ``data`` against a model's ``SPEC`` and lay it out for the kernels.
 
     ``dims`` overrides the model's default sizes; sizes with no default and not given are
-    inferred from the data. See the module docstring for the layout.
+    inferred from the data. ``missing``: the caller handles missing entries (the generated
+    ``_prepare``, ``cemodel.runtime.missing``). See the module docstring for the layout.
     """
     from .source import ItemSource
 
@@ -265,12 +278,12 @@ def bind_data(
                            "variants (svi, svi+, ssvi-a, ssvi) only: the batch methods visit "
                            "every item at every iteration",
                            hint="load the data into memory for mf and klc")
-    return _Binder(spec, data, dims or {}).bind()
+    return _Binder(spec, data, dims or {}, missing).bind()
 
 
 class _Binder:
     def __init__(self, spec: Mapping[str, Any], data: Mapping[str, object],
-                 dims: Mapping[str, int]) -> None:
+                 dims: Mapping[str, int], missing: bool = False) -> None:
         if not isinstance(data, Mapping):
             raise CemDataError(
                 f"expected the data as a mapping from variable names to arrays, found "
@@ -295,6 +308,8 @@ class _Binder:
         self.max_ids: dict[str, int] = {}
         self.sizes: dict[str, int] = {}
         self.lengths: dict[str, np.ndarray] = {}
+        self.allow_missing = missing
+        self.missing: dict[str, np.ndarray] = {}  # observed name -> missing elements
 
     # -- names -------------------------------------------------------------------------------
 
@@ -387,8 +402,15 @@ class _Binder:
         return self._read_ragged(var, value)
 
     def _read_dense(self, var: _Var, value: object) -> _Parsed:
-        arr = _to_numeric(var.label, value)
         n_plates, n_event = len(var.plates), len(var.event)
+        absent = None
+        if var.role == "covariate" or var.missing is not None:  # (None: a SPEC without it)
+            allowed = var.missing if self.allow_missing or var.missing != "yes" else (
+                "no: this step takes complete data only (missing entries are fitted by fit "
+                "and its methods)")
+            value, absent = split_missing(var.label, value, var.support, n_plates, allowed,
+                                          lambda idx: self._where_dense(var, idx))
+        arr = _to_numeric(var.label, value)
         if n_plates == 0 and arr.ndim == n_event:
             arr = arr[np.newaxis]
         want = max(n_plates, 1) + n_event
@@ -408,6 +430,9 @@ class _Binder:
                         f"data '{var.name}' (axis {axis}, plate {plate})", var)
         self._record_event(var, arr.shape[max(n_plates, 1):], max(n_plates, 1))
         values = self._check_values(var, arr, lambda idx: self._where_dense(var, idx))
+        if var.missing == "yes" and self.allow_missing:
+            self.missing[var.name] = (absent if absent is not None
+                                      else np.zeros(values.shape[:n_plates], dtype=bool))
         return _Parsed(var, values, trailing=tuple(values.shape[1:]))
 
     def _record_event(self, var: _Var, shape: Sequence[int], first_axis: int) -> None:
@@ -844,7 +869,7 @@ class _Binder:
                 np.ascontiguousarray(weights, dtype=np.float64) if weights is not None
                 else np.ones(int(ptr[-1]), dtype=np.float64)
             )
-        return BoundData(dict(self.sizes), arrays, n_items)
+        return BoundData(dict(self.sizes), arrays, n_items, self.missing)
 
 
 # ---------------------------------------------------------------------------------------------

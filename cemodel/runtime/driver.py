@@ -31,6 +31,8 @@ class FitResult:
     hypers: dict[str, object] = field(default_factory=dict)
     state: dict[str, np.ndarray] = field(default_factory=dict)  # natural parameters
     notes: dict[str, object] = field(default_factory=dict)  # method-specific counts
+    # observed entries that were missing: their indices and q (runtime/missing.py)
+    missing: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> np.ndarray:
         try:

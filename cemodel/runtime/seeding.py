@@ -108,9 +108,21 @@ def kmeanspp(features: np.ndarray | sp.csr_matrix, n_seeds: int, seed: int) -> n
 
 
 def seed_categories(spec: dict, arrays: dict[str, np.ndarray], data_plate: str,
-                    n_items: int, n_categories: int, seed: int) -> np.ndarray:
-    """category of each item for the first global update: c for seed c, −1 for the rest."""
-    return _assign_seeds(item_features(spec, arrays, data_plate, n_items), n_categories, seed)
+                    n_items: int, n_categories: int, seed: int,
+                    missing: dict[str, np.ndarray] | None = None) -> np.ndarray:
+    """category of each item for the first global update: c for seed c, −1 for the rest.
+    Seeds are items with no missing observed entry (``missing``: name -> where), when any."""
+    features = item_features(spec, arrays, data_plate, n_items)
+    complete = np.ones(n_items, dtype=bool)
+    for name, where in (missing or {}).items():
+        if spec["observed"][name]["plates"][:1] == [data_plate] and where.size:
+            complete &= ~where.reshape(n_items, -1).any(axis=1)
+    if complete.all() or not complete.any():
+        return _assign_seeds(features, n_categories, seed)
+    assignment = np.full(n_items, -1, dtype=np.int64)
+    assignment[complete] = _assign_seeds(features[np.flatnonzero(complete)], n_categories,
+                                         seed)
+    return assignment
 
 
 def _assign_seeds(features: np.ndarray | sp.csr_matrix, n_categories: int,

@@ -39,13 +39,13 @@ ITEM_DIMS = ('N',)  # sizes set by the items bound
 KLC_LOCALS = ('z',)  # KLC-CG's parameterised Z
 KLC_START = 'seeds'  # θ's default start: q(Z) after the seeded start's local step
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'data': ('n_P', 'n_K', 'x'), 'hyper': ('alpha', 'a', 'b'),
-    'known': ('alpha_K', 'lgamma_sum_alpha_K', 'lgamma_alpha_K', 'lbeta_a_b'),
+    'data': ('n_K', 'n_P', 'x'), 'hyper': ('alpha', 'a', 'b'),
+    'known': ('present_x', 'alpha_K', 'lgamma_sum_alpha_K', 'lgamma_alpha_K', 'lbeta_a_b'),
     'global': ('lam_p_log', 'lam_p_log1m', 'lam_pi_log'),
-    'global_exp': ('E_p_log1m', 'E_pi_log', 'E_p_log'),
+    'global_exp': ('E_pi_log', 'E_p_log', 'E_p_log1m'),
     'kept_local': ('E_z_onehot', 'lam_z_onehot'), 'item': ('seed_category', 'item_weight'),
     'statistic': ('acc_z_0', 'acc_x_0', 'acc_x_1'),
-    'thread': ('acc_z_0_threads', 'acc_x_0_threads', 'acc_x_1_threads'), 'scratch': ('pre_z_2',),
+    'thread': ('acc_z_0_threads', 'acc_x_0_threads', 'acc_x_1_threads'),
 }
 _THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
@@ -63,9 +63,13 @@ SPEC = {
         'dims': {"dim": 'P', "parent": 'points', "ragged": False},
     },
     "observed": {
-        'x': {"plates": ['points', 'dims'], "support": 'binary', "shape": [], "categories": None},
+        'x': {"plates": ['points', 'dims'], "support": 'binary', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+}
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'Bernoulli', "data_plate": 'a', "why_not": None,
+        "terms": ((1.0, ('value',), 'ab', (('E_p_log', 'cb'), ('E_z_onehot', 'ac'))), (-1.0, ('value',), 'ab', (('E_p_log1m', 'cb'), ('E_z_onehot', 'ac'))))},
 }
 
 
@@ -79,7 +83,7 @@ def update_z(
         n_P,
         x,
         E_p_log,
-        pre_z_2,
+        present_x,
         E_p_log1m,
         E_z_onehot,
 ):
@@ -96,25 +100,16 @@ def update_z(
         # from x ~ Bernoulli (bernoulli_mixture.cem:28:9)
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
-                lam_z_onehot[i_points, t_g0] += x[i_points, i_dims] * E_p_log[t_g0, i_dims]
-        # from x ~ Bernoulli
-        # precomputed by hoist_messages (bernoulli_mixture.cem:28:9)
-        lam_z_onehot[i_points] += pre_z_2
+                lam_z_onehot[i_points, t_g0] += x[i_points, i_dims] * E_p_log[t_g0, i_dims] * present_x[i_points, i_dims]
         # from x ~ Bernoulli (bernoulli_mixture.cem:28:9)
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
-                lam_z_onehot[i_points, t_g0] += -x[i_points, i_dims] * E_p_log1m[t_g0, i_dims]
+                lam_z_onehot[i_points, t_g0] += E_p_log1m[t_g0, i_dims] * present_x[i_points, i_dims]
+        # from x ~ Bernoulli (bernoulli_mixture.cem:28:9)
+        for i_dims in range(n_P):
+            for t_g0 in range(n_K):
+                lam_z_onehot[i_points, t_g0] += -x[i_points, i_dims] * E_p_log1m[t_g0, i_dims] * present_x[i_points, i_dims]
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
-
-
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def hoist_messages(pre_z_2, n_P, n_K, E_p_log1m):
-    """The item-independent messages to the locals, into their pre_ arrays."""
-    # pre_z_2: to q(z) from x ~ Bernoulli (bernoulli_mixture.cem:28:9), the same for every item
-    pre_z_2[...] = 0.0
-    for i_dims in range(n_P):
-        for t_g0 in range(n_K):
-            pre_z_2[t_g0] += E_p_log1m[t_g0, i_dims]
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -133,7 +128,7 @@ def local_step(
         n_P,
         x,
         E_p_log,
-        pre_z_2,
+        present_x,
         E_p_log1m,
         item_weight,
         acc_z_0_threads,
@@ -161,25 +156,25 @@ def local_step(
             if 0 <= seed_category[i_points] < n_K:
                 E_z_onehot[i_points, seed_category[i_points]] = 1.0
         else:
-            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, pre_z_2, E_p_log1m, E_z_onehot)
+            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, present_x, E_p_log1m, E_z_onehot)
         # acc_z_0[k] += q(z[points]=k)  (bernoulli_mixture.cem:26:5)
         for t_k in range(n_K):
             acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+        # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0) · present(x[points, dims])  (bernoulli_mixture.cem:28:9)
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
-                acc_x_0_t[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, @dims] += q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+                acc_x_0_t[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0] * present_x[i_points, i_dims]
+        # acc_x_1[g0, @dims] += q(z[points]=g0) · present(x[points, dims])  (bernoulli_mixture.cem:28:9)
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
-                acc_x_1_t[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+                acc_x_1_t[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points, i_dims]
         # ELBO: local terms and local entropies
         elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
     return elbo
 
 
 @njit(cache=True, nogil=True)
-def evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, E_p_log1m):
+def evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, present_x, E_p_log1m):
     """lam_z_onehot[row, c] = exp(λ_c − max_c λ_c), λ the messages to z from data and globals
     (every message but the integrated-out proportions'): the part of its conditional that
     stays fixed during a Gibbs or CVB0 step.
@@ -191,15 +186,15 @@ def evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, E_p_log1m
     # from x ~ Bernoulli (bernoulli_mixture.cem:28:9)
     for i_dims in range(n_P):
         for t_g0 in range(n_K):
-            lam_z_onehot[i_points, t_g0] += x[i_points, i_dims] * E_p_log[t_g0, i_dims]
+            lam_z_onehot[i_points, t_g0] += x[i_points, i_dims] * E_p_log[t_g0, i_dims] * present_x[i_points, i_dims]
     # from x ~ Bernoulli (bernoulli_mixture.cem:28:9)
     for i_dims in range(n_P):
         for t_g0 in range(n_K):
-            lam_z_onehot[i_points, t_g0] += E_p_log1m[t_g0, i_dims]
+            lam_z_onehot[i_points, t_g0] += E_p_log1m[t_g0, i_dims] * present_x[i_points, i_dims]
     # from x ~ Bernoulli (bernoulli_mixture.cem:28:9)
     for i_dims in range(n_P):
         for t_g0 in range(n_K):
-            lam_z_onehot[i_points, t_g0] += -x[i_points, i_dims] * E_p_log1m[t_g0, i_dims]
+            lam_z_onehot[i_points, t_g0] += -x[i_points, i_dims] * E_p_log1m[t_g0, i_dims] * present_x[i_points, i_dims]
     top = lam_z_onehot[i_points].max()
     for t_c in range(n_K):
         lam_z_onehot[i_points, t_c] = np.exp(lam_z_onehot[i_points, t_c] - top)
@@ -216,6 +211,7 @@ def local_step_gibbs(
         n_P,
         x,
         E_p_log,
+        present_x,
         E_p_log1m,
         E_z_onehot,
         item_weight,
@@ -235,7 +231,7 @@ def local_step_gibbs(
     for position in range(items.shape[0]):
         i_points = items[position]
         # the fixed part of the conditional
-        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, E_p_log1m)
+        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, present_x, E_p_log1m)
         needed_z = 0
         needed_z += int(1.0 + 0.5)
         if needed_z > assign_z.shape[0]:
@@ -282,14 +278,14 @@ def local_step_gibbs(
         # acc_z_0[k] += q(z[points]=k)  (bernoulli_mixture.cem:26:5)
         for t_k in range(n_K):
             acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+        # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0) · present(x[points, dims])  (bernoulli_mixture.cem:28:9)
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
-                acc_x_0[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, @dims] += q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+                acc_x_0[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0] * present_x[i_points, i_dims]
+        # acc_x_1[g0, @dims] += q(z[points]=g0) · present(x[points, dims])  (bernoulli_mixture.cem:28:9)
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
-                acc_x_1[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+                acc_x_1[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points, i_dims]
 
 
 @njit(cache=True, nogil=True)
@@ -303,6 +299,7 @@ def local_step_cvb0(
         n_P,
         x,
         E_p_log,
+        present_x,
         E_p_log1m,
         E_z_onehot,
         item_weight,
@@ -321,7 +318,7 @@ def local_step_cvb0(
     for position in range(items.shape[0]):
         i_points = items[position]
         # the fixed part of the conditional
-        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, E_p_log1m)
+        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, present_x, E_p_log1m)
         # start: each row given the ones before it
         total = 0.0
         for t_c in range(n_K):
@@ -333,14 +330,14 @@ def local_step_cvb0(
         # acc_z_0[k] += q(z[points]=k)  (bernoulli_mixture.cem:26:5)
         for t_k in range(n_K):
             acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+        # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0) · present(x[points, dims])  (bernoulli_mixture.cem:28:9)
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
-                acc_x_0[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, @dims] += q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+                acc_x_0[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0] * present_x[i_points, i_dims]
+        # acc_x_1[g0, @dims] += q(z[points]=g0) · present(x[points, dims])  (bernoulli_mixture.cem:28:9)
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
-                acc_x_1[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+                acc_x_1[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points, i_dims]
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -496,6 +493,7 @@ def klc_stats(
         n_K,
         n_P,
         x,
+        present_x,
         acc_z_0_threads,
         acc_x_0_threads,
         acc_x_1_threads,
@@ -519,14 +517,14 @@ def klc_stats(
         # acc_z_0[k] += q(z[points]=k)  (bernoulli_mixture.cem:26:5)
         for t_k in range(n_K):
             acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+        # acc_x_0[g0, @dims] += x[points, dims] · q(z[points]=g0) · present(x[points, dims])  (bernoulli_mixture.cem:28:9)
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
-                acc_x_0_t[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, @dims] += q(z[points]=g0)  (bernoulli_mixture.cem:28:9)
+                acc_x_0_t[t_g0, i_dims] += item_weight[i_points] * x[i_points, i_dims] * E_z_onehot[i_points, t_g0] * present_x[i_points, i_dims]
+        # acc_x_1[g0, @dims] += q(z[points]=g0) · present(x[points, dims])  (bernoulli_mixture.cem:28:9)
         for i_dims in range(n_P):
             for t_g0 in range(n_K):
-                acc_x_1_t[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+                acc_x_1_t[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points, i_dims]
         # ELBO: local terms and local entropies
         elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
     return elbo
@@ -547,7 +545,7 @@ def klc_gradient(
         n_P,
         x,
         E_p_log,
-        pre_z_2,
+        present_x,
         E_p_log1m,
 ):
     """KLC gradients at θ, with the collapsed variables at q*(X) (klc_stats and the global updates
@@ -561,7 +559,7 @@ def klc_gradient(
         lam_z_onehot[i_points] = theta_z[i_points]
         rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
         # θ̂ = the mean-field target of q(z) given q*(X)
-        update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, pre_z_2, E_p_log1m, E_z_onehot)
+        update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, present_x, E_p_log1m, E_z_onehot)
         natgrad_z[i_points] = lam_z_onehot[i_points] - theta_z[i_points]  # g̃ = θ̂ − θ
         # q(z) back to softmax(θ) for the other rows' targets
         lam_z_onehot[i_points] = theta_z[i_points]
@@ -581,7 +579,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['alpha', 'a', 'b'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_P, n_N = bound.dims['K'], bound.dims['P'], bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {('K', 'P'): 6, (1, 'K'): 2, ('N', 'K'): 2, ('K',): 1, ('threads', 'K'): 1, ('threads', 'K', 'P'): 2, ('N',): 3})
@@ -595,12 +593,12 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     lgamma_sum_alpha_K = rt.gammaln(n_K * (alpha / n_K))  # lgamma_sum(repeat((alpha / K), K))
     lgamma_alpha_K = rt.gammaln((alpha / n_K))  # lgamma(repeat((alpha / K), K))
     lbeta_a_b = rt.lbeta(a, b)  # lbeta(a, b)
+    present_x = rt.present(bound, 'x')  # present(x[points, dims])
     # variational parameters (natural, coefficient form) and E[t]
     lam_p_log, E_p_log = (np.zeros((n_K, n_P)), np.zeros((n_K, n_P))) if share is None else (share.lam_p_log, share.E_p_log)
     lam_p_log1m, E_p_log1m = (np.zeros((n_K, n_P)), np.zeros((n_K, n_P))) if share is None else (share.lam_p_log1m, share.E_p_log1m)
     lam_pi_log, E_pi_log = (np.zeros((1, n_K)), np.zeros((1, n_K))) if share is None else (share.lam_pi_log, share.E_pi_log)
     lam_z_onehot, E_z_onehot = np.zeros((n_N, n_K)), np.zeros((n_N, n_K))
-    pre_z_2 = np.zeros((n_K,))  # a message to q(z) that no item changes (hoist_messages)
     # sufficient statistics the local step hands to the global step (out of core added up over minibatches)
     acc_z_0 = np.zeros((n_K,)) if share is None else share.acc_z_0
     acc_x_0 = np.zeros((n_K, n_P)) if share is None else share.acc_x_0
@@ -613,7 +611,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, alpha=alpha, a=a, b=b, pre_z_2=pre_z_2, n_P=n_P, n_K=n_K, E_p_log1m=E_p_log1m, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, x=x, E_p_log=E_p_log, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
+        return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, present_x=present_x, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
     # start every global at its prior
     update_p(0.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, True, E_p_log, E_p_log1m, n_K, n_P)
     update_pi(0.0, lam_pi_log, n_K, alpha_K, acc_z_0, True, E_pi_log)
@@ -623,12 +621,11 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     start = DEFAULT_START if start is None else start
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
-        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed)
+        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed, bound.missing)
         acc_z_0[...] = 0.0
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
-        hoist_messages(pre_z_2, n_P, n_K, E_p_log1m)
-        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, pre_z_2, E_p_log1m, item_weight, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads),))
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_P, x, E_p_log, present_x, E_p_log1m, item_weight, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads),))
         update_p(1.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, True, E_p_log, E_p_log1m, n_K, n_P)
         update_pi(1.0, lam_pi_log, n_K, alpha_K, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':
@@ -640,7 +637,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m, n_K, n_P, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, a=a, b=b, pre_z_2=pre_z_2, n_P=n_P, n_K=n_K, E_p_log1m=E_p_log1m, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, x=x, E_p_log=E_p_log, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, present_x=present_x, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -670,22 +667,22 @@ def _result(s, trace, converged, seconds, items=True):
         posterior['z.probs'] = z__probs
         posterior['E[onehot z]'] = s.E_z_onehot
         state['lam_z_onehot'] = s.lam_z_onehot
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'a': s.a, 'b': s.b}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'a': s.a, 'b': s.b}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    hoist_messages(s.pre_z_2, s.n_P, s.n_K, s.E_p_log1m)
-    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
+    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.present_x, s.E_p_log1m, s.item_weight, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):
-    return local_step_gibbs(items, sweeps, burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1)
+    return local_step_gibbs(items, sweeps, burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.present_x, s.E_p_log1m, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1)
 
 
 def run_local_step_cvb0(s, items, max_local_iter, local_tol):
-    return local_step_cvb0(items, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.E_p_log1m, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1)
+    return local_step_cvb0(items, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.present_x, s.E_p_log1m, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1)
 
 
 def _update_p(s, data_scale, expect=True):
@@ -747,8 +744,7 @@ def _klc_bound(s, theta):
     s.acc_z_0[...] = 0.0
     s.acc_x_0[...] = 0.0
     s.acc_x_1[...] = 0.0
-    hoist_messages(s.pre_z_2, s.n_P, s.n_K, s.E_p_log1m)
-    value = rt.run_shares(klc_stats, s.acc_z_0_threads.shape[0], (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_P, s.x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
+    value = rt.run_shares(klc_stats, s.acc_z_0_threads.shape[0], (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_P, s.x, s.present_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
     # the collapsed globals at their optimum given q(Z)
     update_p(1.0, s.lam_p_log, s.lam_p_log1m, s.a, s.b, s.acc_x_0, s.acc_x_1, True, s.E_p_log, s.E_p_log1m, s.n_K, s.n_P)
     update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha_K, s.acc_z_0, True, s.E_pi_log)
@@ -757,8 +753,7 @@ def _klc_bound(s, theta):
 
 def _klc_gradient(s, theta, natgrad, grad):
     """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
-    hoist_messages(s.pre_z_2, s.n_P, s.n_K, s.E_p_log1m)
-    return rt.run_shares(klc_gradient, rt.thread_count(), (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.pre_z_2, s.E_p_log1m,), ())
+    return rt.run_shares(klc_gradient, rt.thread_count(), (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.present_x, s.E_p_log1m,), ())
 
 
 def _klc_shapes(s):

@@ -37,7 +37,7 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'data': ('x',), 'hyper': ('a', 'b'), 'known': ('lbeta_a_b',),
+    'data': ('x',), 'hyper': ('a', 'b'), 'known': ('present_x', 'lbeta_a_b'),
     'global': ('lam_p_log', 'lam_p_log1m'), 'global_exp': ('E_p_log', 'E_p_log1m'),
     'item': ('seed_category', 'item_weight'), 'statistic': ('acc_x_0', 'acc_x_1'),
     'thread': ('acc_x_0_threads', 'acc_x_1_threads'),
@@ -53,9 +53,13 @@ SPEC = {
         'trials': {"dim": 'N', "parent": None, "ragged": False},
     },
     "observed": {
-        'x': {"plates": ['trials'], "support": 'binary', "shape": [], "categories": None},
+        'x': {"plates": ['trials'], "support": 'binary', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+}
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'Bernoulli', "data_plate": 'a', "why_not": None,
+        "terms": ((1.0, ('value',), 'a', (('E_p_log', '0'),)), (-1.0, ('value',), 'a', (('E_p_log1m', '0'),)))},
 }
 
 
@@ -71,6 +75,7 @@ def local_step(
         item_weight,
         acc_x_0_threads,
         x,
+        present_x,
         acc_x_1_threads,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
@@ -85,10 +90,10 @@ def local_step(
     elbo = 0.0
     for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
         i_trials = items[position]
-        # acc_x_0[] += x[trials]  (beta_bernoulli.cem:13:5)
-        acc_x_0_threads[thread] += item_weight[i_trials] * x[i_trials]
-        # acc_x_1[] +=   (beta_bernoulli.cem:13:5)
-        acc_x_1_threads[thread] += item_weight[i_trials]
+        # acc_x_0[] += x[trials] · present(x[trials])  (beta_bernoulli.cem:13:5)
+        acc_x_0_threads[thread] += item_weight[i_trials] * x[i_trials] * present_x[i_trials]
+        # acc_x_1[] += present(x[trials])  (beta_bernoulli.cem:13:5)
+        acc_x_1_threads[thread] += item_weight[i_trials] * present_x[i_trials]
         # ELBO: local terms and local entropies
     return elbo
 
@@ -162,7 +167,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['a', 'b'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_N = bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {(1,): 6, ('threads',): 2, ('N',): 3})
@@ -172,6 +177,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     b = rt.hyper_value(hypers, 'b', 3.0, (), domain='shape') if share is None else share.b
     # known quantities: functions of hyperparameters and data
     lbeta_a_b = rt.lbeta(a, b)  # lbeta(a, b)
+    present_x = rt.present(bound, 'x')  # present(x[trials])
     # variational parameters (natural, coefficient form) and E[t]
     lam_p_log, E_p_log = (np.zeros((1,)), np.zeros((1,))) if share is None else (share.lam_p_log, share.E_p_log)
     lam_p_log1m, E_p_log1m = (np.zeros((1,)), np.zeros((1,))) if share is None else (share.lam_p_log1m, share.E_p_log1m)
@@ -185,7 +191,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, acc_x_1_threads=acc_x_1_threads, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, E_p_log=E_p_log, lam_p_log1m=lam_p_log1m, E_p_log1m=E_p_log1m, lbeta_a_b=lbeta_a_b, all_items=all_items)
+        return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, present_x=present_x, acc_x_1_threads=acc_x_1_threads, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, E_p_log=E_p_log, lam_p_log1m=lam_p_log1m, E_p_log1m=E_p_log1m, lbeta_a_b=lbeta_a_b, all_items=all_items)
     # start every global at its prior
     update_p(0.0, lam_p_log, lam_p_log1m, a, b, acc_x_0, acc_x_1, True, E_p_log, E_p_log1m)
     if init is not None:  # warm start: the globals' natural parameters from an earlier fit
@@ -193,7 +199,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m)
     if init is None and start not in (None, 'prior'):
         raise rt.CemDataError(f"start: expected 'prior' (the only start of this model: nothing to break), found {start!r}")
-    return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, acc_x_1_threads=acc_x_1_threads, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, E_p_log=E_p_log, lam_p_log1m=lam_p_log1m, E_p_log1m=E_p_log1m, lbeta_a_b=lbeta_a_b, all_items=all_items)
+    return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, present_x=present_x, acc_x_1_threads=acc_x_1_threads, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, E_p_log=E_p_log, lam_p_log1m=lam_p_log1m, E_p_log1m=E_p_log1m, lbeta_a_b=lbeta_a_b, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -215,13 +221,14 @@ def _result(s, trace, converged, seconds, items=True):
     posterior['p.b'] = p__b[0]
     posterior['E[log p]'] = s.E_p_log[0]
     posterior['E[log1m p]'] = s.E_p_log1m[0]
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'b': s.b}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'b': s.b}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_x_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads,), ((s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
+    return rt.run_shares(local_step, s.acc_x_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.present_x, s.acc_x_1_threads,), ((s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
 
 
 def _update_p(s, data_scale, expect=True):

@@ -37,8 +37,9 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'data': ('x', 'n_K'), 'hyper': ('alpha',), 'known': ('lgamma_sum_alpha', 'lgamma_alpha'),
-    'global': ('lam_p_log',), 'global_exp': ('E_p_log',), 'item': ('seed_category', 'item_weight'),
+    'data': ('x', 'n_K'), 'hyper': ('alpha',),
+    'known': ('present_x', 'lgamma_sum_alpha', 'lgamma_alpha'), 'global': ('lam_p_log',),
+    'global_exp': ('E_p_log',), 'item': ('seed_category', 'item_weight'),
     'statistic': ('acc_x_0',), 'thread': ('acc_x_0_threads',),
 }
 _THIS = rt.ModelView(globals())  # the model, as the drivers see it
@@ -53,9 +54,13 @@ SPEC = {
         'rolls': {"dim": 'N', "parent": None, "ragged": False},
     },
     "observed": {
-        'x': {"plates": ['rolls'], "support": 'category', "shape": [], "categories": 'K'},
+        'x': {"plates": ['rolls'], "support": 'category', "shape": [], "categories": 'K', "missing": 'yes'},
     },
     "covariates": {},
+}
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'Categorical', "data_plate": 'a', "why_not": None,
+        "terms": ((1.0, ('onehot',), 'ab', (('E_p_log', '0b'),)),)},
 }
 
 
@@ -70,6 +75,7 @@ def local_step(
         local_tol,
         item_weight,
         x,
+        present_x,
         acc_x_0_threads,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
@@ -84,9 +90,9 @@ def local_step(
     elbo = 0.0
     for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
         i_rolls = items[position]
-        # acc_x_0[k] += onehot(x[rolls])  (dirichlet_categorical.cem:13:5)
+        # acc_x_0[k] += onehot(x[rolls]) · present(x[rolls])  (dirichlet_categorical.cem:13:5)
         t_k = x[i_rolls]
-        acc_x_0_t[t_k] += item_weight[i_rolls]
+        acc_x_0_t[t_k] += item_weight[i_rolls] * present_x[i_rolls]
         # ELBO: local terms and local entropies
     return elbo
 
@@ -143,7 +149,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['alpha'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_N = bound.dims['K'], bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {(1, 'K'): 2, ('K',): 1, ('threads', 'K'): 1, ('N',): 3})
@@ -153,6 +159,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     # known quantities: functions of hyperparameters and data
     lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
     lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))
+    present_x = rt.present(bound, 'x')  # present(x[rolls])
     # variational parameters (natural, coefficient form) and E[t]
     lam_p_log, E_p_log = (np.zeros((1, n_K)), np.zeros((1, n_K))) if share is None else (share.lam_p_log, share.E_p_log)
     # sufficient statistics the local step hands to the global step (out of core added up over minibatches)
@@ -163,7 +170,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, alpha=alpha, seed_category=seed_category, item_weight=item_weight, x=x, acc_x_0_threads=acc_x_0_threads, acc_x_0=acc_x_0, lam_p_log=lam_p_log, E_p_log=E_p_log, n_K=n_K, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, all_items=all_items)
+        return rt.State(bound=bound, alpha=alpha, seed_category=seed_category, item_weight=item_weight, x=x, present_x=present_x, acc_x_0_threads=acc_x_0_threads, acc_x_0=acc_x_0, lam_p_log=lam_p_log, E_p_log=E_p_log, n_K=n_K, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, all_items=all_items)
     # start every global at its prior
     update_p(0.0, lam_p_log, n_K, alpha, acc_x_0, True, E_p_log)
     if init is not None:  # warm start: the globals' natural parameters from an earlier fit
@@ -171,7 +178,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_p_log, E_p_log)
     if init is None and start not in (None, 'prior'):
         raise rt.CemDataError(f"start: expected 'prior' (the only start of this model: nothing to break), found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, seed_category=seed_category, item_weight=item_weight, x=x, acc_x_0_threads=acc_x_0_threads, acc_x_0=acc_x_0, lam_p_log=lam_p_log, E_p_log=E_p_log, n_K=n_K, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, seed_category=seed_category, item_weight=item_weight, x=x, present_x=present_x, acc_x_0_threads=acc_x_0_threads, acc_x_0=acc_x_0, lam_p_log=lam_p_log, E_p_log=E_p_log, n_K=n_K, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -190,13 +197,14 @@ def _result(s, trace, converged, seconds, items=True):
     p__alpha = rt.dirichlet_params(s.lam_p_log)
     posterior['p.alpha'] = p__alpha[0]
     posterior['E[log p]'] = s.E_p_log[0]
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_x_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.x, s.acc_x_0_threads,), ((s.acc_x_0, s.acc_x_0_threads),))
+    return rt.run_shares(local_step, s.acc_x_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.x, s.present_x, s.acc_x_0_threads,), ((s.acc_x_0, s.acc_x_0_threads),))
 
 
 def _update_p(s, data_scale, expect=True):

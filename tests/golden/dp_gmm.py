@@ -38,13 +38,13 @@ STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'data': ('n_D', 'n_K', 'x'), 'hyper': ('alpha', 'm0', 'P0', 'nu0', 'W0'),
-    'known': ('stick_keep_K', 'stick_below_K', 'dim_x', 'lbeta_c_alpha', 'logdet_P0', 'outer_m0', 'dim_mu', 'dim_Lambda', 'inv_W0', 'wishart_lognorm_nu0_W0'),
+    'known': ('stick_keep_K', 'stick_below_K', 'present_x', 'dim_x', 'lbeta_c_alpha', 'logdet_P0', 'outer_m0', 'dim_mu', 'dim_Lambda', 'inv_W0', 'wishart_lognorm_nu0_W0'),
     'global': ('lam_Lambda_value', 'lam_Lambda_logdet', 'lam_mu_value', 'lam_mu_outer', 'lam_pi_sticks_log', 'lam_pi_sticks_log1m'),
-    'global_exp': ('E_Lambda_value', 'E_mu_outer', 'E_mu_value', 'E_pi_sticks_log', 'E_pi_sticks_log1m', 'E_Lambda_logdet'),
+    'global_exp': ('E_Lambda_value', 'E_mu_value', 'E_mu_outer', 'E_pi_sticks_log', 'E_pi_sticks_log1m', 'E_Lambda_logdet'),
     'kept_local': ('E_z_onehot', 'lam_z_onehot'), 'item': ('seed_category', 'item_weight'),
     'statistic': ('acc_z_0', 'acc_z_1', 'acc_x_0', 'acc_x_1', 'acc_x_2'),
     'thread': ('acc_z_0_threads', 'acc_z_1_threads', 'acc_x_0_threads', 'acc_x_1_threads', 'acc_x_2_threads'),
-    'scratch': ('pre_z_5', 'pre_z_4'),
+    'scratch': ('pre_z_4', 'pre_z_5'),
 }
 _THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
@@ -61,9 +61,13 @@ SPEC = {
         'sticks_pi': {"dim": 'K', "parent": None, "ragged": False},
     },
     "observed": {
-        'x': {"plates": ['points'], "support": 'vector', "shape": ['D'], "categories": None},
+        'x': {"plates": ['points'], "support": 'vector', "shape": ['D'], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+}
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'MultivariateNormal', "data_plate": 'a', "why_not": None,
+        "terms": ((-0.5, ('value', 'value'), 'acd', (('E_Lambda_value', 'bcd'), ('E_z_onehot', 'ab'))), (1.0, ('value',), 'ac', (('E_Lambda_value', 'bcd'), ('E_mu_value', 'bd'), ('E_z_onehot', 'ab'))))},
 }
 
 
@@ -78,6 +82,7 @@ def update_z(
         stick_below_K,
         E_pi_sticks_log1m,
         E_Lambda_logdet,
+        present_x,
         n_D,
         E_Lambda_value,
         x,
@@ -103,36 +108,29 @@ def update_z(
     if with_children:
         # from x ~ MultivariateNormal (dp_gmm.cem:31:5)
         for t_g0 in range(n_K):
-            lam_z_onehot[i_points, t_g0] += 0.5 * E_Lambda_logdet[t_g0]
+            lam_z_onehot[i_points, t_g0] += 0.5 * E_Lambda_logdet[t_g0] * present_x[i_points]
         # from x ~ MultivariateNormal (dp_gmm.cem:31:5)
         for t_g0 in range(n_K):
             partial_sum = 0.0
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    partial_sum += E_Lambda_value[t_g0, t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
+                    partial_sum += E_Lambda_value[t_g0, t_i, t_j] * x[i_points, t_i] * x[i_points, t_j] * present_x[i_points]
             lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
         # from x ~ MultivariateNormal (dp_gmm.cem:31:5), its global part precomputed by hoist_messages
         for t_g0 in range(n_K):
             partial_sum = 0.0
             for t_i in range(n_D):
-                partial_sum += x[i_points, t_i] * pre_z_4[t_g0, t_i]
+                partial_sum += x[i_points, t_i] * present_x[i_points] * pre_z_4[t_g0, t_i]
             lam_z_onehot[i_points, t_g0] += partial_sum
-        # from x ~ MultivariateNormal
-        lam_z_onehot[i_points] += pre_z_5  # precomputed by hoist_messages (dp_gmm.cem:31:5)
+        # from x ~ MultivariateNormal (dp_gmm.cem:31:5), its global part precomputed by hoist_messages
+        for t_g0 in range(n_K):
+            lam_z_onehot[i_points, t_g0] += -0.5 * present_x[i_points] * pre_z_5[t_g0]
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def hoist_messages(pre_z_5, n_D, n_K, E_Lambda_value, E_mu_outer, pre_z_4, E_mu_value):
+def hoist_messages(pre_z_4, n_D, n_K, E_Lambda_value, E_mu_value, pre_z_5, E_mu_outer):
     """The item-independent messages to the locals, into their pre_ arrays."""
-    # pre_z_5: to q(z) from x ~ MultivariateNormal (dp_gmm.cem:31:5), the same for every item
-    pre_z_5[...] = 0.0
-    for t_g0 in range(n_K):
-        partial_sum = 0.0
-        for t_i in range(n_D):
-            for t_j in range(n_D):
-                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
-        pre_z_5[t_g0] += -0.5 * partial_sum
     # pre_z_4: the global part of a message to q(z) from x ~ MultivariateNormal (dp_gmm.cem:31:5)
     pre_z_4[...] = 0.0
     for t_g0 in range(n_K):
@@ -141,6 +139,14 @@ def hoist_messages(pre_z_5, n_D, n_K, E_Lambda_value, E_mu_outer, pre_z_4, E_mu_
             for t_j in range(n_D):
                 partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_value[t_g0, t_j]
             pre_z_4[t_g0, t_i] += partial_sum
+    # pre_z_5: the global part of a message to q(z) from x ~ MultivariateNormal (dp_gmm.cem:31:5)
+    pre_z_5[...] = 0.0
+    for t_g0 in range(n_K):
+        partial_sum = 0.0
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+        pre_z_5[t_g0] += partial_sum
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -160,6 +166,7 @@ def local_step(
         stick_below_K,
         E_pi_sticks_log1m,
         E_Lambda_logdet,
+        present_x,
         n_D,
         E_Lambda_value,
         x,
@@ -198,7 +205,7 @@ def local_step(
             if 0 <= seed_category[i_points] < n_K:
                 E_z_onehot[i_points, seed_category[i_points]] = 1.0
         else:
-            update_z(i_points, True, lam_z_onehot, n_K, stick_keep_K, E_pi_sticks_log, stick_below_K, E_pi_sticks_log1m, E_Lambda_logdet, n_D, E_Lambda_value, x, pre_z_4, pre_z_5, E_z_onehot)
+            update_z(i_points, True, lam_z_onehot, n_K, stick_keep_K, E_pi_sticks_log, stick_below_K, E_pi_sticks_log1m, E_Lambda_logdet, present_x, n_D, E_Lambda_value, x, pre_z_4, pre_z_5, E_z_onehot)
         # acc_z_0[k] += q(z[points]=k) · stick_keep(K)  (dp_gmm.cem:30:5)
         for t_k in range(n_K):
             acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k] * stick_keep_K[t_k]
@@ -206,20 +213,20 @@ def local_step(
         for t_k in range(n_K):
             for t_i0 in range(n_K):
                 acc_z_1_t[t_i0] += item_weight[i_points] * E_z_onehot[i_points, t_k] * stick_below_K[t_k, t_i0]
-        # acc_x_0[g0] += q(z[points]=g0)  (dp_gmm.cem:31:5)
+        # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (dp_gmm.cem:31:5)
         for t_g0 in range(n_K):
-            acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (dp_gmm.cem:31:5)
+            acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (dp_gmm.cem:31:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
-        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (dp_gmm.cem:31:5)
+                    acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (dp_gmm.cem:31:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
-                acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+                acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
         # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727 * dim_x
+        elbo += -0.9189385332046727 * dim_x * present_x[i_points]
         elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
     return elbo
 
@@ -234,6 +241,7 @@ def evidence_z(
         stick_below_K,
         E_pi_sticks_log1m,
         E_Lambda_logdet,
+        present_x,
         n_D,
         E_Lambda_value,
         x,
@@ -256,27 +264,27 @@ def evidence_z(
         lam_z_onehot[i_points, t_k] += partial_sum
     # from x ~ MultivariateNormal (dp_gmm.cem:31:5)
     for t_g0 in range(n_K):
-        lam_z_onehot[i_points, t_g0] += 0.5 * E_Lambda_logdet[t_g0]
+        lam_z_onehot[i_points, t_g0] += 0.5 * E_Lambda_logdet[t_g0] * present_x[i_points]
     # from x ~ MultivariateNormal (dp_gmm.cem:31:5)
     for t_g0 in range(n_K):
         partial_sum = 0.0
         for t_i in range(n_D):
             for t_j in range(n_D):
-                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
+                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * x[i_points, t_i] * x[i_points, t_j] * present_x[i_points]
         lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
     # from x ~ MultivariateNormal (dp_gmm.cem:31:5)
     for t_g0 in range(n_K):
         partial_sum = 0.0
         for t_i in range(n_D):
             for t_j in range(n_D):
-                partial_sum += x[i_points, t_i] * E_Lambda_value[t_g0, t_i, t_j] * E_mu_value[t_g0, t_j]
+                partial_sum += x[i_points, t_i] * E_Lambda_value[t_g0, t_i, t_j] * E_mu_value[t_g0, t_j] * present_x[i_points]
         lam_z_onehot[i_points, t_g0] += partial_sum
     # from x ~ MultivariateNormal (dp_gmm.cem:31:5)
     for t_g0 in range(n_K):
         partial_sum = 0.0
         for t_i in range(n_D):
             for t_j in range(n_D):
-                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j] * present_x[i_points]
         lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
     top = lam_z_onehot[i_points].max()
     for t_c in range(n_K):
@@ -295,6 +303,7 @@ def local_step_gibbs(
         stick_below_K,
         E_pi_sticks_log1m,
         E_Lambda_logdet,
+        present_x,
         n_D,
         E_Lambda_value,
         x,
@@ -320,7 +329,7 @@ def local_step_gibbs(
     for position in range(items.shape[0]):
         i_points = items[position]
         # the fixed part of the conditional
-        evidence_z(i_points, lam_z_onehot, n_K, stick_keep_K, E_pi_sticks_log, stick_below_K, E_pi_sticks_log1m, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer)
+        evidence_z(i_points, lam_z_onehot, n_K, stick_keep_K, E_pi_sticks_log, stick_below_K, E_pi_sticks_log1m, E_Lambda_logdet, present_x, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer)
         needed_z = 0
         needed_z += int(1.0 + 0.5)
         if needed_z > assign_z.shape[0]:
@@ -371,18 +380,18 @@ def local_step_gibbs(
         for t_k in range(n_K):
             for t_i0 in range(n_K):
                 acc_z_1[t_i0] += item_weight[i_points] * E_z_onehot[i_points, t_k] * stick_below_K[t_k, t_i0]
-        # acc_x_0[g0] += q(z[points]=g0)  (dp_gmm.cem:31:5)
+        # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (dp_gmm.cem:31:5)
         for t_g0 in range(n_K):
-            acc_x_0[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (dp_gmm.cem:31:5)
+            acc_x_0[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (dp_gmm.cem:31:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    acc_x_1[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
-        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (dp_gmm.cem:31:5)
+                    acc_x_1[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (dp_gmm.cem:31:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
-                acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+                acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
 @njit(cache=True, nogil=True)
@@ -397,6 +406,7 @@ def local_step_cvb0(
         stick_below_K,
         E_pi_sticks_log1m,
         E_Lambda_logdet,
+        present_x,
         n_D,
         E_Lambda_value,
         x,
@@ -421,7 +431,7 @@ def local_step_cvb0(
     for position in range(items.shape[0]):
         i_points = items[position]
         # the fixed part of the conditional
-        evidence_z(i_points, lam_z_onehot, n_K, stick_keep_K, E_pi_sticks_log, stick_below_K, E_pi_sticks_log1m, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer)
+        evidence_z(i_points, lam_z_onehot, n_K, stick_keep_K, E_pi_sticks_log, stick_below_K, E_pi_sticks_log1m, E_Lambda_logdet, present_x, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer)
         # start: each row given the ones before it
         total = 0.0
         for t_c in range(n_K):
@@ -437,18 +447,18 @@ def local_step_cvb0(
         for t_k in range(n_K):
             for t_i0 in range(n_K):
                 acc_z_1[t_i0] += item_weight[i_points] * E_z_onehot[i_points, t_k] * stick_below_K[t_k, t_i0]
-        # acc_x_0[g0] += q(z[points]=g0)  (dp_gmm.cem:31:5)
+        # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (dp_gmm.cem:31:5)
         for t_g0 in range(n_K):
-            acc_x_0[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (dp_gmm.cem:31:5)
+            acc_x_0[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (dp_gmm.cem:31:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    acc_x_1[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
-        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (dp_gmm.cem:31:5)
+                    acc_x_1[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (dp_gmm.cem:31:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
-                acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+                acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -730,7 +740,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['alpha', 'm0', 'P0', 'nu0', 'W0'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_D, n_N = bound.dims['K'], bound.dims['D'], bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {('D',): 1, ('D', 'D'): 2, ('K', 'D', 'D'): 5, ('K',): 9, ('K', 'D'): 3, ('N', 'K'): 2, ('threads', 'K'): 3, ('threads', 'K', 'D', 'D'): 1, ('threads', 'K', 'D'): 1, ('N',): 3})
@@ -751,6 +761,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     wishart_lognorm_nu0_W0 = rt.wishart_lognorm(nu0, W0)  # wishart_lognorm(nu0, W0)
     stick_keep_K = (np.arange(n_K) < n_K - 1) * 1.0  # stick_keep(K)
     stick_below_K = np.tri(n_K, n_K, -1)  # stick_below(K)
+    present_x = rt.present(bound, 'x')  # present(x[points])
     dim_x = n_D  # dim(x[points])
     # variational parameters (natural, coefficient form) and E[t]
     lam_Lambda_value, E_Lambda_value = (np.zeros((n_K, n_D, n_D)), np.zeros((n_K, n_D, n_D))) if share is None else (share.lam_Lambda_value, share.E_Lambda_value)
@@ -760,8 +771,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     lam_pi_sticks_log, E_pi_sticks_log = (np.zeros((n_K,)), np.zeros((n_K,))) if share is None else (share.lam_pi_sticks_log, share.E_pi_sticks_log)
     lam_pi_sticks_log1m, E_pi_sticks_log1m = (np.zeros((n_K,)), np.zeros((n_K,))) if share is None else (share.lam_pi_sticks_log1m, share.E_pi_sticks_log1m)
     lam_z_onehot, E_z_onehot = np.zeros((n_N, n_K)), np.zeros((n_N, n_K))
-    pre_z_5 = np.zeros((n_K,))  # a message to q(z) that no item changes (hoist_messages)
     pre_z_4 = np.zeros((n_K, n_D))  # the global part of a message to q(z) (hoist_messages)
+    pre_z_5 = np.zeros((n_K,))  # the global part of a message to q(z) (hoist_messages)
     # sufficient statistics the local step hands to the global step (out of core added up over minibatches)
     acc_z_0 = np.zeros((n_K,)) if share is None else share.acc_z_0
     acc_z_1 = np.zeros((n_K,)) if share is None else share.acc_z_1
@@ -778,7 +789,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, pre_z_5=pre_z_5, n_D=n_D, n_K=n_K, E_Lambda_value=E_Lambda_value, E_mu_outer=E_mu_outer, pre_z_4=pre_z_4, E_mu_value=E_mu_value, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, stick_keep_K=stick_keep_K, E_pi_sticks_log=E_pi_sticks_log, stick_below_K=stick_below_K, E_pi_sticks_log1m=E_pi_sticks_log1m, E_Lambda_logdet=E_Lambda_logdet, x=x, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_z_1_threads=acc_z_1_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_z_1=acc_z_1, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_sticks_log=lam_pi_sticks_log, lam_pi_sticks_log1m=lam_pi_sticks_log1m, lbeta_c_alpha=lbeta_c_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
+        return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, pre_z_4=pre_z_4, n_D=n_D, n_K=n_K, E_Lambda_value=E_Lambda_value, E_mu_value=E_mu_value, pre_z_5=pre_z_5, E_mu_outer=E_mu_outer, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, stick_keep_K=stick_keep_K, E_pi_sticks_log=E_pi_sticks_log, stick_below_K=stick_below_K, E_pi_sticks_log1m=E_pi_sticks_log1m, E_Lambda_logdet=E_Lambda_logdet, present_x=present_x, x=x, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_z_1_threads=acc_z_1_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_z_1=acc_z_1, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_sticks_log=lam_pi_sticks_log, lam_pi_sticks_log1m=lam_pi_sticks_log1m, lbeta_c_alpha=lbeta_c_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
     # start every global at its prior
     update_Lambda(0.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, E_mu_outer, True, E_Lambda_value, E_Lambda_logdet, n_K)
     update_mu(0.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_0, True, E_mu_value, E_mu_outer, n_K)
@@ -789,14 +800,14 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     start = DEFAULT_START if start is None else start
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
-        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed)
+        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed, bound.missing)
         acc_z_0[...] = 0.0
         acc_z_1[...] = 0.0
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
-        hoist_messages(pre_z_5, n_D, n_K, E_Lambda_value, E_mu_outer, pre_z_4, E_mu_value)
-        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, stick_keep_K, E_pi_sticks_log, stick_below_K, E_pi_sticks_log1m, E_Lambda_logdet, n_D, E_Lambda_value, x, pre_z_4, pre_z_5, item_weight, dim_x, acc_z_0_threads, acc_z_1_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_z_1, acc_z_1_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
+        hoist_messages(pre_z_4, n_D, n_K, E_Lambda_value, E_mu_value, pre_z_5, E_mu_outer)
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, stick_keep_K, E_pi_sticks_log, stick_below_K, E_pi_sticks_log1m, E_Lambda_logdet, present_x, n_D, E_Lambda_value, x, pre_z_4, pre_z_5, item_weight, dim_x, acc_z_0_threads, acc_z_1_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_z_1, acc_z_1_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
         update_Lambda(1.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, E_mu_outer, True, E_Lambda_value, E_Lambda_logdet, n_K)
         update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_0, True, E_mu_value, E_mu_outer, n_K)
         update_pi_sticks(1.0, lam_pi_sticks_log, lam_pi_sticks_log1m, alpha, acc_z_0, acc_z_1, True, E_pi_sticks_log, E_pi_sticks_log1m, n_K)
@@ -809,7 +820,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_Lambda_value, E_Lambda_value, lam_Lambda_logdet, E_Lambda_logdet, n_K, lam_mu_value, E_mu_value, lam_mu_outer, E_mu_outer, lam_pi_sticks_log, E_pi_sticks_log, lam_pi_sticks_log1m, E_pi_sticks_log1m)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, pre_z_5=pre_z_5, n_D=n_D, n_K=n_K, E_Lambda_value=E_Lambda_value, E_mu_outer=E_mu_outer, pre_z_4=pre_z_4, E_mu_value=E_mu_value, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, stick_keep_K=stick_keep_K, E_pi_sticks_log=E_pi_sticks_log, stick_below_K=stick_below_K, E_pi_sticks_log1m=E_pi_sticks_log1m, E_Lambda_logdet=E_Lambda_logdet, x=x, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_z_1_threads=acc_z_1_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_z_1=acc_z_1, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_sticks_log=lam_pi_sticks_log, lam_pi_sticks_log1m=lam_pi_sticks_log1m, lbeta_c_alpha=lbeta_c_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, pre_z_4=pre_z_4, n_D=n_D, n_K=n_K, E_Lambda_value=E_Lambda_value, E_mu_value=E_mu_value, pre_z_5=pre_z_5, E_mu_outer=E_mu_outer, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, stick_keep_K=stick_keep_K, E_pi_sticks_log=E_pi_sticks_log, stick_below_K=stick_below_K, E_pi_sticks_log1m=E_pi_sticks_log1m, E_Lambda_logdet=E_Lambda_logdet, present_x=present_x, x=x, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_z_1_threads=acc_z_1_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_z_1=acc_z_1, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_sticks_log=lam_pi_sticks_log, lam_pi_sticks_log1m=lam_pi_sticks_log1m, lbeta_c_alpha=lbeta_c_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -846,22 +857,23 @@ def _result(s, trace, converged, seconds, items=True):
         state['lam_z_onehot'] = s.lam_z_onehot
     components = {}
     components['pi'] = rt.stick_components(pi_sticks__a, pi_sticks__b, s.alpha)
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'm0': s.m0, 'P0': s.P0, 'nu0': s.nu0, 'W0': s.W0}, state=state, notes={'components': components})
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'm0': s.m0, 'P0': s.P0, 'nu0': s.nu0, 'W0': s.W0}, state=state, notes={'components': components}, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    hoist_messages(s.pre_z_5, s.n_D, s.n_K, s.E_Lambda_value, s.E_mu_outer, s.pre_z_4, s.E_mu_value)
-    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.stick_keep_K, s.E_pi_sticks_log, s.stick_below_K, s.E_pi_sticks_log1m, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_4, s.pre_z_5, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_z_1, s.acc_z_1_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
+    hoist_messages(s.pre_z_4, s.n_D, s.n_K, s.E_Lambda_value, s.E_mu_value, s.pre_z_5, s.E_mu_outer)
+    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.stick_keep_K, s.E_pi_sticks_log, s.stick_below_K, s.E_pi_sticks_log1m, s.E_Lambda_logdet, s.present_x, s.n_D, s.E_Lambda_value, s.x, s.pre_z_4, s.pre_z_5, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_z_1, s.acc_z_1_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):
-    return local_step_gibbs(items, sweeps, burn_in, s.lam_z_onehot, s.n_K, s.stick_keep_K, s.E_pi_sticks_log, s.stick_below_K, s.E_pi_sticks_log1m, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_z_1, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+    return local_step_gibbs(items, sweeps, burn_in, s.lam_z_onehot, s.n_K, s.stick_keep_K, s.E_pi_sticks_log, s.stick_below_K, s.E_pi_sticks_log1m, s.E_Lambda_logdet, s.present_x, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_z_1, s.acc_x_0, s.acc_x_1, s.acc_x_2)
 
 
 def run_local_step_cvb0(s, items, max_local_iter, local_tol):
-    return local_step_cvb0(items, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.stick_keep_K, s.E_pi_sticks_log, s.stick_below_K, s.E_pi_sticks_log1m, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_z_1, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+    return local_step_cvb0(items, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.stick_keep_K, s.E_pi_sticks_log, s.stick_below_K, s.E_pi_sticks_log1m, s.E_Lambda_logdet, s.present_x, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_z_1, s.acc_x_0, s.acc_x_1, s.acc_x_2)
 
 
 def _update_Lambda(s, data_scale, expect=True):

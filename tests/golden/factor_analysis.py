@@ -37,15 +37,14 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'data': ('n_P', 'n_K', 'y'), 'hyper': ('c', 'a0', 'b0'),
-    'known': ('eye_K', 'logdet_eye_K', 'dim_f', 'logdet_eye_K_c', 'eye_K_c', 'dim_W', 'log_b0', 'lgamma_a0'),
+    'data': ('n_K', 'n_P', 'y'), 'hyper': ('c', 'a0', 'b0'),
+    'known': ('eye_K', 'present_y', 'logdet_eye_K', 'dim_f', 'logdet_eye_K_c', 'eye_K_c', 'dim_W', 'log_b0', 'lgamma_a0'),
     'global': ('lam_W_value', 'lam_W_outer', 'lam_psi_log', 'lam_psi_value'),
-    'global_exp': ('E_psi_value', 'E_W_outer', 'E_W_value', 'E_psi_log'),
+    'global_exp': ('E_psi_value', 'E_W_value', 'E_W_outer', 'E_psi_log'),
     'kept_local': ('lam_f_value', 'lam_f_outer', 'E_f_value', 'E_f_outer'),
     'item': ('seed_category', 'item_weight'),
     'statistic': ('acc_y_0', 'acc_y_1', 'acc_y_2', 'acc_y_3'),
     'thread': ('acc_y_0_threads', 'acc_y_1_threads', 'acc_y_2_threads', 'acc_y_3_threads'),
-    'scratch': ('pre_f_2',),
 }
 _THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
@@ -62,9 +61,13 @@ SPEC = {
         'dims': {"dim": 'P', "parent": 'points', "ragged": False},
     },
     "observed": {
-        'y': {"plates": ['points', 'dims'], "support": 'real', "shape": [], "categories": None},
+        'y': {"plates": ['points', 'dims'], "support": 'real', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+}
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'y': {"family": 'Normal', "data_plate": 'a', "why_not": None,
+        "terms": ((-0.5, ('value', 'value'), 'ab', (('E_psi_value', 'b'),)), (1.0, ('value',), 'ab', (('E_psi_value', 'b'), ('E_W_value', 'bc'), ('E_f_value', 'ac'))))},
 }
 
 
@@ -80,7 +83,8 @@ def update_f(
         E_psi_value,
         y,
         E_W_value,
-        pre_f_2,
+        present_y,
+        E_W_outer,
         E_f_value,
         E_f_outer,
 ):
@@ -100,22 +104,13 @@ def update_f(
         # from y ~ Normal (factor_analysis.cem:25:9)
         for i_dims in range(n_P):
             for t_i0 in range(n_K):
-                lam_f_value[i_points, t_i0] += E_psi_value[i_dims] * y[i_points, i_dims] * E_W_value[i_dims, t_i0]
-        # from y ~ Normal
-        # precomputed by hoist_messages (factor_analysis.cem:25:9)
-        lam_f_outer[i_points] += pre_f_2
+                lam_f_value[i_points, t_i0] += E_psi_value[i_dims] * y[i_points, i_dims] * E_W_value[i_dims, t_i0] * present_y[i_points, i_dims]
+        # from y ~ Normal (factor_analysis.cem:25:9)
+        for i_dims in range(n_P):
+            for t_i1 in range(n_K):
+                for t_i2 in range(n_K):
+                    lam_f_outer[i_points, t_i1, t_i2] += -0.5 * E_psi_value[i_dims] * E_W_outer[i_dims, t_i1, t_i2] * present_y[i_points, i_dims]
     rt.mvn_expected_stats(lam_f_value[i_points], lam_f_outer[i_points], E_f_value[i_points], E_f_outer[i_points])
-
-
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def hoist_messages(pre_f_2, n_P, n_K, E_psi_value, E_W_outer):
-    """The item-independent messages to the locals, into their pre_ arrays."""
-    # pre_f_2: to q(f) from y ~ Normal (factor_analysis.cem:25:9), the same for every item
-    pre_f_2[...] = 0.0
-    for i_dims in range(n_P):
-        for t_i1 in range(n_K):
-            for t_i2 in range(n_K):
-                pre_f_2[t_i1, t_i2] += -0.5 * E_psi_value[i_dims] * E_W_outer[i_dims, t_i1, t_i2]
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -135,7 +130,8 @@ def local_step(
         E_psi_value,
         y,
         E_W_value,
-        pre_f_2,
+        present_y,
+        E_W_outer,
         E_f_value,
         E_f_outer,
         item_weight,
@@ -164,22 +160,22 @@ def local_step(
     elbo = 0.0
     for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
         i_points = items[position]
-        update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, n_P, E_psi_value, y, E_W_value, pre_f_2, E_f_value, E_f_outer)
-        # acc_y_0[@dims] +=   (factor_analysis.cem:25:9)
+        update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, n_P, E_psi_value, y, E_W_value, present_y, E_W_outer, E_f_value, E_f_outer)
+        # acc_y_0[@dims] += present(y[points, dims])  (factor_analysis.cem:25:9)
         for i_dims in range(n_P):
-            acc_y_0_t[i_dims] += item_weight[i_points]
-        # acc_y_1[@dims] += y[points, dims] · y[points, dims]  (factor_analysis.cem:25:9)
+            acc_y_0_t[i_dims] += item_weight[i_points] * present_y[i_points, i_dims]
+        # acc_y_1[@dims] += y[points, dims] · y[points, dims] · present(y[points, dims])  (factor_analysis.cem:25:9)
         for i_dims in range(n_P):
-            acc_y_1_t[i_dims] += item_weight[i_points] * y[i_points, i_dims] * y[i_points, i_dims]
-        # acc_y_2[i0, @dims] += y[points, dims] · E[f[points]]  (factor_analysis.cem:25:9)
+            acc_y_1_t[i_dims] += item_weight[i_points] * y[i_points, i_dims] * y[i_points, i_dims] * present_y[i_points, i_dims]
+        # acc_y_2[i0, @dims] += y[points, dims] · E[f[points]] · present(y[points, dims])  (factor_analysis.cem:25:9)
         for i_dims in range(n_P):
             for t_i0 in range(n_K):
-                acc_y_2_t[t_i0, i_dims] += item_weight[i_points] * y[i_points, i_dims] * E_f_value[i_points, t_i0]
-        # acc_y_3[i1, i2, @dims] += E[f[points]f[points]ᵀ]  (factor_analysis.cem:25:9)
+                acc_y_2_t[t_i0, i_dims] += item_weight[i_points] * y[i_points, i_dims] * E_f_value[i_points, t_i0] * present_y[i_points, i_dims]
+        # acc_y_3[i1, i2, @dims] += E[f[points]f[points]ᵀ] · present(y[points, dims])  (factor_analysis.cem:25:9)
         for i_dims in range(n_P):
             for t_i1 in range(n_K):
                 for t_i2 in range(n_K):
-                    acc_y_3_t[t_i1, t_i2, i_dims] += item_weight[i_points] * E_f_outer[i_points, t_i1, t_i2]
+                    acc_y_3_t[t_i1, t_i2, i_dims] += item_weight[i_points] * E_f_outer[i_points, t_i1, t_i2] * present_y[i_points, i_dims]
         # ELBO: local terms and local entropies
         elbo += 0.5 * logdet_eye_K
         for t_i in range(n_K):
@@ -187,7 +183,7 @@ def local_step(
                 elbo += -0.5 * eye_K[t_i, t_j] * E_f_outer[i_points, t_i, t_j]
         elbo += -0.9189385332046727 * dim_f
         for i_dims in range(n_P):
-            elbo += -0.9189385332046727
+            elbo += -0.9189385332046727 * present_y[i_points, i_dims]
         elbo += (rt.mvn_log_normalizer(lam_f_value[i_points], lam_f_outer[i_points]) - rt.frobenius(lam_f_value[i_points], E_f_value[i_points]) - rt.frobenius(lam_f_outer[i_points], E_f_outer[i_points]))
     return elbo
 
@@ -372,7 +368,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['c', 'a0', 'b0'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_P, n_N = bound.dims['K'], bound.dims['P'], bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {('P', 'K'): 2, ('P', 'K', 'K'): 2, ('P',): 6, ('N', 'K'): 2, ('N', 'K', 'K'): 2, ('threads', 'P'): 2, ('K', 'P'): 1, ('threads', 'K', 'P'): 1, ('K', 'K', 'P'): 1, ('threads', 'K', 'K', 'P'): 1, ('N',): 3})
@@ -390,6 +386,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     logdet_eye_K = rt.logdet(np.eye(n_K))  # logdet(eye(K))
     eye_K = np.eye(n_K)  # value(eye(K))
     dim_f = n_K  # dim(f[points])
+    present_y = rt.present(bound, 'y')  # present(y[points, dims])
     # variational parameters (natural, coefficient form) and E[t]
     lam_W_value, E_W_value = (np.zeros((n_P, n_K)), np.zeros((n_P, n_K))) if share is None else (share.lam_W_value, share.E_W_value)
     lam_W_outer, E_W_outer = (np.zeros((n_P, n_K, n_K)), np.zeros((n_P, n_K, n_K))) if share is None else (share.lam_W_outer, share.E_W_outer)
@@ -397,7 +394,6 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     lam_psi_value, E_psi_value = (np.zeros((n_P,)), np.zeros((n_P,))) if share is None else (share.lam_psi_value, share.E_psi_value)
     lam_f_value, E_f_value = np.zeros((n_N, n_K)), np.zeros((n_N, n_K))
     lam_f_outer, E_f_outer = np.zeros((n_N, n_K, n_K)), np.zeros((n_N, n_K, n_K))
-    pre_f_2 = np.zeros((n_K, n_K))  # a message to q(f) that no item changes (hoist_messages)
     # sufficient statistics the local step hands to the global step (out of core added up over minibatches)
     acc_y_0 = np.zeros((n_P,)) if share is None else share.acc_y_0
     acc_y_1 = np.zeros((n_P,)) if share is None else share.acc_y_1
@@ -412,7 +408,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, c=c, a0=a0, b0=b0, pre_f_2=pre_f_2, n_P=n_P, n_K=n_K, E_psi_value=E_psi_value, E_W_outer=E_W_outer, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, eye_K=eye_K, y=y, E_W_value=E_W_value, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, dim_f=dim_f, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+        return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, present_y=present_y, E_W_outer=E_W_outer, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, dim_f=dim_f, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
     # start every global at its prior
     update_W(0.0, lam_W_value, lam_W_outer, n_K, eye_K_c, acc_y_2, E_psi_value, acc_y_3, True, E_W_value, E_W_outer, n_P)
     update_psi(0.0, lam_psi_log, lam_psi_value, a0, b0, acc_y_0, acc_y_1, n_K, acc_y_2, E_W_value, acc_y_3, E_W_outer, True, E_psi_log, E_psi_value, n_P)
@@ -427,7 +423,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_W_value, E_W_value, lam_W_outer, E_W_outer, n_P, lam_psi_log, E_psi_log, lam_psi_value, E_psi_value)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, pre_f_2=pre_f_2, n_P=n_P, n_K=n_K, E_psi_value=E_psi_value, E_W_outer=E_W_outer, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, eye_K=eye_K, y=y, E_W_value=E_W_value, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, dim_f=dim_f, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, present_y=present_y, E_W_outer=E_W_outer, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, dim_f=dim_f, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -463,14 +459,14 @@ def _result(s, trace, converged, seconds, items=True):
         posterior['E[outer f]'] = s.E_f_outer
         state['lam_f_value'] = s.lam_f_value
         state['lam_f_outer'] = s.lam_f_outer
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'c': s.c, 'a0': s.a0, 'b0': s.b0}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'c': s.c, 'a0': s.a0, 'b0': s.b0}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    hoist_messages(s.pre_f_2, s.n_P, s.n_K, s.E_psi_value, s.E_W_outer)
-    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.pre_f_2, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.dim_f, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
+    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.present_y, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.dim_f, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
 
 
 def _update_W(s, data_scale, expect=True):

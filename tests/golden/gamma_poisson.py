@@ -37,7 +37,7 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'data': ('x',), 'hyper': ('a', 'b'), 'known': ('lgamma1p_x', 'log_b', 'lgamma_a'),
+    'data': ('x',), 'hyper': ('a', 'b'), 'known': ('present_x', 'lgamma1p_x', 'log_b', 'lgamma_a'),
     'global': ('lam_rate_log', 'lam_rate_value'), 'global_exp': ('E_rate_log', 'E_rate_value'),
     'item': ('seed_category', 'item_weight'), 'statistic': ('acc_x_0', 'acc_x_1'),
     'thread': ('acc_x_0_threads', 'acc_x_1_threads'),
@@ -53,9 +53,13 @@ SPEC = {
         'observations': {"dim": 'N', "parent": None, "ragged": False},
     },
     "observed": {
-        'x': {"plates": ['observations'], "support": 'count', "shape": [], "categories": None},
+        'x': {"plates": ['observations'], "support": 'count', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+}
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'Poisson', "data_plate": 'a', "why_not": None,
+        "terms": ((1.0, ('value',), 'a', (('E_rate_log', '0'),)), (-1.0, ('lgamma1p',), 'a', ()))},
 }
 
 
@@ -71,6 +75,7 @@ def local_step(
         item_weight,
         acc_x_0_threads,
         x,
+        present_x,
         acc_x_1_threads,
         lgamma1p_x,
 ):
@@ -86,12 +91,12 @@ def local_step(
     elbo = 0.0
     for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
         i_observations = items[position]
-        # acc_x_0[] += x[observations]  (gamma_poisson.cem:13:5)
-        acc_x_0_threads[thread] += item_weight[i_observations] * x[i_observations]
-        # acc_x_1[] +=   (gamma_poisson.cem:13:5)
-        acc_x_1_threads[thread] += item_weight[i_observations]
+        # acc_x_0[] += x[observations] · present(x[observations])  (gamma_poisson.cem:13:5)
+        acc_x_0_threads[thread] += item_weight[i_observations] * x[i_observations] * present_x[i_observations]
+        # acc_x_1[] += present(x[observations])  (gamma_poisson.cem:13:5)
+        acc_x_1_threads[thread] += item_weight[i_observations] * present_x[i_observations]
         # ELBO: local terms and local entropies
-        elbo += -lgamma1p_x[i_observations]
+        elbo += -lgamma1p_x[i_observations] * present_x[i_observations]
     return elbo
 
 
@@ -170,7 +175,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['a', 'b'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_N = bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {(1,): 6, ('threads',): 2, ('N',): 3})
@@ -181,6 +186,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     # known quantities: functions of hyperparameters and data
     log_b = np.log(b)  # log(b)
     lgamma_a = rt.gammaln(a)  # lgamma(a)
+    present_x = rt.present(bound, 'x')  # present(x[observations])
     lgamma1p_x = rt.gammaln(x + 1.0)  # lgamma1p(x[observations])
     # variational parameters (natural, coefficient form) and E[t]
     lam_rate_log, E_rate_log = (np.zeros((1,)), np.zeros((1,))) if share is None else (share.lam_rate_log, share.E_rate_log)
@@ -195,7 +201,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, acc_x_1_threads=acc_x_1_threads, lgamma1p_x=lgamma1p_x, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_rate_log=lam_rate_log, E_rate_log=E_rate_log, lam_rate_value=lam_rate_value, E_rate_value=E_rate_value, log_b=log_b, lgamma_a=lgamma_a, all_items=all_items)
+        return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, present_x=present_x, acc_x_1_threads=acc_x_1_threads, lgamma1p_x=lgamma1p_x, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_rate_log=lam_rate_log, E_rate_log=E_rate_log, lam_rate_value=lam_rate_value, E_rate_value=E_rate_value, log_b=log_b, lgamma_a=lgamma_a, all_items=all_items)
     # start every global at its prior
     update_rate(0.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, True, E_rate_log, E_rate_value)
     if init is not None:  # warm start: the globals' natural parameters from an earlier fit
@@ -203,7 +209,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_rate_log, E_rate_log, lam_rate_value, E_rate_value)
     if init is None and start not in (None, 'prior'):
         raise rt.CemDataError(f"start: expected 'prior' (the only start of this model: nothing to break), found {start!r}")
-    return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, acc_x_1_threads=acc_x_1_threads, lgamma1p_x=lgamma1p_x, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_rate_log=lam_rate_log, E_rate_log=E_rate_log, lam_rate_value=lam_rate_value, E_rate_value=E_rate_value, log_b=log_b, lgamma_a=lgamma_a, all_items=all_items)
+    return rt.State(bound=bound, a=a, b=b, seed_category=seed_category, item_weight=item_weight, acc_x_0_threads=acc_x_0_threads, x=x, present_x=present_x, acc_x_1_threads=acc_x_1_threads, lgamma1p_x=lgamma1p_x, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_rate_log=lam_rate_log, E_rate_log=E_rate_log, lam_rate_value=lam_rate_value, E_rate_value=E_rate_value, log_b=log_b, lgamma_a=lgamma_a, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -226,13 +232,14 @@ def _result(s, trace, converged, seconds, items=True):
     posterior['rate.rate'] = rate__rate[0]
     posterior['E[log rate]'] = s.E_rate_log[0]
     posterior['E[value rate]'] = s.E_rate_value[0]
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'b': s.b}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'b': s.b}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_x_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.acc_x_1_threads, s.lgamma1p_x,), ((s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
+    return rt.run_shares(local_step, s.acc_x_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.present_x, s.acc_x_1_threads, s.lgamma1p_x,), ((s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
 
 
 def _update_rate(s, data_scale, expect=True):

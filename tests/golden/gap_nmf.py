@@ -64,7 +64,7 @@ SPEC = {
         'bins': {"dim": 'F', "parent": 'frames', "ragged": False},
     },
     "observed": {
-        'Y': {"plates": ['frames', 'bins'], "support": 'count', "shape": [], "categories": None},
+        'Y': {"plates": ['frames', 'bins'], "support": 'count', "shape": [], "categories": None, "missing": 'no: the factor of Y (gap_nmf.cem:34:9) is rewritten with the introduced Y_split, which a missing entry would leave undetermined'},
     },
     "covariates": {},
 }
@@ -549,7 +549,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['a', 'b', 'alpha', 'c'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_F, n_T = bound.dims['K'], bound.dims['F'], bound.dims['T']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {('F', 'K'): 7, ('K',): 6, ('T', 'K'): 5, ('F',): 2, ('threads', 'K'): 1, ('K', 'F'): 2, ('threads', 'K', 'F'): 2, ('T',): 3})

@@ -38,13 +38,13 @@ STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'data': ('n_D', 'n_K', 'x'), 'hyper': ('alpha', 'm0', 'P0', 'nu0', 'W0'),
-    'known': ('dim_x', 'lgamma_sum_alpha', 'lgamma_alpha', 'logdet_P0', 'outer_m0', 'dim_mu', 'dim_Lambda', 'inv_W0', 'wishart_lognorm_nu0_W0'),
+    'known': ('present_x', 'dim_x', 'lgamma_sum_alpha', 'lgamma_alpha', 'logdet_P0', 'outer_m0', 'dim_mu', 'dim_Lambda', 'inv_W0', 'wishart_lognorm_nu0_W0'),
     'global': ('lam_Lambda_value', 'lam_Lambda_logdet', 'lam_mu_value', 'lam_mu_outer', 'lam_pi_log'),
-    'global_exp': ('E_Lambda_value', 'E_mu_outer', 'E_mu_value', 'E_pi_log', 'E_Lambda_logdet'),
+    'global_exp': ('E_Lambda_value', 'E_mu_value', 'E_mu_outer', 'E_pi_log', 'E_Lambda_logdet'),
     'kept_local': ('E_z_onehot', 'lam_z_onehot'), 'item': ('seed_category', 'item_weight'),
     'statistic': ('acc_z_0', 'acc_x_0', 'acc_x_1', 'acc_x_2'),
     'thread': ('acc_z_0_threads', 'acc_x_0_threads', 'acc_x_1_threads', 'acc_x_2_threads'),
-    'scratch': ('pre_z_4', 'pre_z_3'),
+    'scratch': ('pre_z_3', 'pre_z_4'),
 }
 _THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
@@ -60,9 +60,13 @@ SPEC = {
         'points': {"dim": 'N', "parent": None, "ragged": False},
     },
     "observed": {
-        'x': {"plates": ['points'], "support": 'vector', "shape": ['D'], "categories": None},
+        'x': {"plates": ['points'], "support": 'vector', "shape": ['D'], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+}
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'MultivariateNormal', "data_plate": 'a', "why_not": None,
+        "terms": ((-0.5, ('value', 'value'), 'acd', (('E_Lambda_value', 'bcd'), ('E_z_onehot', 'ab'))), (1.0, ('value',), 'ac', (('E_Lambda_value', 'bcd'), ('E_mu_value', 'bd'), ('E_z_onehot', 'ab'))))},
 }
 
 
@@ -74,6 +78,7 @@ def update_z(
         n_K,
         E_pi_log,
         E_Lambda_logdet,
+        present_x,
         n_D,
         E_Lambda_value,
         x,
@@ -93,36 +98,29 @@ def update_z(
     if with_children:
         # from x ~ MultivariateNormal (gmm.cem:28:5)
         for t_g0 in range(n_K):
-            lam_z_onehot[i_points, t_g0] += 0.5 * E_Lambda_logdet[t_g0]
+            lam_z_onehot[i_points, t_g0] += 0.5 * E_Lambda_logdet[t_g0] * present_x[i_points]
         # from x ~ MultivariateNormal (gmm.cem:28:5)
         for t_g0 in range(n_K):
             partial_sum = 0.0
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    partial_sum += E_Lambda_value[t_g0, t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
+                    partial_sum += E_Lambda_value[t_g0, t_i, t_j] * x[i_points, t_i] * x[i_points, t_j] * present_x[i_points]
             lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
         # from x ~ MultivariateNormal (gmm.cem:28:5), its global part precomputed by hoist_messages
         for t_g0 in range(n_K):
             partial_sum = 0.0
             for t_i in range(n_D):
-                partial_sum += x[i_points, t_i] * pre_z_3[t_g0, t_i]
+                partial_sum += x[i_points, t_i] * present_x[i_points] * pre_z_3[t_g0, t_i]
             lam_z_onehot[i_points, t_g0] += partial_sum
-        # from x ~ MultivariateNormal
-        lam_z_onehot[i_points] += pre_z_4  # precomputed by hoist_messages (gmm.cem:28:5)
+        # from x ~ MultivariateNormal (gmm.cem:28:5), its global part precomputed by hoist_messages
+        for t_g0 in range(n_K):
+            lam_z_onehot[i_points, t_g0] += -0.5 * present_x[i_points] * pre_z_4[t_g0]
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def hoist_messages(pre_z_4, n_D, n_K, E_Lambda_value, E_mu_outer, pre_z_3, E_mu_value):
+def hoist_messages(pre_z_3, n_D, n_K, E_Lambda_value, E_mu_value, pre_z_4, E_mu_outer):
     """The item-independent messages to the locals, into their pre_ arrays."""
-    # pre_z_4: to q(z) from x ~ MultivariateNormal (gmm.cem:28:5), the same for every item
-    pre_z_4[...] = 0.0
-    for t_g0 in range(n_K):
-        partial_sum = 0.0
-        for t_i in range(n_D):
-            for t_j in range(n_D):
-                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
-        pre_z_4[t_g0] += -0.5 * partial_sum
     # pre_z_3: the global part of a message to q(z) from x ~ MultivariateNormal (gmm.cem:28:5)
     pre_z_3[...] = 0.0
     for t_g0 in range(n_K):
@@ -131,6 +129,14 @@ def hoist_messages(pre_z_4, n_D, n_K, E_Lambda_value, E_mu_outer, pre_z_3, E_mu_
             for t_j in range(n_D):
                 partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_value[t_g0, t_j]
             pre_z_3[t_g0, t_i] += partial_sum
+    # pre_z_4: the global part of a message to q(z) from x ~ MultivariateNormal (gmm.cem:28:5)
+    pre_z_4[...] = 0.0
+    for t_g0 in range(n_K):
+        partial_sum = 0.0
+        for t_i in range(n_D):
+            for t_j in range(n_D):
+                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+        pre_z_4[t_g0] += partial_sum
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -147,6 +153,7 @@ def local_step(
         lam_z_onehot,
         E_pi_log,
         E_Lambda_logdet,
+        present_x,
         n_D,
         E_Lambda_value,
         x,
@@ -182,24 +189,24 @@ def local_step(
             if 0 <= seed_category[i_points] < n_K:
                 E_z_onehot[i_points, seed_category[i_points]] = 1.0
         else:
-            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, pre_z_3, pre_z_4, E_z_onehot)
+            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_Lambda_logdet, present_x, n_D, E_Lambda_value, x, pre_z_3, pre_z_4, E_z_onehot)
         # acc_z_0[k] += q(z[points]=k)  (gmm.cem:27:5)
         for t_k in range(n_K):
             acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0] += q(z[points]=g0)  (gmm.cem:28:5)
+        # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (gmm.cem:28:5)
         for t_g0 in range(n_K):
-            acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm.cem:28:5)
+            acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (gmm.cem:28:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
-        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm.cem:28:5)
+                    acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (gmm.cem:28:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
-                acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+                acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
         # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727 * dim_x
+        elbo += -0.9189385332046727 * dim_x * present_x[i_points]
         elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
     return elbo
 
@@ -211,6 +218,7 @@ def evidence_z(
         n_K,
         E_pi_log,
         E_Lambda_logdet,
+        present_x,
         n_D,
         E_Lambda_value,
         x,
@@ -227,27 +235,27 @@ def evidence_z(
         lam_z_onehot[i_points, t_k] += E_pi_log[0, t_k]
     # from x ~ MultivariateNormal (gmm.cem:28:5)
     for t_g0 in range(n_K):
-        lam_z_onehot[i_points, t_g0] += 0.5 * E_Lambda_logdet[t_g0]
+        lam_z_onehot[i_points, t_g0] += 0.5 * E_Lambda_logdet[t_g0] * present_x[i_points]
     # from x ~ MultivariateNormal (gmm.cem:28:5)
     for t_g0 in range(n_K):
         partial_sum = 0.0
         for t_i in range(n_D):
             for t_j in range(n_D):
-                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
+                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * x[i_points, t_i] * x[i_points, t_j] * present_x[i_points]
         lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
     # from x ~ MultivariateNormal (gmm.cem:28:5)
     for t_g0 in range(n_K):
         partial_sum = 0.0
         for t_i in range(n_D):
             for t_j in range(n_D):
-                partial_sum += x[i_points, t_i] * E_Lambda_value[t_g0, t_i, t_j] * E_mu_value[t_g0, t_j]
+                partial_sum += x[i_points, t_i] * E_Lambda_value[t_g0, t_i, t_j] * E_mu_value[t_g0, t_j] * present_x[i_points]
         lam_z_onehot[i_points, t_g0] += partial_sum
     # from x ~ MultivariateNormal (gmm.cem:28:5)
     for t_g0 in range(n_K):
         partial_sum = 0.0
         for t_i in range(n_D):
             for t_j in range(n_D):
-                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+                partial_sum += E_Lambda_value[t_g0, t_i, t_j] * E_mu_outer[t_g0, t_i, t_j] * present_x[i_points]
         lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
     top = lam_z_onehot[i_points].max()
     for t_c in range(n_K):
@@ -263,6 +271,7 @@ def local_step_gibbs(
         n_K,
         E_pi_log,
         E_Lambda_logdet,
+        present_x,
         n_D,
         E_Lambda_value,
         x,
@@ -287,7 +296,7 @@ def local_step_gibbs(
     for position in range(items.shape[0]):
         i_points = items[position]
         # the fixed part of the conditional
-        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer)
+        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, E_Lambda_logdet, present_x, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer)
         needed_z = 0
         needed_z += int(1.0 + 0.5)
         if needed_z > assign_z.shape[0]:
@@ -334,18 +343,18 @@ def local_step_gibbs(
         # acc_z_0[k] += q(z[points]=k)  (gmm.cem:27:5)
         for t_k in range(n_K):
             acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0] += q(z[points]=g0)  (gmm.cem:28:5)
+        # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (gmm.cem:28:5)
         for t_g0 in range(n_K):
-            acc_x_0[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm.cem:28:5)
+            acc_x_0[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (gmm.cem:28:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    acc_x_1[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
-        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm.cem:28:5)
+                    acc_x_1[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (gmm.cem:28:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
-                acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+                acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
 @njit(cache=True, nogil=True)
@@ -357,6 +366,7 @@ def local_step_cvb0(
         n_K,
         E_pi_log,
         E_Lambda_logdet,
+        present_x,
         n_D,
         E_Lambda_value,
         x,
@@ -380,7 +390,7 @@ def local_step_cvb0(
     for position in range(items.shape[0]):
         i_points = items[position]
         # the fixed part of the conditional
-        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer)
+        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, E_Lambda_logdet, present_x, n_D, E_Lambda_value, x, E_mu_value, E_mu_outer)
         # start: each row given the ones before it
         total = 0.0
         for t_c in range(n_K):
@@ -392,18 +402,18 @@ def local_step_cvb0(
         # acc_z_0[k] += q(z[points]=k)  (gmm.cem:27:5)
         for t_k in range(n_K):
             acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0] += q(z[points]=g0)  (gmm.cem:28:5)
+        # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (gmm.cem:28:5)
         for t_g0 in range(n_K):
-            acc_x_0[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm.cem:28:5)
+            acc_x_0[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (gmm.cem:28:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    acc_x_1[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
-        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm.cem:28:5)
+                    acc_x_1[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (gmm.cem:28:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
-                acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+                acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -657,7 +667,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['alpha', 'm0', 'P0', 'nu0', 'W0'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_D, n_N = bound.dims['K'], bound.dims['D'], bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {('D',): 1, ('D', 'D'): 2, ('K', 'D', 'D'): 5, ('K',): 4, ('K', 'D'): 3, (1, 'K'): 2, ('N', 'K'): 2, ('threads', 'K'): 2, ('threads', 'K', 'D', 'D'): 1, ('threads', 'K', 'D'): 1, ('N',): 3})
@@ -677,6 +687,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     dim_Lambda = n_D  # dim(Lambda[components])
     inv_W0 = rt.inv(W0)  # inv(W0)
     wishart_lognorm_nu0_W0 = rt.wishart_lognorm(nu0, W0)  # wishart_lognorm(nu0, W0)
+    present_x = rt.present(bound, 'x')  # present(x[points])
     dim_x = n_D  # dim(x[points])
     # variational parameters (natural, coefficient form) and E[t]
     lam_Lambda_value, E_Lambda_value = (np.zeros((n_K, n_D, n_D)), np.zeros((n_K, n_D, n_D))) if share is None else (share.lam_Lambda_value, share.E_Lambda_value)
@@ -685,8 +696,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     lam_mu_outer, E_mu_outer = (np.zeros((n_K, n_D, n_D)), np.zeros((n_K, n_D, n_D))) if share is None else (share.lam_mu_outer, share.E_mu_outer)
     lam_pi_log, E_pi_log = (np.zeros((1, n_K)), np.zeros((1, n_K))) if share is None else (share.lam_pi_log, share.E_pi_log)
     lam_z_onehot, E_z_onehot = np.zeros((n_N, n_K)), np.zeros((n_N, n_K))
-    pre_z_4 = np.zeros((n_K,))  # a message to q(z) that no item changes (hoist_messages)
     pre_z_3 = np.zeros((n_K, n_D))  # the global part of a message to q(z) (hoist_messages)
+    pre_z_4 = np.zeros((n_K,))  # the global part of a message to q(z) (hoist_messages)
     # sufficient statistics the local step hands to the global step (out of core added up over minibatches)
     acc_z_0 = np.zeros((n_K,)) if share is None else share.acc_z_0
     acc_x_0 = np.zeros((n_K,)) if share is None else share.acc_x_0
@@ -701,7 +712,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, pre_z_4=pre_z_4, n_D=n_D, n_K=n_K, E_Lambda_value=E_Lambda_value, E_mu_outer=E_mu_outer, pre_z_3=pre_z_3, E_mu_value=E_mu_value, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, x=x, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
+        return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, pre_z_3=pre_z_3, n_D=n_D, n_K=n_K, E_Lambda_value=E_Lambda_value, E_mu_value=E_mu_value, pre_z_4=pre_z_4, E_mu_outer=E_mu_outer, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, present_x=present_x, x=x, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
     # start every global at its prior
     update_Lambda(0.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, E_mu_outer, True, E_Lambda_value, E_Lambda_logdet, n_K)
     update_mu(0.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_0, True, E_mu_value, E_mu_outer, n_K)
@@ -712,13 +723,13 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     start = DEFAULT_START if start is None else start
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
-        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed)
+        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed, bound.missing)
         acc_z_0[...] = 0.0
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
-        hoist_messages(pre_z_4, n_D, n_K, E_Lambda_value, E_mu_outer, pre_z_3, E_mu_value)
-        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, n_D, E_Lambda_value, x, pre_z_3, pre_z_4, item_weight, dim_x, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
+        hoist_messages(pre_z_3, n_D, n_K, E_Lambda_value, E_mu_value, pre_z_4, E_mu_outer)
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, present_x, n_D, E_Lambda_value, x, pre_z_3, pre_z_4, item_weight, dim_x, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
         update_Lambda(1.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, E_mu_outer, True, E_Lambda_value, E_Lambda_logdet, n_K)
         update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_0, True, E_mu_value, E_mu_outer, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
@@ -730,7 +741,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_Lambda_value, E_Lambda_value, lam_Lambda_logdet, E_Lambda_logdet, n_K, lam_mu_value, E_mu_value, lam_mu_outer, E_mu_outer, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, pre_z_4=pre_z_4, n_D=n_D, n_K=n_K, E_Lambda_value=E_Lambda_value, E_mu_outer=E_mu_outer, pre_z_3=pre_z_3, E_mu_value=E_mu_value, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, x=x, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, nu0=nu0, W0=W0, pre_z_3=pre_z_3, n_D=n_D, n_K=n_K, E_Lambda_value=E_Lambda_value, E_mu_value=E_mu_value, pre_z_4=pre_z_4, E_mu_outer=E_mu_outer, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_Lambda_logdet=E_Lambda_logdet, present_x=present_x, x=x, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_Lambda_value=lam_Lambda_value, lam_Lambda_logdet=lam_Lambda_logdet, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, dim_Lambda=dim_Lambda, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -764,22 +775,23 @@ def _result(s, trace, converged, seconds, items=True):
         posterior['z.probs'] = z__probs
         posterior['E[onehot z]'] = s.E_z_onehot
         state['lam_z_onehot'] = s.lam_z_onehot
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'm0': s.m0, 'P0': s.P0, 'nu0': s.nu0, 'W0': s.W0}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'm0': s.m0, 'P0': s.P0, 'nu0': s.nu0, 'W0': s.W0}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    hoist_messages(s.pre_z_4, s.n_D, s.n_K, s.E_Lambda_value, s.E_mu_outer, s.pre_z_3, s.E_mu_value)
-    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
+    hoist_messages(s.pre_z_3, s.n_D, s.n_K, s.E_Lambda_value, s.E_mu_value, s.pre_z_4, s.E_mu_outer)
+    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.present_x, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):
-    return local_step_gibbs(items, sweeps, burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+    return local_step_gibbs(items, sweeps, burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_Lambda_logdet, s.present_x, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
 
 
 def run_local_step_cvb0(s, items, max_local_iter, local_tol):
-    return local_step_cvb0(items, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_Lambda_logdet, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+    return local_step_cvb0(items, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_Lambda_logdet, s.present_x, s.n_D, s.E_Lambda_value, s.x, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
 
 
 def _update_Lambda(s, data_scale, expect=True):

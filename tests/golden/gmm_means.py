@@ -39,13 +39,13 @@ ITEM_DIMS = ('N',)  # sizes set by the items bound
 KLC_LOCALS = ('z',)  # KLC-CG's parameterised Z
 KLC_START = 'seeds'  # θ's default start: q(Z) after the seeded start's local step
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'data': ('n_D', 'n_K', 'x'), 'hyper': ('alpha', 'm0', 'P0', 'P'),
-    'known': ('logdet_P', 'dim_x', 'lgamma_sum_alpha', 'lgamma_alpha', 'logdet_P0', 'outer_m0', 'dim_mu'),
+    'data': ('n_K', 'n_D', 'x'), 'hyper': ('alpha', 'm0', 'P0', 'P'),
+    'known': ('present_x', 'logdet_P', 'dim_x', 'lgamma_sum_alpha', 'lgamma_alpha', 'logdet_P0', 'outer_m0', 'dim_mu'),
     'global': ('lam_mu_value', 'lam_mu_outer', 'lam_pi_log'),
-    'global_exp': ('E_mu_outer', 'E_pi_log', 'E_mu_value'),
+    'global_exp': ('E_pi_log', 'E_mu_value', 'E_mu_outer'),
     'kept_local': ('E_z_onehot', 'lam_z_onehot'), 'item': ('seed_category', 'item_weight'),
     'statistic': ('acc_z_0', 'acc_x_2', 'acc_x_3'),
-    'thread': ('acc_z_0_threads', 'acc_x_2_threads', 'acc_x_3_threads'), 'scratch': ('pre_z_2',),
+    'thread': ('acc_z_0_threads', 'acc_x_2_threads', 'acc_x_3_threads'),
 }
 _THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
@@ -61,9 +61,13 @@ SPEC = {
         'points': {"dim": 'N', "parent": None, "ragged": False},
     },
     "observed": {
-        'x': {"plates": ['points'], "support": 'vector', "shape": ['D'], "categories": None},
+        'x': {"plates": ['points'], "support": 'vector', "shape": ['D'], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+}
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'MultivariateNormal', "data_plate": 'a', "why_not": None,
+        "terms": ((-0.5, ('value', 'value'), 'abc', (('P', 'bc'),)), (1.0, ('value',), 'ab', (('P', 'bc'), ('E_mu_value', 'dc'), ('E_z_onehot', 'ad'))))},
 }
 
 
@@ -78,7 +82,8 @@ def update_z(
         x,
         P,
         E_mu_value,
-        pre_z_2,
+        present_x,
+        E_mu_outer,
         E_z_onehot,
 ):
     """q(z[n]) = Categorical
@@ -96,24 +101,16 @@ def update_z(
             partial_sum = 0.0
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    partial_sum += x[i_points, t_i] * P[t_i, t_j] * E_mu_value[t_g0, t_j]
+                    partial_sum += x[i_points, t_i] * P[t_i, t_j] * E_mu_value[t_g0, t_j] * present_x[i_points]
             lam_z_onehot[i_points, t_g0] += partial_sum
-        # from x ~ MultivariateNormal
-        lam_z_onehot[i_points] += pre_z_2  # precomputed by hoist_messages (gmm_means.cem:26:5)
+        # from x ~ MultivariateNormal (gmm_means.cem:26:5)
+        for t_g0 in range(n_K):
+            partial_sum = 0.0
+            for t_i in range(n_D):
+                for t_j in range(n_D):
+                    partial_sum += P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j] * present_x[i_points]
+            lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
-
-
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
-def hoist_messages(pre_z_2, n_D, n_K, P, E_mu_outer):
-    """The item-independent messages to the locals, into their pre_ arrays."""
-    # pre_z_2: to q(z) from x ~ MultivariateNormal (gmm_means.cem:26:5), the same for every item
-    pre_z_2[...] = 0.0
-    for t_g0 in range(n_K):
-        partial_sum = 0.0
-        for t_i in range(n_D):
-            for t_j in range(n_D):
-                partial_sum += P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
-        pre_z_2[t_g0] += -0.5 * partial_sum
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -133,7 +130,8 @@ def local_step(
         x,
         P,
         E_mu_value,
-        pre_z_2,
+        present_x,
+        E_mu_outer,
         item_weight,
         logdet_P,
         dim_x,
@@ -162,32 +160,43 @@ def local_step(
             if 0 <= seed_category[i_points] < n_K:
                 E_z_onehot[i_points, seed_category[i_points]] = 1.0
         else:
-            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_D, x, P, E_mu_value, pre_z_2, E_z_onehot)
+            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_D, x, P, E_mu_value, present_x, E_mu_outer, E_z_onehot)
         # acc_z_0[k] += q(z[points]=k)  (gmm_means.cem:25:5)
         for t_k in range(n_K):
             acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_2[g0, j] += x[points] · P · q(z[points]=g0)  (gmm_means.cem:26:5)
+        # acc_x_2[g0, j] += x[points] · P · q(z[points]=g0) · present(x[points])  (gmm_means.cem:26:5)
         for t_i in range(n_D):
             for t_g0 in range(n_K):
                 for t_j in range(n_D):
-                    acc_x_2_t[t_g0, t_j] += item_weight[i_points] * x[i_points, t_i] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
-        # acc_x_3[g0, i, j] += P · q(z[points]=g0)  (gmm_means.cem:26:5)
+                    acc_x_2_t[t_g0, t_j] += item_weight[i_points] * x[i_points, t_i] * P[t_i, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_3[g0, i, j] += P · q(z[points]=g0) · present(x[points])  (gmm_means.cem:26:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    acc_x_3_t[t_g0, t_i, t_j] += item_weight[i_points] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
+                    acc_x_3_t[t_g0, t_i, t_j] += item_weight[i_points] * P[t_i, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
         # ELBO: local terms and local entropies
-        elbo += 0.5 * logdet_P
+        elbo += 0.5 * logdet_P * present_x[i_points]
         for t_i in range(n_D):
             for t_j in range(n_D):
-                elbo += -0.5 * P[t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
-        elbo += -0.9189385332046727 * dim_x
+                elbo += -0.5 * P[t_i, t_j] * x[i_points, t_i] * x[i_points, t_j] * present_x[i_points]
+        elbo += -0.9189385332046727 * dim_x * present_x[i_points]
         elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
     return elbo
 
 
 @njit(cache=True, nogil=True)
-def evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_D, x, P, E_mu_value, E_mu_outer):
+def evidence_z(
+        i_points,
+        lam_z_onehot,
+        n_K,
+        E_pi_log,
+        n_D,
+        x,
+        P,
+        E_mu_value,
+        present_x,
+        E_mu_outer,
+):
     """lam_z_onehot[row, c] = exp(λ_c − max_c λ_c), λ the messages to z from data and globals
     (every message but the integrated-out proportions'): the part of its conditional that
     stays fixed during a Gibbs or CVB0 step.
@@ -201,14 +210,14 @@ def evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_D, x, P, E_mu_value, E_m
         partial_sum = 0.0
         for t_i in range(n_D):
             for t_j in range(n_D):
-                partial_sum += x[i_points, t_i] * P[t_i, t_j] * E_mu_value[t_g0, t_j]
+                partial_sum += x[i_points, t_i] * P[t_i, t_j] * E_mu_value[t_g0, t_j] * present_x[i_points]
         lam_z_onehot[i_points, t_g0] += partial_sum
     # from x ~ MultivariateNormal (gmm_means.cem:26:5)
     for t_g0 in range(n_K):
         partial_sum = 0.0
         for t_i in range(n_D):
             for t_j in range(n_D):
-                partial_sum += P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j]
+                partial_sum += P[t_i, t_j] * E_mu_outer[t_g0, t_i, t_j] * present_x[i_points]
         lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
     top = lam_z_onehot[i_points].max()
     for t_c in range(n_K):
@@ -227,6 +236,7 @@ def local_step_gibbs(
         x,
         P,
         E_mu_value,
+        present_x,
         E_mu_outer,
         E_z_onehot,
         item_weight,
@@ -246,7 +256,7 @@ def local_step_gibbs(
     for position in range(items.shape[0]):
         i_points = items[position]
         # the fixed part of the conditional
-        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_D, x, P, E_mu_value, E_mu_outer)
+        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_D, x, P, E_mu_value, present_x, E_mu_outer)
         needed_z = 0
         needed_z += int(1.0 + 0.5)
         if needed_z > assign_z.shape[0]:
@@ -293,16 +303,16 @@ def local_step_gibbs(
         # acc_z_0[k] += q(z[points]=k)  (gmm_means.cem:25:5)
         for t_k in range(n_K):
             acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_2[g0, j] += x[points] · P · q(z[points]=g0)  (gmm_means.cem:26:5)
+        # acc_x_2[g0, j] += x[points] · P · q(z[points]=g0) · present(x[points])  (gmm_means.cem:26:5)
         for t_i in range(n_D):
             for t_g0 in range(n_K):
                 for t_j in range(n_D):
-                    acc_x_2[t_g0, t_j] += item_weight[i_points] * x[i_points, t_i] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
-        # acc_x_3[g0, i, j] += P · q(z[points]=g0)  (gmm_means.cem:26:5)
+                    acc_x_2[t_g0, t_j] += item_weight[i_points] * x[i_points, t_i] * P[t_i, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_3[g0, i, j] += P · q(z[points]=g0) · present(x[points])  (gmm_means.cem:26:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    acc_x_3[t_g0, t_i, t_j] += item_weight[i_points] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
+                    acc_x_3[t_g0, t_i, t_j] += item_weight[i_points] * P[t_i, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
 @njit(cache=True, nogil=True)
@@ -317,6 +327,7 @@ def local_step_cvb0(
         x,
         P,
         E_mu_value,
+        present_x,
         E_mu_outer,
         E_z_onehot,
         item_weight,
@@ -335,7 +346,7 @@ def local_step_cvb0(
     for position in range(items.shape[0]):
         i_points = items[position]
         # the fixed part of the conditional
-        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_D, x, P, E_mu_value, E_mu_outer)
+        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_D, x, P, E_mu_value, present_x, E_mu_outer)
         # start: each row given the ones before it
         total = 0.0
         for t_c in range(n_K):
@@ -347,16 +358,16 @@ def local_step_cvb0(
         # acc_z_0[k] += q(z[points]=k)  (gmm_means.cem:25:5)
         for t_k in range(n_K):
             acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_2[g0, j] += x[points] · P · q(z[points]=g0)  (gmm_means.cem:26:5)
+        # acc_x_2[g0, j] += x[points] · P · q(z[points]=g0) · present(x[points])  (gmm_means.cem:26:5)
         for t_i in range(n_D):
             for t_g0 in range(n_K):
                 for t_j in range(n_D):
-                    acc_x_2[t_g0, t_j] += item_weight[i_points] * x[i_points, t_i] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
-        # acc_x_3[g0, i, j] += P · q(z[points]=g0)  (gmm_means.cem:26:5)
+                    acc_x_2[t_g0, t_j] += item_weight[i_points] * x[i_points, t_i] * P[t_i, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_3[g0, i, j] += P · q(z[points]=g0) · present(x[points])  (gmm_means.cem:26:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    acc_x_3[t_g0, t_i, t_j] += item_weight[i_points] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
+                    acc_x_3[t_g0, t_i, t_j] += item_weight[i_points] * P[t_i, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -514,6 +525,7 @@ def klc_stats(
         n_D,
         x,
         P,
+        present_x,
         logdet_P,
         dim_x,
         acc_z_0_threads,
@@ -539,22 +551,22 @@ def klc_stats(
         # acc_z_0[k] += q(z[points]=k)  (gmm_means.cem:25:5)
         for t_k in range(n_K):
             acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_2[g0, j] += x[points] · P · q(z[points]=g0)  (gmm_means.cem:26:5)
+        # acc_x_2[g0, j] += x[points] · P · q(z[points]=g0) · present(x[points])  (gmm_means.cem:26:5)
         for t_i in range(n_D):
             for t_g0 in range(n_K):
                 for t_j in range(n_D):
-                    acc_x_2_t[t_g0, t_j] += item_weight[i_points] * x[i_points, t_i] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
-        # acc_x_3[g0, i, j] += P · q(z[points]=g0)  (gmm_means.cem:26:5)
+                    acc_x_2_t[t_g0, t_j] += item_weight[i_points] * x[i_points, t_i] * P[t_i, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_3[g0, i, j] += P · q(z[points]=g0) · present(x[points])  (gmm_means.cem:26:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    acc_x_3_t[t_g0, t_i, t_j] += item_weight[i_points] * P[t_i, t_j] * E_z_onehot[i_points, t_g0]
+                    acc_x_3_t[t_g0, t_i, t_j] += item_weight[i_points] * P[t_i, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
         # ELBO: local terms and local entropies
-        elbo += 0.5 * logdet_P
+        elbo += 0.5 * logdet_P * present_x[i_points]
         for t_i in range(n_D):
             for t_j in range(n_D):
-                elbo += -0.5 * P[t_i, t_j] * x[i_points, t_i] * x[i_points, t_j]
-        elbo += -0.9189385332046727 * dim_x
+                elbo += -0.5 * P[t_i, t_j] * x[i_points, t_i] * x[i_points, t_j] * present_x[i_points]
+        elbo += -0.9189385332046727 * dim_x * present_x[i_points]
         elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
     return elbo
 
@@ -575,7 +587,8 @@ def klc_gradient(
         x,
         P,
         E_mu_value,
-        pre_z_2,
+        present_x,
+        E_mu_outer,
 ):
     """KLC gradients at θ, with the collapsed variables at q*(X) (klc_stats and the global updates
     first): natgrad = θ̂ − θ (eq. 15), grad = w (diag(q) − q qᵀ) natgrad.
@@ -588,7 +601,7 @@ def klc_gradient(
         lam_z_onehot[i_points] = theta_z[i_points]
         rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
         # θ̂ = the mean-field target of q(z) given q*(X)
-        update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_D, x, P, E_mu_value, pre_z_2, E_z_onehot)
+        update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, n_D, x, P, E_mu_value, present_x, E_mu_outer, E_z_onehot)
         natgrad_z[i_points] = lam_z_onehot[i_points] - theta_z[i_points]  # g̃ = θ̂ − θ
         # q(z) back to softmax(θ) for the other rows' targets
         lam_z_onehot[i_points] = theta_z[i_points]
@@ -608,7 +621,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['alpha', 'm0', 'P0', 'P'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_D, n_N = bound.dims['K'], bound.dims['D'], bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {('D',): 1, ('D', 'D'): 2, ('K', 'D'): 3, ('K', 'D', 'D'): 3, (1, 'K'): 2, ('N', 'K'): 2, ('K',): 1, ('threads', 'K'): 1, ('threads', 'K', 'D'): 1, ('threads', 'K', 'D', 'D'): 1, ('N',): 3})
@@ -625,13 +638,13 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     outer_m0 = np.outer(m0, m0)  # outer(m0)
     dim_mu = n_D  # dim(mu[components])
     logdet_P = rt.logdet(P)  # logdet(P)
+    present_x = rt.present(bound, 'x')  # present(x[points])
     dim_x = n_D  # dim(x[points])
     # variational parameters (natural, coefficient form) and E[t]
     lam_mu_value, E_mu_value = (np.zeros((n_K, n_D)), np.zeros((n_K, n_D))) if share is None else (share.lam_mu_value, share.E_mu_value)
     lam_mu_outer, E_mu_outer = (np.zeros((n_K, n_D, n_D)), np.zeros((n_K, n_D, n_D))) if share is None else (share.lam_mu_outer, share.E_mu_outer)
     lam_pi_log, E_pi_log = (np.zeros((1, n_K)), np.zeros((1, n_K))) if share is None else (share.lam_pi_log, share.E_pi_log)
     lam_z_onehot, E_z_onehot = np.zeros((n_N, n_K)), np.zeros((n_N, n_K))
-    pre_z_2 = np.zeros((n_K,))  # a message to q(z) that no item changes (hoist_messages)
     # sufficient statistics the local step hands to the global step (out of core added up over minibatches)
     acc_z_0 = np.zeros((n_K,)) if share is None else share.acc_z_0
     acc_x_2 = np.zeros((n_K, n_D)) if share is None else share.acc_x_2
@@ -644,7 +657,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, P=P, pre_z_2=pre_z_2, n_D=n_D, n_K=n_K, E_mu_outer=E_mu_outer, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, x=x, E_mu_value=E_mu_value, item_weight=item_weight, logdet_P=logdet_P, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, all_items=all_items)
+        return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, P=P, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_D=n_D, x=x, E_mu_value=E_mu_value, present_x=present_x, E_mu_outer=E_mu_outer, item_weight=item_weight, logdet_P=logdet_P, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, all_items=all_items)
     # start every global at its prior
     update_mu(0.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, acc_x_3, True, E_mu_value, E_mu_outer, n_K)
     update_pi(0.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
@@ -654,12 +667,11 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     start = DEFAULT_START if start is None else start
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
-        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed)
+        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed, bound.missing)
         acc_z_0[...] = 0.0
         acc_x_2[...] = 0.0
         acc_x_3[...] = 0.0
-        hoist_messages(pre_z_2, n_D, n_K, P, E_mu_outer)
-        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_D, x, P, E_mu_value, pre_z_2, item_weight, logdet_P, dim_x, acc_z_0_threads, acc_x_2_threads, acc_x_3_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_2, acc_x_2_threads), (acc_x_3, acc_x_3_threads),))
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_D, x, P, E_mu_value, present_x, E_mu_outer, item_weight, logdet_P, dim_x, acc_z_0_threads, acc_x_2_threads, acc_x_3_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_2, acc_x_2_threads), (acc_x_3, acc_x_3_threads),))
         update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, acc_x_3, True, E_mu_value, E_mu_outer, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':
@@ -670,7 +682,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_mu_value, E_mu_value, lam_mu_outer, E_mu_outer, n_K, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, P=P, pre_z_2=pre_z_2, n_D=n_D, n_K=n_K, E_mu_outer=E_mu_outer, seed_category=seed_category, E_z_onehot=E_z_onehot, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, x=x, E_mu_value=E_mu_value, item_weight=item_weight, logdet_P=logdet_P, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, P=P, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_D=n_D, x=x, E_mu_value=E_mu_value, present_x=present_x, E_mu_outer=E_mu_outer, item_weight=item_weight, logdet_P=logdet_P, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -699,22 +711,22 @@ def _result(s, trace, converged, seconds, items=True):
         posterior['z.probs'] = z__probs
         posterior['E[onehot z]'] = s.E_z_onehot
         state['lam_z_onehot'] = s.lam_z_onehot
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'm0': s.m0, 'P0': s.P0, 'P': s.P}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'm0': s.m0, 'P0': s.P0, 'P': s.P}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    hoist_messages(s.pre_z_2, s.n_D, s.n_K, s.P, s.E_mu_outer)
-    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.pre_z_2, s.item_weight, s.logdet_P, s.dim_x, s.acc_z_0_threads, s.acc_x_2_threads, s.acc_x_3_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_2, s.acc_x_2_threads), (s.acc_x_3, s.acc_x_3_threads),))
+    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.present_x, s.E_mu_outer, s.item_weight, s.logdet_P, s.dim_x, s.acc_z_0_threads, s.acc_x_2_threads, s.acc_x_3_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_2, s.acc_x_2_threads), (s.acc_x_3, s.acc_x_3_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):
-    return local_step_gibbs(items, sweeps, burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_2, s.acc_x_3)
+    return local_step_gibbs(items, sweeps, burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.present_x, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_2, s.acc_x_3)
 
 
 def run_local_step_cvb0(s, items, max_local_iter, local_tol):
-    return local_step_cvb0(items, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_2, s.acc_x_3)
+    return local_step_cvb0(items, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.present_x, s.E_mu_outer, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_2, s.acc_x_3)
 
 
 def _update_mu(s, data_scale, expect=True):
@@ -776,8 +788,7 @@ def _klc_bound(s, theta):
     s.acc_z_0[...] = 0.0
     s.acc_x_2[...] = 0.0
     s.acc_x_3[...] = 0.0
-    hoist_messages(s.pre_z_2, s.n_D, s.n_K, s.P, s.E_mu_outer)
-    value = rt.run_shares(klc_stats, s.acc_z_0_threads.shape[0], (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_D, s.x, s.P, s.logdet_P, s.dim_x, s.acc_z_0_threads, s.acc_x_2_threads, s.acc_x_3_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_2, s.acc_x_2_threads), (s.acc_x_3, s.acc_x_3_threads),))
+    value = rt.run_shares(klc_stats, s.acc_z_0_threads.shape[0], (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_D, s.x, s.P, s.present_x, s.logdet_P, s.dim_x, s.acc_z_0_threads, s.acc_x_2_threads, s.acc_x_3_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_2, s.acc_x_2_threads), (s.acc_x_3, s.acc_x_3_threads),))
     # the collapsed globals at their optimum given q(Z)
     update_mu(1.0, s.lam_mu_value, s.lam_mu_outer, s.n_D, s.P0, s.m0, s.acc_x_2, s.acc_x_3, True, s.E_mu_value, s.E_mu_outer, s.n_K)
     update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, True, s.E_pi_log)
@@ -786,8 +797,7 @@ def _klc_bound(s, theta):
 
 def _klc_gradient(s, theta, natgrad, grad):
     """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
-    hoist_messages(s.pre_z_2, s.n_D, s.n_K, s.P, s.E_mu_outer)
-    return rt.run_shares(klc_gradient, rt.thread_count(), (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.pre_z_2,), ())
+    return rt.run_shares(klc_gradient, rt.thread_count(), (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.present_x, s.E_mu_outer,), ())
 
 
 def _klc_shapes(s):

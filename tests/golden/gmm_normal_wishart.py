@@ -40,7 +40,7 @@ KLC_LOCALS = ('z',)  # KLC-CG's parameterised Z
 KLC_START = 'seeds'  # θ's default start: q(Z) after the seeded start's local step
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'data': ('n_K', 'n_D', 'x'), 'hyper': ('alpha', 'm0', 'kappa0', 'nu0', 'W0'),
-    'known': ('dim_x', 'lgamma_sum_alpha', 'lgamma_alpha', 'dim_mu_Lambda', 'log_kappa0', 'outer_m0', 'inv_W0', 'wishart_lognorm_nu0_W0'),
+    'known': ('present_x', 'dim_x', 'lgamma_sum_alpha', 'lgamma_alpha', 'dim_mu_Lambda', 'log_kappa0', 'outer_m0', 'inv_W0', 'wishart_lognorm_nu0_W0'),
     'global': ('lam_mu_Lambda_value', 'lam_mu_Lambda_logdet', 'lam_mu_Lambda_prec_mean', 'lam_mu_Lambda_quad', 'lam_pi_log'),
     'global_exp': ('E_pi_log', 'E_mu_Lambda_logdet', 'E_mu_Lambda_value', 'E_mu_Lambda_prec_mean', 'E_mu_Lambda_quad'),
     'kept_local': ('E_z_onehot', 'lam_z_onehot'), 'item': ('seed_category', 'item_weight'),
@@ -61,9 +61,13 @@ SPEC = {
         'points': {"dim": 'N', "parent": None, "ragged": False},
     },
     "observed": {
-        'x': {"plates": ['points'], "support": 'vector', "shape": ['D'], "categories": None},
+        'x': {"plates": ['points'], "support": 'vector', "shape": ['D'], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+}
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'MultivariateNormal', "data_plate": 'a', "why_not": None,
+        "terms": ((-0.5, ('value', 'value'), 'acd', (('E_z_onehot', 'ab'), ('E_mu_Lambda_value', 'bcd'))), (1.0, ('value',), 'ac', (('E_z_onehot', 'ab'), ('E_mu_Lambda_prec_mean', 'bc'))))},
 }
 
 
@@ -75,6 +79,7 @@ def update_z(
         n_K,
         E_pi_log,
         E_mu_Lambda_logdet,
+        present_x,
         n_D,
         x,
         E_mu_Lambda_value,
@@ -94,23 +99,23 @@ def update_z(
     if with_children:
         # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
-            lam_z_onehot[i_points, t_g0] += 0.5 * E_mu_Lambda_logdet[t_g0]
+            lam_z_onehot[i_points, t_g0] += 0.5 * E_mu_Lambda_logdet[t_g0] * present_x[i_points]
         # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
             partial_sum = 0.0
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    partial_sum += x[i_points, t_i] * x[i_points, t_j] * E_mu_Lambda_value[t_g0, t_i, t_j]
+                    partial_sum += x[i_points, t_i] * x[i_points, t_j] * E_mu_Lambda_value[t_g0, t_i, t_j] * present_x[i_points]
             lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
         # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
             partial_sum = 0.0
             for t_i in range(n_D):
-                partial_sum += x[i_points, t_i] * E_mu_Lambda_prec_mean[t_g0, t_i]
+                partial_sum += x[i_points, t_i] * E_mu_Lambda_prec_mean[t_g0, t_i] * present_x[i_points]
             lam_z_onehot[i_points, t_g0] += partial_sum
         # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
-            lam_z_onehot[i_points, t_g0] += -0.5 * E_mu_Lambda_quad[t_g0]
+            lam_z_onehot[i_points, t_g0] += -0.5 * E_mu_Lambda_quad[t_g0] * present_x[i_points]
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
@@ -128,6 +133,7 @@ def local_step(
         lam_z_onehot,
         E_pi_log,
         E_mu_Lambda_logdet,
+        present_x,
         n_D,
         x,
         E_mu_Lambda_value,
@@ -163,24 +169,24 @@ def local_step(
             if 0 <= seed_category[i_points] < n_K:
                 E_z_onehot[i_points, seed_category[i_points]] = 1.0
         else:
-            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, E_z_onehot)
+            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, present_x, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, E_z_onehot)
         # acc_z_0[k] += q(z[points]=k)  (gmm_normal_wishart.cem:28:5)
         for t_k in range(n_K):
             acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0] += q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+        # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
-            acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+            acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
-        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+                    acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
-                acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+                acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
         # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727 * dim_x
+        elbo += -0.9189385332046727 * dim_x * present_x[i_points]
         elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
     return elbo
 
@@ -192,6 +198,7 @@ def evidence_z(
         n_K,
         E_pi_log,
         E_mu_Lambda_logdet,
+        present_x,
         n_D,
         x,
         E_mu_Lambda_value,
@@ -208,23 +215,23 @@ def evidence_z(
         lam_z_onehot[i_points, t_k] += E_pi_log[0, t_k]
     # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
     for t_g0 in range(n_K):
-        lam_z_onehot[i_points, t_g0] += 0.5 * E_mu_Lambda_logdet[t_g0]
+        lam_z_onehot[i_points, t_g0] += 0.5 * E_mu_Lambda_logdet[t_g0] * present_x[i_points]
     # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
     for t_g0 in range(n_K):
         partial_sum = 0.0
         for t_i in range(n_D):
             for t_j in range(n_D):
-                partial_sum += x[i_points, t_i] * x[i_points, t_j] * E_mu_Lambda_value[t_g0, t_i, t_j]
+                partial_sum += x[i_points, t_i] * x[i_points, t_j] * E_mu_Lambda_value[t_g0, t_i, t_j] * present_x[i_points]
         lam_z_onehot[i_points, t_g0] += -0.5 * partial_sum
     # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
     for t_g0 in range(n_K):
         partial_sum = 0.0
         for t_i in range(n_D):
-            partial_sum += x[i_points, t_i] * E_mu_Lambda_prec_mean[t_g0, t_i]
+            partial_sum += x[i_points, t_i] * E_mu_Lambda_prec_mean[t_g0, t_i] * present_x[i_points]
         lam_z_onehot[i_points, t_g0] += partial_sum
     # from x ~ MultivariateNormal (gmm_normal_wishart.cem:29:5)
     for t_g0 in range(n_K):
-        lam_z_onehot[i_points, t_g0] += -0.5 * E_mu_Lambda_quad[t_g0]
+        lam_z_onehot[i_points, t_g0] += -0.5 * E_mu_Lambda_quad[t_g0] * present_x[i_points]
     top = lam_z_onehot[i_points].max()
     for t_c in range(n_K):
         lam_z_onehot[i_points, t_c] = np.exp(lam_z_onehot[i_points, t_c] - top)
@@ -239,6 +246,7 @@ def local_step_gibbs(
         n_K,
         E_pi_log,
         E_mu_Lambda_logdet,
+        present_x,
         n_D,
         x,
         E_mu_Lambda_value,
@@ -263,7 +271,7 @@ def local_step_gibbs(
     for position in range(items.shape[0]):
         i_points = items[position]
         # the fixed part of the conditional
-        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad)
+        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, present_x, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad)
         needed_z = 0
         needed_z += int(1.0 + 0.5)
         if needed_z > assign_z.shape[0]:
@@ -310,18 +318,18 @@ def local_step_gibbs(
         # acc_z_0[k] += q(z[points]=k)  (gmm_normal_wishart.cem:28:5)
         for t_k in range(n_K):
             acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0] += q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+        # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
-            acc_x_0[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+            acc_x_0[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    acc_x_1[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
-        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+                    acc_x_1[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
-                acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+                acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
 @njit(cache=True, nogil=True)
@@ -333,6 +341,7 @@ def local_step_cvb0(
         n_K,
         E_pi_log,
         E_mu_Lambda_logdet,
+        present_x,
         n_D,
         x,
         E_mu_Lambda_value,
@@ -356,7 +365,7 @@ def local_step_cvb0(
     for position in range(items.shape[0]):
         i_points = items[position]
         # the fixed part of the conditional
-        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad)
+        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, present_x, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad)
         # start: each row given the ones before it
         total = 0.0
         for t_c in range(n_K):
@@ -368,18 +377,18 @@ def local_step_cvb0(
         # acc_z_0[k] += q(z[points]=k)  (gmm_normal_wishart.cem:28:5)
         for t_k in range(n_K):
             acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0] += q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+        # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
-            acc_x_0[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+            acc_x_0[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    acc_x_1[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
-        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+                    acc_x_1[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
-                acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+                acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -589,6 +598,7 @@ def klc_stats(
         theta_z,
         item_weight,
         n_K,
+        present_x,
         n_D,
         x,
         dim_x,
@@ -618,20 +628,20 @@ def klc_stats(
         # acc_z_0[k] += q(z[points]=k)  (gmm_normal_wishart.cem:28:5)
         for t_k in range(n_K):
             acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0] += q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+        # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
-            acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+            acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
                 for t_j in range(n_D):
-                    acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0]
-        # acc_x_2[g0, i] += x[points] · q(z[points]=g0)  (gmm_normal_wishart.cem:29:5)
+                    acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
         for t_g0 in range(n_K):
             for t_i in range(n_D):
-                acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0]
+                acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
         # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727 * dim_x
+        elbo += -0.9189385332046727 * dim_x * present_x[i_points]
         elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
     return elbo
 
@@ -649,6 +659,7 @@ def klc_gradient(
         n_K,
         E_pi_log,
         E_mu_Lambda_logdet,
+        present_x,
         n_D,
         x,
         E_mu_Lambda_value,
@@ -666,7 +677,7 @@ def klc_gradient(
         lam_z_onehot[i_points] = theta_z[i_points]
         rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
         # θ̂ = the mean-field target of q(z) given q*(X)
-        update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, E_z_onehot)
+        update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, present_x, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, E_z_onehot)
         natgrad_z[i_points] = lam_z_onehot[i_points] - theta_z[i_points]  # g̃ = θ̂ − θ
         # q(z) back to softmax(θ) for the other rows' targets
         lam_z_onehot[i_points] = theta_z[i_points]
@@ -686,7 +697,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['alpha', 'm0', 'kappa0', 'nu0', 'W0'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_D, n_N = bound.dims['K'], bound.dims['D'], bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {('D',): 1, ('D', 'D'): 1, ('K', 'D', 'D'): 3, ('K',): 6, ('K', 'D'): 3, (1, 'K'): 2, ('N', 'K'): 2, ('threads', 'K'): 2, ('threads', 'K', 'D', 'D'): 1, ('threads', 'K', 'D'): 1, ('N',): 3})
@@ -705,6 +716,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     outer_m0 = np.outer(m0, m0)  # outer(m0)
     inv_W0 = rt.inv(W0)  # inv(W0)
     wishart_lognorm_nu0_W0 = rt.wishart_lognorm(nu0, W0)  # wishart_lognorm(nu0, W0)
+    present_x = rt.present(bound, 'x')  # present(x[points])
     dim_x = n_D  # dim(x[points])
     # variational parameters (natural, coefficient form) and E[t]
     lam_mu_Lambda_value, E_mu_Lambda_value = (np.zeros((n_K, n_D, n_D)), np.zeros((n_K, n_D, n_D))) if share is None else (share.lam_mu_Lambda_value, share.E_mu_Lambda_value)
@@ -727,7 +739,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, alpha=alpha, m0=m0, kappa0=kappa0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_mu_Lambda_logdet=E_mu_Lambda_logdet, n_D=n_D, x=x, E_mu_Lambda_value=E_mu_Lambda_value, E_mu_Lambda_prec_mean=E_mu_Lambda_prec_mean, E_mu_Lambda_quad=E_mu_Lambda_quad, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_mu_Lambda_value=lam_mu_Lambda_value, lam_mu_Lambda_logdet=lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean=lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad=lam_mu_Lambda_quad, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, dim_mu_Lambda=dim_mu_Lambda, log_kappa0=log_kappa0, outer_m0=outer_m0, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
+        return rt.State(bound=bound, alpha=alpha, m0=m0, kappa0=kappa0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_mu_Lambda_logdet=E_mu_Lambda_logdet, present_x=present_x, n_D=n_D, x=x, E_mu_Lambda_value=E_mu_Lambda_value, E_mu_Lambda_prec_mean=E_mu_Lambda_prec_mean, E_mu_Lambda_quad=E_mu_Lambda_quad, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_mu_Lambda_value=lam_mu_Lambda_value, lam_mu_Lambda_logdet=lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean=lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad=lam_mu_Lambda_quad, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, dim_mu_Lambda=dim_mu_Lambda, log_kappa0=log_kappa0, outer_m0=outer_m0, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
     # start every global at its prior
     update_mu_Lambda(0.0, lam_mu_Lambda_value, lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad, nu0, dim_mu_Lambda, kappa0, n_D, m0, outer_m0, inv_W0, acc_x_0, acc_x_1, acc_x_2, True, E_mu_Lambda_value, E_mu_Lambda_logdet, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, n_K)
     update_pi(0.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
@@ -737,12 +749,12 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     start = DEFAULT_START if start is None else start
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
-        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed)
+        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed, bound.missing)
         acc_z_0[...] = 0.0
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
-        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_mu_Lambda_logdet, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, item_weight, dim_x, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_mu_Lambda_logdet, present_x, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, item_weight, dim_x, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
         update_mu_Lambda(1.0, lam_mu_Lambda_value, lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad, nu0, dim_mu_Lambda, kappa0, n_D, m0, outer_m0, inv_W0, acc_x_0, acc_x_1, acc_x_2, True, E_mu_Lambda_value, E_mu_Lambda_logdet, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':
@@ -752,7 +764,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_mu_Lambda_value, E_mu_Lambda_value, lam_mu_Lambda_logdet, E_mu_Lambda_logdet, lam_mu_Lambda_prec_mean, E_mu_Lambda_prec_mean, lam_mu_Lambda_quad, E_mu_Lambda_quad, n_K, lam_pi_log, E_pi_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, m0=m0, kappa0=kappa0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_mu_Lambda_logdet=E_mu_Lambda_logdet, n_D=n_D, x=x, E_mu_Lambda_value=E_mu_Lambda_value, E_mu_Lambda_prec_mean=E_mu_Lambda_prec_mean, E_mu_Lambda_quad=E_mu_Lambda_quad, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_mu_Lambda_value=lam_mu_Lambda_value, lam_mu_Lambda_logdet=lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean=lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad=lam_mu_Lambda_quad, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, dim_mu_Lambda=dim_mu_Lambda, log_kappa0=log_kappa0, outer_m0=outer_m0, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, m0=m0, kappa0=kappa0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_mu_Lambda_logdet=E_mu_Lambda_logdet, present_x=present_x, n_D=n_D, x=x, E_mu_Lambda_value=E_mu_Lambda_value, E_mu_Lambda_prec_mean=E_mu_Lambda_prec_mean, E_mu_Lambda_quad=E_mu_Lambda_quad, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_mu_Lambda_value=lam_mu_Lambda_value, lam_mu_Lambda_logdet=lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean=lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad=lam_mu_Lambda_quad, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, dim_mu_Lambda=dim_mu_Lambda, log_kappa0=log_kappa0, outer_m0=outer_m0, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -789,21 +801,22 @@ def _result(s, trace, converged, seconds, items=True):
         posterior['z.probs'] = z__probs
         posterior['E[onehot z]'] = s.E_z_onehot
         state['lam_z_onehot'] = s.lam_z_onehot
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'm0': s.m0, 'kappa0': s.kappa0, 'nu0': s.nu0, 'W0': s.W0}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'm0': s.m0, 'kappa0': s.kappa0, 'nu0': s.nu0, 'W0': s.W0}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
+    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.present_x, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):
-    return local_step_gibbs(items, sweeps, burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+    return local_step_gibbs(items, sweeps, burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_mu_Lambda_logdet, s.present_x, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
 
 
 def run_local_step_cvb0(s, items, max_local_iter, local_tol):
-    return local_step_cvb0(items, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
+    return local_step_cvb0(items, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.E_mu_Lambda_logdet, s.present_x, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1, s.acc_x_2)
 
 
 def _update_mu_Lambda(s, data_scale, expect=True):
@@ -866,7 +879,7 @@ def _klc_bound(s, theta):
     s.acc_x_0[...] = 0.0
     s.acc_x_1[...] = 0.0
     s.acc_x_2[...] = 0.0
-    value = rt.run_shares(klc_stats, s.acc_z_0_threads.shape[0], (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.n_D, s.x, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
+    value = rt.run_shares(klc_stats, s.acc_z_0_threads.shape[0], (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.present_x, s.n_D, s.x, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
     # the collapsed globals at their optimum given q(Z)
     update_mu_Lambda(1.0, s.lam_mu_Lambda_value, s.lam_mu_Lambda_logdet, s.lam_mu_Lambda_prec_mean, s.lam_mu_Lambda_quad, s.nu0, s.dim_mu_Lambda, s.kappa0, s.n_D, s.m0, s.outer_m0, s.inv_W0, s.acc_x_0, s.acc_x_1, s.acc_x_2, True, s.E_mu_Lambda_value, s.E_mu_Lambda_logdet, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.n_K)
     update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, True, s.E_pi_log)
@@ -875,7 +888,7 @@ def _klc_bound(s, theta):
 
 def _klc_gradient(s, theta, natgrad, grad):
     """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
-    return rt.run_shares(klc_gradient, rt.thread_count(), (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.E_mu_Lambda_logdet, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad,), ())
+    return rt.run_shares(klc_gradient, rt.thread_count(), (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.E_mu_Lambda_logdet, s.present_x, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad,), ())
 
 
 def _klc_shapes(s):

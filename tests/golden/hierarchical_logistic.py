@@ -60,7 +60,7 @@ SPEC = {
         'points': {"dim": 'N', "parent": None, "ragged": False},
     },
     "observed": {
-        'y': {"plates": ['points'], "support": 'binary', "shape": [], "categories": None},
+        'y': {"plates": ['points'], "support": 'binary', "shape": [], "categories": None, "missing": 'no: the factor of y (hierarchical_logistic.cem:32:5) is rewritten with the introduced y_omega, which a missing entry would leave undetermined'},
     },
     "covariates": {
         'x': {"plates": ['points'], "kind": 'vector', "shape": ['P']},
@@ -485,7 +485,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['c', 'k0', 'a0', 'b0'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_P, n_G, n_N = bound.dims['P'], bound.dims['G'], bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {(1,): 8, ('G',): 7, (1, 'P'): 2, (1, 'P', 'P'): 2, ('N',): 5, ('P',): 2, ('threads', 'P'): 2, ('threads', 'G'): 3, ('P', 'P'): 1, ('threads', 'P', 'P'): 1, ('G', 'P'): 1, ('threads', 'G', 'P'): 1})

@@ -38,7 +38,7 @@ STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'data': ('y', 'group', 'n_G'), 'hyper': ('m0', 'k0', 'a0', 'b0'),
-    'known': ('log_k0', 'square_m0', 'log_b0', 'lgamma_a0'),
+    'known': ('present_y', 'log_k0', 'square_m0', 'log_b0', 'lgamma_a0'),
     'global': ('lam_mu_tau_b_log', 'lam_mu_tau_b_value', 'lam_mu_tau_b_prec_mean', 'lam_mu_tau_b_quad', 'lam_tau_w_log', 'lam_tau_w_value', 'lam_theta_value', 'lam_theta_square'),
     'global_exp': ('E_mu_tau_b_log', 'E_mu_tau_b_value', 'E_mu_tau_b_prec_mean', 'E_mu_tau_b_quad', 'E_tau_w_log', 'E_tau_w_value', 'E_theta_value', 'E_theta_square'),
     'item': ('seed_category', 'item_weight'),
@@ -58,11 +58,15 @@ SPEC = {
         'observations': {"dim": 'N', "parent": None, "ragged": False},
     },
     "observed": {
-        'y': {"plates": ['observations'], "support": 'real', "shape": [], "categories": None},
+        'y': {"plates": ['observations'], "support": 'real', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {
         'group': {"plates": ['observations'], "kind": 'int', "shape": [], "categories": 'G'},
     },
+}
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'y': {"family": 'Normal', "data_plate": 'a', "why_not": None,
+        "terms": ((-0.5, ('value', 'value'), 'a', (('E_tau_w_value', '0'),)), (1.0, ('value',), 'a', (('E_tau_w_value', '0'), ('E_theta_value', 'b'), ('group', 'onehot:n_G:ab'))))},
 }
 
 
@@ -77,6 +81,7 @@ def local_step(
         local_tol,
         item_weight,
         acc_y_0_threads,
+        present_y,
         acc_y_1_threads,
         y,
         group,
@@ -99,18 +104,18 @@ def local_step(
     elbo = 0.0
     for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
         i_observations = items[position]
-        # acc_y_0[] +=   (hierarchical_normal.cem:30:5)
-        acc_y_0_threads[thread] += item_weight[i_observations]
-        # acc_y_1[] += y[observations] · y[observations]  (hierarchical_normal.cem:30:5)
-        acc_y_1_threads[thread] += item_weight[i_observations] * y[i_observations] * y[i_observations]
-        # acc_y_2[g0] += y[observations] · onehot(group[observations])  (hierarchical_normal.cem:30:5)
+        # acc_y_0[] += present(y[observations])  (hierarchical_normal.cem:30:5)
+        acc_y_0_threads[thread] += item_weight[i_observations] * present_y[i_observations]
+        # acc_y_1[] += y[observations] · y[observations] · present(y[observations])  (hierarchical_normal.cem:30:5)
+        acc_y_1_threads[thread] += item_weight[i_observations] * y[i_observations] * y[i_observations] * present_y[i_observations]
+        # acc_y_2[g0] += y[observations] · onehot(group[observations]) · present(y[observations])  (hierarchical_normal.cem:30:5)
         t_g0 = group[i_observations]
-        acc_y_2_t[t_g0] += item_weight[i_observations] * y[i_observations]
-        # acc_y_3[g0] += onehot(group[observations])  (hierarchical_normal.cem:30:5)
+        acc_y_2_t[t_g0] += item_weight[i_observations] * y[i_observations] * present_y[i_observations]
+        # acc_y_3[g0] += onehot(group[observations]) · present(y[observations])  (hierarchical_normal.cem:30:5)
         t_g0 = group[i_observations]
-        acc_y_3_t[t_g0] += item_weight[i_observations]
+        acc_y_3_t[t_g0] += item_weight[i_observations] * present_y[i_observations]
         # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727
+        elbo += -0.9189385332046727 * present_y[i_observations]
     return elbo
 
 
@@ -368,7 +373,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['m0', 'k0', 'a0', 'b0'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_G, n_N = bound.dims['G'], bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {(1,): 14, ('G',): 6, ('threads',): 2, ('threads', 'G'): 2, ('N',): 3})
@@ -383,6 +388,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     square_m0 = np.square(m0)  # square(m0)
     log_b0 = np.log(b0)  # log(b0)
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
+    present_y = rt.present(bound, 'y')  # present(y[observations])
     # variational parameters (natural, coefficient form) and E[t]
     lam_mu_tau_b_log, E_mu_tau_b_log = (np.zeros((1,)), np.zeros((1,))) if share is None else (share.lam_mu_tau_b_log, share.E_mu_tau_b_log)
     lam_mu_tau_b_value, E_mu_tau_b_value = (np.zeros((1,)), np.zeros((1,))) if share is None else (share.lam_mu_tau_b_value, share.E_mu_tau_b_value)
@@ -406,7 +412,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, m0=m0, k0=k0, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, group=group, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_mu_tau_b_log=lam_mu_tau_b_log, E_mu_tau_b_log=E_mu_tau_b_log, lam_mu_tau_b_value=lam_mu_tau_b_value, E_mu_tau_b_value=E_mu_tau_b_value, lam_mu_tau_b_prec_mean=lam_mu_tau_b_prec_mean, E_mu_tau_b_prec_mean=E_mu_tau_b_prec_mean, lam_mu_tau_b_quad=lam_mu_tau_b_quad, E_mu_tau_b_quad=E_mu_tau_b_quad, lam_tau_w_log=lam_tau_w_log, E_tau_w_log=E_tau_w_log, lam_tau_w_value=lam_tau_w_value, E_tau_w_value=E_tau_w_value, lam_theta_value=lam_theta_value, E_theta_value=E_theta_value, lam_theta_square=lam_theta_square, E_theta_square=E_theta_square, n_G=n_G, log_k0=log_k0, square_m0=square_m0, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+        return rt.State(bound=bound, m0=m0, k0=k0, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, present_y=present_y, acc_y_1_threads=acc_y_1_threads, y=y, group=group, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_mu_tau_b_log=lam_mu_tau_b_log, E_mu_tau_b_log=E_mu_tau_b_log, lam_mu_tau_b_value=lam_mu_tau_b_value, E_mu_tau_b_value=E_mu_tau_b_value, lam_mu_tau_b_prec_mean=lam_mu_tau_b_prec_mean, E_mu_tau_b_prec_mean=E_mu_tau_b_prec_mean, lam_mu_tau_b_quad=lam_mu_tau_b_quad, E_mu_tau_b_quad=E_mu_tau_b_quad, lam_tau_w_log=lam_tau_w_log, E_tau_w_log=E_tau_w_log, lam_tau_w_value=lam_tau_w_value, E_tau_w_value=E_tau_w_value, lam_theta_value=lam_theta_value, E_theta_value=E_theta_value, lam_theta_square=lam_theta_square, E_theta_square=E_theta_square, n_G=n_G, log_k0=log_k0, square_m0=square_m0, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
     # start every global at its prior
     update_mu_tau_b(0.0, lam_mu_tau_b_log, lam_mu_tau_b_value, lam_mu_tau_b_prec_mean, lam_mu_tau_b_quad, k0, m0, square_m0, a0, b0, n_G, E_theta_square, E_theta_value, True, E_mu_tau_b_log, E_mu_tau_b_value, E_mu_tau_b_prec_mean, E_mu_tau_b_quad)
     update_tau_w(0.0, lam_tau_w_log, lam_tau_w_value, a0, b0, acc_y_0, acc_y_1, n_G, acc_y_2, E_theta_value, acc_y_3, E_theta_square, True, E_tau_w_log, E_tau_w_value)
@@ -416,7 +422,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_mu_tau_b_log, E_mu_tau_b_log, lam_mu_tau_b_value, E_mu_tau_b_value, lam_mu_tau_b_prec_mean, E_mu_tau_b_prec_mean, lam_mu_tau_b_quad, E_mu_tau_b_quad, lam_tau_w_log, E_tau_w_log, lam_tau_w_value, E_tau_w_value, lam_theta_value, E_theta_value, lam_theta_square, E_theta_square, n_G)
     if init is None and start not in (None, 'prior'):
         raise rt.CemDataError(f"start: expected 'prior' (the only start of this model: nothing to break), found {start!r}")
-    return rt.State(bound=bound, m0=m0, k0=k0, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, group=group, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_mu_tau_b_log=lam_mu_tau_b_log, E_mu_tau_b_log=E_mu_tau_b_log, lam_mu_tau_b_value=lam_mu_tau_b_value, E_mu_tau_b_value=E_mu_tau_b_value, lam_mu_tau_b_prec_mean=lam_mu_tau_b_prec_mean, E_mu_tau_b_prec_mean=E_mu_tau_b_prec_mean, lam_mu_tau_b_quad=lam_mu_tau_b_quad, E_mu_tau_b_quad=E_mu_tau_b_quad, lam_tau_w_log=lam_tau_w_log, E_tau_w_log=E_tau_w_log, lam_tau_w_value=lam_tau_w_value, E_tau_w_value=E_tau_w_value, lam_theta_value=lam_theta_value, E_theta_value=E_theta_value, lam_theta_square=lam_theta_square, E_theta_square=E_theta_square, n_G=n_G, log_k0=log_k0, square_m0=square_m0, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+    return rt.State(bound=bound, m0=m0, k0=k0, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, present_y=present_y, acc_y_1_threads=acc_y_1_threads, y=y, group=group, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_mu_tau_b_log=lam_mu_tau_b_log, E_mu_tau_b_log=E_mu_tau_b_log, lam_mu_tau_b_value=lam_mu_tau_b_value, E_mu_tau_b_value=E_mu_tau_b_value, lam_mu_tau_b_prec_mean=lam_mu_tau_b_prec_mean, E_mu_tau_b_prec_mean=E_mu_tau_b_prec_mean, lam_mu_tau_b_quad=lam_mu_tau_b_quad, E_mu_tau_b_quad=E_mu_tau_b_quad, lam_tau_w_log=lam_tau_w_log, E_tau_w_log=E_tau_w_log, lam_tau_w_value=lam_tau_w_value, E_tau_w_value=E_tau_w_value, lam_theta_value=lam_theta_value, E_theta_value=E_theta_value, lam_theta_square=lam_theta_square, E_theta_square=E_theta_square, n_G=n_G, log_k0=log_k0, square_m0=square_m0, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds, items=True):
@@ -446,13 +452,14 @@ def _result(s, trace, converged, seconds, items=True):
     posterior['theta.precision'] = theta__precision
     posterior['E[value theta]'] = s.E_theta_value
     posterior['E[square theta]'] = s.E_theta_square
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'m0': s.m0, 'k0': s.k0, 'a0': s.a0, 'b0': s.b0}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'m0': s.m0, 'k0': s.k0, 'a0': s.a0, 'b0': s.b0}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.group, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
+    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.present_y, s.acc_y_1_threads, s.y, s.group, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
 
 
 def _update_mu_tau_b(s, data_scale, expect=True):

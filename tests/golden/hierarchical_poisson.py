@@ -38,7 +38,7 @@ STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'data': ('group', 'x', 'e', 'n_G'), 'hyper': ('a', 'a0', 'b0'),
-    'known': ('log_e', 'lgamma1p_x', 'log_b0', 'lgamma_a0', 'lgamma_a'),
+    'known': ('present_x', 'log_e', 'lgamma1p_x', 'log_b0', 'lgamma_a0', 'lgamma_a'),
     'global': ('lam_beta_log', 'lam_beta_value', 'lam_lam_log', 'lam_lam_value'),
     'global_exp': ('E_beta_log', 'E_beta_value', 'E_lam_log', 'E_lam_value'),
     'item': ('seed_category', 'item_weight'), 'statistic': ('acc_x_1', 'acc_x_2'),
@@ -57,12 +57,16 @@ SPEC = {
         'counts': {"dim": 'N', "parent": None, "ragged": False},
     },
     "observed": {
-        'x': {"plates": ['counts'], "support": 'count', "shape": [], "categories": None},
+        'x': {"plates": ['counts'], "support": 'count', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {
         'group': {"plates": ['counts'], "kind": 'int', "shape": [], "categories": 'G'},
         'e': {"plates": ['counts'], "kind": 'real', "shape": [], "nonnegative": True},
     },
+}
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'Poisson', "data_plate": 'a', "why_not": None,
+        "terms": ((1.0, ('value',), 'a', (('log_e', 'a'),)), (1.0, ('value',), 'a', (('E_lam_log', 'b'), ('group', 'onehot:n_G:ab'))), (-1.0, ('lgamma1p',), 'a', ()))},
 }
 
 
@@ -78,6 +82,7 @@ def local_step(
         item_weight,
         group,
         x,
+        present_x,
         e,
         log_e,
         lgamma1p_x,
@@ -98,15 +103,15 @@ def local_step(
     elbo = 0.0
     for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
         i_counts = items[position]
-        # acc_x_1[g0] += x[counts] · onehot(group[counts])  (hierarchical_poisson.cem:22:5)
+        # acc_x_1[g0] += x[counts] · onehot(group[counts]) · present(x[counts])  (hierarchical_poisson.cem:22:5)
         t_g0 = group[i_counts]
-        acc_x_1_t[t_g0] += item_weight[i_counts] * x[i_counts]
-        # acc_x_2[g0] += e[counts] · onehot(group[counts])  (hierarchical_poisson.cem:22:5)
+        acc_x_1_t[t_g0] += item_weight[i_counts] * x[i_counts] * present_x[i_counts]
+        # acc_x_2[g0] += e[counts] · onehot(group[counts]) · present(x[counts])  (hierarchical_poisson.cem:22:5)
         t_g0 = group[i_counts]
-        acc_x_2_t[t_g0] += item_weight[i_counts] * e[i_counts]
+        acc_x_2_t[t_g0] += item_weight[i_counts] * e[i_counts] * present_x[i_counts]
         # ELBO: local terms and local entropies
-        elbo += x[i_counts] * log_e[i_counts]
-        elbo += -lgamma1p_x[i_counts]
+        elbo += x[i_counts] * log_e[i_counts] * present_x[i_counts]
+        elbo += -lgamma1p_x[i_counts] * present_x[i_counts]
     return elbo
 
 
@@ -260,7 +265,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['a', 'a0', 'b0'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_G, n_N = bound.dims['G'], bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {(1,): 4, ('G',): 6, ('threads', 'G'): 2, ('N',): 3})
@@ -274,6 +279,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
     lgamma_a = rt.gammaln(a)  # lgamma(a)
     log_e = rt.log_data(e, "data 'e'")  # log(e[counts])
+    present_x = rt.present(bound, 'x')  # present(x[counts])
     lgamma1p_x = rt.gammaln(x + 1.0)  # lgamma1p(x[counts])
     # variational parameters (natural, coefficient form) and E[t]
     lam_beta_log, E_beta_log = (np.zeros((1,)), np.zeros((1,))) if share is None else (share.lam_beta_log, share.E_beta_log)
@@ -290,7 +296,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, a=a, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, group=group, x=x, e=e, log_e=log_e, lgamma1p_x=lgamma1p_x, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_beta_log=lam_beta_log, E_beta_log=E_beta_log, lam_beta_value=lam_beta_value, E_beta_value=E_beta_value, lam_lam_log=lam_lam_log, E_lam_log=E_lam_log, lam_lam_value=lam_lam_value, E_lam_value=E_lam_value, n_G=n_G, log_b0=log_b0, lgamma_a0=lgamma_a0, lgamma_a=lgamma_a, all_items=all_items)
+        return rt.State(bound=bound, a=a, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, group=group, x=x, present_x=present_x, e=e, log_e=log_e, lgamma1p_x=lgamma1p_x, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_beta_log=lam_beta_log, E_beta_log=E_beta_log, lam_beta_value=lam_beta_value, E_beta_value=E_beta_value, lam_lam_log=lam_lam_log, E_lam_log=E_lam_log, lam_lam_value=lam_lam_value, E_lam_value=E_lam_value, n_G=n_G, log_b0=log_b0, lgamma_a0=lgamma_a0, lgamma_a=lgamma_a, all_items=all_items)
     # start every global at its prior
     update_beta(0.0, lam_beta_log, lam_beta_value, a0, b0, n_G, a, E_lam_value, True, E_beta_log, E_beta_value)
     update_lam(0.0, lam_lam_log, lam_lam_value, a, E_beta_value, acc_x_1, acc_x_2, True, E_lam_log, E_lam_value, n_G)
@@ -299,7 +305,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_beta_log, E_beta_log, lam_beta_value, E_beta_value, lam_lam_log, E_lam_log, lam_lam_value, E_lam_value, n_G)
     if init is None and start not in (None, 'prior'):
         raise rt.CemDataError(f"start: expected 'prior' (the only start of this model: nothing to break), found {start!r}")
-    return rt.State(bound=bound, a=a, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, group=group, x=x, e=e, log_e=log_e, lgamma1p_x=lgamma1p_x, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_beta_log=lam_beta_log, E_beta_log=E_beta_log, lam_beta_value=lam_beta_value, E_beta_value=E_beta_value, lam_lam_log=lam_lam_log, E_lam_log=E_lam_log, lam_lam_value=lam_lam_value, E_lam_value=E_lam_value, n_G=n_G, log_b0=log_b0, lgamma_a0=lgamma_a0, lgamma_a=lgamma_a, all_items=all_items)
+    return rt.State(bound=bound, a=a, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, group=group, x=x, present_x=present_x, e=e, log_e=log_e, lgamma1p_x=lgamma1p_x, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_beta_log=lam_beta_log, E_beta_log=E_beta_log, lam_beta_value=lam_beta_value, E_beta_value=E_beta_value, lam_lam_log=lam_lam_log, E_lam_log=E_lam_log, lam_lam_value=lam_lam_value, E_lam_value=E_lam_value, n_G=n_G, log_b0=log_b0, lgamma_a0=lgamma_a0, lgamma_a=lgamma_a, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -327,13 +333,14 @@ def _result(s, trace, converged, seconds, items=True):
     posterior['lam.rate'] = lam__rate
     posterior['E[log lam]'] = s.E_lam_log
     posterior['E[value lam]'] = s.E_lam_value
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'a0': s.a0, 'b0': s.b0}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'a': s.a, 'a0': s.a0, 'b0': s.b0}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_x_1_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.group, s.x, s.e, s.log_e, s.lgamma1p_x, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
+    return rt.run_shares(local_step, s.acc_x_1_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.group, s.x, s.present_x, s.e, s.log_e, s.lgamma1p_x, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
 
 
 def _update_beta(s, data_scale, expect=True):

@@ -60,7 +60,7 @@ SPEC = {
         'steps': {"dim": 'T', "parent": 'seqs', "ragged": True, "ordered": True},
     },
     "observed": {
-        'x': {"plates": ['seqs', 'steps'], "support": 'category', "shape": [], "categories": 'V'},
+        'x': {"plates": ['seqs', 'steps'], "support": 'category', "shape": [], "categories": 'V', "missing": 'no: x (hmm.cem:27:9) lies in the ragged plate steps, and missing entries are supported in dense arrays only'},
     },
     "covariates": {},
 }
@@ -348,7 +348,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['alpha', 'eta'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_V, n_S = bound.dims['K'], bound.dims['V'], bound.dims['S']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {('K', 'K'): 3, ('K', 'V'): 2, (1, 'K'): 2, ('max(steps)', 'K'): 4, ('max(steps)', 'K', 'K'): 2, ('K',): 1, ('threads', 'K'): 1, ('threads', 'K', 'K'): 1, ('V', 'K'): 1, ('threads', 'V', 'K'): 1, ('S',): 3})

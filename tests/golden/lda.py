@@ -64,7 +64,7 @@ SPEC = {
         'tokens': {"dim": 'N', "parent": 'docs', "ragged": True},
     },
     "observed": {
-        'w': {"plates": ['docs', 'tokens'], "support": 'category', "shape": [], "categories": 'V'},
+        'w': {"plates": ['docs', 'tokens'], "support": 'category', "shape": [], "categories": 'V', "missing": 'no: w (lda.cem:25:9) lies in the ragged plate tokens, and missing entries are supported in dense arrays only'},
     },
     "covariates": {},
 }
@@ -767,7 +767,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['alpha', 'eta'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_V, n_D = bound.dims['K'], bound.dims['V'], bound.dims['D']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {('K', 'V'): 4, ('D', 'K'): 3, ('max(tokens)',): 3, ('max(tokens)', 'K'): 3, ('K',): 2, ('V', 'K'): 1, ('threads', 'V', 'K'): 1, ('D',): 3})
@@ -811,7 +811,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     start = DEFAULT_START if start is None else start
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
-        seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
+        seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed, bound.missing)
         acc_w_0[...] = 0.0
         rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, X_theta_log, E_theta_log, False, w, E_beta_log, XT_beta_log, ET_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads, acc_w_0_threads,), ((acc_w_0, acc_w_0_threads),))
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, XT_beta_log, ET_beta_log, n_K)

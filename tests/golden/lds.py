@@ -63,7 +63,7 @@ SPEC = {
         'dims': {"dim": 'P', "parent": 'steps', "ragged": False},
     },
     "observed": {
-        'y': {"plates": ['seqs', 'steps', 'dims'], "support": 'real', "shape": [], "categories": None},
+        'y': {"plates": ['seqs', 'steps', 'dims'], "support": 'real', "shape": [], "categories": None, "missing": 'no: y (lds.cem:38:13) lies in the ragged plate steps, and missing entries are supported in dense arrays only'},
     },
     "covariates": {},
 }
@@ -610,7 +610,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['A', 'm0', 'P0', 'nu0', 'W0', 'c', 'a0', 'b0'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_D, n_P, n_S = bound.dims['D'], bound.dims['P'], bound.dims['S']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {('D', 'D'): 6, ('D',): 1, ('P', 'D'): 2, ('P', 'D', 'D'): 2, (1, 'D', 'D'): 2, (1,): 3, ('P',): 6, ('max(steps)', 'D'): 4, ('max(steps)', 'D', 'D'): 10, ('max(steps)',): 4, ('threads',): 1, ('threads', 'D', 'D'): 3, ('threads', 'P'): 2, ('D', 'P'): 1, ('threads', 'D', 'P'): 1, ('D', 'D', 'P'): 1, ('threads', 'D', 'D', 'P'): 1, ('S',): 3})

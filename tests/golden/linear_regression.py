@@ -38,7 +38,7 @@ STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'data': ('y', 'n_P', 'x'), 'hyper': ('c', 'a0', 'b0'),
-    'known': ('logdet_eye_P_c', 'eye_P_c', 'dim_w', 'log_b0', 'lgamma_a0'),
+    'known': ('present_y', 'logdet_eye_P_c', 'eye_P_c', 'dim_w', 'log_b0', 'lgamma_a0'),
     'global': ('lam_tau_log', 'lam_tau_value', 'lam_w_value', 'lam_w_outer'),
     'global_exp': ('E_tau_log', 'E_tau_value', 'E_w_value', 'E_w_outer'),
     'item': ('seed_category', 'item_weight'),
@@ -57,11 +57,15 @@ SPEC = {
         'points': {"dim": 'N', "parent": None, "ragged": False},
     },
     "observed": {
-        'y': {"plates": ['points'], "support": 'real', "shape": [], "categories": None},
+        'y': {"plates": ['points'], "support": 'real', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {
         'x': {"plates": ['points'], "kind": 'vector', "shape": ['P']},
     },
+}
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'y': {"family": 'Normal', "data_plate": 'a', "why_not": None,
+        "terms": ((-0.5, ('value', 'value'), 'a', (('E_tau_value', '0'),)), (1.0, ('value',), 'a', (('E_tau_value', '0'), ('x', 'ab'), ('E_w_value', '0b'))))},
 }
 
 
@@ -76,6 +80,7 @@ def local_step(
         local_tol,
         item_weight,
         acc_y_0_threads,
+        present_y,
         acc_y_1_threads,
         y,
         n_P,
@@ -99,19 +104,19 @@ def local_step(
     elbo = 0.0
     for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
         i_points = items[position]
-        # acc_y_0[] +=   (linear_regression.cem:19:5)
-        acc_y_0_threads[thread] += item_weight[i_points]
-        # acc_y_1[] += y[points] · y[points]  (linear_regression.cem:19:5)
-        acc_y_1_threads[thread] += item_weight[i_points] * y[i_points] * y[i_points]
-        # acc_y_2[i0] += y[points] · x[points]  (linear_regression.cem:19:5)
+        # acc_y_0[] += present(y[points])  (linear_regression.cem:19:5)
+        acc_y_0_threads[thread] += item_weight[i_points] * present_y[i_points]
+        # acc_y_1[] += y[points] · y[points] · present(y[points])  (linear_regression.cem:19:5)
+        acc_y_1_threads[thread] += item_weight[i_points] * y[i_points] * y[i_points] * present_y[i_points]
+        # acc_y_2[i0] += y[points] · x[points] · present(y[points])  (linear_regression.cem:19:5)
         for t_i0 in range(n_P):
-            acc_y_2_t[t_i0] += item_weight[i_points] * y[i_points] * x[i_points, t_i0]
-        # acc_y_3[i1, i2] += x[points] · x[points]  (linear_regression.cem:19:5)
+            acc_y_2_t[t_i0] += item_weight[i_points] * y[i_points] * x[i_points, t_i0] * present_y[i_points]
+        # acc_y_3[i1, i2] += x[points] · x[points] · present(y[points])  (linear_regression.cem:19:5)
         for t_i1 in range(n_P):
             for t_i2 in range(n_P):
-                acc_y_3_t[t_i1, t_i2] += item_weight[i_points] * x[i_points, t_i1] * x[i_points, t_i2]
+                acc_y_3_t[t_i1, t_i2] += item_weight[i_points] * x[i_points, t_i1] * x[i_points, t_i2] * present_y[i_points]
         # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727
+        elbo += -0.9189385332046727 * present_y[i_points]
     return elbo
 
 
@@ -272,7 +277,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['c', 'a0', 'b0'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_P, n_N = bound.dims['P'], bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {(1,): 6, (1, 'P'): 2, (1, 'P', 'P'): 2, ('threads',): 2, ('P',): 1, ('threads', 'P'): 1, ('P', 'P'): 1, ('threads', 'P', 'P'): 1, ('N',): 3})
@@ -287,6 +292,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     dim_w = n_P  # dim(w)
     log_b0 = np.log(b0)  # log(b0)
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
+    present_y = rt.present(bound, 'y')  # present(y[points])
     # variational parameters (natural, coefficient form) and E[t]
     lam_tau_log, E_tau_log = (np.zeros((1,)), np.zeros((1,))) if share is None else (share.lam_tau_log, share.E_tau_log)
     lam_tau_value, E_tau_value = (np.zeros((1,)), np.zeros((1,))) if share is None else (share.lam_tau_value, share.E_tau_value)
@@ -306,7 +312,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, n_P=n_P, x=x, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_w_value=lam_w_value, E_w_value=E_w_value, lam_w_outer=lam_w_outer, E_w_outer=E_w_outer, logdet_eye_P_c=logdet_eye_P_c, eye_P_c=eye_P_c, dim_w=dim_w, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+        return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, present_y=present_y, acc_y_1_threads=acc_y_1_threads, y=y, n_P=n_P, x=x, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_w_value=lam_w_value, E_w_value=E_w_value, lam_w_outer=lam_w_outer, E_w_outer=E_w_outer, logdet_eye_P_c=logdet_eye_P_c, eye_P_c=eye_P_c, dim_w=dim_w, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
     # start every global at its prior
     update_tau(0.0, lam_tau_log, lam_tau_value, a0, b0, acc_y_0, acc_y_1, n_P, acc_y_2, E_w_value, acc_y_3, E_w_outer, True, E_tau_log, E_tau_value)
     update_w(0.0, lam_w_value, lam_w_outer, n_P, eye_P_c, acc_y_2, E_tau_value, acc_y_3, True, E_w_value, E_w_outer)
@@ -315,7 +321,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_tau_log, E_tau_log, lam_tau_value, E_tau_value, lam_w_value, E_w_value, lam_w_outer, E_w_outer)
     if init is None and start not in (None, 'prior'):
         raise rt.CemDataError(f"start: expected 'prior' (the only start of this model: nothing to break), found {start!r}")
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, n_P=n_P, x=x, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_w_value=lam_w_value, E_w_value=E_w_value, lam_w_outer=lam_w_outer, E_w_outer=E_w_outer, logdet_eye_P_c=logdet_eye_P_c, eye_P_c=eye_P_c, dim_w=dim_w, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, present_y=present_y, acc_y_1_threads=acc_y_1_threads, y=y, n_P=n_P, x=x, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_w_value=lam_w_value, E_w_value=E_w_value, lam_w_outer=lam_w_outer, E_w_outer=E_w_outer, logdet_eye_P_c=logdet_eye_P_c, eye_P_c=eye_P_c, dim_w=dim_w, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -343,13 +349,14 @@ def _result(s, trace, converged, seconds, items=True):
     posterior['w.precision'] = w__precision[0]
     posterior['E[value w]'] = s.E_w_value[0]
     posterior['E[outer w]'] = s.E_w_outer[0]
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'c': s.c, 'a0': s.a0, 'b0': s.b0}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'c': s.c, 'a0': s.a0, 'b0': s.b0}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.n_P, s.x, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
+    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.present_y, s.acc_y_1_threads, s.y, s.n_P, s.x, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
 
 
 def _update_tau(s, data_scale, expect=True):

@@ -55,7 +55,7 @@ SPEC = {
         'points': {"dim": 'N', "parent": None, "ragged": False},
     },
     "observed": {
-        'y': {"plates": ['points'], "support": 'binary', "shape": [], "categories": None},
+        'y': {"plates": ['points'], "support": 'binary', "shape": [], "categories": None, "missing": 'no: the factor of y (logistic_regression.cem:20:5) is rewritten with the introduced y_omega, which a missing entry would leave undetermined'},
     },
     "covariates": {
         'x': {"plates": ['points'], "kind": 'vector', "shape": ['P']},
@@ -219,7 +219,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['c'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_P, n_N = bound.dims['P'], bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {(1, 'P'): 2, (1, 'P', 'P'): 2, ('N',): 5, ('P',): 2, ('threads', 'P'): 2, ('P', 'P'): 1, ('threads', 'P', 'P'): 1})

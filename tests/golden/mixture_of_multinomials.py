@@ -61,7 +61,7 @@ SPEC = {
         'tokens': {"dim": 'N', "parent": 'docs', "ragged": True},
     },
     "observed": {
-        'w': {"plates": ['docs', 'tokens'], "support": 'category', "shape": [], "categories": 'V'},
+        'w': {"plates": ['docs', 'tokens'], "support": 'category', "shape": [], "categories": 'V', "missing": 'no: w (mixture_of_multinomials.cem:24:9) lies in the ragged plate tokens, and missing entries are supported in dense arrays only'},
     },
     "covariates": {},
 }
@@ -498,7 +498,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['alpha', 'eta'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_V, n_D = bound.dims['K'], bound.dims['V'], bound.dims['D']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {('K', 'V'): 2, (1, 'K'): 2, ('D', 'K'): 2, ('K',): 1, ('threads', 'K'): 1, ('V', 'K'): 1, ('threads', 'V', 'K'): 1, ('D',): 3})
@@ -535,7 +535,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     start = DEFAULT_START if start is None else start
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
-        seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed)
+        seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed, bound.missing)
         acc_c_0[...] = 0.0
         acc_w_0[...] = 0.0
         rt.run_shares(local_step, acc_c_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_c_onehot, n_K, lam_c_onehot, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, item_weight, acc_c_0_threads, acc_w_0_threads,), ((acc_c_0, acc_c_0_threads), (acc_w_0, acc_w_0_threads),))

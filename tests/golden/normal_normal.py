@@ -37,7 +37,8 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'data': ('x',), 'hyper': ('m0', 't0', 'tau'), 'known': ('log_tau', 'log_t0', 'square_m0'),
+    'data': ('x',), 'hyper': ('m0', 't0', 'tau'),
+    'known': ('present_x', 'log_tau', 'log_t0', 'square_m0'),
     'global': ('lam_mu_value', 'lam_mu_square'), 'global_exp': ('E_mu_value', 'E_mu_square'),
     'item': ('seed_category', 'item_weight'), 'statistic': ('acc_x_2', 'acc_x_3'),
     'thread': ('acc_x_2_threads', 'acc_x_3_threads'),
@@ -53,9 +54,13 @@ SPEC = {
         'observations': {"dim": 'N', "parent": None, "ragged": False},
     },
     "observed": {
-        'x': {"plates": ['observations'], "support": 'real', "shape": [], "categories": None},
+        'x': {"plates": ['observations'], "support": 'real', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+}
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'Normal', "data_plate": 'a', "why_not": None,
+        "terms": ((-0.5, ('value', 'value'), 'a', (('tau', ''),)), (1.0, ('value',), 'a', (('tau', ''), ('E_mu_value', '0'))))},
 }
 
 
@@ -72,6 +77,7 @@ def local_step(
         acc_x_2_threads,
         tau,
         x,
+        present_x,
         acc_x_3_threads,
         log_tau,
 ):
@@ -87,14 +93,14 @@ def local_step(
     elbo = 0.0
     for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
         i_observations = items[position]
-        # acc_x_2[] += tau · x[observations]  (normal_normal.cem:14:5)
-        acc_x_2_threads[thread] += item_weight[i_observations] * tau * x[i_observations]
-        # acc_x_3[] += tau  (normal_normal.cem:14:5)
-        acc_x_3_threads[thread] += item_weight[i_observations] * tau
+        # acc_x_2[] += tau · x[observations] · present(x[observations])  (normal_normal.cem:14:5)
+        acc_x_2_threads[thread] += item_weight[i_observations] * tau * x[i_observations] * present_x[i_observations]
+        # acc_x_3[] += tau · present(x[observations])  (normal_normal.cem:14:5)
+        acc_x_3_threads[thread] += item_weight[i_observations] * tau * present_x[i_observations]
         # ELBO: local terms and local entropies
-        elbo += 0.5 * log_tau
-        elbo += -0.5 * tau * x[i_observations] * x[i_observations]
-        elbo += -0.9189385332046727
+        elbo += 0.5 * log_tau * present_x[i_observations]
+        elbo += -0.5 * tau * x[i_observations] * x[i_observations] * present_x[i_observations]
+        elbo += -0.9189385332046727 * present_x[i_observations]
     return elbo
 
 
@@ -171,7 +177,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['m0', 't0', 'tau'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_N = bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {(1,): 6, ('threads',): 2, ('N',): 3})
@@ -184,6 +190,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     log_t0 = np.log(t0)  # log(t0)
     square_m0 = np.square(m0)  # square(m0)
     log_tau = np.log(tau)  # log(tau)
+    present_x = rt.present(bound, 'x')  # present(x[observations])
     # variational parameters (natural, coefficient form) and E[t]
     lam_mu_value, E_mu_value = (np.zeros((1,)), np.zeros((1,))) if share is None else (share.lam_mu_value, share.E_mu_value)
     lam_mu_square, E_mu_square = (np.zeros((1,)), np.zeros((1,))) if share is None else (share.lam_mu_square, share.E_mu_square)
@@ -197,7 +204,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, m0=m0, t0=t0, tau=tau, seed_category=seed_category, item_weight=item_weight, acc_x_2_threads=acc_x_2_threads, x=x, acc_x_3_threads=acc_x_3_threads, log_tau=log_tau, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, E_mu_value=E_mu_value, lam_mu_square=lam_mu_square, E_mu_square=E_mu_square, log_t0=log_t0, square_m0=square_m0, all_items=all_items)
+        return rt.State(bound=bound, m0=m0, t0=t0, tau=tau, seed_category=seed_category, item_weight=item_weight, acc_x_2_threads=acc_x_2_threads, x=x, present_x=present_x, acc_x_3_threads=acc_x_3_threads, log_tau=log_tau, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, E_mu_value=E_mu_value, lam_mu_square=lam_mu_square, E_mu_square=E_mu_square, log_t0=log_t0, square_m0=square_m0, all_items=all_items)
     # start every global at its prior
     update_mu(0.0, lam_mu_value, lam_mu_square, t0, m0, acc_x_2, acc_x_3, True, E_mu_value, E_mu_square)
     if init is not None:  # warm start: the globals' natural parameters from an earlier fit
@@ -205,7 +212,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_mu_value, E_mu_value, lam_mu_square, E_mu_square)
     if init is None and start not in (None, 'prior'):
         raise rt.CemDataError(f"start: expected 'prior' (the only start of this model: nothing to break), found {start!r}")
-    return rt.State(bound=bound, m0=m0, t0=t0, tau=tau, seed_category=seed_category, item_weight=item_weight, acc_x_2_threads=acc_x_2_threads, x=x, acc_x_3_threads=acc_x_3_threads, log_tau=log_tau, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, E_mu_value=E_mu_value, lam_mu_square=lam_mu_square, E_mu_square=E_mu_square, log_t0=log_t0, square_m0=square_m0, all_items=all_items)
+    return rt.State(bound=bound, m0=m0, t0=t0, tau=tau, seed_category=seed_category, item_weight=item_weight, acc_x_2_threads=acc_x_2_threads, x=x, present_x=present_x, acc_x_3_threads=acc_x_3_threads, log_tau=log_tau, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, E_mu_value=E_mu_value, lam_mu_square=lam_mu_square, E_mu_square=E_mu_square, log_t0=log_t0, square_m0=square_m0, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds, items=True):
@@ -217,13 +224,14 @@ def _result(s, trace, converged, seconds, items=True):
     posterior['mu.precision'] = mu__precision[0]
     posterior['E[value mu]'] = s.E_mu_value[0]
     posterior['E[square mu]'] = s.E_mu_square[0]
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'m0': s.m0, 't0': s.t0, 'tau': s.tau}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'m0': s.m0, 't0': s.t0, 'tau': s.tau}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_x_2_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2_threads, s.tau, s.x, s.acc_x_3_threads, s.log_tau,), ((s.acc_x_2, s.acc_x_2_threads), (s.acc_x_3, s.acc_x_3_threads),))
+    return rt.run_shares(local_step, s.acc_x_2_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2_threads, s.tau, s.x, s.present_x, s.acc_x_3_threads, s.log_tau,), ((s.acc_x_2, s.acc_x_2_threads), (s.acc_x_3, s.acc_x_3_threads),))
 
 
 def _update_mu(s, data_scale, expect=True):

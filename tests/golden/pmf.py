@@ -38,7 +38,7 @@ STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'data': ('y', 'user', 'item', 'n_U', 'n_I', 'n_K'), 'hyper': ('c', 'a0', 'b0'),
-    'known': ('log_b0', 'lgamma_a0', 'logdet_eye_K_c', 'eye_K_c', 'dim_u', 'dim_v'),
+    'known': ('present_y', 'log_b0', 'lgamma_a0', 'logdet_eye_K_c', 'eye_K_c', 'dim_u', 'dim_v'),
     'global': ('lam_tau_log', 'lam_tau_value', 'lam_u_value', 'lam_u_outer', 'lam_v_value', 'lam_v_outer'),
     'global_exp': ('E_tau_log', 'E_tau_value', 'E_u_value', 'E_u_outer', 'E_v_value', 'E_v_outer'),
     'item': ('seed_category', 'item_weight'),
@@ -61,12 +61,16 @@ SPEC = {
         'ratings': {"dim": 'N', "parent": None, "ragged": False},
     },
     "observed": {
-        'y': {"plates": ['ratings'], "support": 'real', "shape": [], "categories": None},
+        'y': {"plates": ['ratings'], "support": 'real', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {
         'user': {"plates": ['ratings'], "kind": 'int', "shape": [], "categories": 'U'},
         'item': {"plates": ['ratings'], "kind": 'int', "shape": [], "categories": 'I'},
     },
+}
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'y': {"family": 'Normal', "data_plate": 'a', "why_not": None,
+        "terms": ((-0.5, ('value', 'value'), 'a', (('E_tau_value', '0'),)), (1.0, ('value',), 'a', (('E_tau_value', '0'), ('E_u_value', 'bc'), ('E_v_value', 'dc'), ('user', 'onehot:n_U:ab'), ('item', 'onehot:n_I:ad'))))},
 }
 
 
@@ -81,6 +85,7 @@ def local_step(
         local_tol,
         item_weight,
         acc_y_0_threads,
+        present_y,
         acc_y_1_threads,
         y,
         user,
@@ -104,20 +109,20 @@ def local_step(
     elbo = 0.0
     for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
         i_ratings = items[position]
-        # acc_y_0[] +=   (pmf.cem:31:5)
-        acc_y_0_threads[thread] += item_weight[i_ratings]
-        # acc_y_1[] += y[ratings] · y[ratings]  (pmf.cem:31:5)
-        acc_y_1_threads[thread] += item_weight[i_ratings] * y[i_ratings] * y[i_ratings]
-        # acc_y_2[g0, g1] += y[ratings] · onehot(user[ratings]) · onehot(item[ratings])  (pmf.cem:31:5)
+        # acc_y_0[] += present(y[ratings])  (pmf.cem:31:5)
+        acc_y_0_threads[thread] += item_weight[i_ratings] * present_y[i_ratings]
+        # acc_y_1[] += y[ratings] · y[ratings] · present(y[ratings])  (pmf.cem:31:5)
+        acc_y_1_threads[thread] += item_weight[i_ratings] * y[i_ratings] * y[i_ratings] * present_y[i_ratings]
+        # acc_y_2[g0, g1] += y[ratings] · onehot(user[ratings]) · onehot(item[ratings]) · present(y[ratings])  (pmf.cem:31:5)
         t_g0 = user[i_ratings]
         t_g1 = item[i_ratings]
-        acc_y_2_t[t_g0, t_g1] += item_weight[i_ratings] * y[i_ratings]
-        # acc_y_3[g0, g1] += onehot(user[ratings]) · onehot(item[ratings])  (pmf.cem:31:5)
+        acc_y_2_t[t_g0, t_g1] += item_weight[i_ratings] * y[i_ratings] * present_y[i_ratings]
+        # acc_y_3[g0, g1] += onehot(user[ratings]) · onehot(item[ratings]) · present(y[ratings])  (pmf.cem:31:5)
         t_g0 = user[i_ratings]
         t_g1 = item[i_ratings]
-        acc_y_3_t[t_g0, t_g1] += item_weight[i_ratings]
+        acc_y_3_t[t_g0, t_g1] += item_weight[i_ratings] * present_y[i_ratings]
         # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727
+        elbo += -0.9189385332046727 * present_y[i_ratings]
     return elbo
 
 
@@ -373,7 +378,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['c', 'a0', 'b0'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_U, n_I, n_N = bound.dims['K'], bound.dims['U'], bound.dims['I'], bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {(1,): 6, ('U', 'K'): 2, ('U', 'K', 'K'): 2, ('I', 'K'): 2, ('I', 'K', 'K'): 2, ('threads',): 2, ('U', 'I'): 2, ('threads', 'U', 'I'): 2, ('N',): 3})
@@ -389,6 +394,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     eye_K_c = (np.eye(n_K) * c)  # value((eye(K) * c))
     dim_u = n_K  # dim(u[users])
     dim_v = n_K  # dim(v[items])
+    present_y = rt.present(bound, 'y')  # present(y[ratings])
     # variational parameters (natural, coefficient form) and E[t]
     lam_tau_log, E_tau_log = (np.zeros((1,)), np.zeros((1,))) if share is None else (share.lam_tau_log, share.E_tau_log)
     lam_tau_value, E_tau_value = (np.zeros((1,)), np.zeros((1,))) if share is None else (share.lam_tau_value, share.E_tau_value)
@@ -410,7 +416,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, user=user, item=item, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_u_value=lam_u_value, E_u_value=E_u_value, lam_u_outer=lam_u_outer, E_u_outer=E_u_outer, n_U=n_U, lam_v_value=lam_v_value, E_v_value=E_v_value, lam_v_outer=lam_v_outer, E_v_outer=E_v_outer, n_I=n_I, log_b0=log_b0, lgamma_a0=lgamma_a0, logdet_eye_K_c=logdet_eye_K_c, n_K=n_K, eye_K_c=eye_K_c, dim_u=dim_u, dim_v=dim_v, all_items=all_items)
+        return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, present_y=present_y, acc_y_1_threads=acc_y_1_threads, y=y, user=user, item=item, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_u_value=lam_u_value, E_u_value=E_u_value, lam_u_outer=lam_u_outer, E_u_outer=E_u_outer, n_U=n_U, lam_v_value=lam_v_value, E_v_value=E_v_value, lam_v_outer=lam_v_outer, E_v_outer=E_v_outer, n_I=n_I, log_b0=log_b0, lgamma_a0=lgamma_a0, logdet_eye_K_c=logdet_eye_K_c, n_K=n_K, eye_K_c=eye_K_c, dim_u=dim_u, dim_v=dim_v, all_items=all_items)
     # start every global at its prior
     update_tau(0.0, lam_tau_log, lam_tau_value, a0, b0, acc_y_0, acc_y_1, n_U, n_I, n_K, acc_y_2, E_u_value, E_v_value, acc_y_3, E_u_outer, E_v_outer, True, E_tau_log, E_tau_value)
     update_u(0.0, lam_u_value, lam_u_outer, n_K, eye_K_c, n_I, acc_y_2, E_tau_value, E_v_value, acc_y_3, E_v_outer, True, E_u_value, E_u_outer, n_U)
@@ -427,7 +433,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_tau_log, E_tau_log, lam_tau_value, E_tau_value, lam_u_value, E_u_value, lam_u_outer, E_u_outer, n_U, lam_v_value, E_v_value, lam_v_outer, E_v_outer, n_I)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, y=y, user=user, item=item, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_u_value=lam_u_value, E_u_value=E_u_value, lam_u_outer=lam_u_outer, E_u_outer=E_u_outer, n_U=n_U, lam_v_value=lam_v_value, E_v_value=E_v_value, lam_v_outer=lam_v_outer, E_v_outer=E_v_outer, n_I=n_I, log_b0=log_b0, lgamma_a0=lgamma_a0, logdet_eye_K_c=logdet_eye_K_c, n_K=n_K, eye_K_c=eye_K_c, dim_u=dim_u, dim_v=dim_v, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, present_y=present_y, acc_y_1_threads=acc_y_1_threads, y=y, user=user, item=item, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_u_value=lam_u_value, E_u_value=E_u_value, lam_u_outer=lam_u_outer, E_u_outer=E_u_outer, n_U=n_U, lam_v_value=lam_v_value, E_v_value=E_v_value, lam_v_outer=lam_v_outer, E_v_outer=E_v_outer, n_I=n_I, log_b0=log_b0, lgamma_a0=lgamma_a0, logdet_eye_K_c=logdet_eye_K_c, n_K=n_K, eye_K_c=eye_K_c, dim_u=dim_u, dim_v=dim_v, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -460,13 +466,14 @@ def _result(s, trace, converged, seconds, items=True):
     posterior['v.precision'] = v__precision
     posterior['E[value v]'] = s.E_v_value
     posterior['E[outer v]'] = s.E_v_outer
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'c': s.c, 'a0': s.a0, 'b0': s.b0}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'c': s.c, 'a0': s.a0, 'b0': s.b0}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.acc_y_1_threads, s.y, s.user, s.item, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
+    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.present_y, s.acc_y_1_threads, s.y, s.user, s.item, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
 
 
 def _update_tau(s, data_scale, expect=True):

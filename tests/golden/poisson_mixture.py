@@ -40,7 +40,7 @@ KLC_LOCALS = ('z',)  # KLC-CG's parameterised Z
 KLC_START = 'seeds'  # θ's default start: q(Z) after the seeded start's local step
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'data': ('n_K', 'x'), 'hyper': ('alpha', 'a', 'b'),
-    'known': ('lgamma1p_x', 'lgamma_sum_alpha', 'lgamma_alpha', 'log_b', 'lgamma_a'),
+    'known': ('present_x', 'lgamma1p_x', 'lgamma_sum_alpha', 'lgamma_alpha', 'log_b', 'lgamma_a'),
     'global': ('lam_pi_log', 'lam_rate_log', 'lam_rate_value'),
     'global_exp': ('E_pi_log', 'E_rate_log', 'E_rate_value'),
     'kept_local': ('E_z_onehot', 'lam_z_onehot'), 'item': ('seed_category', 'item_weight'),
@@ -60,9 +60,13 @@ SPEC = {
         'points': {"dim": 'N', "parent": None, "ragged": False},
     },
     "observed": {
-        'x': {"plates": ['points'], "support": 'count', "shape": [], "categories": None},
+        'x': {"plates": ['points'], "support": 'count', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+}
+MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
+    'x': {"family": 'Poisson', "data_plate": 'a', "why_not": None,
+        "terms": ((1.0, ('value',), 'a', (('E_rate_log', 'b'), ('E_z_onehot', 'ab'))), (-1.0, ('lgamma1p',), 'a', ()))},
 }
 
 
@@ -75,6 +79,7 @@ def update_z(
         E_pi_log,
         x,
         E_rate_log,
+        present_x,
         E_rate_value,
         E_z_onehot,
 ):
@@ -90,10 +95,10 @@ def update_z(
     if with_children:
         # from x ~ Poisson (poisson_mixture.cem:22:5)
         for t_g0 in range(n_K):
-            lam_z_onehot[i_points, t_g0] += x[i_points] * E_rate_log[t_g0]
+            lam_z_onehot[i_points, t_g0] += x[i_points] * E_rate_log[t_g0] * present_x[i_points]
         # from x ~ Poisson (poisson_mixture.cem:22:5)
         for t_g0 in range(n_K):
-            lam_z_onehot[i_points, t_g0] += -E_rate_value[t_g0]
+            lam_z_onehot[i_points, t_g0] += -E_rate_value[t_g0] * present_x[i_points]
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
@@ -112,6 +117,7 @@ def local_step(
         E_pi_log,
         x,
         E_rate_log,
+        present_x,
         E_rate_value,
         item_weight,
         lgamma1p_x,
@@ -140,24 +146,24 @@ def local_step(
             if 0 <= seed_category[i_points] < n_K:
                 E_z_onehot[i_points, seed_category[i_points]] = 1.0
         else:
-            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, E_rate_value, E_z_onehot)
+            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, present_x, E_rate_value, E_z_onehot)
         # acc_z_0[k] += q(z[points]=k)  (poisson_mixture.cem:21:5)
         for t_k in range(n_K):
             acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0] += x[points] · q(z[points]=g0)  (poisson_mixture.cem:22:5)
+        # acc_x_0[g0] += x[points] · q(z[points]=g0) · present(x[points])  (poisson_mixture.cem:22:5)
         for t_g0 in range(n_K):
-            acc_x_0_t[t_g0] += item_weight[i_points] * x[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0] += q(z[points]=g0)  (poisson_mixture.cem:22:5)
+            acc_x_0_t[t_g0] += item_weight[i_points] * x[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_1[g0] += q(z[points]=g0) · present(x[points])  (poisson_mixture.cem:22:5)
         for t_g0 in range(n_K):
-            acc_x_1_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+            acc_x_1_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
         # ELBO: local terms and local entropies
-        elbo += -lgamma1p_x[i_points]
+        elbo += -lgamma1p_x[i_points] * present_x[i_points]
         elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
     return elbo
 
 
 @njit(cache=True, nogil=True)
-def evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, E_rate_value):
+def evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, present_x, E_rate_value):
     """lam_z_onehot[row, c] = exp(λ_c − max_c λ_c), λ the messages to z from data and globals
     (every message but the integrated-out proportions'): the part of its conditional that
     stays fixed during a Gibbs or CVB0 step.
@@ -168,10 +174,10 @@ def evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, E_rate_valu
         lam_z_onehot[i_points, t_k] += E_pi_log[0, t_k]
     # from x ~ Poisson (poisson_mixture.cem:22:5)
     for t_g0 in range(n_K):
-        lam_z_onehot[i_points, t_g0] += x[i_points] * E_rate_log[t_g0]
+        lam_z_onehot[i_points, t_g0] += x[i_points] * E_rate_log[t_g0] * present_x[i_points]
     # from x ~ Poisson (poisson_mixture.cem:22:5)
     for t_g0 in range(n_K):
-        lam_z_onehot[i_points, t_g0] += -E_rate_value[t_g0]
+        lam_z_onehot[i_points, t_g0] += -E_rate_value[t_g0] * present_x[i_points]
     top = lam_z_onehot[i_points].max()
     for t_c in range(n_K):
         lam_z_onehot[i_points, t_c] = np.exp(lam_z_onehot[i_points, t_c] - top)
@@ -187,6 +193,7 @@ def local_step_gibbs(
         E_pi_log,
         x,
         E_rate_log,
+        present_x,
         E_rate_value,
         E_z_onehot,
         item_weight,
@@ -206,7 +213,7 @@ def local_step_gibbs(
     for position in range(items.shape[0]):
         i_points = items[position]
         # the fixed part of the conditional
-        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, E_rate_value)
+        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, present_x, E_rate_value)
         needed_z = 0
         needed_z += int(1.0 + 0.5)
         if needed_z > assign_z.shape[0]:
@@ -253,12 +260,12 @@ def local_step_gibbs(
         # acc_z_0[k] += q(z[points]=k)  (poisson_mixture.cem:21:5)
         for t_k in range(n_K):
             acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0] += x[points] · q(z[points]=g0)  (poisson_mixture.cem:22:5)
+        # acc_x_0[g0] += x[points] · q(z[points]=g0) · present(x[points])  (poisson_mixture.cem:22:5)
         for t_g0 in range(n_K):
-            acc_x_0[t_g0] += item_weight[i_points] * x[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0] += q(z[points]=g0)  (poisson_mixture.cem:22:5)
+            acc_x_0[t_g0] += item_weight[i_points] * x[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_1[g0] += q(z[points]=g0) · present(x[points])  (poisson_mixture.cem:22:5)
         for t_g0 in range(n_K):
-            acc_x_1[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+            acc_x_1[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
 @njit(cache=True, nogil=True)
@@ -271,6 +278,7 @@ def local_step_cvb0(
         E_pi_log,
         x,
         E_rate_log,
+        present_x,
         E_rate_value,
         E_z_onehot,
         item_weight,
@@ -289,7 +297,7 @@ def local_step_cvb0(
     for position in range(items.shape[0]):
         i_points = items[position]
         # the fixed part of the conditional
-        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, E_rate_value)
+        evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, present_x, E_rate_value)
         # start: each row given the ones before it
         total = 0.0
         for t_c in range(n_K):
@@ -301,12 +309,12 @@ def local_step_cvb0(
         # acc_z_0[k] += q(z[points]=k)  (poisson_mixture.cem:21:5)
         for t_k in range(n_K):
             acc_z_0[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0] += x[points] · q(z[points]=g0)  (poisson_mixture.cem:22:5)
+        # acc_x_0[g0] += x[points] · q(z[points]=g0) · present(x[points])  (poisson_mixture.cem:22:5)
         for t_g0 in range(n_K):
-            acc_x_0[t_g0] += item_weight[i_points] * x[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0] += q(z[points]=g0)  (poisson_mixture.cem:22:5)
+            acc_x_0[t_g0] += item_weight[i_points] * x[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_1[g0] += q(z[points]=g0) · present(x[points])  (poisson_mixture.cem:22:5)
         for t_g0 in range(n_K):
-            acc_x_1[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+            acc_x_1[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
@@ -451,6 +459,7 @@ def klc_stats(
         item_weight,
         n_K,
         x,
+        present_x,
         lgamma1p_x,
         acc_z_0_threads,
         acc_x_0_threads,
@@ -475,14 +484,14 @@ def klc_stats(
         # acc_z_0[k] += q(z[points]=k)  (poisson_mixture.cem:21:5)
         for t_k in range(n_K):
             acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0] += x[points] · q(z[points]=g0)  (poisson_mixture.cem:22:5)
+        # acc_x_0[g0] += x[points] · q(z[points]=g0) · present(x[points])  (poisson_mixture.cem:22:5)
         for t_g0 in range(n_K):
-            acc_x_0_t[t_g0] += item_weight[i_points] * x[i_points] * E_z_onehot[i_points, t_g0]
-        # acc_x_1[g0] += q(z[points]=g0)  (poisson_mixture.cem:22:5)
+            acc_x_0_t[t_g0] += item_weight[i_points] * x[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+        # acc_x_1[g0] += q(z[points]=g0) · present(x[points])  (poisson_mixture.cem:22:5)
         for t_g0 in range(n_K):
-            acc_x_1_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0]
+            acc_x_1_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
         # ELBO: local terms and local entropies
-        elbo += -lgamma1p_x[i_points]
+        elbo += -lgamma1p_x[i_points] * present_x[i_points]
         elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
     return elbo
 
@@ -501,6 +510,7 @@ def klc_gradient(
         E_pi_log,
         x,
         E_rate_log,
+        present_x,
         E_rate_value,
 ):
     """KLC gradients at θ, with the collapsed variables at q*(X) (klc_stats and the global updates
@@ -514,7 +524,7 @@ def klc_gradient(
         lam_z_onehot[i_points] = theta_z[i_points]
         rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
         # θ̂ = the mean-field target of q(z) given q*(X)
-        update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, E_rate_value, E_z_onehot)
+        update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, present_x, E_rate_value, E_z_onehot)
         natgrad_z[i_points] = lam_z_onehot[i_points] - theta_z[i_points]  # g̃ = θ̂ − θ
         # q(z) back to softmax(θ) for the other rows' targets
         lam_z_onehot[i_points] = theta_z[i_points]
@@ -534,7 +544,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
     """
     hypers = rt.check_hyper_names(hypers, ['alpha', 'a', 'b'])
-    bound = rt.bind_data(SPEC, data, dims)
+    bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_N = bound.dims['K'], bound.dims['N']
     # refuse before allocating more than the machine's memory
     rt.check_memory(bound, {(1, 'K'): 2, ('K',): 7, ('N', 'K'): 2, ('threads', 'K'): 3, ('N',): 3})
@@ -548,6 +558,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))
     log_b = np.log(b)  # log(b)
     lgamma_a = rt.gammaln(a)  # lgamma(a)
+    present_x = rt.present(bound, 'x')  # present(x[points])
     lgamma1p_x = rt.gammaln(x + 1.0)  # lgamma1p(x[points])
     # variational parameters (natural, coefficient form) and E[t]
     lam_pi_log, E_pi_log = (np.zeros((1, n_K)), np.zeros((1, n_K))) if share is None else (share.lam_pi_log, share.E_pi_log)
@@ -566,7 +577,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, x=x, E_rate_log=E_rate_log, E_rate_value=E_rate_value, item_weight=item_weight, lgamma1p_x=lgamma1p_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_pi_log=lam_pi_log, lam_rate_log=lam_rate_log, lam_rate_value=lam_rate_value, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, log_b=log_b, lgamma_a=lgamma_a, all_items=all_items)
+        return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, x=x, E_rate_log=E_rate_log, present_x=present_x, E_rate_value=E_rate_value, item_weight=item_weight, lgamma1p_x=lgamma1p_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_pi_log=lam_pi_log, lam_rate_log=lam_rate_log, lam_rate_value=lam_rate_value, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, log_b=log_b, lgamma_a=lgamma_a, all_items=all_items)
     # start every global at its prior
     update_pi(0.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
     update_rate(0.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, True, E_rate_log, E_rate_value, n_K)
@@ -576,11 +587,11 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     start = DEFAULT_START if start is None else start
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
-        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed)
+        seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed, bound.missing)
         acc_z_0[...] = 0.0
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
-        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, x, E_rate_log, E_rate_value, item_weight, lgamma1p_x, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads),))
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, x, E_rate_log, present_x, E_rate_value, item_weight, lgamma1p_x, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads),))
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
         update_rate(1.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, True, E_rate_log, E_rate_value, n_K)
     elif init is None and start == 'random':
@@ -590,7 +601,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_pi_log, E_pi_log, lam_rate_log, E_rate_log, lam_rate_value, E_rate_value, n_K)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, x=x, E_rate_log=E_rate_log, E_rate_value=E_rate_value, item_weight=item_weight, lgamma1p_x=lgamma1p_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_pi_log=lam_pi_log, lam_rate_log=lam_rate_log, lam_rate_value=lam_rate_value, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, log_b=log_b, lgamma_a=lgamma_a, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, x=x, E_rate_log=E_rate_log, present_x=present_x, E_rate_value=E_rate_value, item_weight=item_weight, lgamma1p_x=lgamma1p_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_pi_log=lam_pi_log, lam_rate_log=lam_rate_log, lam_rate_value=lam_rate_value, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, log_b=log_b, lgamma_a=lgamma_a, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -625,21 +636,22 @@ def _result(s, trace, converged, seconds, items=True):
         posterior['z.probs'] = z__probs
         posterior['E[onehot z]'] = s.E_z_onehot
         state['lam_z_onehot'] = s.lam_z_onehot
-    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'a': s.a, 'b': s.b}, state=state)
+    missing = rt.missing_posteriors(s, MISSING) if items else {}
+    return rt.FitResult(posterior=posterior, elbo=np.array(trace), iterations=len(trace), converged=converged, seconds=seconds, dims=dict(s.bound.dims), hypers={'alpha': s.alpha, 'a': s.a, 'b': s.b}, state=state, missing=missing)
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.x, s.E_rate_log, s.E_rate_value, s.item_weight, s.lgamma1p_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
+    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.x, s.E_rate_log, s.present_x, s.E_rate_value, s.item_weight, s.lgamma1p_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):
-    return local_step_gibbs(items, sweeps, burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.x, s.E_rate_log, s.E_rate_value, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1)
+    return local_step_gibbs(items, sweeps, burn_in, s.lam_z_onehot, s.n_K, s.E_pi_log, s.x, s.E_rate_log, s.present_x, s.E_rate_value, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1)
 
 
 def run_local_step_cvb0(s, items, max_local_iter, local_tol):
-    return local_step_cvb0(items, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.x, s.E_rate_log, s.E_rate_value, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1)
+    return local_step_cvb0(items, max_local_iter, local_tol, s.lam_z_onehot, s.n_K, s.E_pi_log, s.x, s.E_rate_log, s.present_x, s.E_rate_value, s.E_z_onehot, s.item_weight, s.acc_z_0, s.acc_x_0, s.acc_x_1)
 
 
 def _update_pi(s, data_scale, expect=True):
@@ -701,7 +713,7 @@ def _klc_bound(s, theta):
     s.acc_z_0[...] = 0.0
     s.acc_x_0[...] = 0.0
     s.acc_x_1[...] = 0.0
-    value = rt.run_shares(klc_stats, s.acc_z_0_threads.shape[0], (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.x, s.lgamma1p_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
+    value = rt.run_shares(klc_stats, s.acc_z_0_threads.shape[0], (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], s.item_weight, s.n_K, s.x, s.present_x, s.lgamma1p_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
     # the collapsed globals at their optimum given q(Z)
     update_pi(1.0, s.lam_pi_log, s.n_K, s.alpha, s.acc_z_0, True, s.E_pi_log)
     update_rate(1.0, s.lam_rate_log, s.lam_rate_value, s.a, s.b, s.acc_x_0, s.acc_x_1, True, s.E_rate_log, s.E_rate_value, s.n_K)
@@ -710,7 +722,7 @@ def _klc_bound(s, theta):
 
 def _klc_gradient(s, theta, natgrad, grad):
     """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
-    return rt.run_shares(klc_gradient, rt.thread_count(), (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.x, s.E_rate_log, s.E_rate_value,), ())
+    return rt.run_shares(klc_gradient, rt.thread_count(), (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.x, s.E_rate_log, s.present_x, s.E_rate_value,), ())
 
 
 def _klc_shapes(s):
