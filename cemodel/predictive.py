@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .augment_sticks import stick_variables, weights_of_sticks
 from .compiler import Stages, built_model
 from .distributions import JOINT, Q_NAMES, categorical_rows, numeric
 from .errors import CemError
@@ -239,6 +240,9 @@ def draw_q(world: World, post: Posterior, names: tuple[str, ...], draws: int,
             found = {block.mean.name: mean, block.precision.name: precision}
         else:
             found = {name: numeric(family, "draw").draw(rng, params, None)}
+        sticks = world.fitted.introduced_for(name)
+        if sticks is not None and sticks in stick_variables(world.fitted):
+            found = {sticks.of: weights_of_sticks(found[name])}  # the weights they break
         for member, value in found.items():
             want = _expected(world, member)
             if value.shape[1:] != want:

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
+from .augment_sticks import stick_variables
 from .distributions import NUMERIC, categorical_table_log, numeric
 from .forward import Evaluator, Scope, blocks, parents, references
 from .model import RVar
@@ -91,6 +92,7 @@ def exact_plan(world: World) -> ExactPlan | str:
     drawn = set(world.globals_)
     for block in world.fitted.blocks:
         drawn |= {block.mean.name, block.precision.name}
+    drawn |= {sticks.of for sticks in stick_variables(world.fitted)}  # drawn as the sticks
     local = [v for v in model.latents if v.name not in drawn]
     reads = {v.name: [r for a in v.args for r in references(a)] for v in model.variables}
     for var in model.observed:

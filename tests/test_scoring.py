@@ -46,6 +46,8 @@ def _data(name: str, seed: int) -> tuple[dict, dict]:
                             {}),
         "bernoulli_mixture": ({"x": rng.binomial(1, 0.3, (30, 4))}, {"K": 3}),
         "mixture_of_multinomials": ({"w": _corpus(rng)}, {"K": 3}),
+        "dp_gmm": ({"x": points}, {"K": 5}),
+        "dp_mixture_of_multinomials": ({"w": _corpus(rng)}, {"K": 5}),
         "lda": ({"w": _corpus(rng)}, {"K": 3}),
         "hmm": ({"x": [rng.integers(0, 4, n) for n in (9, 12, 7, 10)]}, {"K": 2}),
         "lds": ({"y": [rng.normal(size=(n, 3)) for n in (9, 12, 7, 10)]}, {}),

@@ -329,3 +329,19 @@ def test_learn_beta_param_solves_its_equation():
         a = learn_beta_param(b, e_log)
         assert digamma(a + b) - digamma(a) == pytest.approx(-e_log.mean(), rel=1e-10)
     assert learn_beta_param(1.0, e_log) == pytest.approx(1.0 / 0.5, rel=1e-14)
+
+
+def test_draws_of_the_sticks_break_into_weights_that_sum_to_one():
+    """The posterior predictive and held-out scores draw π from the sticks' q: π_k = v_k
+    Π_{j<k}(1 − v_j), the K-th stick 1; on average E[π] of the independent sticks."""
+    from cemodel.augment_sticks import weights_of_sticks
+
+    rng = np.random.default_rng(0)
+    a, b = np.array([3.0, 2.0, 5.0, 1.0]), np.array([4.0, 6.0, 1.5, 1.0])
+    v = rng.beta(a, b, size=(200_000, 4))
+    pi = weights_of_sticks(v)
+    np.testing.assert_allclose(pi.sum(axis=-1), 1.0, rtol=1e-12)
+    mean = a / (a + b)
+    expected = mean * np.concatenate(([1.0], np.cumprod(1.0 - mean[:-1])))
+    expected[-1] = np.prod(1.0 - mean[:-1])
+    np.testing.assert_allclose(pi.mean(axis=0), expected, atol=3e-3)
