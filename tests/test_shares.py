@@ -73,3 +73,18 @@ def test_an_error_in_a_threaded_share_reaches_the_caller(monkeypatch):
     assert run_shares(kernel, 2, (False,)) == 2.0
     with pytest.raises(FloatingPointError, match="share 1"):
         run_shares(kernel, 2, (True,))
+
+
+def test_the_faster_way_is_kept_and_the_other_tried_again(monkeypatch):
+    """Above the work threshold a kernel runs once each way, keeps the faster (by wall time)
+    and tries the other every PROBE_EVERY calls."""
+    monkeypatch.setattr(shares, "PARALLEL_SECONDS", 0.0)
+    record = shares._Record()
+    ways = []
+    for _ in range(40):
+        threads = record.threads()
+        ways.append(threads)
+        record.add(threads, 1.0 if threads else 2.0, 1.0)  # threads twice as fast
+    assert ways[:3] == [False, True, False]
+    later = ways[3:]
+    assert sum(later) == len(later) - sum(1 for c in range(3, 40) if c % shares.PROBE_EVERY == 0)

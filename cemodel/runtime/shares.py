@@ -10,11 +10,14 @@ when the fit was prepared, ``--threads``).
 
 Threads pay for themselves only when a call holds enough work: handing a share to another
 thread costs tens of microseconds, and on a busy machine the second core may not be free.
-Each kernel's shares run in threads only when its previous call took at least
-``PARALLEL_SECONDS`` of work (the sum of its shares' times); a first call runs serially
-(and compiles the kernel in the calling thread). numba's own parallel loops are not used:
-their compile doubles a model's first fit, and their worker threads spin whatever the
-work (9× slower than one thread on a 200-point mixture beside a busy process).
+So each kernel chooses by measurement. Its first call runs serially (and compiles the
+kernel in the calling thread); below ``PARALLEL_SECONDS`` of work (the sum of its shares'
+times) it stays serial; above, it runs once each way and then keeps whichever took less wall
+time (a running average per way), trying the other way again every ``PROBE_EVERY`` calls, so
+that a machine that becomes busy (or idle) is followed. The numbers are the same either way.
+numba's own parallel loops are not used: their compile doubles a model's first fit, and
+their worker threads spin whatever the work (9× slower than one thread on a 200-point
+mixture beside a busy process).
 """
 
 from __future__ import annotations
@@ -25,10 +28,39 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-# a call's work (seconds, summed over its shares) from which its next call runs in threads
+# a call's work (seconds, summed over its shares) from which threads are tried
 PARALLEL_SECONDS = 1e-3
+PROBE_EVERY = 16  # calls between two tries of the way not taken
+AVERAGE = 0.3  # weight of the newest call in a way's running average of wall seconds
 
-_work: dict[Callable, float] = {}  # kernel -> the work of its last call (seconds)
+
+class _Record:
+    """A kernel's last work and the running average of its wall time per way."""
+
+    def __init__(self) -> None:
+        self.work = 0.0
+        self.wall: dict[bool, float] = {}  # in threads? -> seconds
+        self.calls = 0
+
+    def threads(self) -> bool:
+        if self.calls == 0 or self.work < PARALLEL_SECONDS:  # the first call compiles
+            return False
+        for way in (True, False):
+            if way not in self.wall:
+                return way
+        best = self.wall[True] < self.wall[False]
+        return (not best) if self.calls % PROBE_EVERY == 0 else best
+
+    def add(self, threads: bool, wall: float, work: float) -> None:
+        self.calls += 1
+        self.work = work
+        if self.calls == 1:  # the first call's time is mostly compiling
+            return
+        old = self.wall.get(threads)
+        self.wall[threads] = wall if old is None else (1 - AVERAGE) * old + AVERAGE * wall
+
+
+_records: dict[Callable, _Record] = {}
 _pool: dict[int, ThreadPoolExecutor] = {}  # one pool, by its width
 
 
@@ -36,12 +68,15 @@ def run_shares(kernel: Callable, n_shares: int, args: tuple,
                sums: Sequence[tuple[np.ndarray, np.ndarray]] = ()) -> float:
     """``kernel(t, n_shares, *args)`` for every share t; then ``total += per_share[t]``
     for each (total, per_share) of ``sums`` and the kernel's values added, in share order."""
-    if n_shares > 1 and _work.get(kernel, 0.0) >= PARALLEL_SECONDS:
+    record = _records.setdefault(kernel, _Record())
+    threads = n_shares > 1 and record.threads()
+    clock = time.perf_counter()
+    if threads:
         values, seconds = _in_threads(kernel, n_shares, args)
     else:
         done = [_timed(kernel, t, n_shares, args) for t in range(n_shares)]
         values, seconds = [v for v, _ in done], [s for _, s in done]
-    _work[kernel] = sum(seconds)
+    record.add(threads, time.perf_counter() - clock, sum(seconds))
     for total, per_share in sums:
         for t in range(n_shares):
             total += per_share[t]
