@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .augment_sticks import stick_variables, weights_of_sticks
 from .errors import CemError
 from .latents import (
     DISCRETE_LIMIT,
@@ -185,9 +186,13 @@ def to_inference_data(plan: InferencePlan, spec: Mapping[str, Any], result: Any,
     rng = np.random.default_rng(seed)
     attrs = {"inference_library": "cemodel", **meta,
              "draws_seed": "none" if seed is None else int(seed)}
+    posterior = posterior_draws(factors, int(draws), rng, discrete_locals)
+    for sticks in stick_variables(model):  # the weights the drawn sticks break into
+        if sticks.name in posterior:
+            dims, value = posterior[sticks.name]
+            posterior[sticks.of] = (dims, weights_of_sticks(value))
     groups = {
-        "posterior": _dataset(xr, posterior_draws(factors, int(draws), rng, discrete_locals),
-                              coords, attrs),
+        "posterior": _dataset(xr, posterior, coords, attrs),
         "sample_stats": _dataset(xr, {"elbo": (("iteration",), np.asarray(result.elbo))},
                                  coords, {}),
         "variational": _dataset(xr, {**named_arrays(model, result.posterior, sizes),

@@ -240,3 +240,14 @@ def test_an_out_of_core_fit_exports_its_globals(tmp_path):
     posterior = fit.to_arviz(draws=10, seed=0).posterior
     assert "beta" in posterior and "theta" not in posterior  # one minibatch's locals: none
     assert "theta[0, 0]" not in fit.summary().index
+
+
+def test_stick_breaking_weights_are_drawn_with_their_sticks():
+    """The posterior holds the weights π that the drawn sticks break into, on the sticks'
+    axes (cemodel fits the sticks; π is the model file's variable)."""
+    _, _, fit = _fit("dp_gmm")
+    idata = fit.to_arviz(draws=30, seed=0)
+    pi, sticks = idata.posterior["pi"], idata.posterior["pi_sticks"]
+    assert pi.dims == sticks.dims
+    np.testing.assert_allclose(pi.sum(pi.dims[-1]), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(pi.values[..., 0], sticks.values[..., 0])  # π_1 = v_1
