@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .augment_sticks import stick_variables, weights_of_sticks
+from .augment_sticks import stick_variables
 from .errors import CemError
 from .latents import (
     DISCRETE_LIMIT,
@@ -42,6 +42,7 @@ from .model import Model
 from .options import check_options
 from .plan import InferencePlan
 from .posterior import draw
+from .runtime.sticks import weights_of_sticks
 
 EXTRA_HINT = "pip install 'cemodel[arviz]' (arviz, xarray and h5netcdf)"
 

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
 from .errors import CemConjugacyError, CemModelError, Span
 from .model import (
     Introduced,
@@ -180,12 +178,3 @@ def stick_variables(model: Model) -> tuple[Introduced, ...]:
             read |= {a.name for a in expr.args if isinstance(a, RVar)}
         pending += sub_exprs(expr)
     return tuple(i for i in model.introduced if i.name in read)
-
-
-def weights_of_sticks(sticks: np.ndarray) -> np.ndarray:
-    """π_k = v_k Π_{j<k} (1 − v_j) along the last axis, the K-th stick taken as 1 (draws of
-    the sticks to draws of the weights they break)."""
-    v = np.array(sticks, dtype=float)
-    v[..., -1] = 1.0
-    rest = np.cumprod(1.0 - v[..., :-1], axis=-1)
-    return v * np.concatenate((np.ones(v.shape[:-1] + (1,)), rest), axis=-1)

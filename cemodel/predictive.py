@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .augment_sticks import stick_variables, weights_of_sticks
+from .augment_sticks import stick_variables
 from .compiler import Stages, built_model
 from .distributions import JOINT, Q_NAMES, categorical_rows, numeric
 from .errors import CemError
@@ -37,6 +37,7 @@ from .forward import Evaluator, Layout, Scope, blocks, in_order
 from .model import Model as ModelIR
 from .options import check_options
 from .runtime.binding import bind_data
+from .runtime.sticks import weights_of_sticks
 
 Array = np.ndarray
 

@@ -334,7 +334,7 @@ def test_learn_beta_param_solves_its_equation():
 def test_draws_of_the_sticks_break_into_weights_that_sum_to_one():
     """The posterior predictive and held-out scores draw π from the sticks' q: π_k = v_k
     Π_{j<k}(1 − v_j), the K-th stick 1; on average E[π] of the independent sticks."""
-    from cemodel.augment_sticks import weights_of_sticks
+    from cemodel.runtime.sticks import weights_of_sticks
 
     rng = np.random.default_rng(0)
     a, b = np.array([3.0, 2.0, 5.0, 1.0]), np.array([4.0, 6.0, 1.5, 1.0])

@@ -19,12 +19,19 @@ def stick_components(a: np.ndarray, b: np.ndarray, alpha: float) -> dict[str, ob
     used     the number of components with N_k ≥ max(1, USED_SHARE · Σ_k N_k)
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    mean = a / (a + b)
-    mean[-1] = 1.0
-    weights = mean * np.concatenate(([1.0], np.cumprod(1.0 - mean[:-1])))
+    weights = weights_of_sticks(a / (a + b))
     counts = a - 1.0
     counts[-1] = b[-2] - alpha if len(b) > 1 else np.nan
     counts = np.maximum(counts, 0.0)  # (round-off of a sum of probabilities)
     total = float(np.nansum(counts))
     used = int(np.sum(counts >= max(1.0, USED_SHARE * total))) if len(b) > 1 else 1
     return {"weights": weights, "counts": counts, "components_used": used}
+
+
+def weights_of_sticks(sticks: np.ndarray) -> np.ndarray:
+    """π_k = v_k Π_{j<k} (1 − v_j) along the last axis, the K-th stick taken as 1: of the
+    sticks' means, E[π] (the sticks are independent); of draws of the sticks, draws of π."""
+    v = np.array(sticks, dtype=float)
+    v[..., -1] = 1.0
+    rest = np.cumprod(1.0 - v[..., :-1], axis=-1)
+    return v * np.concatenate((np.ones(v.shape[:-1] + (1,)), rest), axis=-1)
