@@ -326,10 +326,10 @@ def compile_stages(stages: Stages) -> ModuleType:
     in memory that is not kept, never the fit."""
     generated = _generated(stages)
     name = stages.model.name
-    kernels_text = generated.kernels_text()
-    kernels = _cache_path(f"{name}_kernels", kernels_text)
+    kernels_text, runtime = generated.kernels_text(), runtime_fingerprint()
+    kernels = _cache_path(f"{name}_kernels", kernels_text, runtime)
     source = generated.text_importing(_module_name(kernels))
-    target = _cache_path(name, source)
+    target = _cache_path(name, source, runtime)
     try:
         for path, text in ((kernels, kernels_text), (target, source)):
             if not path.exists():
@@ -340,14 +340,15 @@ def compile_stages(stages: Stages) -> ModuleType:
             f"the kernel cache {cache_dir()} cannot be used ({exc.reason}): compiling in "
             "memory, nothing is kept for the next run (set CEMODEL_CACHE to a writable "
             "directory)"), stacklevel=2)
-        return import_in_memory(_cache_path(name, generated.text), generated.text)
+        return import_in_memory(_cache_path(name, generated.text, runtime), generated.text)
     import_generated(kernels)  # first: the model's module imports its kernels by name
     return import_generated(target)
 
 
-def _cache_path(stem: str, source: str) -> Path:
-    """A generated file in the kernel cache, named by its content and the runtime's."""
-    digest = hashlib.sha256((source + runtime_fingerprint()).encode()).hexdigest()[:16]
+def _cache_path(stem: str, source: str, runtime: str) -> Path:
+    """A generated file in the kernel cache, named by its content and the runtime's
+    (``runtime_fingerprint``)."""
+    digest = hashlib.sha256((source + runtime).encode()).hexdigest()[:16]
     return cache_dir() / f"{stem}_{digest}.py"
 
 
