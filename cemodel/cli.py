@@ -205,6 +205,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--learning-rate", choices=("decay", "adaptive"), default=None,
                    help="svi, ssvi-a, svi-avg: 'decay' (s·(t + tau)^-kappa) or 'adaptive' "
                    "(Ranganath et al. 2013, no schedule); default: decay")
+    p.add_argument("--average", action=argparse.BooleanOptionalAction, default=None,
+                   help="svi, svi+, ssvi-a, ssvi: report the average of the last half's "
+                   "iterates (default: ssvi-a on a small data set only)")
     _option(p, "effective_batch_size", None, "svi+: the effective batch size M <= |S|")
     p.add_argument("--learn", default=None, metavar="HYPER,...",
                    help="hyperparameters to set by empirical Bayes (e.g. alpha,eta); "
@@ -412,6 +415,7 @@ def cmd_fit(args) -> int:
         options = dict(epochs=args.epochs, batch_size=args.batch_size, kappa=args.kappa,
                        tau=args.tau, step_scale=args.step_scale, seed=args.seed,
                        learning_rate=args.learning_rate,
+                       **({} if args.average is None else {"average": args.average}),
                        callback=progress, ramp=args.ramp, **extra,
                        effective_batch_size=args.effective_batch_size
                        if args.method == "svi+" else None)

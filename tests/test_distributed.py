@@ -110,8 +110,10 @@ def test_lda_stochastic_methods_follow_the_one_process_trajectory(client, lda, m
     expected = DRIVERS[method].run(lda.module, data, **options)
     got = cd.fit(lda, data, method=method, client=client, **options)
     _assert_same(got, expected)
-    # 5 minibatch steps and one full-data evaluation per epoch, each split in at most 2 tasks
-    assert 3 * 6 <= got.notes["dask_tasks"] <= 2 * 3 * 6
+    # 5 minibatch steps and one full-data evaluation per epoch, each split in at most 2 tasks;
+    # SSVI-A (a small data set: averaged iterates) evaluates the average once more
+    more = 1 if "averaged_steps" in got.notes else 0
+    assert 3 * 6 + more <= got.notes["dask_tasks"] <= 2 * (3 * 6 + more)
 
 
 def test_gmm_svi_with_the_default_client(client, gmm):

@@ -416,7 +416,9 @@ NORMAL_MEAN = (P0 * M0 + TAU * NORMAL_X.sum()) / NORMAL_PRECISION
 
 def test_ssvi_a_ends_near_the_posterior():
     result = DRIVERS["ssvi-a"].run(BetaBernoulli(), {"x": X}, epochs=40, batch_size=6, seed=2)
-    assert len(result.elbo) == 40 and "shortened_steps" not in result.notes
+    # a small data set: the last half's iterates averaged, and the ELBO at their average last
+    assert len(result.elbo) == 41 and "shortened_steps" not in result.notes
+    assert result.notes["averaged_steps"] == 20 * -(-N // 6)
     assert abs(_mean(result) - POST_MEAN) < 0.02
 
 
@@ -503,7 +505,12 @@ def test_ssvi_a_without_a_local_is_svi():
     read it: λ, the ELBO trace and the minibatches are SVI's."""
     options = {"epochs": 4, "batch_size": 7, "seed": 5}
     svi = DRIVERS["svi"].run(BetaBernoulli(), {"x": X}, **options)
-    _assert_same_fit(DRIVERS["ssvi-a"].run(BetaBernoulli(), {"x": X}, **options), svi)
+    _assert_same_fit(DRIVERS["ssvi-a"].run(BetaBernoulli(), {"x": X}, average=False,
+                                           **options), svi)
+    # on a small data set SSVI-A averages its iterates by default (as svi-avg does)
+    averaged = DRIVERS["svi"].run(BetaBernoulli(), {"x": X}, average=True, **options)
+    assert averaged.notes["averaged_steps"] == 2 * -(-N // 7)
+    _assert_same_fit(DRIVERS["ssvi-a"].run(BetaBernoulli(), {"x": X}, **options), averaged)
 
 
 # -- a model with no global variable ----------------------------------------------------------
@@ -523,7 +530,8 @@ def test_without_a_global_every_method_is_per_item_mean_field(method):
                                atol=1e-12)
     log_evidence = betabinom.logpmf(Y, M, A, B).sum()
     np.testing.assert_allclose(result.elbo, log_evidence, rtol=0.0, atol=1e-10)
-    assert len(result.elbo) == (2 if method == "mf" else 3)
+    # mf: two sweeps; stochastic: an ELBO per epoch, and one at the average where averaged
+    assert len(result.elbo) == (2 if method == "mf" else 3 + ("averaged_steps" in result.notes))
 
 
 # -- the registry and the options -------------------------------------------------------------

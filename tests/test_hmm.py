@@ -13,6 +13,7 @@ from cemodel.compiler import compile_stages, run_stages
 from cemodel.errors import CemDataError, CemModelError
 from cemodel.runtime.chain import chain_posterior
 
+from .conftest import STDLIB
 from .helpers import never_decreases
 
 
@@ -92,6 +93,47 @@ def test_mf_recovers_the_transition_matrix(hmm, sequences):
     A = best["A.alpha"] / best["A.alpha"].sum(1, keepdims=True)
     np.testing.assert_allclose(A[np.ix_(order, order)], TRUE_A, atol=0.05)
     np.testing.assert_allclose(phi[order], TRUE_PHI, atol=0.05)
+
+
+def _forward_backward(log_emission, log_first, log_pair):
+    """q(z_t = k) of one chain, scaled forward–backward in numpy."""
+    n, k = log_emission.shape
+    emission = np.exp(log_emission - log_emission.max(1, keepdims=True))
+    first, pair = np.exp(log_first - log_first.max()), np.exp(log_pair - log_pair.max())
+    forward, backward = np.zeros((n, k)), np.ones((n, k))
+    forward[0] = first * emission[0]
+    forward[0] /= forward[0].sum()
+    for t in range(1, n):
+        forward[t] = (forward[t - 1] @ pair) * emission[t]
+        forward[t] /= forward[t].sum()
+    for t in range(n - 2, -1, -1):
+        backward[t] = pair @ (emission[t + 1] * backward[t + 1])
+        backward[t] /= backward[t].sum()
+    q = forward * backward
+    return q / q.sum(1, keepdims=True)
+
+
+def test_the_smoothed_state_probabilities_are_forward_backward_of_the_fit(sequences):
+    """model.smoothed_states gives a MarkovChain's q(z_t = k) per sequence: forward–backward
+    under exp E[log π0], exp E[log A], exp E[log φ] of the fit, and the true states (ARI)."""
+    from sklearn.metrics import adjusted_rand_score
+
+    import cemodel
+
+    model = cemodel.Model(STDLIB / "hmm.cem", K=3)
+    x, z = sequences
+    fit = max((model.fit({"x": x}, dims={"V": 6}, max_iter=300, seed=seed)
+               for seed in range(3)), key=lambda r: r.elbo[-1])
+    found = model.smoothed_states({"x": x[:5]}, fit)["z"].probs
+    assert [p.shape for p in found] == [(len(seq), 3) for seq in x[:5]]
+    e_log_pi0 = fit["E[log pi0]"]
+    e_log_a, e_log_phi = fit["E[log A]"], fit["E[log phi]"]
+    for probs, seq in zip(found, x[:5], strict=True):
+        expected = _forward_backward(e_log_phi[:, seq].T, e_log_pi0, e_log_a)
+        np.testing.assert_allclose(probs, expected, rtol=0, atol=1e-10)
+    every = model.smoothed_states({"x": x}, fit)["z"].probs
+    states = np.concatenate([p.argmax(1) for p in every])
+    assert adjusted_rand_score(np.concatenate(z), states) >= 0.6
 
 
 def test_the_local_step_is_the_exact_chain_posterior(hmm, sequences):

@@ -30,6 +30,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from sklearn.metrics import adjusted_rand_score
 
+from cemodel.chains import smoothed_states
 from cemodel.check import check_report
 from cemodel.compiler import compile_model, run_stages
 from cemodel.runtime.driver import ElboDecreaseWarning
@@ -38,6 +39,10 @@ from cemodel.runtime.drivers import DRIVERS
 from .tools.randmodels import RandomModel, assemble, random_models
 
 LONG = int(os.environ.get("CEMODEL_RANDOM_MODELS", "0"))
+# CEMODEL_RANDOM_SHARD=i/n: this process checks the i-th of every n generated models (one
+# process per core; the models generated are the same in every shard)
+SHARD, SHARDS = (int(x) for x in os.environ.get("CEMODEL_RANDOM_SHARD", "0/1").split("/"))
+GENERATED = Counter()
 SOURCES = Path(os.environ["CEMODEL_CACHE"]) / "random_models"
 MODULES: dict[str, object] = {}
 TALLY: Counter = Counter()
@@ -93,7 +98,11 @@ def _parameters(result) -> dict:
 def _check_mf(module, model, data):
     with warnings.catch_warnings():
         warnings.simplefilter("error", ElboDecreaseWarning)
-        mf = _run(module, model, data, "mf", max_iter=3000, tol=1e-15)
+        # tol=0: on until the ELBO stops changing at all. Where MF converges linearly (mixtures,
+        # chains) a relative ELBO change of 1e-15 is reached with parameters still moving by
+        # ~1e-7 per sweep (the ELBO is flat to second order there), which is not yet the fixed
+        # point this checks
+        mf = _run(module, model, data, "mf", max_iter=3000, tol=0.0)
         again = _run(module, model, data, "mf", init=mf.state, max_iter=1)
     trace = np.asarray(mf.elbo)
     assert np.all(np.diff(trace) >= -np.maximum(1e-9 * np.abs(trace[:-1]), 1e-5)), trace
@@ -104,9 +113,20 @@ def _check_mf(module, model, data):
     return mf
 
 
+def _assignments(module, stages, model: RandomModel, data, fit) -> np.ndarray:
+    """The most probable component of every item (a mixture) or step (a chain: from the
+    smoothed state probabilities, which a fit does not keep)."""
+    if model.kind == "chain":
+        chain = smoothed_states(module, stages.model, data, fit)[model.assignment]
+        return np.concatenate([p.argmax(1) for p in chain.probs])
+    probs = np.asarray(fit[f"{model.assignment}.probs"])
+    return probs.reshape(len(probs), -1).argmax(1)
+
+
 def check_model(model: RandomModel) -> None:
     module = _module(model)
-    check_report(run_stages(model.source, "rm.cem").plan)
+    stages = run_stages(model.source, "rm.cem")
+    check_report(stages.plan)
     data, labels = model.sample()
     mf = _check_mf(module, model, data)
     listed = [m for m, why in module.METHODS.items() if why.startswith("yes") and m != "mf"]
@@ -131,8 +151,7 @@ def check_model(model: RandomModel) -> None:
     else:
         for name, fit in fits.items():
             if "/" not in name:
-                ari = adjusted_rand_score(labels, np.asarray(fit[f"{model.assignment}.probs"])
-                                          .reshape(len(labels), -1).argmax(1))
+                ari = adjusted_rand_score(labels, _assignments(module, stages, model, data, fit))
                 assert ari >= 0.9, (name, ari)
     TALLY["models"] += 1
     TALLY["methods"] += len(fits)
@@ -149,8 +168,6 @@ KNOWN = {
         "ragged set of readings) ends at 1.39 against MF's 2.02, 3.1 of MF's posterior sds "
         "away (SVI and SVI+ are within 3): SSVI-A's fixed point is not MF's where a global "
         "is coupled to a local (issue 18, finding 3 saw the same on a hierarchy)",
-    14: "a MarkovChain fit's result holds no q(z) (no 'z.probs' under any method), so the "
-        "states' ARI cannot be read from the fit",
 }
 
 
@@ -172,6 +189,9 @@ def test_a_generated_model_runs_every_listed_method_to_mf_quality(model):
 @example(CI_MODELS[0])
 def test_random_models_long_run(model):
     """Every failure is recorded (and printed) and the run goes on; the tally fails at the end."""
+    GENERATED["examples"] += 1
+    if GENERATED["examples"] % SHARDS != SHARD:
+        return
     try:
         check_model(model)
     except Exception as exc:  # noqa: BLE001 - recorded, reported by the tally

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ from ..source import ItemSource, item_source
 from ..special import blend
 from ..ssvi import SSVI_FAMILIES, in_domain, ssvi_blend
 from .adaptive import AdaptiveRate
+from .averaging import Average
 from .interface import (
     Global,
     ModelInterface,
@@ -39,6 +40,16 @@ from .interface import (
     check_possible,
     kept_locals,
     zero_statistics,
+)
+from .schedule import (  # noqa: F401 - the schedule's names, read as svi.* by callers
+    KAPPA,
+    MIN_EPOCHS,
+    START_WEIGHT,
+    TAU,
+    default_epochs,
+    small_data_defaults,
+    steps_per_epoch,
+    warmup_steps,
 )
 
 
@@ -73,6 +84,8 @@ class Options:
     apply_v: bool = False
     control_variate: bool = False
     learning_rate: str | None = None  # 'decay' (None): ρ_t = s(t + τ)^−κ; 'adaptive': Ranganath
+    # report the Polyak–Ruppert average of the last half's iterates (None: small_data_defaults)
+    average: bool | None = None
 
 
 @dataclass
@@ -127,6 +140,7 @@ def begin(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None
     n_total = len(s.all_items) if source is None else source.n_items
     o.batch_size = n_total if o.batch_size is None else min(int(o.batch_size), n_total)
     small_data_defaults(o, n_total)
+    _check_averaging(o)
     run = Run(model, s, o, source, n_total, np.random.default_rng([o.seed, 1]),
               np.random.default_rng([o.seed, 2]), np.random.default_rng([o.seed, 3]))
     if o.apply_v:  # the draws behind β that V(β, λ) needs; SVI's steps first
@@ -137,83 +151,6 @@ def begin(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None
     if o.learning_rate == "adaptive":
         _start_rates(run)
     return run
-
-
-# the decaying schedule's defaults, and on a small data set: κ, τ and the fewest steps
-KAPPA, TAU = 0.7, 10.0
-SMALL_KAPPA, SMALL_TAU, SMALL_STEPS = 0.5, 1.0, 1000
-
-
-def small_data_defaults(o: Options, n_total: int) -> None:
-    """κ, τ and epochs where left at None. A data set is small when the default schedule
-    needs more than MIN_EPOCHS epochs to forget its start (an epoch of fewer than ~10 steps).
-    There ρ_t = (t + 10)^−0.7 sums to too little for a hierarchy's slow mode (issue 18,
-    finding 3: on eight schools its precision, once small, recovers by a little each step;
-    after 92, 1,000 and 3,000 steps E[τ] was 2.2, 1.8 and 1.3 MF sds below MF's), so the
-    default is ρ_t = (t + 1)^−0.5, whose sum grows like 2√T, for at least 1,000 steps (500
-    were short: 0.7 sds). Not SSVI: V's noise grows with ρ (a Normal global's precision ended
-    37% above the exact posterior's, against within 15%). Elsewhere κ = 0.7, τ = 10 and
-    default_epochs."""
-    if (o.learning_rate != "adaptive" and o.kappa is None and o.tau is None
-            and not o.apply_v):
-        small = default_epochs(replace(o, kappa=KAPPA, tau=TAU), n_total) > MIN_EPOCHS
-        if small:
-            o.kappa, o.tau = SMALL_KAPPA, SMALL_TAU
-            if o.epochs is None:
-                per_epoch = steps_per_epoch(n_total, o.batch_size)
-                o.epochs = max(default_epochs(o, n_total), -(-SMALL_STEPS // per_epoch))
-    o.kappa = KAPPA if o.kappa is None else o.kappa
-    o.tau = TAU if o.tau is None else o.tau
-    o.learning_rate = o.learning_rate or "decay"
-    if o.epochs is None:
-        o.epochs = default_epochs(o, n_total)
-
-
-# default_epochs: the start's weight ∏(1 − ρ_t) left in λ when the fit ends, and the bounds
-START_WEIGHT, MIN_EPOCHS, MAX_EPOCHS = 1e-3, 10, 200
-# warmup_steps: SSVI samples β once the start holds less than this of λ
-SAMPLE_WEIGHT = 0.1
-
-
-def _forgetting_steps(o: Options, weight: float, most: int) -> int:
-    """The number of steps after which the start's weight ∏_{t≤T}(1 − ρ_t) in λ_T =
-    Σ_t ρ_t ∏_{u>t}(1 − ρ_u) λ̂_t + ∏_t(1 − ρ_t) λ_0 is below ``weight`` (at most ``most``)."""
-    log_weight, steps = 0.0, 0
-    while log_weight > np.log(weight) and steps < most:
-        steps += 1
-        rho = o.step_scale * (steps + o.tau) ** (-o.kappa)
-        if rho >= 1.0:  # the start is forgotten at once
-            break
-        log_weight += np.log1p(-rho)
-    return steps
-
-
-def steps_per_epoch(n_total: int, batch_size: int) -> int:
-    """Minibatches in an epoch: the last one may be short; one for an empty data set."""
-    return -(-n_total // batch_size) if n_total else 1
-
-
-def default_epochs(o: Options, n_total: int) -> int:
-    """At least 10 epochs, and enough steps that λ_T keeps less than 1e-3 of its start λ_0
-    (at most 200 epochs). Ten epochs of a large data set are thousands of steps; of 300 items
-    in batches of 256 they are 20, after which λ is still 9% its start (ρ_t = (t + 10)^−0.7),
-    and SVI ends short of MF's optimum."""
-    per_epoch = steps_per_epoch(n_total, o.batch_size)
-    steps = _forgetting_steps(o, START_WEIGHT, MAX_EPOCHS * per_epoch)
-    return max(MIN_EPOCHS, min(MAX_EPOCHS, -(-steps // per_epoch)))
-
-
-def warmup_steps(o: Options, most: int = 10 ** 6) -> int:
-    """SSVI's first steps are SVI's (the local step sees E[t(β)], V = I): at least one, and
-    every step before which the start still holds SAMPLE_WEIGHT = 10% of λ (16 steps with
-    ρ_t = (t + 10)^−0.7). The start (a mixture's: each component's q from one seed item and
-    the vague prior) is far wider than the posterior; β drawn from it sends the local step
-    anywhere (a 2-D mixture's components merged), and V's noise grows with the distance from
-    the fixed point. Measured on a 2-D three-component gmm.cem, 10 seeds from the default
-    start: within 1% of MF's ELBO in 3 with one SSVI-A step first (the rule before), 2 with
-    16 SSVI-A steps (draws, V = I), 3 with 3 SVI steps, 7 with 6, 10 with 12, 16 and 24. At
-    most ``most`` (the fit's steps)."""
-    return max(1, _forgetting_steps(o, SAMPLE_WEIGHT, most))
 
 
 def minibatches(run: Run, epoch: int) -> Iterator[tuple[np.ndarray, int]]:
@@ -227,6 +164,15 @@ def minibatches(run: Run, epoch: int) -> Iterator[tuple[np.ndarray, int]]:
         yield order[start:start + run.o.batch_size], start
 
 
+def _check_averaging(o: Options) -> None:
+    """An averaged fit runs all its epochs: its answer is the average of the last half's."""
+    if o.tol is not None and o.average:
+        raise errors.CemDataError(
+            "tol: not available with averaged iterates (the fit runs all its epochs and "
+            "reports the average of the last half's); SSVI-A averages by default on a small "
+            "data set", hint="average=False, or no tol")
+
+
 def _check_options(model: ModelInterface, o: Options) -> None:
     """What the model cannot do is refused with the reason, never ignored."""
     if model.DATA_PLATE is None:
@@ -236,7 +182,7 @@ def _check_options(model: ModelInterface, o: Options) -> None:
     if o.apply_v or o.control_variate:
         rt.check_applies("method", "ssvi", model.METHODS)
     values = {f.name: getattr(o, f.name) for f in fields(o)}
-    for name in ("tol", "kappa", "tau", "learning_rate"):  # None: no early stop; the defaults
+    for name in ("tol", "kappa", "tau", "learning_rate", "average"):  # None: no early stop;
         if values[name] is None:
             del values[name]
     if o.epochs is None:  # default_epochs, once the number of items is known
@@ -272,8 +218,9 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
     stop = None if o.tol is None or not o.evaluate else rt.NoisyStop(o.window, o.patience,
                                                                      o.tol)
     first = 0
+    average = Average(run) if o.average else None
     if resume is not None:  # continue the same trajectory: state, counters and random streams
-        first, converged = _resume(run, resume)
+        first, converged = _resume(run, resume, average)
         if stop is not None:  # the stopping rule where it was: it reads the whole trace
             for value in run.trace:
                 stop.update(value)
@@ -283,6 +230,8 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
     for epoch in range(first, first if converged else o.epochs):
         for batch, start in minibatches(run, epoch):
             step(run, batch, start, epoch)
+            if average is not None and epoch >= average.first:
+                average.add()
         if o.on_epoch is not None:
             paused = time.perf_counter()
             o.on_epoch(epoch, model._result(run.s, run.trace, False, paused - clock,
@@ -299,22 +248,28 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
                 **({"shortened": run.shortened} if _v_applies(model)
                    or o.effective_batch_size is not None else {}),
                 streams=[g.bit_generator.state for g in (run.rng, run.noise, run.sampler)],
-                converged=converged)
+                converged=converged,
+                **({"average": average.progress()} if average is not None else {}))
         if converged:
             break
     if o.checkpoint is not None:
         remove_stale_temporaries(o.checkpoint)
+    if average is not None:  # λ ← λ̄, its expectations, and the ELBO there
+        average.put()
+        record_epoch(run, o.epochs, time.perf_counter() - clock, "the average of the iterates")
     result = model._result(run.s, run.trace, converged, time.perf_counter() - clock,
                            items=run.source is None)
     if o.apply_v or o.effective_batch_size is not None:  # rows whose step was shortened
         result.notes["shortened_steps"] = run.shortened
+    if average is not None:
+        result.notes["averaged_steps"] = average.count
     return result
 
 
-def _resume(run: Run, path: Any) -> tuple[int, bool]:
+def _resume(run: Run, path: Any, average: Average | None) -> tuple[int, bool]:
     """Put ``run`` where the checkpoint ``path`` left it (state, trace, step counter, random
-    streams); returns its next epoch and whether the fit had stopped (an old checkpoint has
-    no "converged": it had not)."""
+    streams, the running average); returns its next epoch and whether the fit had stopped
+    (an old checkpoint has no "converged": it had not)."""
     progress = rt.load_checkpoint(path, run.s, run.model.SOURCE_SHA256, "fit_svi",
                                   source=run.source, keep=_global_state(run.model),
                                   needs={"trace": list, "step": int, "epoch": int,
@@ -332,6 +287,13 @@ def _resume(run: Run, path: Any) -> tuple[int, bool]:
     except (TypeError, ValueError, KeyError) as exc:
         raise rt.damaged_checkpoint(path, f"its random streams cannot be restored ({exc})"
                                     ) from None
+    if (average is None) != ("average" not in progress):
+        raise errors.CemDataError(
+            f"resume: {path} is a checkpoint of a fit {'with' if average is None else 'without'}"
+            " averaged iterates, and this one is not", hint="the same 'average' as the fit "
+            "that wrote it (SSVI-A averages by default on a small data set)")
+    if average is not None:
+        average.restore(progress["average"], progress["epoch"], path)
     return progress["epoch"], converged
 
 
