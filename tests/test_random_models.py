@@ -194,6 +194,7 @@ def test_random_models_long_run(model):
         return
     try:
         check_model(model)
+        print(f"\nok #{GENERATED['examples']} seed={model.seed} kind={model.kind} {dict(TALLY)}")
     except Exception as exc:  # noqa: BLE001 - recorded, reported by the tally
         FAILURES.append(f"seed={model.seed} kind={model.kind}\n{model.source}{exc!r}"[:3000])
         print("\nFAILED " + FAILURES[-1])
