@@ -13,7 +13,7 @@ means) and data from it. For each model:
 - on mixtures and chains with well-separated components, every listed method reaches
   ARI >= 0.9 against the true assignments.
 
-CI runs the explicit examples below (four models, distinct sources); ``CEMODEL_RANDOM_MODELS=N``
+CI runs the explicit examples below (five models, distinct sources); ``CEMODEL_RANDOM_MODELS=N``
 adds N generated ones (the long run; its figures are in tests/README.md, "Random models").
 """
 
@@ -85,10 +85,25 @@ def _mean_sd(post: dict, var: str) -> tuple[np.ndarray, np.ndarray]:
         s, d = p["scale"], p["dof"][..., None, None]
         diag = np.diagonal(s, axis1=-2, axis2=-1)
         return d * s, np.sqrt(d * (s**2 + diag[..., :, None] * diag[..., None, :]))
+    if "precision" not in p:  # the mean of a Normal-Gamma / Normal-Wishart block (a Student-t)
+        return _block_mean_sd(post, var)
     if p["precision"].ndim == p["mean"].ndim + 1:  # MVN
         cov = np.linalg.inv(p["precision"])
         return p["mean"], np.sqrt(np.diagonal(cov, axis1=-2, axis2=-1))
     return p["mean"], 1 / np.sqrt(p["precision"])
+
+
+def _block_mean_sd(post: dict, var: str) -> tuple[np.ndarray, np.ndarray]:
+    """m of a joint block q(m, Λ) = N(m | mean, (βΛ)⁻¹) Gamma/Wishart(Λ): Var(m) = E[(βΛ)⁻¹],
+    rate / (β(shape − 1)) for a Gamma, scale⁻¹ / (β(dof − D − 1)) for a Wishart."""
+    block = next(k.split(".")[0] for k in post if k.endswith(".beta")
+                 and var in k.split(".")[0].split("_"))
+    p = {k.split(".", 1)[1]: np.asarray(v) for k, v in post.items() if k.startswith(block + ".")}
+    if "shape" in p:
+        return p["mean"], np.sqrt(p["rate"] / (p["beta"] * (p["shape"] - 1)))
+    dim = p["mean"].shape[-1]
+    cov = np.linalg.inv(p["scale"]) / (p["beta"] * (p["dof"] - dim - 1))[..., None, None]
+    return p["mean"], np.sqrt(np.diagonal(cov, axis1=-2, axis2=-1))
 
 
 def _parameters(result) -> dict:
@@ -96,20 +111,26 @@ def _parameters(result) -> dict:
 
 
 def _check_mf(module, model, data):
+    """MF's ELBO never decreases, and MF goes to a fixed point: sweeps from its end move the
+    parameters less and less, until one moves none by more than 1e-8 (relative above 1)."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", ElboDecreaseWarning)
-        # tol=0: on until the ELBO stops changing at all. Where MF converges linearly (mixtures,
-        # chains) a relative ELBO change of 1e-15 is reached with parameters still moving by
-        # ~1e-7 per sweep (the ELBO is flat to second order there), which is not yet the fixed
-        # point this checks
+        # tol=0: on until the ELBO stops changing at all; where MF converges linearly
+        # (mixtures, chains) the ELBO is flat to rounding while the parameters still move by
+        # ~1e-8 a sweep, so the sweeps go on from there, 200 at a time, up to 3,200 more
         mf = _run(module, model, data, "mf", max_iter=3000, tol=0.0)
-        again = _run(module, model, data, "mf", init=mf.state, max_iter=1)
+        end, moved = mf, np.inf
+        for _ in range(16):
+            again = _run(module, model, data, "mf", init=end.state, max_iter=1)
+            before, after = _parameters(end), _parameters(again)
+            moved = max(float((np.abs(after[key] - value) / np.maximum(1.0, np.abs(value)))
+                              .max()) for key, value in before.items())
+            if moved <= 1e-8:
+                break
+            end = _run(module, model, data, "mf", init=again.state, max_iter=200, tol=0.0)
     trace = np.asarray(mf.elbo)
     assert np.all(np.diff(trace) >= -np.maximum(1e-9 * np.abs(trace[:-1]), 1e-5)), trace
-    before, after = _parameters(mf), _parameters(again)
-    for key, value in before.items():
-        moved = np.abs(after[key] - value) / np.maximum(1.0, np.abs(value))
-        assert moved.max() <= 1e-8, (key, moved.max(), mf.iterations)
+    assert moved <= 1e-8, (moved, mf.iterations)
     return mf
 
 
@@ -162,13 +183,12 @@ CI_MODELS = [
     assemble("plain", ("regression", "ragged_normal", "binomial"), 1, 200, 12),
     assemble("mixture", ("normal", "bernoulli"), 3, 300, 13),
     assemble("chain", ("normal",), 2, 300, 14),
+    assemble("plain", ("normal_gamma", "normal_wishart", "poisson_sum"), 1, 250, 15),
 ]
-KNOWN = {
-    12: "SSVI-A's E[q1] (the Gamma precision of the local u1[n] ~ Normal(h1, q1), each with a "
-        "ragged set of readings) ends at 1.39 against MF's 2.02, 3.1 of MF's posterior sds "
-        "away (SVI and SVI+ are within 3): SSVI-A's fixed point is not MF's where a global "
-        "is coupled to a local (issue 18, finding 3 saw the same on a hierarchy)",
-}
+# known failures (each a strict xfail, run by the long profile only): none. Seed 12 (SSVI-A's
+# E[q1] of a local u1[n] ~ Normal(h1, q1) with ragged readings) ended 3.1 of MF's sds from
+# MF's with 1,000 steps; with the small-data SSVI-A rule (10,000 steps averaged) it is within 3
+KNOWN: dict[int, str] = {}
 
 
 # CI runs the models that pass; the known failures (each a strict xfail) run with the long

@@ -9,7 +9,9 @@ go in ``dims=`` or come from the data, so many generated models share one compil
 Every part is valid and conjugate by construction: it is one of the supported pairs
 (Beta-Bernoulli/Binomial/Geometric/NegativeBinomial, Dirichlet-Categorical/Multinomial,
 Gamma-Poisson/Exponential/Normal-precision/Gamma-rate, Normal-Normal mean with known scales and
-offsets, MVN-MVN mean through ``dot`` with covariates, Wishart-MVN precision), on the data plate,
+offsets, MVN-MVN mean through ``dot`` with covariates, Wishart-MVN precision, the joint
+Normal-Gamma and Normal-Wishart blocks, a Poisson of a ``sum`` of known loadings times Gamma
+weights), on the data plate,
 a nested fixed plate, a nested ragged plate or a group plate chosen by an integer covariate;
 a mixture gates its parts' globals with ``phi[z[n]]``; a chain is ``MarkovChain(pi0, A)``. Each
 part draws its true parameters and its data in numpy (``Part.sample``).
@@ -177,6 +179,17 @@ def _normal(i: int, rng: np.random.Generator, how: str) -> Part:
                 f"    observe {y}[n] ~ Normal(dot(x{i}[n], {m}), {t})")
         return Part((f"dim P{i}",), (f"{m} ~ MVN(zeros(P{i}), eye(P{i}) * 0.01)",
                                      f"{t} ~ Gamma(1.0, 1.0)"), (), item, {}, sample, (m, t))
+    if how == "normal_gamma":  # the joint Normal-Gamma block: m ~ N(0, 0.01·q), q ~ Gamma
+        top = (f"{t} ~ Gamma(2.0, 2.0)", f"{m} ~ Normal(0.0, 0.01 * {t})")
+        return Part((), top, (), (f"    observe {y}[n] ~ Normal({m}, {t})",), {},
+                    lambda r, d: {y: r.normal(mean, sd, d.n)}, (m, t))
+    if how == "normal_wishart":  # the joint Normal-Wishart block
+        dim = int(rng.integers(2, 4))
+        mu, a = rng.normal(0, 3, dim), rng.normal(0, 0.5, (dim, dim)) + np.eye(dim)
+        top = (f"{t} ~ Wishart(wdof{i}, eye(D{i}))", f"{m} ~ MVN(zeros(D{i}), 0.01 * {t})")
+        return Part((f"dim D{i}", f"hyper wdof{i} = 4.0"), top, (),
+                    (f"    observe {y}[n] ~ MVN({m}, {t})",), {f"wdof{i}": dim + 2.0},
+                    lambda r, d: {y: mu + r.normal(0, 1, (d.n, dim)) @ a.T}, (m, t))
     if how == "wishart":  # MVN mean and Wishart precision
         dim = int(rng.integers(2, 4))
         mu, a = rng.normal(0, 3, dim), rng.normal(0, 0.5, (dim, dim)) + np.eye(dim)
@@ -232,13 +245,25 @@ def _plated(i: int, rng: np.random.Generator, how: str) -> Part:
             return {y: [r.choice(3, r.integers(1, 8), p=p) for p in th]}
 
         return Part((f"dim L{i}[N]", f"dim C{i} = 3"), (), (), item, {}, sample, ())
+    if how == "poisson_sum":  # a Poisson linear model: rate Σ_f x[n, f] β[f], x known >= 0
+        f = int(rng.integers(2, 4))
+        beta = rng.uniform(0.5, 4.0, f)
+        top = (f"plate feats{i} f{i} in F{i}:", f"    w{i}[f{i}] ~ Gamma(1.0, 0.5)")
+        item = (f"    plate xcols{i} j{i} in F{i}:", f"        data x{i}[n, j{i}] : real",
+                f"    observe {y}[n] ~ Poisson(sum(x{i}[n, v{i}] * w{i}[v{i}] for v{i} in F{i}))")
+
+        def sample(r, d):
+            x = r.uniform(0.0, 3.0, (d.n, f))
+            return {y: r.poisson(x @ beta), f"x{i}": x}
+
+        return Part((f"dim F{i}",), top, (), item, {}, sample, (f"w{i}",))
     raise ValueError(how)
 
 
 SCALAR = ("bernoulli", "binomial", "geometric", "negbin", "poisson", "exposure", "exponential",
           "gamma_rate", "categorical", "multinomial")
-NORMAL = ("scaled", "precision", "regression", "wishart")
-PLATED = ("groups", "columns", "ragged_normal", "ragged_tokens")
+NORMAL = ("scaled", "precision", "regression", "wishart", "normal_gamma", "normal_wishart")
+PLATED = ("groups", "columns", "ragged_normal", "ragged_tokens", "poisson_sum")
 
 
 def make_part(i: int, how: str, rng: np.random.Generator) -> Part:
@@ -272,7 +297,11 @@ def _gated(i: int, how: str, rng: np.random.Generator, z: str, plate: str, inner
                     (f"{inner}observe {y}[{idx}] ~ Categorical(phi{i}[{z}])",), {},
                     lambda r, d: {y: np.array([r.choice(4, p=phi[c]) for c in d.z])})
     if how == "bernoulli":  # a nested fixed plate of binary features, b[z[n], c]
-        probs = np.where(rng.random((4, 12)) < 0.5, 0.1, 0.9)
+        # four codes at Hamming distance >= 6 of each other (random rows could differ in one
+        # column and not be separable), columns permuted and flipped at random
+        codes = np.array([[0] * 12, [1] * 6 + [0] * 6, [0] * 6 + [1] * 6, [1, 0] * 6])
+        codes = (codes[rng.permutation(4)][:, rng.permutation(12)] + rng.integers(0, 2, 12)) % 2
+        probs = np.where(codes == 1, 0.9, 0.1)
         comp = (f"    plate bcols{i} j{i} in J{i}:", f"        b{i}[k, j{i}] ~ Beta(1.0, 1.0)")
         item = (f"{inner}plate cells{i} c{i} in J{i}:",
                 f"{inner}    observe {y}[{idx}, c{i}] ~ Bernoulli(b{i}[{z}, c{i}])")
