@@ -291,7 +291,9 @@ def _gated(i: int, how: str, rng: np.random.Generator, z: str, plate: str, inner
                     (f"{inner}observe {y}[{idx}] ~ Poisson(lam{i}[{z}])",), {},
                     lambda r, d: {y: r.poisson(rates[d.z])})
     if how == "categorical":
-        phi = np.stack([np.roll(np.array([0.85, 0.05, 0.05, 0.05]), j) for j in range(4)])
+        # peaked: with 0.85 (and 0.94) a sticky chain of 135 steps fitted by MF reached ARI 0.83
+        # to 0.91, short of 0.9 by the noise symbols alone
+        phi = np.stack([np.roll(np.array([0.97, 0.01, 0.01, 0.01]), j) for j in range(4)])
         phi = phi[rng.permutation(4)]
         return Part((f"dim C{i} = 4",), (), (f"    phi{i}[k] ~ Dirichlet(1.0, C{i})",),
                     (f"{inner}observe {y}[{idx}] ~ Categorical(phi{i}[{z}])",), {},
@@ -400,6 +402,10 @@ def random_models(draw, kinds=("plain", "mixture", "chain")) -> RandomModel:
     kind = draw(st.sampled_from(kinds))
     pool = {"plain": SCALAR + NORMAL + PLATED, "mixture": MIXED, "chain": CHAINED}[kind]
     hows = tuple(draw(st.lists(st.sampled_from(pool), min_size=1, max_size=2, unique=True)))
+    if kind == "mixture" and hows == ("categorical",):
+        # one categorical draw per item does not identify a mixture (any mixture of categoricals
+        # is again a categorical): add a second emission
+        hows = ("categorical", "normal")
     k = draw(st.integers(2, 3))
     n = draw(st.integers(100, 400))
     return assemble(kind, hows, k, n, draw(st.integers(0, 2**31)))
