@@ -32,7 +32,7 @@ import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
-from dataclasses import asdict, dataclass  # noqa: E402
+from dataclasses import asdict, dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,6 +64,9 @@ class Row:
     seconds: float
     perplexity: float
     note: str = ""
+    seed: int = 0
+    # every --eval-every iterations: (iteration, the fit's seconds so far, perplexity)
+    curve: list = field(default_factory=list)
     peak_mb: float = float("nan")  # the fit's process: peak resident size over its life
     fit_mb: float = float("nan")  # the fit's peak minus the resident size just before it
 
@@ -71,11 +74,23 @@ class Row:
     def per_iter(self) -> float:
         return self.seconds / self.iterations if self.iterations else float("nan")
 
+    def time_to(self, target: float) -> float:
+        """The fit's seconds (evaluations excluded) at the first evaluation at or below
+        ``target``; nan if none was."""
+        return next((s for _, s, p in self.curve if p <= target), float("nan"))
+
+    @property
+    def best(self) -> float:
+        return min((p for _, _, p in self.curve), default=self.perplexity)
+
 
 log = _common.log
 
 
-def run_cemodel(k: int, X_train, X_test, iters: int, memory: _common.FitMemory) -> Row:
+def run_cemodel(k: int, X_train, X_test, iters: int, memory: _common.FitMemory,
+                seed: int = 0, every: int = 0) -> Row:
+    """``every``: score the held-out documents every that many iterations (``on_iteration``;
+    the scoring's time is not the fit's)."""
     from cemodel.compiler import compile_model
 
     module = compile_model(LDA_MODEL, {"K": k})
@@ -83,41 +98,72 @@ def run_cemodel(k: int, X_train, X_test, iters: int, memory: _common.FitMemory) 
     start = time.perf_counter()
     module.fit({"w": X_train[:20]}, hypers=hypers, max_iter=2, tol=0.0, seed=0)
     log(f"  cemodel K={k}: warm-up (numba compilation) {time.perf_counter() - start:.1f} s")
+    curve: list[tuple[int, float, float]] = []
 
     def progress(iteration: int, elbo: float, seconds: float) -> None:
         if iteration == 0 or (iteration + 1) % 10 == 0:
             log(f"    iteration {iteration + 1}: ELBO {elbo:.6g}, {seconds:.1f} s")
 
+    def score(iteration: int, result) -> None:
+        if every and (iteration + 1) % every == 0:
+            topics = evaluation.topics_from_dirichlet(result["beta.alpha"])
+            curve.append((iteration + 1, result.seconds,
+                          evaluation.completion_perplexity(topics, ALPHA, X_test, seed=0)))
+            log(f"    iteration {iteration + 1}: perplexity {curve[-1][2]:.1f}")
+
     memory.start()
     start = time.perf_counter()
-    result = module.fit({"w": X_train}, hypers=hypers, max_iter=iters, tol=0.0, seed=0,
-                        callback=progress)
-    seconds = time.perf_counter() - start
+    result = module.fit({"w": X_train}, hypers=hypers, max_iter=iters, tol=0.0, seed=seed,
+                        callback=progress, on_iteration=score)
+    seconds = result.seconds
     memory.stop()
     topics = evaluation.topics_from_dirichlet(result["beta.alpha"])
     perplexity = evaluation.completion_perplexity(topics, ALPHA, X_test, seed=0)
-    return Row("cemodel", k, int(result.iterations), seconds, perplexity)
+    return Row("cemodel", k, int(result.iterations), seconds, perplexity, seed=seed,
+               curve=curve)
 
 
-def run_sklearn(k: int, X_train, X_test, iters: int, memory: _common.FitMemory) -> Row:
+def run_sklearn(k: int, X_train, X_test, iters: int, memory: _common.FitMemory,
+                seed: int = 0, every: int = 0) -> Row:
+    """``fit`` (its time includes its closing E-step and training perplexity, as a user's
+    does); with ``every``, the same iterations written out (``_init_latent_vars`` then
+    ``_em_step(batch_update=True)``, as ``fit`` runs them) and the held-out documents scored
+    every that many iterations, the scoring's time not counted."""
+    from joblib import Parallel
     from sklearn.decomposition import LatentDirichletAllocation
 
     model = LatentDirichletAllocation(
         n_components=k, learning_method="batch", max_iter=iters, evaluate_every=-1,
-        doc_topic_prior=ALPHA, topic_word_prior=ETA, random_state=0, n_jobs=1,
+        doc_topic_prior=ALPHA, topic_word_prior=ETA, random_state=seed, n_jobs=1,
         max_doc_update_iter=100, mean_change_tol=1e-3,
     )
+    curve: list[tuple[int, float, float]] = []
     memory.start()
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        model.fit(X_train)
+        if not every:
+            model.fit(X_train)
+            done = int(model.n_iter_)
+        else:
+            model._init_latent_vars(X_train.shape[1], dtype=np.float64)
+            with Parallel(n_jobs=1) as parallel:
+                for done in range(1, iters + 1):
+                    model._em_step(X_train, total_samples=X_train.shape[0], batch_update=True,
+                                   parallel=parallel)
+                    if done % every == 0 or done == iters:
+                        paused = time.perf_counter()
+                        topics = evaluation.topics_from_sklearn(model)
+                        curve.append((done, paused - start, evaluation.completion_perplexity(
+                            topics, ALPHA, X_test, seed=0)))
+                        log(f"    scikit-learn iteration {done}: perplexity {curve[-1][2]:.1f}")
+                        start += time.perf_counter() - paused
     seconds = time.perf_counter() - start
     memory.stop()
-    log(f"  scikit-learn K={k}: {model.n_iter_} iterations, {seconds:.1f} s")
+    log(f"  scikit-learn K={k}: {done} iterations, {seconds:.1f} s")
     topics = evaluation.topics_from_sklearn(model)
     perplexity = evaluation.completion_perplexity(topics, ALPHA, X_test, seed=0)
-    return Row("sklearn", k, int(model.n_iter_), seconds, perplexity)
+    return Row("sklearn", k, done, seconds, perplexity, seed=seed, curve=curve)
 
 
 def tomotopy_topics(model, vocab: list[str], eta: float) -> np.ndarray:
@@ -168,7 +214,7 @@ def run_tomotopy(k: int, X_train, X_test, vocab: list[str], sweeps: int,
 
 
 def fit_in_child(method: str, k: int, corpus: str, max_docs: int | None, iters: int,
-                 sweeps: int) -> dict:
+                 sweeps: int, seed: int = 0, every: int = 0) -> dict:
     """One fit, in its own process (``_common.run_isolated``): loads the corpus, fits, scores."""
     _common.check_single_thread()
     from threadpoolctl import threadpool_limits
@@ -177,9 +223,9 @@ def fit_in_child(method: str, k: int, corpus: str, max_docs: int | None, iters: 
     memory = _common.FitMemory()
     with threadpool_limits(limits=1):
         if method == "cemodel":
-            row = run_cemodel(k, X_train, X_test, iters, memory)
+            row = run_cemodel(k, X_train, X_test, iters, memory, seed, every)
         elif method == "sklearn":
-            row = run_sklearn(k, X_train, X_test, iters, memory)
+            row = run_sklearn(k, X_train, X_test, iters, memory, seed, every)
         else:
             row = run_tomotopy(k, X_train, X_test, vocab, sweeps, memory)
     row.peak_mb, row.fit_mb = memory.peak_mb, memory.fit_mb
@@ -196,12 +242,14 @@ def fmt(value: float, digits: str) -> str:
     return "n/a" if not np.isfinite(value) else format(value, digits)
 
 
-def render(rows: list[Row], markdown: bool) -> str:
-    header = ["method", "K", "s/iter", "iterations", "total s", "perplexity", "peak MB",
-              "fit MB"]
-    body = [[NAMES[r.method] + (f" ({r.note})" if r.note else ""), str(r.k),
+def render(rows: list[Row], markdown: bool, targets: tuple[float, ...] = ()) -> str:
+    header = ["method", "K", "seed", "s/iter", "iterations", "total s", "perplexity", "best",
+              *(f"s to {g:g}" for g in targets), "peak MB", "fit MB"]
+    body = [[NAMES[r.method] + (f" ({r.note})" if r.note else ""), str(r.k), str(r.seed),
              fmt(r.per_iter, ".4f"), str(r.iterations), fmt(r.seconds, ".2f"),
-             fmt(r.perplexity, ".1f"), fmt(r.peak_mb, ".0f"), fmt(r.fit_mb, ".0f")]
+             fmt(r.perplexity, ".1f"), fmt(r.best, ".1f"),
+             *(fmt(r.time_to(g), ".1f") if r.curve else "n/a" for g in targets),
+             fmt(r.peak_mb, ".0f"), fmt(r.fit_mb, ".0f")]
             for r in rows]
     if markdown:
         lines = ["| " + " | ".join(header) + " |",
@@ -216,13 +264,20 @@ def render(rows: list[Row], markdown: bool) -> str:
     return "\n".join(lines)
 
 
-def ratios(rows: list[Row], markdown: bool) -> str:
+def ratios(rows: list[Row], markdown: bool, targets: tuple[float, ...] = ()) -> str:
     lines = []
     bullet = "- " if markdown else ""
     for k in sorted({r.k for r in rows}):
         ours = next((r for r in rows if r.k == k and r.method == "cemodel"), None)
         theirs = next((r for r in rows if r.k == k and r.method == "sklearn"), None)
         gibbs = next((r for r in rows if r.k == k and r.method == "tomotopy"), None)
+        for seed in sorted({r.seed for r in rows if r.k == k and r.curve}):
+            for target in targets:
+                found = {r.method: r.time_to(target) for r in rows
+                         if r.k == k and r.seed == seed and r.curve}
+                lines.append(f"{bullet}K={k}, seed {seed}: seconds to perplexity {target:g}: "
+                             + ", ".join(f"{m} {fmt(s, '.1f')}" for m, s in found.items())
+                             + " (n/a: not reached)")
         if ours is not None and theirs is not None:
             speed = theirs.per_iter / ours.per_iter if ours.per_iter > 0 else float("nan")
             quality = (theirs.perplexity / ours.perplexity if ours.perplexity > 0
@@ -260,7 +315,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="use only the first N documents of the corpus (smoke runs)")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
     parser.add_argument("--only", choices=METHODS, nargs="+", help="run these methods only")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0],
+                        help="the fits' seeds (cemodel's seed, scikit-learn's random_state)")
+    parser.add_argument("--eval-every", type=int, default=0, metavar="N",
+                        help="score the held-out documents every N iterations (cemodel, "
+                        "scikit-learn), for the time to each --targets perplexity")
+    parser.add_argument("--targets", type=float, nargs="+", default=[1393.0, 1380.0],
+                        help="held-out perplexities to time (with --eval-every)")
     args = parser.parse_args(argv)
+    targets = tuple(args.targets) if args.eval_every else ()
     methods = args.only or METHODS
 
     try:
@@ -275,14 +338,16 @@ def main(argv: list[str] | None = None) -> int:
     del X_train, X_test  # each fit's process loads its own
     rows: list[Row] = []
     for k in args.k:
-        for method in methods:
-            log(f"{method} K={k} (in a fresh process)")
-            try:
-                row = Row(**_common.run_isolated(fit_in_child, method, k, args.corpus,
-                                                 args.max_docs, args.iters, args.tomotopy_iters))
-            except Exception as exc:  # report the failure, still run the others
-                row = failed(method, k, exc)
-            rows.append(row)
+        for seed in args.seeds:
+            for method in methods:
+                log(f"{method} K={k} seed {seed} (in a fresh process)")
+                try:
+                    row = Row(**_common.run_isolated(
+                        fit_in_child, method, k, args.corpus, args.max_docs, args.iters,
+                        args.tomotopy_iters, seed, args.eval_every))
+                except Exception as exc:  # report the failure, still run the others
+                    row = failed(method, k, exc)
+                rows.append(row)
 
     import numba
     import sklearn
@@ -304,20 +369,22 @@ def main(argv: list[str] | None = None) -> int:
     notes = ("perplexity: cemodel.evaluation.completion_perplexity (document completion, "
              "held-out 20%, lower is better). tomotopy's s/iter is seconds per Gibbs sweep (not "
              "per VB iteration), its iterations are sweeps. peak MB: the fit's process over its "
-             "life (VmHWM); fit MB: the fit's peak minus the resident size just before it")
+             "life (VmHWM); fit MB: the fit's peak minus the resident size just before it. "
+             "best: the lowest perplexity of the scored iterations; s to P: the fit's seconds "
+             "(scoring excluded) at the first scored iteration at or below P")
     if args.markdown:
         print(f"**{title}**  \n{versions}\n")
-        print(render(rows, markdown=True))
+        print(render(rows, markdown=True, targets=targets))
         print()
-        print(ratios(rows, markdown=True))
+        print(ratios(rows, markdown=True, targets=targets))
         print(f"\n{notes}")
     else:
         print(title)
         print(versions)
         print()
-        print(render(rows, markdown=False))
+        print(render(rows, markdown=False, targets=targets))
         print()
-        print(ratios(rows, markdown=False))
+        print(ratios(rows, markdown=False, targets=targets))
         print(notes)
     return 0
 

@@ -17,6 +17,7 @@ on every stdlib model in tests/test_svi.py). The fakes:
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -412,6 +413,22 @@ def test_svi_plus_with_a_smaller_m_perturbs_the_weights_around_one():
 # -- SSVI-A and SSVI --------------------------------------------------------------------------
 NORMAL_PRECISION = P0 + TAU * N  # q(mu) of NormalMean = p(mu | x)
 NORMAL_MEAN = (P0 * M0 + TAU * NORMAL_X.sum()) / NORMAL_PRECISION
+
+
+def test_mf_on_iteration_sees_the_fit_so_far():
+    """on_iteration(iteration, result) after every iteration, with the trace so far; the
+    last result is the fit's answer, and the callback's time is not the fit's."""
+    seen = []
+
+    def slow(iteration, result):
+        seen.append((iteration, len(result.elbo), float(result["p.a"])))
+        time.sleep(0.05)
+
+    result = DRIVERS["mf"].run(BetaBernoulli(), {"x": X}, max_iter=3, tol=-1.0,
+                               on_iteration=slow)  # tol < 0: every iteration runs
+    assert [s[:2] for s in seen] == [(0, 1), (1, 2), (2, 3)]
+    assert seen[-1][2] == result["p.a"] == POST_A
+    assert result.seconds < 0.05
 
 
 def test_ssvi_a_ends_near_the_posterior():

@@ -29,9 +29,11 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
         callback=None, warn_decrease: bool = True, init=None, start=None,
         warm_start: bool = False, checkpoint=None, checkpoint_every: int = 1, resume=None,
         learn=(), local: str = "mf", gibbs_sweeps: int = 10, gibbs_burn_in: int = 5,
-        ) -> rt.FitResult:
+        on_iteration=None) -> rt.FitResult:
     """Fit ``model`` by coordinate ascent; the options are the generated ``fit``'s (see its
-    docstring): stops when the relative change of the ELBO falls below ``tol``."""
+    docstring): stops when the relative change of the ELBO falls below ``tol``.
+    ``on_iteration(iteration, result)`` is called after each iteration with the fit so far
+    (e.g. to score held-out data as it goes); its time is not the fit's."""
     check_options(max_iter=max_iter, tol=tol, max_local_iter=max_local_iter,
                   local_tol=local_tol, seed=seed, checkpoint_every=checkpoint_every,
                   gibbs_sweeps=gibbs_sweeps, gibbs_burn_in=gibbs_burn_in)
@@ -46,7 +48,8 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
                        max_local_iter=max_local_iter, local_tol=local_tol, seed=seed,
                        callback=callback, init=init, start=start, tol=tol, local=local,
                        gibbs_sweeps=gibbs_sweeps, gibbs_burn_in=gibbs_burn_in, learn=learn,
-                       checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
+                       checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
+                       on_epoch=on_iteration)
     s = model._prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol)
     learn = rt.check_learn(learn, model.LEARNABLE)
     trace: list[float] = []
@@ -78,6 +81,10 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)
         converged = rt.converged(trace, tol)
+        if on_iteration is not None:
+            paused = time.perf_counter()
+            on_iteration(iteration, model._result(s, list(trace), converged, paused - clock))
+            clock += time.perf_counter() - paused  # not part of the fit's time
         # atomic: a crash keeps the previous one; the last one records that the fit stopped
         if checkpoint is not None and ((iteration + 1) % checkpoint_every == 0 or converged):
             rt.save_checkpoint(checkpoint, s, model.SOURCE_SHA256, "fit",
