@@ -71,6 +71,8 @@ SECTIONS = (
             ("--r", "1", "3", "--starts", "2", "--max-iter", "200")),
     Section("compile_once", "Compile once: the second fit compiles nothing", "compile_once.py",
             (), ("--runs", "2")),
+    Section("hmm", "Hidden Markov models, batch mean field: cemodel vs hmmlearn's variational "
+            "HMMs", "hmm.py", (), ("--quick",)),
 )
 _MARK = "<!-- section: {} -->"
 
@@ -85,7 +87,8 @@ def _machine() -> str:
     except OSError:
         pass
     versions = []
-    for package in ("numpy", "numba", "scipy", "scikit-learn", "gensim", "tomotopy", "bayespy"):
+    for package in ("numpy", "numba", "scipy", "scikit-learn", "gensim", "tomotopy", "bayespy",
+                    "hmmlearn"):
         try:
             versions.append(f"{package} {metadata.version(package)}")
         except metadata.PackageNotFoundError:
