@@ -25,6 +25,15 @@ numbers):
   Normal-Wishart prior and q. Its ``scale_prior`` is the *inverse* Wishart scale W0^-1 (vhmm.py:
   ``scale_posterior_ = scale_prior_ + S + ...`` and ``W_k = inv(scale_posterior_)``).
 
+Where each starts (the libraries' own starts; they differ). hmmlearn's ``_init`` (vhmm.py,
+base.py ``VariationalBaseHMM._init``) sets q's parameters, not the priors, at random:
+``startprob_posterior_ ~ Dirichlet(1/K) * S``, each row of ``transmat_posterior_ ~
+Dirichlet(1/K) * N/K`` and of ``emissionprob_posterior_ ~ Dirichlet(eta) * N/K`` (N tokens, S
+sequences); the Gaussian one takes ``KMeans(n_init=10)`` centres as ``means_posterior_``, the
+cluster counts as ``beta_posterior_`` and ``dof_posterior_``, and np.cov(X) * counts as
+``scale_posterior_``. cemodel's default start: random Dirichlet pseudo-counts on pi0, A, phi
+(text), and one k-means++ seed step per state for the Gaussian chain.
+
 What each number is:
 
 * **s/iter**, initialisation excluded. cemodel: ``FitResult.seconds / iterations`` (the fit

@@ -166,11 +166,14 @@ def main(argv: list[str] | None = None) -> int:
     done: dict[str, str] = {}
 
     def document() -> str:
-        texts = []
+        # the file's sections in its order, hand-written ones (no script here) kept as they are,
+        # then the scripts' sections it does not have yet
+        texts = [done.get(name) or kept[name] for name in kept]
         for section in SECTIONS:
-            placeholder = (f"{_MARK.format(section.name)}\n## {section.title}\n\nNot run yet: "
-                           f"`python benchmarks/run_all.py --only {section.name}`.\n")
-            texts.append(done.get(section.name) or kept.get(section.name) or placeholder)
+            if section.name not in kept:
+                placeholder = (f"{_MARK.format(section.name)}\n## {section.title}\n\nNot run "
+                               f"yet: `python benchmarks/run_all.py --only {section.name}`.\n")
+                texts.append(done.get(section.name) or placeholder)
         return "\n".join(parts + texts)
 
     for section in SECTIONS:
