@@ -17,8 +17,11 @@
   ``dict-gcide_*.deb`` in the cache directory, or fetched once with ``apt-get download
   dict-gcide`` (no root needed), then parsed and cached like the NYT corpus.
 
-All return ``(X, vocab)``: ``X`` a SciPy CSR matrix of float64 counts (documents x words)
-and ``vocab`` the list of words, ``vocab[j]`` naming column ``j``.
+  :func:`gcide_texts` gives the entries' texts themselves (markup stripped), e.g. as character
+  sequences for ``benchmarks/hmm.py``.
+
+The loaders return ``(X, vocab)``: ``X`` a SciPy CSR matrix of float64 counts (documents x
+words) and ``vocab`` the list of words, ``vocab[j]`` naming column ``j``.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ from scipy import sparse
 from .errors import CemDataError, CemError
 
 __all__ = ["CORPORA", "count_words", "decode_dictd_number", "dictd_entries", "gcide_documents",
-           "gcide_from_deb", "gcide_from_files", "is_dictd_metadata", "load_corpus", "load_gcide",
-           "load_nyt", "load_reuters", "nyt_from_archive", "parse_dictd_index",
+           "gcide_from_deb", "gcide_from_files", "gcide_texts", "is_dictd_metadata", "load_corpus",
+           "load_gcide", "load_nyt", "load_reuters", "nyt_from_archive", "parse_dictd_index",
            "strip_gcide_markup"]
 
 CORPORA = ("nyt", "reuters", "gcide", "gcide-headwords")
@@ -298,23 +301,38 @@ def load_gcide(cache_dir: str | Path | None = None, *, documents: str = "entries
     cached = _read_cache(matrix_path, vocab_path)
     if cached is not None:
         return cached
-    index_path, dict_path = _GCIDE_SYSTEM_DIR / _GCIDE_INDEX, _GCIDE_SYSTEM_DIR / _GCIDE_DICT
-    debs = sorted(directory.glob(f"{GCIDE_PACKAGE}_*.deb")) if directory.is_dir() else []
-    if index_path.is_file() and dict_path.is_file():
-        X, vocab = gcide_from_files(index_path, dict_path, documents=documents)
-    elif debs:
-        X, vocab = gcide_from_deb(debs[-1], documents=documents)
-    else:
-        with tempfile.TemporaryDirectory(prefix="cemodel-gcide-") as tmp:
-            deb = _apt_download(GCIDE_PACKAGE, Path(tmp), directory)
-            X, vocab = gcide_from_deb(deb, documents=documents)
-            try:  # keep the package: the other `documents=` variant then needs no download
-                directory.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(deb, directory / deb.name)
-            except OSError:
-                pass
+    X, vocab = count_words(gcide_documents(*_gcide_sources(directory), documents))
     _write_cache(matrix_path, vocab_path, X, vocab)
     return X, vocab
+
+
+def gcide_texts(cache_dir: str | Path | None = None) -> list[str]:
+    """The texts of GCIDE's distinct entries, markup stripped (:func:`strip_gcide_markup`), in
+    the order of their offsets: the documents of :func:`load_gcide` before words are counted
+    (126,236 from ``dict-gcide`` 0.48.5+nmu2). The package is found or fetched as
+    :func:`load_gcide` does; the texts are not cached (parsing takes about 10 s)."""
+    directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return gcide_documents(*_gcide_sources(directory))
+
+
+def _gcide_sources(directory: Path) -> tuple[str, bytes]:
+    """``(index text, decompressed dictionary)``: from ``/usr/share/dictd``, else the newest
+    ``dict-gcide_*.deb`` in ``directory``, else ``apt-get download`` (the .deb kept there)."""
+    index_path, dict_path = _GCIDE_SYSTEM_DIR / _GCIDE_INDEX, _GCIDE_SYSTEM_DIR / _GCIDE_DICT
+    if index_path.is_file() and dict_path.is_file():
+        return _read_dictd_files(index_path, dict_path)
+    debs = sorted(directory.glob(f"{GCIDE_PACKAGE}_*.deb")) if directory.is_dir() else []
+    if debs:
+        return _read_deb(debs[-1])
+    with tempfile.TemporaryDirectory(prefix="cemodel-gcide-") as tmp:
+        deb = _apt_download(GCIDE_PACKAGE, Path(tmp), directory)
+        sources = _read_deb(deb)
+        try:  # keep the package: the other `documents=` variant then needs no download
+            directory.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(deb, directory / deb.name)
+        except OSError:
+            pass
+    return sources
 
 
 def decode_dictd_number(text: str) -> int:
@@ -440,28 +458,36 @@ def gcide_from_files(index_path: str | Path, dict_path: str | Path, *,
                      documents: str = "entries", min_df: int = GCIDE_MIN_DF
                      ) -> tuple[sparse.csr_matrix, list[str]]:
     """``(X, vocab)`` from a dictd ``gcide.index`` and ``gcide.dict.dz`` (or plain ``.dict``)."""
+    index_text, dictionary = _read_dictd_files(Path(index_path), Path(dict_path))
+    return count_words(gcide_documents(index_text, dictionary, documents), min_df)
+
+
+def _read_dictd_files(index_path: Path, dict_path: Path) -> tuple[str, bytes]:
     try:
-        index_text = Path(index_path).read_bytes().decode("utf-8", errors="replace")
-        raw = Path(dict_path).read_bytes()
+        index_text = index_path.read_bytes().decode("utf-8", errors="replace")
+        raw = dict_path.read_bytes()
         dictionary = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise CemDataError(f"cannot read the GCIDE files {index_path}, {dict_path}: "
                            f"{exc}") from None
-    return count_words(gcide_documents(index_text, dictionary, documents), min_df)
+    return index_text, dictionary
 
 
 def gcide_from_deb(path: str | Path, *, documents: str = "entries",
                    min_df: int = GCIDE_MIN_DF) -> tuple[sparse.csr_matrix, list[str]]:
     """``(X, vocab)`` from a ``dict-gcide_*.deb``, read in Python (an ar archive holding
     ``data.tar.*``), nothing installed."""
-    path = Path(path)
+    index_text, dictionary = _read_deb(Path(path))
+    return count_words(gcide_documents(index_text, dictionary, documents), min_df)
+
+
+def _read_deb(path: Path) -> tuple[str, bytes]:
     files = _deb_files(path, (_GCIDE_INDEX, _GCIDE_DICT))
     try:
         dictionary = gzip.decompress(files[_GCIDE_DICT])
     except (OSError, EOFError) as exc:
         raise CemDataError(f"{path}: {_GCIDE_DICT} is not a readable gzip file: {exc}") from None
-    index_text = files[_GCIDE_INDEX].decode("utf-8", errors="replace")
-    return count_words(gcide_documents(index_text, dictionary, documents), min_df)
+    return files[_GCIDE_INDEX].decode("utf-8", errors="replace"), dictionary
 
 
 def _deb_files(path: Path, names: tuple[str, ...]) -> dict[str, bytes]:

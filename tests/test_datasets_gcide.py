@@ -264,6 +264,22 @@ def test_load_gcide_from_a_deb_in_the_cache_dir_then_from_the_cache(offline) -> 
     assert vocab2 == vocab and (X2 != X).nnz == 0
 
 
+
+def test_gcide_texts_are_the_entries_markup_stripped(offline) -> None:
+    """gcide_texts reads a .deb in the cache directory (nothing downloaded): one text per
+    distinct entry, metadata skipped, the same texts gcide_documents gives."""
+    index, dict_dz, raw = write_dictionary(offline)
+    cache = offline / "cache"
+    cache.mkdir()
+    write_deb(cache / "dict-gcide_0.48.5_all.deb",
+              {"./usr/share/dictd/gcide.index": index.read_bytes(),
+               "./usr/share/dictd/gcide.dict.dz": dict_dz.read_bytes()})
+    texts = datasets.gcide_texts(cache)
+    assert texts == gcide_documents(index.read_text(encoding="utf-8"), raw)
+    assert len(texts) == len(ENTRIES) - 1 and texts[0].startswith("Ship")
+    assert "A large vessel on the open water" in texts[0]
+    assert not any("Webster" in text or "00-database" in text for text in texts)
+
 def test_a_deb_without_the_files_is_a_clear_error(tmp_path) -> None:
     deb = tmp_path / "dict-gcide_0_all.deb"
     write_deb(deb, {"./usr/share/doc/readme": b"nothing\n"})
