@@ -175,7 +175,7 @@ def test_gamma_products():
 
 @pytest.mark.parametrize("name, start", [
     ("beta_bernoulli", "prior"), ("lda", "random"), ("gmm", "seeds"),
-    ("factor_analysis", "random"), ("gap_nmf", "random"), ("hmm", "random"),
+    ("factor_analysis", "random"), ("gap_nmf", "random"), ("hmm", "seeds"),
 ])
 def test_default_start(name, start):
     assert kplan(name).default_start == start
