@@ -14,7 +14,7 @@ from cemodel import runtime as rt
 
 SOURCE = 'hmm.cem'
 SOURCE_SHA256 = 'ad58c15a635874c2639db9cc3e69429cbf28163d9fa342c3d922c6e08341ee1c'
-DEFAULT_START = 'random'  # random pseudo-counts: assignments below the items, gated counts
+DEFAULT_START = 'seeds'  # k-means++ seed steps for the chain's states
 LEARNABLE = ('eta',)  # hyperparameters empirical Bayes can set (fit(..., learn=...))
 DATA_PLATE = 'seqs'  # the plate the local step runs over
 # the global steps (fit, fit_svi, ..., fit_klc) and whether each applies
