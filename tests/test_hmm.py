@@ -8,10 +8,11 @@ import itertools
 import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
+from scipy.special import entr
 
 from cemodel.compiler import compile_stages, run_stages
 from cemodel.errors import CemDataError, CemModelError
-from cemodel.runtime.chain import chain_posterior
+from cemodel.runtime.chain import _log_space, _scaled, chain_posterior
 
 from .conftest import STDLIB
 from .helpers import never_decreases
@@ -31,7 +32,7 @@ def _brute_force(emission, first, pair):
             q[t, path[t]] += prob
         for t in range(1, n):
             q_pair[t, path[t - 1], path[t]] += prob
-    return q, q_pair, float(-np.sum(probs * np.log(probs)))
+    return q, q_pair, float(np.sum(entr(probs)))
 
 
 @pytest.mark.parametrize("n", [1, 2, 5])
@@ -49,6 +50,72 @@ def test_forward_backward_equals_enumeration(n):
     np.testing.assert_allclose(q_first[0], exact_q[0], atol=1e-12)
     assert np.all(q_first[1:] == 0.0)
     assert entropy == pytest.approx(exact_entropy, abs=1e-12)
+
+
+def _posterior(emission, first, pair, method=chain_posterior):
+    n, k = emission.shape
+    q, q_first, q_pair = np.zeros((n, k)), np.zeros((n, k)), np.zeros((n, k, k))
+    return q, q_pair, method(emission, first, pair, q, q_first, q_pair, n)
+
+
+def _extreme(rng, n, k):
+    """Emission rows around −1e3 (digamma of tiny pseudo-counts), spread over 1e3 within a row;
+    the transition 0 → 1 impossible (log-potential −∞), and the chain cannot start in 1."""
+    emission = -1e3 + rng.normal(0.0, 3.0, (n, k))
+    emission[:, 2] -= 1e3
+    first = np.tile(rng.normal(size=k), (n, 1))
+    first[:, 1] = -np.inf
+    pair = np.tile(rng.normal(0.0, 2.0, (k, k)), (n, 1, 1))
+    pair[:, 0, 1] = -np.inf
+    return emission, first, pair
+
+
+@pytest.mark.parametrize("homogeneous", [True, False])
+def test_extreme_potentials_equal_enumeration(homogeneous):
+    """The scaled recursions (without the log-space fallback) shift each row by its max; a −∞
+    transition is a 0 and adds nothing to the energy. Inhomogeneous: the transition changes
+    at steps 2 and 4 only."""
+    rng = np.random.default_rng(7)
+    emission, first, pair = _extreme(rng, 6, 3)
+    if not homogeneous:
+        pair[2:] += rng.normal(0.0, 2.0, (3, 3))
+        pair[4:] -= 50.0
+    q, q_pair, entropy = _posterior(emission, first, pair, _scaled)
+    exact_q, exact_pair, exact_entropy = _brute_force(emission, first, pair)
+    np.testing.assert_allclose(q, exact_q, atol=1e-12)
+    np.testing.assert_allclose(q_pair, exact_pair, atol=1e-12)
+    assert np.all(q_pair[:, 0, 1] == 0.0)
+    assert entropy == pytest.approx(exact_entropy, abs=1e-12)
+
+
+def test_an_underflowing_chain_is_redone_in_log_space():
+    """z_0 = 0 and 0 → 1 impossible, but step 1's emission favours 1 by 1e3 nats: the scaled
+    forward pass's c_1 = e^−1000 underflows, and the chain is redone in log space."""
+    emission = np.array([[0.0, 0.0], [-1e3, 0.0], [0.0, -2.0]])
+    first = np.tile([0.0, -np.inf], (3, 1))
+    pair = np.tile([[0.0, -np.inf], [-1.0, 0.0]], (3, 1, 1))
+    assert np.isnan(_posterior(emission, first, pair, _scaled)[2])
+    q, q_pair, entropy = _posterior(emission, first, pair)
+    exact_q, exact_pair, exact_entropy = _brute_force(emission, first, pair)
+    np.testing.assert_allclose(q, exact_q, atol=1e-12)
+    np.testing.assert_allclose(q_pair, exact_pair, atol=1e-12)
+    assert entropy == pytest.approx(exact_entropy, abs=1e-12)
+
+
+def test_a_long_chain_equals_log_space_forward_backward():
+    """400 steps, K = 4, the transition changing every 50 steps: the scaled recursions against
+    the log-space ones (3K² exp per step, the fallback), as a chain this long cannot be
+    enumerated. Entropies to 1e-9: each is log Z − energy (both ~2e3 here) to round-off."""
+    rng = np.random.default_rng(3)
+    n, k = 400, 4
+    emission = rng.normal(0.0, 2.0, (n, k))
+    first = np.tile(rng.normal(size=k), (n, 1))
+    pair = np.repeat(np.log(rng.dirichlet(np.ones(k), size=(n // 50, k))), 50, axis=0)
+    q, q_pair, entropy = _posterior(emission, first, pair, _scaled)
+    log_q, log_pair, log_entropy = _posterior(emission, first, pair, _log_space)
+    np.testing.assert_allclose(q, log_q, atol=1e-12)
+    np.testing.assert_allclose(q_pair, log_pair, atol=1e-12)
+    assert entropy == pytest.approx(log_entropy, abs=1e-9)
 
 
 def _sample_hmm(rng, pi0, A, phi, lengths):
