@@ -31,8 +31,8 @@ base.py ``VariationalBaseHMM._init``) sets q's parameters, not the priors, at ra
 Dirichlet(1/K) * N/K`` and of ``emissionprob_posterior_ ~ Dirichlet(eta) * N/K`` (N tokens, S
 sequences); the Gaussian one takes ``KMeans(n_init=10)`` centres as ``means_posterior_``, the
 cluster counts as ``beta_posterior_`` and ``dof_posterior_``, and np.cov(X) * counts as
-``scale_posterior_``. cemodel's default start: random Dirichlet pseudo-counts on pi0, A, phi
-(text), and one k-means++ seed step per state for the Gaussian chain.
+``scale_posterior_``. cemodel's default start: one k-means++ seed step per state for both
+chains (until commit d64a0f8 the categorical one started from random Dirichlet pseudo-counts).
 
 What each number is:
 
@@ -466,8 +466,8 @@ def notes(datasets: list[DataSet], rows: list[Row], checks: list[str], load: str
         "cemodel's s/iter over that row's: above 1, cemodel is slower",
         "ELBO/token as each reports it: cemodel after the iteration's global updates, hmmlearn "
         "before its M-step (the bound of the previous q(theta)); hmmlearn's Gaussian bound "
-        "omits -D/2 log(2 pi) per token. Same start? No: cemodel starts the categorical HMM "
-        "from random Dirichlet pseudo-counts and the Gaussian one from k-means++ seed steps; "
+        "omits -D/2 log(2 pi) per token. Same start? No: cemodel starts both chains from "
+        "k-means++ seed steps; "
         "hmmlearn from random Dirichlet posteriors (x tokens/K) and, for the Gaussian, "
         "KMeans(n_init=10) means and counts",
         "held-out LL/token: log p(x) of the held-out sequences by one numpy forward algorithm "

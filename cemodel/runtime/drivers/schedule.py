@@ -28,11 +28,11 @@ def small_data_defaults(o: Any, n_total: int) -> None:
 
     SSVI-A's λ̂ stays noisy where the minibatch is the whole data set (it reads a draw β ~
     q(β)), and the last iterate keeps noise of order √ρ_T: on eight schools, against its exact
-    fixed point (tests/test_stochastic_defaults.py), the last iterate after 1,000, 5,000,
-    10,000 and 20,000 steps had its means within 0.5 of its sds in 4, 11, 13 and 8+ of 10-20
-    seeds. So on a small data set SSVI-A runs at least 10,000 steps and reports the average
-    of the last half's iterates (``average``, as svi-avg): 17 of 20 seeds within 0.5 sd
-    (5,000 steps averaged: 15 of 20; 20,000: 10 of 10)."""
+    fixed point (tests/test_stochastic_defaults.py), the last iterate had its means within
+    0.5 of its sds in 4 of 10 seeds after 1,000 steps, 11 of 20 after 5,000, 13 of 20 after
+    10,000 and 8 of 10 after 20,000. So on a small data set SSVI-A runs at least 10,000 steps
+    and reports the average of the last half's iterates (``average``, as svi-avg): 17 of 20
+    seeds within 0.5 sd (5,000 steps averaged: 15 of 20; 20,000: 10 of 10)."""
     if (o.learning_rate != "adaptive" and o.kappa is None and o.tau is None
             and not o.apply_v):
         small = default_epochs(replace(o, kappa=KAPPA, tau=TAU), n_total) > MIN_EPOCHS
