@@ -7,7 +7,11 @@ leaves slowly or into a poor optimum. The generated ``fit`` instead picks C
 greedy k-means++ (Arthur & Vassilvitskii 2007) on each item's observed data, and
 gives seed c all of category c for its first global update. Items are
 compared by their observed values flattened to one vector (a bag-of-words
-item by its word frequencies), which asks nothing of the model.
+item by its word frequencies), which asks nothing of the model. Counts are compared on
+Anscombe's scale 2√(y + 3/8), where Poisson noise has variance ≈ 1 at every rate: on the raw
+scale a high-rate component's spread outweighs the gap to a low-rate one, and k-means++ put
+two seeds in the high-rate component (a 3-state Poisson HMM of 8 sequences: MF reached its
+best optimum from 14 of 20 seeds, from all 20 on Anscombe's scale).
 """
 
 from __future__ import annotations
@@ -42,12 +46,22 @@ def item_features(spec: dict, arrays: dict[str, np.ndarray], data_plate: str,
                 blocks.append(sums / lengths)
             continue
         flat = values.reshape(n_items, -1).astype(float)
-        blocks.append(_onehot(flat) if info["support"] == "category" else flat)
+        blocks.append(_compared(flat, info["support"]))
     if not blocks:
         return np.zeros((n_items, 1))
     if any(sp.issparse(b) for b in blocks):
         return sp.hstack([sp.csr_matrix(b) for b in blocks]).tocsr()
     return np.hstack(blocks)
+
+
+def _compared(values: np.ndarray, support: str) -> np.ndarray:
+    """Observed values as k-means++ compares them: a category as its one-hot, a count on
+    Anscombe's variance-stabilising scale 2√(y + 3/8), anything else as it is."""
+    if support == "category":
+        return _onehot(values)
+    if support == "count":
+        return 2.0 * np.sqrt(values + 0.375)
+    return values
 
 
 def _onehot(categories: np.ndarray) -> np.ndarray:
@@ -160,7 +174,7 @@ def no_seed_steps(spec: dict, arrays: dict[str, np.ndarray],
 def seed_chain_steps(spec: dict, arrays: dict[str, np.ndarray], plates: tuple[str, str],
                      n_categories: int, seed: int) -> np.ndarray:
     """A chain's start: C *seed steps* chosen by greedy k-means++ on each step's emissions
-    (the observed values at that step, a category as its one-hot), seed c in state c for the
+    (the observed values at that step, as ``_compared``), seed c in state c for the
     first global update; −1 (weighing nothing) at every other step. The chain's symmetric
     start (every state alike) is a saddle mean field leaves slowly or into a poor optimum, as
     a mixture's is; its steps, not its sequences, are what a state explains."""
@@ -169,7 +183,6 @@ def seed_chain_steps(spec: dict, arrays: dict[str, np.ndarray], plates: tuple[st
     blocks = []
     for name in observed:
         values = arrays[name].reshape(n_steps, -1).astype(float)
-        blocks.append(_onehot(values) if spec["observed"][name]["support"] == "category"
-                      else values)
+        blocks.append(_compared(values, spec["observed"][name]["support"]))
     features = np.hstack(blocks) if blocks else np.zeros((n_steps, 1))
     return _assign_seeds(features, n_categories, seed).reshape(shape)
