@@ -296,7 +296,7 @@ class _Distributor:
         self.n_items = len(state.all_items)
         self.bounds = np.array([p * self.n_items // self.partitions
                                 for p in range(self.partitions + 1)])
-        for name in self._names("kept_local", "item"):
+        for name in self._names("kept_local", "item", "item_count"):
             rows = np.shape(getattr(state, name))[:1]
             if rows != (self.n_items,):
                 raise CemInternalError(f"the per-item array {name!r}: expected one row per "
@@ -412,7 +412,9 @@ def _local_task(setup: _Setup, items: np.ndarray, flags: dict[str, Any], sent: d
             getattr(s, name)[...] = 0.0
         elbo = made.module.run_local_step(s, items, **flags)
         stats = {name: getattr(s, name).copy() for name in outputs}
-        new_rows = {name: getattr(s, name)[items] for name in rows if name not in item_inputs}
+        counts = made.module.ROLES.get("item_count", ())  # written here, not sent: returned
+        new_rows = {name: getattr(s, name)[items] for name in (*rows, *counts)
+                    if name not in item_inputs}
     return stats, float(elbo), new_rows, fresh
 
 

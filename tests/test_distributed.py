@@ -83,6 +83,9 @@ def test_lda_mf_matches_one_process(client, lda, options):
     got = cd.fit(lda, data, client=client, **LDA, **options)
     _assert_same(got, expected)
     assert got.hypers["alpha"] == pytest.approx(expected.hypers["alpha"], rel=RTOL)
+    # the workers' sweep counts come back (written there, not sent): the same per iteration
+    assert got.notes["local_sweeps"] == expected.notes["local_sweeps"]
+    assert len(got.notes["local_sweeps"]) == got.iterations
     # one task per partition and local step; each worker set up at most once
     assert got.notes["dask_tasks"] == 2 * got.iterations
     assert 1 <= got.notes["dask_worker_setups"] <= 2

@@ -184,3 +184,22 @@ def test_on_epoch_sees_the_fit_so_far_and_evaluate_false_skips_the_bound(lda3):
                           on_epoch=lambda epoch, r: seen.append((epoch, r["beta.alpha"].sum())))
     assert [e for e, _ in seen] == [0, 1, 2] and len(result.elbo) == 0
     assert seen[-1][1] == pytest.approx(result["beta.alpha"].sum())
+
+
+def test_mf_reports_the_inner_sweeps_of_its_local_step(lda3):
+    """notes['local_sweeps']: the mean inner sweeps per item in each iteration, counted by the
+    kernel: exactly max_local_iter where no sweep can pass the test (local_tol = 0), between 1
+    and the cap otherwise, fewer from warm starts than restarts."""
+    data = {"w": _corpus(5)}
+    fixed = lda3.fit(data, max_iter=3, tol=0.0, max_local_iter=7, local_tol=0.0, seed=0)
+    assert fixed.notes["local_sweeps"] == [7.0, 7.0, 7.0]
+    cold = lda3.fit(data, max_iter=6, tol=0.0, seed=0)
+    warm = lda3.fit(data, max_iter=6, tol=0.0, seed=0, warm_start=True)
+    for fit in (cold, warm):
+        assert len(fit.notes["local_sweeps"]) == 6
+        assert all(1.0 <= n <= 100.0 for n in fit.notes["local_sweeps"])
+    assert sum(warm.notes["local_sweeps"][1:]) < sum(cold.notes["local_sweeps"][1:])
+    # a model whose local step needs no sweeps (one local per item) reports none
+    gmm = compile_model(REPO / "stdlib_models" / "gmm.cem", {"K": 2})
+    points = np.random.default_rng(0).normal(size=(40, 2))
+    assert "local_sweeps" not in gmm.fit({"x": points}, max_iter=2).notes

@@ -160,7 +160,7 @@ def lower(plan: InferencePlan) -> KernelPlan:
 
 
 ROLES = ("data", "hyper", "known", "global", "global_exp", "local", "kept_local", "item",
-         "statistic", "thread", "scratch")
+         "item_count", "statistic", "thread", "scratch")
 
 
 def array_roles(plan: InferencePlan, knowns: Mapping[str, tuple[str, str]],
@@ -170,7 +170,8 @@ def array_roles(plan: InferencePlan, knowns: Mapping[str, tuple[str, str]],
     ``known`` (functions of hyperparameters and data), ``global`` (a global's λ),
     ``global_exp`` (its E[t] and the exp(E[log ·]) copies the kernels read), ``local`` and
     ``kept_local`` (q of a local: the item's rows only, or one row per item), ``item`` (per-item
-    inputs: SVI+ weights, seed categories), ``statistic`` (the accumulated sufficient
+    inputs: SVI+ weights, seed categories), ``item_count`` (per-item counts the local step
+    writes: its inner sweeps), ``statistic`` (the accumulated sufficient
     statistics), ``thread`` (a thread's own copy) and ``scratch`` (buffers of one local step)."""
     model = plan.model
     roles: dict[str, str] = {}
@@ -188,6 +189,8 @@ def array_roles(plan: InferencePlan, knowns: Mapping[str, tuple[str, str]],
     for name in (*thread_private, *[a.name for a in plan.stored_accumulators]):
         roles[f"{name}_threads"] = "thread"
     roles.update(item_weight="item", seed_category="item")
+    if plan.local_iterations:
+        roles["local_sweeps"] = "item_count"
     for v in (*model.observed, *model.data):
         roles[v.name] = "data"
     for p in model.plates:

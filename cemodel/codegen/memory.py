@@ -100,7 +100,8 @@ def memory_line(ctx: EmitContext) -> Line:
         if model.data_plate is not None:
             add(["threads", *shape])
     if model.data_plate is not None:
-        add([model.plate(model.data_plate).dim], 3)  # all_items, item_weight, seed_category
+        # all_items, item_weight, seed_category (and local_sweeps)
+        add([model.plate(model.data_plate).dim], 4 if plan.local_iterations else 3)
     shapes = ", ".join(f"{key!r}: {count}" for key, count in counts.items())
     return Line(f"rt.check_memory(bound, {{{shapes}}})",
                 "refuse before allocating more than the machine's memory")

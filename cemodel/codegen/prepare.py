@@ -194,6 +194,9 @@ def _item_arrays(ctx: EmitContext, shares: bool) -> list[Node]:
     body.append(Line(f"all_items = np.arange({item_dim})", "the local step runs over these"))
     body.append(Line(f"item_weight = np.ones({item_dim})",
                      "each item's weight in the statistics (SVI+ perturbs it)"))
+    if plan.local_iterations:
+        body.append(Line(f"local_sweeps = np.zeros({item_dim}, dtype=np.int64)",
+                         "each item's inner sweeps in its latest local step"))
     chains = ctx.kplan.seeded_chains
     if chains:
         plates = ctx.var(chains[0]).plates

@@ -42,7 +42,8 @@ ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'global': ('lam_W_log', 'lam_W_value', 'lam_theta_log', 'lam_theta_value'),
     'global_exp': ('E_theta_value', 'E_W_value', 'E_theta_log', 'E_W_log', 'X_theta_log', 'X_W_log'),
     'kept_local': ('lam_H_log', 'lam_H_value', 'E_H_log', 'E_H_value', 'X_H_log'),
-    'item': ('seed_category', 'item_weight'), 'statistic': ('acc_Y_0', 'acc_Y_1', 'acc_Y_3'),
+    'item': ('seed_category', 'item_weight'), 'item_count': ('local_sweeps',),
+    'statistic': ('acc_Y_0', 'acc_Y_1', 'acc_Y_3'),
     'thread': ('lam_Y_split_value_threads', 'E_Y_split_value_threads', 'H_Y_split_threads', 'logZ_Y_split_threads', 'acc_Y_0_threads', 'acc_Y_1_threads', 'acc_Y_3_threads'),
     'scratch': ('pre_H_4',),
 }
@@ -256,6 +257,7 @@ def local_step(
         X_theta_log,
         X_W_log,
         warm,
+        local_sweeps,
         log_b,
         lgamma_b,
         E_theta_value,
@@ -311,7 +313,10 @@ def local_step(
             previous = item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split)
         if not warm:
             update_H(i_frames, False, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, pre_H_4, E_H_log, E_H_value, X_H_log, n_K)
+        # the item's sweeps (MF reports them: FitResult.notes['local_sweeps'])
+        local_sweeps[i_frames] = 0
         for sweep in range(max_local_iter):
+            local_sweeps[i_frames] += 1
             change = 0.0
             old_H[...] = lam_H_log[i_frames]
             update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
@@ -552,7 +557,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_F, n_T = bound.dims['K'], bound.dims['F'], bound.dims['T']
     # refuse before allocating more than the machine's memory
-    rt.check_memory(bound, {('F', 'K'): 7, ('K',): 6, ('T', 'K'): 5, ('F',): 2, ('threads', 'K'): 1, ('K', 'F'): 2, ('threads', 'K', 'F'): 2, ('T',): 3})
+    rt.check_memory(bound, {('F', 'K'): 7, ('K',): 6, ('T', 'K'): 5, ('F',): 2, ('threads', 'K'): 1, ('K', 'F'): 2, ('threads', 'K', 'F'): 2, ('T',): 4})
     Y = bound.arrays['Y']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
     a = rt.hyper_value(hypers, 'a', 0.25, (), domain='shape') if share is None else share.a
@@ -595,9 +600,11 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_Y_3_threads = np.zeros((n_threads,) + acc_Y_3.shape) if share is None else share.acc_Y_3_threads
     all_items = np.arange(n_T)  # the local step runs over these
     item_weight = np.ones(n_T)  # each item's weight in the statistics (SVI+ perturbs it)
+    # each item's inner sweeps in its latest local step
+    local_sweeps = np.zeros(n_T, dtype=np.int64)
     seed_category = np.full(n_T, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, pre_H_4=pre_H_4, n_F=n_F, E_theta_value=E_theta_value, E_W_value=E_W_value, n_K=n_K, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, log_b=log_b, lgamma_b=lgamma_b, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
+        return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, pre_H_4=pre_H_4, n_F=n_F, E_theta_value=E_theta_value, E_W_value=E_W_value, n_K=n_K, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, local_sweeps=local_sweeps, log_b=log_b, lgamma_b=lgamma_b, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
     # start every global at its prior
     update_W(0.0, lam_W_log, lam_W_value, a, acc_Y_1, acc_Y_3, E_theta_value, True, E_W_log, E_W_value, X_W_log, n_F, n_K)
     update_theta(0.0, lam_theta_log, lam_theta_value, alpha_K, alpha_c, acc_Y_0, n_F, acc_Y_3, E_W_value, True, E_theta_log, E_theta_value, X_theta_log, n_K)
@@ -613,7 +620,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_W_log, E_W_log, lam_W_value, E_W_value, X_W_log, n_F, n_K, lam_theta_log, E_theta_log, lam_theta_value, E_theta_value, X_theta_log)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, pre_H_4=pre_H_4, n_F=n_F, E_theta_value=E_theta_value, E_W_value=E_W_value, n_K=n_K, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, log_b=log_b, lgamma_b=lgamma_b, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
+    return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, pre_H_4=pre_H_4, n_F=n_F, E_theta_value=E_theta_value, E_W_value=E_W_value, n_K=n_K, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, local_sweeps=local_sweeps, log_b=log_b, lgamma_b=lgamma_b, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
 
 
 def _result(s, trace, converged, seconds, items=True):
@@ -645,7 +652,7 @@ def _result(s, trace, converged, seconds, items=True):
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
     hoist_messages(s.pre_H_4, s.n_F, s.E_theta_value, s.E_W_value, s.n_K)
-    return rt.run_shares(local_step, s.lam_Y_split_value_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, warm, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, guard, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads,), ((s.acc_Y_0, s.acc_Y_0_threads), (s.acc_Y_1, s.acc_Y_1_threads), (s.acc_Y_3, s.acc_Y_3_threads),))
+    return rt.run_shares(local_step, s.lam_Y_split_value_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, warm, s.local_sweeps, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, guard, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads,), ((s.acc_Y_0, s.acc_Y_0_threads), (s.acc_Y_1, s.acc_Y_1_threads), (s.acc_Y_3, s.acc_Y_3_threads),))
 
 
 def _update_W(s, data_scale, expect=True):

@@ -44,7 +44,8 @@ ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'global': ('lam_beta_log',), 'global_exp': ('E_beta_log', 'XT_beta_log', 'ET_beta_log'),
     'local': ('E_z_onehot', 'lam_z_onehot'),
     'kept_local': ('lam_theta_log', 'X_theta_log', 'E_theta_log'),
-    'item': ('seed_category', 'item_weight'), 'statistic': ('acc_w_0',),
+    'item': ('seed_category', 'item_weight'), 'item_count': ('local_sweeps',),
+    'statistic': ('acc_w_0',),
     'thread': ('lam_z_onehot_threads', 'E_z_onehot_threads', 'H_z_threads', 'logZ_z_threads', 'A_z_threads', 'S_z_threads', 'B_z_threads', 's_z_threads', 'acc_w_0_threads'),
     'scratch': ('S_z',),
 }
@@ -254,6 +255,7 @@ def local_step(
         X_theta_log,
         E_theta_log,
         warm,
+        local_sweeps,
         w,
         E_beta_log,
         XT_beta_log,
@@ -318,7 +320,10 @@ def local_step(
                 update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
             if not guard:  # the guard gathered them already
                 gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
+            # the item's sweeps (MF reports them: FitResult.notes['local_sweeps'])
+            local_sweeps[i_docs] = 0
             for sweep in range(max_local_iter):
+                local_sweeps[i_docs] += 1
                 change = 0.0
                 old_theta[...] = lam_theta_log[i_docs]
                 use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z)
@@ -770,7 +775,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_V, n_D = bound.dims['K'], bound.dims['V'], bound.dims['D']
     # refuse before allocating more than the machine's memory
-    rt.check_memory(bound, {('K', 'V'): 4, ('D', 'K'): 3, ('max(tokens)',): 3, ('max(tokens)', 'K'): 3, ('K',): 2, ('V', 'K'): 1, ('threads', 'V', 'K'): 1, ('D',): 3})
+    rt.check_memory(bound, {('K', 'V'): 4, ('D', 'K'): 3, ('max(tokens)',): 3, ('max(tokens)', 'K'): 3, ('K',): 2, ('V', 'K'): 1, ('threads', 'V', 'K'): 1, ('D',): 4})
     tokens_ptr, tokens_weight, w = bound.arrays['tokens_ptr'], bound.arrays['tokens_weight'], bound.arrays['w']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
     alpha = rt.hyper_value(hypers, 'alpha', 0.1, (), domain='shape') if share is None else share.alpha
@@ -800,9 +805,11 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_w_0_threads = np.zeros((n_threads,) + acc_w_0.shape) if share is None else share.acc_w_0_threads
     all_items = np.arange(n_D)  # the local step runs over these
     item_weight = np.ones(n_D)  # each item's weight in the statistics (SVI+ perturbs it)
+    # each item's inner sweeps in its latest local step
+    local_sweeps = np.zeros(n_D, dtype=np.int64)
     seed_category = np.full(n_D, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, X_theta_log=X_theta_log, E_theta_log=E_theta_log, w=w, E_beta_log=E_beta_log, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, lam_z_onehot_threads=lam_z_onehot_threads, E_z_onehot_threads=E_z_onehot_threads, H_z_threads=H_z_threads, logZ_z_threads=logZ_z_threads, A_z_threads=A_z_threads, S_z_threads=S_z_threads, B_z_threads=B_z_threads, s_z_threads=s_z_threads, acc_w_0_threads=acc_w_0_threads, acc_w_0=acc_w_0, E_z_onehot=E_z_onehot, S_z=S_z, lam_z_onehot=lam_z_onehot, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
+        return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, X_theta_log=X_theta_log, E_theta_log=E_theta_log, local_sweeps=local_sweeps, w=w, E_beta_log=E_beta_log, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, lam_z_onehot_threads=lam_z_onehot_threads, E_z_onehot_threads=E_z_onehot_threads, H_z_threads=H_z_threads, logZ_z_threads=logZ_z_threads, A_z_threads=A_z_threads, S_z_threads=S_z_threads, B_z_threads=B_z_threads, s_z_threads=s_z_threads, acc_w_0_threads=acc_w_0_threads, acc_w_0=acc_w_0, E_z_onehot=E_z_onehot, S_z=S_z, lam_z_onehot=lam_z_onehot, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
     # start every global at its prior
     update_beta(0.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, XT_beta_log, ET_beta_log, n_K)
     if init is not None:  # warm start: the globals' natural parameters from an earlier fit
@@ -813,7 +820,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed, bound.missing)
         acc_w_0[...] = 0.0
-        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, X_theta_log, E_theta_log, False, w, E_beta_log, XT_beta_log, ET_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads, acc_w_0_threads,), ((acc_w_0, acc_w_0_threads),))
+        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, X_theta_log, E_theta_log, False, local_sweeps, w, E_beta_log, XT_beta_log, ET_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads, acc_w_0_threads,), ((acc_w_0, acc_w_0_threads),))
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, XT_beta_log, ET_beta_log, n_K)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -822,7 +829,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, X_theta_log=X_theta_log, E_theta_log=E_theta_log, w=w, E_beta_log=E_beta_log, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, lam_z_onehot_threads=lam_z_onehot_threads, E_z_onehot_threads=E_z_onehot_threads, H_z_threads=H_z_threads, logZ_z_threads=logZ_z_threads, A_z_threads=A_z_threads, S_z_threads=S_z_threads, B_z_threads=B_z_threads, s_z_threads=s_z_threads, acc_w_0_threads=acc_w_0_threads, acc_w_0=acc_w_0, E_z_onehot=E_z_onehot, S_z=S_z, lam_z_onehot=lam_z_onehot, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, X_theta_log=X_theta_log, E_theta_log=E_theta_log, local_sweeps=local_sweeps, w=w, E_beta_log=E_beta_log, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, lam_z_onehot_threads=lam_z_onehot_threads, E_z_onehot_threads=E_z_onehot_threads, H_z_threads=H_z_threads, logZ_z_threads=logZ_z_threads, A_z_threads=A_z_threads, S_z_threads=S_z_threads, B_z_threads=B_z_threads, s_z_threads=s_z_threads, acc_w_0_threads=acc_w_0_threads, acc_w_0=acc_w_0, E_z_onehot=E_z_onehot, S_z=S_z, lam_z_onehot=lam_z_onehot, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -856,7 +863,7 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.lam_z_onehot_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, warm, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, guard, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads,), ((s.acc_w_0, s.acc_w_0_threads),))
+    return rt.run_shares(local_step, s.lam_z_onehot_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, warm, s.local_sweeps, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, guard, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads,), ((s.acc_w_0, s.acc_w_0_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):

@@ -163,7 +163,8 @@ def _sweeps(ctx: EmitContext, callees: Callees, args: ArgRecorder) -> list[Node]
         args.supply("warm")
         nodes.append(Block("if not warm", tuple(starts)))
     tracked = plan.kept_locals or plan.locals
-    sweep: list[Node] = [Line("change = 0.0")]
+    counter = f"{args.use('local_sweeps')}[{ctx.item}]"
+    sweep: list[Node] = [Line(f"{counter} += 1"), Line("change = 0.0")]
     for name in tracked:
         sweep.append(Line(f"old_{name}[...] = {_tracked(ctx, name, args)}"))
     finish = [ctx.expect_line(ctx.var(n), ctx.item, args) for n in kplan.exp_only]
@@ -186,6 +187,8 @@ def _sweeps(ctx: EmitContext, callees: Callees, args: ArgRecorder) -> list[Node]
         gathers = [Block("if not guard", tuple(gathers),
                          comment="the guard gathered them already")]
     nodes += gathers
+    nodes.append(Line(f"{counter} = 0",
+                      "the item's sweeps (MF reports them: FitResult.notes['local_sweeps'])"))
     nodes.append(Block("for sweep in range(max_local_iter)", tuple(sweep)))
     if finish:
         nodes.append(Comment("E[log ·] of the item, once its sweeps converged"))

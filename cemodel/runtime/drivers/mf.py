@@ -68,12 +68,15 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
                                                 f"{first} iterations")
     if checkpoint is not None:  # what a writer killed before its rename left
         remove_stale_temporaries(checkpoint)
+    sweeps: list[float] = []  # the mean inner sweeps per item, per iteration of this call
     clock = time.perf_counter()
     for iteration in range(first, first if converged else max_iter):
         if learn and iteration > 0:  # empirical Bayes, before the local step
             model._learn(s, learn)
         elbo = _iteration(model, s, warm_start, iteration, max_local_iter, local_tol)
         trace.append(elbo)
+        if hasattr(s, "local_sweeps"):
+            sweeps.append(float(s.local_sweeps.mean()))
         rt.check_elbo_increase(trace, warn_decrease,
                                resumed=resume if iteration == first else None)
         check_possible(model, elbo)
@@ -93,7 +96,10 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
             break
     if checkpoint is not None:
         remove_stale_temporaries(checkpoint)
-    return model._result(s, trace, converged, time.perf_counter() - clock)
+    result = model._result(s, trace, converged, time.perf_counter() - clock)
+    if hasattr(s, "local_sweeps"):
+        result.notes["local_sweeps"] = sweeps
+    return result
 
 
 def _iteration(model: ModelInterface, s: rt.State, warm_start: bool, iteration: int,
