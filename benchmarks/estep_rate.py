@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=4, help="MF iterations per K")
     parser.add_argument("--sweeps", type=int, default=20, help="inner sweeps per document")
     parser.add_argument("--gemm-n", type=int, default=2000, help="dgemm matrix size")
+    parser.add_argument("--markdown", action="store_true",
+                        help="accepted for run_all.py: the table is always markdown")
     args = parser.parse_args(argv)
     from threadpoolctl import threadpool_limits
 

@@ -203,3 +203,30 @@ def test_mf_reports_the_inner_sweeps_of_its_local_step(lda3):
     gmm = compile_model(REPO / "stdlib_models" / "gmm.cem", {"K": 2})
     points = np.random.default_rng(0).normal(size=(40, 2))
     assert "local_sweeps" not in gmm.fit({"x": points}, max_iter=2).notes
+
+
+def test_a_compiled_local_step_gives_the_same_bits_in_one_call_or_in_threads(lda3,
+                                                                             monkeypatch):
+    """The generated kernel runs its shares in one call (serially) or one call per share on
+    the threads; the fit is the same to the last bit either way."""
+    import numba
+
+    from cemodel.runtime import shares
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs 2 numba threads for 2 shares")
+    data = {"w": _corpus(6)}
+    fits = []
+    previous = numba.get_num_threads()
+    numba.set_num_threads(2)
+    try:
+        for threshold in (np.inf, 0.0):  # never threads; threads from the second call
+            monkeypatch.setattr(shares, "PARALLEL_SECONDS", threshold)
+            shares._records.clear()
+            fits.append(lda3.fit(data, max_iter=5, tol=0.0, seed=0))
+    finally:
+        numba.set_num_threads(previous)
+    serial, threaded = fits
+    assert serial.elbo.tolist() == threaded.elbo.tolist()
+    for key, value in serial.posterior.items():
+        assert np.array_equal(value, threaded.posterior[key]), key

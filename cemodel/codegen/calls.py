@@ -44,7 +44,7 @@ class KernelCalls:
         shares = self.shares[kernel]
         lines = [self.call(shares.hoist, overrides, prefix=prefix)] if shares.hoist else []
         count = f"{prefix}{shares.count}.shape[0]" if shares.count else "rt.thread_count()"
-        arguments = "".join(f"{a}, " for a in self._arguments(kernel, overrides, prefix)[2:])
+        arguments = "".join(f"{a}, " for a in self._arguments(kernel, overrides, prefix)[3:])
         sums = "".join(f"({prefix}{a}, {prefix}{a}_threads), " for a in shares.sums)
         text = f"rt.run_shares({kernel}, {count}, ({arguments.rstrip(' ')}), ({sums.rstrip(' ')}))"
         return [*lines, Line(f"{result} = {text}" if result else text)]

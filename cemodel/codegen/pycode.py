@@ -37,8 +37,9 @@ class Block:
 
 @dataclass(frozen=True)
 class Shares:
-    """A kernel over items that runs on one share of them (``thread`` of ``n_threads``, its
-    first two parameters): ``cemodel.runtime.run_shares`` runs every share, then sums each
+    """A kernel over items that runs shares of them (``share_start`` to ``share_stop`` of
+    ``n_threads``, its first three parameters): ``cemodel.runtime.run_shares`` runs every
+    share (all in one call, or one call per share on the threads), then sums each
     of ``sums`` (accumulators) over the shares' own copies (``<acc>_threads``) in share
     order. ``count``: the per-thread array whose first dimension is the number of shares
     (None: ``rt.thread_count()``); ``hoist``: the kernel run once before the shares."""

@@ -66,7 +66,8 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         seeding,
         items,
@@ -80,21 +81,25 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    Share `thread` of `n_threads` of the items, with its own scratch arrays and
-    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
-    statistics in share order. Returns the share's ELBO terms that involve only local
+    Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own
+    scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the
+    shares (all in one call, or one call per share on the threads) and sums their
+    statistics in share order. Returns the shares' ELBO terms that involve only local
     variables and data.
     """
-    acc_x_0_t = acc_x_0_threads[thread]
-    acc_x_0_t[...] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_rolls = items[position]
-        # acc_x_0[k] += onehot(x[rolls]) · present(x[rolls])  (dirichlet_categorical.cem:13:5)
-        t_k = x[i_rolls]
-        acc_x_0_t[t_k] += item_weight[i_rolls] * present_x[i_rolls]
-        # ELBO: local terms and local entropies
-    return elbo
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        acc_x_0_t = acc_x_0_threads[thread]
+        acc_x_0_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_rolls = items[position]
+            # acc_x_0[k] += onehot(x[rolls]) · present(x[rolls])  (dirichlet_categorical.cem:13:5)
+            t_k = x[i_rolls]
+            acc_x_0_t[t_k] += item_weight[i_rolls] * present_x[i_rolls]
+            # ELBO: local terms and local entropies
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})

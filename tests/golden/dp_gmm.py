@@ -151,7 +151,8 @@ def hoist_messages(pre_z_4, n_D, n_K, E_Lambda_value, E_mu_value, pre_z_5, E_mu_
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         seeding,
         items,
@@ -182,53 +183,57 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    Share `thread` of `n_threads` of the items, with its own scratch arrays and
-    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
-    statistics in share order. Returns the share's ELBO terms that involve only local
+    Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own
+    scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the
+    shares (all in one call, or one call per share on the threads) and sums their
+    statistics in share order. Returns the shares' ELBO terms that involve only local
     variables and data.
     """
-    acc_z_0_t = acc_z_0_threads[thread]
-    acc_z_1_t = acc_z_1_threads[thread]
-    acc_x_0_t = acc_x_0_threads[thread]
-    acc_x_1_t = acc_x_1_threads[thread]
-    acc_x_2_t = acc_x_2_threads[thread]
-    acc_z_0_t[...] = 0.0
-    acc_z_1_t[...] = 0.0
-    acc_x_0_t[...] = 0.0
-    acc_x_1_t[...] = 0.0
-    acc_x_2_t[...] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_points = items[position]
-        if seeding:  # k-means++ seed items: seed c is all category c
-            E_z_onehot[i_points] = 0.0
-            if 0 <= seed_category[i_points] < n_K:
-                E_z_onehot[i_points, seed_category[i_points]] = 1.0
-        else:
-            update_z(i_points, True, lam_z_onehot, n_K, stick_keep_K, E_pi_sticks_log, stick_below_K, E_pi_sticks_log1m, E_Lambda_logdet, present_x, n_D, E_Lambda_value, x, pre_z_4, pre_z_5, E_z_onehot)
-        # acc_z_0[k] += q(z[points]=k) · stick_keep(K)  (dp_gmm.cem:30:5)
-        for t_k in range(n_K):
-            acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k] * stick_keep_K[t_k]
-        # acc_z_1[i0] += q(z[points]=k) · stick_below(K)  (dp_gmm.cem:30:5)
-        for t_k in range(n_K):
-            for t_i0 in range(n_K):
-                acc_z_1_t[t_i0] += item_weight[i_points] * E_z_onehot[i_points, t_k] * stick_below_K[t_k, t_i0]
-        # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (dp_gmm.cem:31:5)
-        for t_g0 in range(n_K):
-            acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
-        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (dp_gmm.cem:31:5)
-        for t_g0 in range(n_K):
-            for t_i in range(n_D):
-                for t_j in range(n_D):
-                    acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
-        # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (dp_gmm.cem:31:5)
-        for t_g0 in range(n_K):
-            for t_i in range(n_D):
-                acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
-        # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727 * dim_x * present_x[i_points]
-        elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
-    return elbo
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        acc_z_0_t = acc_z_0_threads[thread]
+        acc_z_1_t = acc_z_1_threads[thread]
+        acc_x_0_t = acc_x_0_threads[thread]
+        acc_x_1_t = acc_x_1_threads[thread]
+        acc_x_2_t = acc_x_2_threads[thread]
+        acc_z_0_t[...] = 0.0
+        acc_z_1_t[...] = 0.0
+        acc_x_0_t[...] = 0.0
+        acc_x_1_t[...] = 0.0
+        acc_x_2_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_points = items[position]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                E_z_onehot[i_points] = 0.0
+                if 0 <= seed_category[i_points] < n_K:
+                    E_z_onehot[i_points, seed_category[i_points]] = 1.0
+            else:
+                update_z(i_points, True, lam_z_onehot, n_K, stick_keep_K, E_pi_sticks_log, stick_below_K, E_pi_sticks_log1m, E_Lambda_logdet, present_x, n_D, E_Lambda_value, x, pre_z_4, pre_z_5, E_z_onehot)
+            # acc_z_0[k] += q(z[points]=k) · stick_keep(K)  (dp_gmm.cem:30:5)
+            for t_k in range(n_K):
+                acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k] * stick_keep_K[t_k]
+            # acc_z_1[i0] += q(z[points]=k) · stick_below(K)  (dp_gmm.cem:30:5)
+            for t_k in range(n_K):
+                for t_i0 in range(n_K):
+                    acc_z_1_t[t_i0] += item_weight[i_points] * E_z_onehot[i_points, t_k] * stick_below_K[t_k, t_i0]
+            # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (dp_gmm.cem:31:5)
+            for t_g0 in range(n_K):
+                acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+            # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (dp_gmm.cem:31:5)
+            for t_g0 in range(n_K):
+                for t_i in range(n_D):
+                    for t_j in range(n_D):
+                        acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+            # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (dp_gmm.cem:31:5)
+            for t_g0 in range(n_K):
+                for t_i in range(n_D):
+                    acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+            # ELBO: local terms and local entropies
+            elbo += -0.9189385332046727 * dim_x * present_x[i_points]
+            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True)

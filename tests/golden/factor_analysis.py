@@ -115,7 +115,8 @@ def update_f(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         seeding,
         items,
@@ -144,48 +145,52 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    Share `thread` of `n_threads` of the items, with its own scratch arrays and
-    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
-    statistics in share order. Returns the share's ELBO terms that involve only local
+    Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own
+    scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the
+    shares (all in one call, or one call per share on the threads) and sums their
+    statistics in share order. Returns the shares' ELBO terms that involve only local
     variables and data.
     """
-    acc_y_0_t = acc_y_0_threads[thread]
-    acc_y_1_t = acc_y_1_threads[thread]
-    acc_y_2_t = acc_y_2_threads[thread]
-    acc_y_3_t = acc_y_3_threads[thread]
-    acc_y_0_t[...] = 0.0
-    acc_y_1_t[...] = 0.0
-    acc_y_2_t[...] = 0.0
-    acc_y_3_t[...] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_points = items[position]
-        update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, n_P, E_psi_value, y, E_W_value, present_y, E_W_outer, E_f_value, E_f_outer)
-        # acc_y_0[@dims] += present(y[points, dims])  (factor_analysis.cem:25:9)
-        for i_dims in range(n_P):
-            acc_y_0_t[i_dims] += item_weight[i_points] * present_y[i_points, i_dims]
-        # acc_y_1[@dims] += y[points, dims] · y[points, dims] · present(y[points, dims])  (factor_analysis.cem:25:9)
-        for i_dims in range(n_P):
-            acc_y_1_t[i_dims] += item_weight[i_points] * y[i_points, i_dims] * y[i_points, i_dims] * present_y[i_points, i_dims]
-        # acc_y_2[i0, @dims] += y[points, dims] · E[f[points]] · present(y[points, dims])  (factor_analysis.cem:25:9)
-        for i_dims in range(n_P):
-            for t_i0 in range(n_K):
-                acc_y_2_t[t_i0, i_dims] += item_weight[i_points] * y[i_points, i_dims] * E_f_value[i_points, t_i0] * present_y[i_points, i_dims]
-        # acc_y_3[i1, i2, @dims] += E[f[points]f[points]ᵀ] · present(y[points, dims])  (factor_analysis.cem:25:9)
-        for i_dims in range(n_P):
-            for t_i1 in range(n_K):
-                for t_i2 in range(n_K):
-                    acc_y_3_t[t_i1, t_i2, i_dims] += item_weight[i_points] * E_f_outer[i_points, t_i1, t_i2] * present_y[i_points, i_dims]
-        # ELBO: local terms and local entropies
-        elbo += 0.5 * logdet_eye_K
-        for t_i in range(n_K):
-            for t_j in range(n_K):
-                elbo += -0.5 * eye_K[t_i, t_j] * E_f_outer[i_points, t_i, t_j]
-        elbo += -0.9189385332046727 * dim_f
-        for i_dims in range(n_P):
-            elbo += -0.9189385332046727 * present_y[i_points, i_dims]
-        elbo += (rt.mvn_log_normalizer(lam_f_value[i_points], lam_f_outer[i_points]) - rt.frobenius(lam_f_value[i_points], E_f_value[i_points]) - rt.frobenius(lam_f_outer[i_points], E_f_outer[i_points]))
-    return elbo
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        acc_y_0_t = acc_y_0_threads[thread]
+        acc_y_1_t = acc_y_1_threads[thread]
+        acc_y_2_t = acc_y_2_threads[thread]
+        acc_y_3_t = acc_y_3_threads[thread]
+        acc_y_0_t[...] = 0.0
+        acc_y_1_t[...] = 0.0
+        acc_y_2_t[...] = 0.0
+        acc_y_3_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_points = items[position]
+            update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, n_P, E_psi_value, y, E_W_value, present_y, E_W_outer, E_f_value, E_f_outer)
+            # acc_y_0[@dims] += present(y[points, dims])  (factor_analysis.cem:25:9)
+            for i_dims in range(n_P):
+                acc_y_0_t[i_dims] += item_weight[i_points] * present_y[i_points, i_dims]
+            # acc_y_1[@dims] += y[points, dims] · y[points, dims] · present(y[points, dims])  (factor_analysis.cem:25:9)
+            for i_dims in range(n_P):
+                acc_y_1_t[i_dims] += item_weight[i_points] * y[i_points, i_dims] * y[i_points, i_dims] * present_y[i_points, i_dims]
+            # acc_y_2[i0, @dims] += y[points, dims] · E[f[points]] · present(y[points, dims])  (factor_analysis.cem:25:9)
+            for i_dims in range(n_P):
+                for t_i0 in range(n_K):
+                    acc_y_2_t[t_i0, i_dims] += item_weight[i_points] * y[i_points, i_dims] * E_f_value[i_points, t_i0] * present_y[i_points, i_dims]
+            # acc_y_3[i1, i2, @dims] += E[f[points]f[points]ᵀ] · present(y[points, dims])  (factor_analysis.cem:25:9)
+            for i_dims in range(n_P):
+                for t_i1 in range(n_K):
+                    for t_i2 in range(n_K):
+                        acc_y_3_t[t_i1, t_i2, i_dims] += item_weight[i_points] * E_f_outer[i_points, t_i1, t_i2] * present_y[i_points, i_dims]
+            # ELBO: local terms and local entropies
+            elbo += 0.5 * logdet_eye_K
+            for t_i in range(n_K):
+                for t_j in range(n_K):
+                    elbo += -0.5 * eye_K[t_i, t_j] * E_f_outer[i_points, t_i, t_j]
+            elbo += -0.9189385332046727 * dim_f
+            for i_dims in range(n_P):
+                elbo += -0.9189385332046727 * present_y[i_points, i_dims]
+            elbo += (rt.mvn_log_normalizer(lam_f_value[i_points], lam_f_outer[i_points]) - rt.frobenius(lam_f_value[i_points], E_f_value[i_points]) - rt.frobenius(lam_f_outer[i_points], E_f_outer[i_points]))
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})

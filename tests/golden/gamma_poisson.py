@@ -65,7 +65,8 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         seeding,
         items,
@@ -81,23 +82,27 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    Share `thread` of `n_threads` of the items, with its own scratch arrays and
-    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
-    statistics in share order. Returns the share's ELBO terms that involve only local
+    Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own
+    scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the
+    shares (all in one call, or one call per share on the threads) and sums their
+    statistics in share order. Returns the shares' ELBO terms that involve only local
     variables and data.
     """
-    acc_x_0_threads[thread] = 0.0
-    acc_x_1_threads[thread] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_observations = items[position]
-        # acc_x_0[] += x[observations] · present(x[observations])  (gamma_poisson.cem:13:5)
-        acc_x_0_threads[thread] += item_weight[i_observations] * x[i_observations] * present_x[i_observations]
-        # acc_x_1[] += present(x[observations])  (gamma_poisson.cem:13:5)
-        acc_x_1_threads[thread] += item_weight[i_observations] * present_x[i_observations]
-        # ELBO: local terms and local entropies
-        elbo += -lgamma1p_x[i_observations] * present_x[i_observations]
-    return elbo
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        acc_x_0_threads[thread] = 0.0
+        acc_x_1_threads[thread] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_observations = items[position]
+            # acc_x_0[] += x[observations] · present(x[observations])  (gamma_poisson.cem:13:5)
+            acc_x_0_threads[thread] += item_weight[i_observations] * x[i_observations] * present_x[i_observations]
+            # acc_x_1[] += present(x[observations])  (gamma_poisson.cem:13:5)
+            acc_x_1_threads[thread] += item_weight[i_observations] * present_x[i_observations]
+            # ELBO: local terms and local entropies
+            elbo += -lgamma1p_x[i_observations] * present_x[i_observations]
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})

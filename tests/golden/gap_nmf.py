@@ -235,7 +235,8 @@ def item_elbo(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         seeding,
         items,
@@ -275,97 +276,103 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    Share `thread` of `n_threads` of the items, with its own scratch arrays and
-    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
-    statistics in share order. Returns the share's ELBO terms that involve only local
+    Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own
+    scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the
+    shares (all in one call, or one call per share on the threads) and sums their
+    statistics in share order. Returns the shares' ELBO terms that involve only local
     variables and data.
     """
-    lam_Y_split_value = lam_Y_split_value_threads[thread]
-    E_Y_split_value = E_Y_split_value_threads[thread]
-    H_Y_split = H_Y_split_threads[thread]
-    logZ_Y_split = logZ_Y_split_threads[thread]
-    acc_Y_0_t = acc_Y_0_threads[thread]
-    acc_Y_1_t = acc_Y_1_threads[thread]
-    acc_Y_3_t = acc_Y_3_threads[thread]
-    acc_Y_0_t[...] = 0.0
-    acc_Y_1_t[...] = 0.0
-    acc_Y_3_t[...] = 0.0
-    old_H = np.empty_like(lam_H_log[0])  # the previous sweep, for the convergence test
-    # the item's previous state, for the restart guard
-    keep_lam_H_log = np.empty_like(lam_H_log[0])
-    keep_E_H_log = np.empty_like(E_H_log[0])  # the item's previous state, for the restart guard
-    # the item's previous state, for the restart guard
-    keep_lam_H_value = np.empty_like(lam_H_value[0])
-    # the item's previous state, for the restart guard
-    keep_E_H_value = np.empty_like(E_H_value[0])
-    keep_X_H_log = np.empty_like(X_H_log[0])  # the item's previous state, for the restart guard
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_frames = items[position]
-        if guard:
-            keep_lam_H_log[...] = lam_H_log[i_frames]
-            keep_E_H_log[...] = E_H_log[i_frames]
-            keep_lam_H_value[...] = lam_H_value[i_frames]
-            keep_E_H_value[...] = E_H_value[i_frames]
-            keep_X_H_log[...] = X_H_log[i_frames]
-            update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
-            # the previous state, re-optimised in its scratch locals
-            previous = item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split)
-        if not warm:
-            update_H(i_frames, False, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, pre_H_4, E_H_log, E_H_value, X_H_log, n_K)
-        # the item's sweeps (MF reports them: FitResult.notes['local_sweeps'])
-        local_sweeps[i_frames] = 0
-        for sweep in range(max_local_iter):
-            local_sweeps[i_frames] += 1
-            change = 0.0
-            old_H[...] = lam_H_log[i_frames]
-            update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
-            update_H(i_frames, True, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, pre_H_4, E_H_log, E_H_value, X_H_log, n_K)
-            change += rt.mean_abs_change(lam_H_log[i_frames], old_H)
-            if change < local_tol:
-                break
-        if guard:
-            if item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split) < previous:
-                # the restart settled lower: keep the previous state
-                lam_H_log[i_frames] = keep_lam_H_log
-                E_H_log[i_frames] = keep_E_H_log
-                lam_H_value[i_frames] = keep_lam_H_value
-                E_H_value[i_frames] = keep_E_H_value
-                X_H_log[i_frames] = keep_X_H_log
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        lam_Y_split_value = lam_Y_split_value_threads[thread]
+        E_Y_split_value = E_Y_split_value_threads[thread]
+        H_Y_split = H_Y_split_threads[thread]
+        logZ_Y_split = logZ_Y_split_threads[thread]
+        acc_Y_0_t = acc_Y_0_threads[thread]
+        acc_Y_1_t = acc_Y_1_threads[thread]
+        acc_Y_3_t = acc_Y_3_threads[thread]
+        acc_Y_0_t[...] = 0.0
+        acc_Y_1_t[...] = 0.0
+        acc_Y_3_t[...] = 0.0
+        old_H = np.empty_like(lam_H_log[0])  # the previous sweep, for the convergence test
+        # the item's previous state, for the restart guard
+        keep_lam_H_log = np.empty_like(lam_H_log[0])
+        # the item's previous state, for the restart guard
+        keep_E_H_log = np.empty_like(E_H_log[0])
+        # the item's previous state, for the restart guard
+        keep_lam_H_value = np.empty_like(lam_H_value[0])
+        # the item's previous state, for the restart guard
+        keep_E_H_value = np.empty_like(E_H_value[0])
+        # the item's previous state, for the restart guard
+        keep_X_H_log = np.empty_like(X_H_log[0])
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_frames = items[position]
+            if guard:
+                keep_lam_H_log[...] = lam_H_log[i_frames]
+                keep_E_H_log[...] = E_H_log[i_frames]
+                keep_lam_H_value[...] = lam_H_value[i_frames]
+                keep_E_H_value[...] = E_H_value[i_frames]
+                keep_X_H_log[...] = X_H_log[i_frames]
                 update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
-        # acc_Y_0[k] += E[Y_split[frames, bins]]  (gap_nmf.cem:34:9)
-        for i_bins in range(n_F):
-            for t_k in range(n_K):
-                acc_Y_0_t[t_k] += item_weight[i_frames] * E_Y_split_value[i_bins, t_k]
-        # acc_Y_1[k, @bins] += E[Y_split[frames, bins]]  (gap_nmf.cem:34:9)
-        for i_bins in range(n_F):
-            for t_k in range(n_K):
-                acc_Y_1_t[t_k, i_bins] += item_weight[i_frames] * E_Y_split_value[i_bins, t_k]
-        # acc_Y_3[i0, @bins] += E[H[frames, i0]]  (gap_nmf.cem:34:9)
-        for i_bins in range(n_F):
-            for t_i0 in range(n_K):
-                acc_Y_3_t[t_i0, i_bins] += item_weight[i_frames] * E_H_value[i_frames, t_i0]
-        # ELBO: local terms and local entropies
-        for i_activations in range(n_K):
-            elbo += b * log_b
-        for i_activations in range(n_K):
-            elbo += -lgamma_b
-        for i_activations in range(n_K):
-            elbo += b * E_H_log[i_frames, i_activations]
-        for i_activations in range(n_K):
-            elbo += -E_H_log[i_frames, i_activations]
-        for i_activations in range(n_K):
-            elbo += -b * E_H_value[i_frames, i_activations]
-        for i_bins in range(n_F):
-            for t_k in range(n_K):
-                elbo += E_Y_split_value[i_bins, t_k] * E_H_log[i_frames, t_k]
-        for i_bins in range(n_F):
-            elbo += -lgamma1p_Y[i_frames, i_bins]
-        for i_activations in range(n_K):
-            elbo += (rt.gamma_log_normalizer(lam_H_log[i_frames, i_activations], lam_H_value[i_frames, i_activations]) - lam_H_log[i_frames, i_activations] * E_H_log[i_frames, i_activations] - lam_H_value[i_frames, i_activations] * E_H_value[i_frames, i_activations])
-        for i_bins in range(n_F):
-            elbo += (H_Y_split[i_bins])
-    return elbo
+                # the previous state, re-optimised in its scratch locals
+                previous = item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split)
+            if not warm:
+                update_H(i_frames, False, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, pre_H_4, E_H_log, E_H_value, X_H_log, n_K)
+            # the item's sweeps (MF reports them: FitResult.notes['local_sweeps'])
+            local_sweeps[i_frames] = 0
+            for sweep in range(max_local_iter):
+                local_sweeps[i_frames] += 1
+                change = 0.0
+                old_H[...] = lam_H_log[i_frames]
+                update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
+                update_H(i_frames, True, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, pre_H_4, E_H_log, E_H_value, X_H_log, n_K)
+                change += rt.mean_abs_change(lam_H_log[i_frames], old_H)
+                if change < local_tol:
+                    break
+            if guard:
+                if item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split) < previous:
+                    # the restart settled lower: keep the previous state
+                    lam_H_log[i_frames] = keep_lam_H_log
+                    E_H_log[i_frames] = keep_E_H_log
+                    lam_H_value[i_frames] = keep_lam_H_value
+                    E_H_value[i_frames] = keep_E_H_value
+                    X_H_log[i_frames] = keep_X_H_log
+                    update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
+            # acc_Y_0[k] += E[Y_split[frames, bins]]  (gap_nmf.cem:34:9)
+            for i_bins in range(n_F):
+                for t_k in range(n_K):
+                    acc_Y_0_t[t_k] += item_weight[i_frames] * E_Y_split_value[i_bins, t_k]
+            # acc_Y_1[k, @bins] += E[Y_split[frames, bins]]  (gap_nmf.cem:34:9)
+            for i_bins in range(n_F):
+                for t_k in range(n_K):
+                    acc_Y_1_t[t_k, i_bins] += item_weight[i_frames] * E_Y_split_value[i_bins, t_k]
+            # acc_Y_3[i0, @bins] += E[H[frames, i0]]  (gap_nmf.cem:34:9)
+            for i_bins in range(n_F):
+                for t_i0 in range(n_K):
+                    acc_Y_3_t[t_i0, i_bins] += item_weight[i_frames] * E_H_value[i_frames, t_i0]
+            # ELBO: local terms and local entropies
+            for i_activations in range(n_K):
+                elbo += b * log_b
+            for i_activations in range(n_K):
+                elbo += -lgamma_b
+            for i_activations in range(n_K):
+                elbo += b * E_H_log[i_frames, i_activations]
+            for i_activations in range(n_K):
+                elbo += -E_H_log[i_frames, i_activations]
+            for i_activations in range(n_K):
+                elbo += -b * E_H_value[i_frames, i_activations]
+            for i_bins in range(n_F):
+                for t_k in range(n_K):
+                    elbo += E_Y_split_value[i_bins, t_k] * E_H_log[i_frames, t_k]
+            for i_bins in range(n_F):
+                elbo += -lgamma1p_Y[i_frames, i_bins]
+            for i_activations in range(n_K):
+                elbo += (rt.gamma_log_normalizer(lam_H_log[i_frames, i_activations], lam_H_value[i_frames, i_activations]) - lam_H_log[i_frames, i_activations] * E_H_log[i_frames, i_activations] - lam_H_value[i_frames, i_activations] * E_H_value[i_frames, i_activations])
+            for i_bins in range(n_F):
+                elbo += (H_Y_split[i_bins])
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})

@@ -121,7 +121,8 @@ def update_z(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         seeding,
         items,
@@ -148,47 +149,51 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    Share `thread` of `n_threads` of the items, with its own scratch arrays and
-    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
-    statistics in share order. Returns the share's ELBO terms that involve only local
+    Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own
+    scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the
+    shares (all in one call, or one call per share on the threads) and sums their
+    statistics in share order. Returns the shares' ELBO terms that involve only local
     variables and data.
     """
-    acc_z_0_t = acc_z_0_threads[thread]
-    acc_x_0_t = acc_x_0_threads[thread]
-    acc_x_1_t = acc_x_1_threads[thread]
-    acc_x_2_t = acc_x_2_threads[thread]
-    acc_z_0_t[...] = 0.0
-    acc_x_0_t[...] = 0.0
-    acc_x_1_t[...] = 0.0
-    acc_x_2_t[...] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_points = items[position]
-        if seeding:  # k-means++ seed items: seed c is all category c
-            E_z_onehot[i_points] = 0.0
-            if 0 <= seed_category[i_points] < n_K:
-                E_z_onehot[i_points, seed_category[i_points]] = 1.0
-        else:
-            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, present_x, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, E_z_onehot)
-        # acc_z_0[k] += q(z[points]=k)  (gmm_normal_wishart.cem:28:5)
-        for t_k in range(n_K):
-            acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
-        for t_g0 in range(n_K):
-            acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
-        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
-        for t_g0 in range(n_K):
-            for t_i in range(n_D):
-                for t_j in range(n_D):
-                    acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
-        # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
-        for t_g0 in range(n_K):
-            for t_i in range(n_D):
-                acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
-        # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727 * dim_x * present_x[i_points]
-        elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
-    return elbo
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        acc_z_0_t = acc_z_0_threads[thread]
+        acc_x_0_t = acc_x_0_threads[thread]
+        acc_x_1_t = acc_x_1_threads[thread]
+        acc_x_2_t = acc_x_2_threads[thread]
+        acc_z_0_t[...] = 0.0
+        acc_x_0_t[...] = 0.0
+        acc_x_1_t[...] = 0.0
+        acc_x_2_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_points = items[position]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                E_z_onehot[i_points] = 0.0
+                if 0 <= seed_category[i_points] < n_K:
+                    E_z_onehot[i_points, seed_category[i_points]] = 1.0
+            else:
+                update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, present_x, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, E_z_onehot)
+            # acc_z_0[k] += q(z[points]=k)  (gmm_normal_wishart.cem:28:5)
+            for t_k in range(n_K):
+                acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+            # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
+            for t_g0 in range(n_K):
+                acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+            # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
+            for t_g0 in range(n_K):
+                for t_i in range(n_D):
+                    for t_j in range(n_D):
+                        acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+            # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
+            for t_g0 in range(n_K):
+                for t_i in range(n_D):
+                    acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+            # ELBO: local terms and local entropies
+            elbo += -0.9189385332046727 * dim_x * present_x[i_points]
+            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True)
@@ -590,7 +595,8 @@ def elbo_global(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_stats(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         items,
         lam_z_onehot,
@@ -611,44 +617,48 @@ def klc_stats(
     and the collapsed globals' sufficient statistics (accumulators).
     Returns the ELBO terms that involve only local variables and data.
     """
-    acc_z_0_t = acc_z_0_threads[thread]
-    acc_x_0_t = acc_x_0_threads[thread]
-    acc_x_1_t = acc_x_1_threads[thread]
-    acc_x_2_t = acc_x_2_threads[thread]
-    acc_z_0_t[...] = 0.0
-    acc_x_0_t[...] = 0.0
-    acc_x_1_t[...] = 0.0
-    acc_x_2_t[...] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_points = items[position]
-        # q(z) = softmax(θ) per row
-        lam_z_onehot[i_points] = theta_z[i_points]
-        rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
-        # acc_z_0[k] += q(z[points]=k)  (gmm_normal_wishart.cem:28:5)
-        for t_k in range(n_K):
-            acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
-        # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
-        for t_g0 in range(n_K):
-            acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
-        # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
-        for t_g0 in range(n_K):
-            for t_i in range(n_D):
-                for t_j in range(n_D):
-                    acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
-        # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
-        for t_g0 in range(n_K):
-            for t_i in range(n_D):
-                acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
-        # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727 * dim_x * present_x[i_points]
-        elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
-    return elbo
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        acc_z_0_t = acc_z_0_threads[thread]
+        acc_x_0_t = acc_x_0_threads[thread]
+        acc_x_1_t = acc_x_1_threads[thread]
+        acc_x_2_t = acc_x_2_threads[thread]
+        acc_z_0_t[...] = 0.0
+        acc_x_0_t[...] = 0.0
+        acc_x_1_t[...] = 0.0
+        acc_x_2_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_points = items[position]
+            # q(z) = softmax(θ) per row
+            lam_z_onehot[i_points] = theta_z[i_points]
+            rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
+            # acc_z_0[k] += q(z[points]=k)  (gmm_normal_wishart.cem:28:5)
+            for t_k in range(n_K):
+                acc_z_0_t[t_k] += item_weight[i_points] * E_z_onehot[i_points, t_k]
+            # acc_x_0[g0] += q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
+            for t_g0 in range(n_K):
+                acc_x_0_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+            # acc_x_1[g0, i, j] += x[points] · x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
+            for t_g0 in range(n_K):
+                for t_i in range(n_D):
+                    for t_j in range(n_D):
+                        acc_x_1_t[t_g0, t_i, t_j] += item_weight[i_points] * x[i_points, t_i] * x[i_points, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+            # acc_x_2[g0, i] += x[points] · q(z[points]=g0) · present(x[points])  (gmm_normal_wishart.cem:29:5)
+            for t_g0 in range(n_K):
+                for t_i in range(n_D):
+                    acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
+            # ELBO: local terms and local entropies
+            elbo += -0.9189385332046727 * dim_x * present_x[i_points]
+            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_gradient(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         items,
         lam_z_onehot,
@@ -670,26 +680,29 @@ def klc_gradient(
     first): natgrad = θ̂ − θ (eq. 15), grad = w (diag(q) − q qᵀ) natgrad.
     Returns ⟨natgrad, grad⟩, the squared Riemannian norm (eq. 16).
     """
-    norm = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_points = items[position]
-        # q(Z) = softmax(θ) per row
-        lam_z_onehot[i_points] = theta_z[i_points]
-        rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
-        # θ̂ = the mean-field target of q(z) given q*(X)
-        update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, present_x, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, E_z_onehot)
-        natgrad_z[i_points] = lam_z_onehot[i_points] - theta_z[i_points]  # g̃ = θ̂ − θ
-        # q(z) back to softmax(θ) for the other rows' targets
-        lam_z_onehot[i_points] = theta_z[i_points]
-        rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
-        mean = 0.0
-        for t_c in range(n_K):
-            mean += E_z_onehot[i_points, t_c] * natgrad_z[i_points, t_c]
-        for t_c in range(n_K):
-            # g = w (diag(q) − q qᵀ) g̃
-            grad_z[i_points, t_c] = E_z_onehot[i_points, t_c] * (natgrad_z[i_points, t_c] - mean)
-            norm += grad_z[i_points, t_c] * natgrad_z[i_points, t_c]
-    return norm
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        norm = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_points = items[position]
+            # q(Z) = softmax(θ) per row
+            lam_z_onehot[i_points] = theta_z[i_points]
+            rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
+            # θ̂ = the mean-field target of q(z) given q*(X)
+            update_z(i_points, True, lam_z_onehot, n_K, E_pi_log, E_mu_Lambda_logdet, present_x, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, E_z_onehot)
+            natgrad_z[i_points] = lam_z_onehot[i_points] - theta_z[i_points]  # g̃ = θ̂ − θ
+            # q(z) back to softmax(θ) for the other rows' targets
+            lam_z_onehot[i_points] = theta_z[i_points]
+            rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
+            mean = 0.0
+            for t_c in range(n_K):
+                mean += E_z_onehot[i_points, t_c] * natgrad_z[i_points, t_c]
+            for t_c in range(n_K):
+                # g = w (diag(q) − q qᵀ) g̃
+                grad_z[i_points, t_c] = E_z_onehot[i_points, t_c] * (natgrad_z[i_points, t_c] - mean)
+                norm += grad_z[i_points, t_c] * natgrad_z[i_points, t_c]
+        shares_total += norm  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, share=None):

@@ -106,7 +106,8 @@ def update_y_omega(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         seeding,
         items,
@@ -134,56 +135,60 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    Share `thread` of `n_threads` of the items, with its own scratch arrays and
-    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
-    statistics in share order. Returns the share's ELBO terms that involve only local
+    Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own
+    scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the
+    shares (all in one call, or one call per share on the threads) and sums their
+    statistics in share order. Returns the shares' ELBO terms that involve only local
     variables and data.
     """
-    acc_y_0_t = acc_y_0_threads[thread]
-    acc_y_1_t = acc_y_1_threads[thread]
-    acc_y_2_t = acc_y_2_threads[thread]
-    acc_y_3_t = acc_y_3_threads[thread]
-    acc_y_5_t = acc_y_5_threads[thread]
-    acc_y_6_t = acc_y_6_threads[thread]
-    acc_y_7_t = acc_y_7_threads[thread]
-    acc_y_0_t[...] = 0.0
-    acc_y_1_t[...] = 0.0
-    acc_y_2_t[...] = 0.0
-    acc_y_3_t[...] = 0.0
-    acc_y_5_t[...] = 0.0
-    acc_y_6_t[...] = 0.0
-    acc_y_7_t[...] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_points = items[position]
-        update_y_omega(i_points, True, lam_y_omega_value, n_P, x, E_w_outer, group, E_w_value, E_b_value, E_b_square, E_y_omega_value)
-        # acc_y_0[i0] += y[points] · x[points]  (hierarchical_logistic.cem:32:5)
-        for t_i0 in range(n_P):
-            acc_y_0_t[t_i0] += item_weight[i_points] * y[i_points] * x[i_points, t_i0]
-        # acc_y_1[g0] += y[points] · onehot(group[points])  (hierarchical_logistic.cem:32:5)
-        t_g0 = group[i_points]
-        acc_y_1_t[t_g0] += item_weight[i_points] * y[i_points]
-        # acc_y_2[i1] += x[points]  (hierarchical_logistic.cem:32:5)
-        for t_i1 in range(n_P):
-            acc_y_2_t[t_i1] += item_weight[i_points] * x[i_points, t_i1]
-        # acc_y_3[g0] += onehot(group[points])  (hierarchical_logistic.cem:32:5)
-        t_g0 = group[i_points]
-        acc_y_3_t[t_g0] += item_weight[i_points]
-        # acc_y_5[i3, i4] += E[y_omega[points]] · x[points] · x[points]  (hierarchical_logistic.cem:32:5)
-        for t_i3 in range(n_P):
-            for t_i4 in range(n_P):
-                acc_y_5_t[t_i3, t_i4] += item_weight[i_points] * E_y_omega_value[i_points] * x[i_points, t_i3] * x[i_points, t_i4]
-        # acc_y_6[g0, i2] += E[y_omega[points]] · x[points] · onehot(group[points])  (hierarchical_logistic.cem:32:5)
-        t_g0 = group[i_points]
-        for t_i2 in range(n_P):
-            acc_y_6_t[t_g0, t_i2] += item_weight[i_points] * E_y_omega_value[i_points] * x[i_points, t_i2]
-        # acc_y_7[g0] += E[y_omega[points]] · onehot(group[points])  (hierarchical_logistic.cem:32:5)
-        t_g0 = group[i_points]
-        acc_y_7_t[t_g0] += item_weight[i_points] * E_y_omega_value[i_points]
-        # ELBO: local terms and local entropies
-        elbo += -0.6931471805599453
-        elbo += (rt.polyagamma_log_normalizer(lam_y_omega_value[i_points], 1.0) - lam_y_omega_value[i_points] * E_y_omega_value[i_points])
-    return elbo
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        acc_y_0_t = acc_y_0_threads[thread]
+        acc_y_1_t = acc_y_1_threads[thread]
+        acc_y_2_t = acc_y_2_threads[thread]
+        acc_y_3_t = acc_y_3_threads[thread]
+        acc_y_5_t = acc_y_5_threads[thread]
+        acc_y_6_t = acc_y_6_threads[thread]
+        acc_y_7_t = acc_y_7_threads[thread]
+        acc_y_0_t[...] = 0.0
+        acc_y_1_t[...] = 0.0
+        acc_y_2_t[...] = 0.0
+        acc_y_3_t[...] = 0.0
+        acc_y_5_t[...] = 0.0
+        acc_y_6_t[...] = 0.0
+        acc_y_7_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_points = items[position]
+            update_y_omega(i_points, True, lam_y_omega_value, n_P, x, E_w_outer, group, E_w_value, E_b_value, E_b_square, E_y_omega_value)
+            # acc_y_0[i0] += y[points] · x[points]  (hierarchical_logistic.cem:32:5)
+            for t_i0 in range(n_P):
+                acc_y_0_t[t_i0] += item_weight[i_points] * y[i_points] * x[i_points, t_i0]
+            # acc_y_1[g0] += y[points] · onehot(group[points])  (hierarchical_logistic.cem:32:5)
+            t_g0 = group[i_points]
+            acc_y_1_t[t_g0] += item_weight[i_points] * y[i_points]
+            # acc_y_2[i1] += x[points]  (hierarchical_logistic.cem:32:5)
+            for t_i1 in range(n_P):
+                acc_y_2_t[t_i1] += item_weight[i_points] * x[i_points, t_i1]
+            # acc_y_3[g0] += onehot(group[points])  (hierarchical_logistic.cem:32:5)
+            t_g0 = group[i_points]
+            acc_y_3_t[t_g0] += item_weight[i_points]
+            # acc_y_5[i3, i4] += E[y_omega[points]] · x[points] · x[points]  (hierarchical_logistic.cem:32:5)
+            for t_i3 in range(n_P):
+                for t_i4 in range(n_P):
+                    acc_y_5_t[t_i3, t_i4] += item_weight[i_points] * E_y_omega_value[i_points] * x[i_points, t_i3] * x[i_points, t_i4]
+            # acc_y_6[g0, i2] += E[y_omega[points]] · x[points] · onehot(group[points])  (hierarchical_logistic.cem:32:5)
+            t_g0 = group[i_points]
+            for t_i2 in range(n_P):
+                acc_y_6_t[t_g0, t_i2] += item_weight[i_points] * E_y_omega_value[i_points] * x[i_points, t_i2]
+            # acc_y_7[g0] += E[y_omega[points]] · onehot(group[points])  (hierarchical_logistic.cem:32:5)
+            t_g0 = group[i_points]
+            acc_y_7_t[t_g0] += item_weight[i_points] * E_y_omega_value[i_points]
+            # ELBO: local terms and local entropies
+            elbo += -0.6931471805599453
+            elbo += (rt.polyagamma_log_normalizer(lam_y_omega_value[i_points], 1.0) - lam_y_omega_value[i_points] * E_y_omega_value[i_points])
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})

@@ -114,7 +114,8 @@ def update_z(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         seeding,
         items,
@@ -142,55 +143,59 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    Share `thread` of `n_threads` of the items, with its own scratch arrays and
-    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
-    statistics in share order. Returns the share's ELBO terms that involve only local
+    Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own
+    scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the
+    shares (all in one call, or one call per share on the threads) and sums their
+    statistics in share order. Returns the shares' ELBO terms that involve only local
     variables and data.
     """
-    lam_z_onehot = lam_z_onehot_threads[thread]
-    lam_z_first = lam_z_first_threads[thread]
-    lam_z_pair = lam_z_pair_threads[thread]
-    E_z_onehot = E_z_onehot_threads[thread]
-    E_z_first = E_z_first_threads[thread]
-    E_z_pair = E_z_pair_threads[thread]
-    H_z = H_z_threads[thread]
-    acc_z_0_t = acc_z_0_threads[thread]
-    acc_z_1_t = acc_z_1_threads[thread]
-    acc_x_0_t = acc_x_0_threads[thread]
-    acc_z_0_t[...] = 0.0
-    acc_z_1_t[...] = 0.0
-    acc_x_0_t[...] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_seqs = items[position]
-        base_steps = steps_ptr[i_seqs]
-        if seeding:  # k-means++ seed steps: seed c in state c
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        lam_z_onehot = lam_z_onehot_threads[thread]
+        lam_z_first = lam_z_first_threads[thread]
+        lam_z_pair = lam_z_pair_threads[thread]
+        E_z_onehot = E_z_onehot_threads[thread]
+        E_z_first = E_z_first_threads[thread]
+        E_z_pair = E_z_pair_threads[thread]
+        H_z = H_z_threads[thread]
+        acc_z_0_t = acc_z_0_threads[thread]
+        acc_z_1_t = acc_z_1_threads[thread]
+        acc_x_0_t = acc_x_0_threads[thread]
+        acc_z_0_t[...] = 0.0
+        acc_z_1_t[...] = 0.0
+        acc_x_0_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_seqs = items[position]
+            base_steps = steps_ptr[i_seqs]
+            if seeding:  # k-means++ seed steps: seed c in state c
+                for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                    E_z_onehot[i_steps - base_steps] = 0.0
+                    E_z_first[i_steps - base_steps] = 0.0
+                    E_z_pair[i_steps - base_steps] = 0.0
+                    if 0 <= seed_category[i_steps] < n_K:
+                        E_z_onehot[i_steps - base_steps, seed_category[i_steps]] = 1.0
+                H_z[0] = 0.0  # the seeding pass is not part of the ELBO
+            else:
+                update_z(i_seqs, True, lam_z_onehot, lam_z_first, lam_z_pair, n_K, E_pi0_log, E_A_log, x, E_phi_log, steps_ptr, E_z_onehot, E_z_first, E_z_pair, H_z)
+            # acc_z_0[k] += q(first z[seqs, steps]=k)  (hmm.cem:26:9)
             for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-                E_z_onehot[i_steps - base_steps] = 0.0
-                E_z_first[i_steps - base_steps] = 0.0
-                E_z_pair[i_steps - base_steps] = 0.0
-                if 0 <= seed_category[i_steps] < n_K:
-                    E_z_onehot[i_steps - base_steps, seed_category[i_steps]] = 1.0
-            H_z[0] = 0.0  # the seeding pass is not part of the ELBO
-        else:
-            update_z(i_seqs, True, lam_z_onehot, lam_z_first, lam_z_pair, n_K, E_pi0_log, E_A_log, x, E_phi_log, steps_ptr, E_z_onehot, E_z_first, E_z_pair, H_z)
-        # acc_z_0[k] += q(first z[seqs, steps]=k)  (hmm.cem:26:9)
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            for t_k in range(n_K):
-                acc_z_0_t[t_k] += item_weight[i_seqs] * E_z_first[i_steps - base_steps, t_k] * steps_weight[i_steps]
-        # acc_z_1[gj, k] += q(previous z[seqs, steps]=gj, z[seqs, steps]=k)  (hmm.cem:26:9)
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            for t_gj in range(n_K):
                 for t_k in range(n_K):
-                    acc_z_1_t[t_gj, t_k] += item_weight[i_seqs] * E_z_pair[i_steps - base_steps, t_gj, t_k] * steps_weight[i_steps]
-        # acc_x_0[k, g0] += onehot(x[seqs, steps]) · q(z[seqs, steps]=g0)  (hmm.cem:27:9)
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            t_k = x[i_steps]
-            for t_g0 in range(n_K):
-                acc_x_0_t[t_k, t_g0] += item_weight[i_seqs] * E_z_onehot[i_steps - base_steps, t_g0] * steps_weight[i_steps]
-        # ELBO: local terms and local entropies
-        elbo += H_z[0]
-    return elbo
+                    acc_z_0_t[t_k] += item_weight[i_seqs] * E_z_first[i_steps - base_steps, t_k] * steps_weight[i_steps]
+            # acc_z_1[gj, k] += q(previous z[seqs, steps]=gj, z[seqs, steps]=k)  (hmm.cem:26:9)
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                for t_gj in range(n_K):
+                    for t_k in range(n_K):
+                        acc_z_1_t[t_gj, t_k] += item_weight[i_seqs] * E_z_pair[i_steps - base_steps, t_gj, t_k] * steps_weight[i_steps]
+            # acc_x_0[k, g0] += onehot(x[seqs, steps]) · q(z[seqs, steps]=g0)  (hmm.cem:27:9)
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                t_k = x[i_steps]
+                for t_g0 in range(n_K):
+                    acc_x_0_t[t_k, t_g0] += item_weight[i_seqs] * E_z_onehot[i_steps - base_steps, t_g0] * steps_weight[i_steps]
+            # ELBO: local terms and local entropies
+            elbo += H_z[0]
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})

@@ -240,7 +240,8 @@ def item_elbo_without_z(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         seeding,
         items,
@@ -276,95 +277,99 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    Share `thread` of `n_threads` of the items, with its own scratch arrays and
-    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
-    statistics in share order. Returns the share's ELBO terms that involve only local
+    Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own
+    scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the
+    shares (all in one call, or one call per share on the threads) and sums their
+    statistics in share order. Returns the shares' ELBO terms that involve only local
     variables and data.
     """
-    lam_z_onehot = lam_z_onehot_threads[thread]
-    E_z_onehot = E_z_onehot_threads[thread]
-    H_z = H_z_threads[thread]
-    logZ_z = logZ_z_threads[thread]
-    A_z = A_z_threads[thread]
-    S_z = S_z_threads[thread]
-    B_z = B_z_threads[thread]
-    s_z = s_z_threads[thread]
-    acc_w_0_t = acc_w_0_threads[thread]
-    acc_w_0_t[...] = 0.0
-    old_theta = np.empty_like(lam_theta_log[0])  # the previous sweep, for the convergence test
-    # the item's previous state, for the restart guard
-    keep_lam_theta_log = np.empty_like(lam_theta_log[0])
-    # the item's previous state, for the restart guard
-    keep_E_theta_log = np.empty_like(E_theta_log[0])
-    # the item's previous state, for the restart guard
-    keep_X_theta_log = np.empty_like(X_theta_log[0])
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_docs = items[position]
-        base_tokens = tokens_ptr[i_docs]
-        if seeding:  # k-means++ seed items: seed c is all category c
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        lam_z_onehot = lam_z_onehot_threads[thread]
+        E_z_onehot = E_z_onehot_threads[thread]
+        H_z = H_z_threads[thread]
+        logZ_z = logZ_z_threads[thread]
+        A_z = A_z_threads[thread]
+        S_z = S_z_threads[thread]
+        B_z = B_z_threads[thread]
+        s_z = s_z_threads[thread]
+        acc_w_0_t = acc_w_0_threads[thread]
+        acc_w_0_t[...] = 0.0
+        old_theta = np.empty_like(lam_theta_log[0])  # the previous sweep, for the convergence test
+        # the item's previous state, for the restart guard
+        keep_lam_theta_log = np.empty_like(lam_theta_log[0])
+        # the item's previous state, for the restart guard
+        keep_E_theta_log = np.empty_like(E_theta_log[0])
+        # the item's previous state, for the restart guard
+        keep_X_theta_log = np.empty_like(X_theta_log[0])
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_docs = items[position]
+            base_tokens = tokens_ptr[i_docs]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                    E_z_onehot[i_tokens - base_tokens] = 0.0
+                    if 0 <= seed_category[i_docs] < n_K:
+                        E_z_onehot[i_tokens - base_tokens, seed_category[i_docs]] = 1.0
+                update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
+            else:
+                if guard:
+                    keep_lam_theta_log[...] = lam_theta_log[i_docs]
+                    keep_E_theta_log[...] = E_theta_log[i_docs]
+                    keep_X_theta_log[...] = X_theta_log[i_docs]
+                    gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
+                    # the previous state with q(z) at its optimum
+                    previous = collapsed_z(i_docs, n_K, A_z, B_z, s_z, X_theta_log, tokens_ptr, tokens_weight) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log)
+                if not warm:
+                    update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
+                if not guard:  # the guard gathered them already
+                    gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
+                # the item's sweeps (MF reports them: FitResult.notes['local_sweeps'])
+                local_sweeps[i_docs] = 0
+                for sweep in range(max_local_iter):
+                    local_sweeps[i_docs] += 1
+                    change = 0.0
+                    old_theta[...] = lam_theta_log[i_docs]
+                    use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z)
+                    if not use_sums_z:
+                        rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
+                        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+                    update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, use_sums_z, S_z, X_theta_log, True, E_theta_log)
+                    change += rt.mean_abs_change(lam_theta_log[i_docs], old_theta)
+                    if change < local_tol:
+                        break
+                # E[log ·] of the item, once its sweeps converged
+                rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
+                # q(z) itself, from the converged sweeps
+                update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+                if guard:
+                    if rt.weighted_sum(tokens_weight[tokens_ptr[i_docs]:tokens_ptr[i_docs + 1]], logZ_z[:tokens_ptr[i_docs + 1] - tokens_ptr[i_docs]]) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log) < previous:
+                        # the restart settled lower: keep the previous state
+                        lam_theta_log[i_docs] = keep_lam_theta_log
+                        E_theta_log[i_docs] = keep_E_theta_log
+                        X_theta_log[i_docs] = keep_X_theta_log
+                        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+            # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
             for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-                E_z_onehot[i_tokens - base_tokens] = 0.0
-                if 0 <= seed_category[i_docs] < n_K:
-                    E_z_onehot[i_tokens - base_tokens, seed_category[i_docs]] = 1.0
-            update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
-        else:
-            if guard:
-                keep_lam_theta_log[...] = lam_theta_log[i_docs]
-                keep_E_theta_log[...] = E_theta_log[i_docs]
-                keep_X_theta_log[...] = X_theta_log[i_docs]
-                gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
-                # the previous state with q(z) at its optimum
-                previous = collapsed_z(i_docs, n_K, A_z, B_z, s_z, X_theta_log, tokens_ptr, tokens_weight) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log)
-            if not warm:
-                update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
-            if not guard:  # the guard gathered them already
-                gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
-            # the item's sweeps (MF reports them: FitResult.notes['local_sweeps'])
-            local_sweeps[i_docs] = 0
-            for sweep in range(max_local_iter):
-                local_sweeps[i_docs] += 1
-                change = 0.0
-                old_theta[...] = lam_theta_log[i_docs]
-                use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z)
-                if not use_sums_z:
-                    rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
-                    update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
-                update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, use_sums_z, S_z, X_theta_log, True, E_theta_log)
-                change += rt.mean_abs_change(lam_theta_log[i_docs], old_theta)
-                if change < local_tol:
-                    break
-            # E[log ·] of the item, once its sweeps converged
-            rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
-            # q(z) itself, from the converged sweeps
-            update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
-            if guard:
-                if rt.weighted_sum(tokens_weight[tokens_ptr[i_docs]:tokens_ptr[i_docs + 1]], logZ_z[:tokens_ptr[i_docs + 1] - tokens_ptr[i_docs]]) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log) < previous:
-                    # the restart settled lower: keep the previous state
-                    lam_theta_log[i_docs] = keep_lam_theta_log
-                    E_theta_log[i_docs] = keep_E_theta_log
-                    X_theta_log[i_docs] = keep_X_theta_log
-                    update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
-        # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-            t_k = w[i_tokens]
-            for t_g0 in range(n_K):
-                acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
-        # ELBO: local terms and local entropies
-        for t_k in range(n_K):
-            elbo += alpha * E_theta_log[i_docs, t_k]
-        for t_k in range(n_K):
-            elbo += -E_theta_log[i_docs, t_k]
-        elbo += lgamma_sum_alpha
-        for t_k in range(n_K):
-            elbo += -lgamma_alpha
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                t_k = w[i_tokens]
+                for t_g0 in range(n_K):
+                    acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
+            # ELBO: local terms and local entropies
             for t_k in range(n_K):
-                elbo += E_z_onehot[i_tokens - base_tokens, t_k] * E_theta_log[i_docs, t_k] * tokens_weight[i_tokens]
-        elbo += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - rt.frobenius(lam_theta_log[i_docs], E_theta_log[i_docs]))
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-            elbo += tokens_weight[i_tokens] * (H_z[i_tokens - base_tokens])
-    return elbo
+                elbo += alpha * E_theta_log[i_docs, t_k]
+            for t_k in range(n_K):
+                elbo += -E_theta_log[i_docs, t_k]
+            elbo += lgamma_sum_alpha
+            for t_k in range(n_K):
+                elbo += -lgamma_alpha
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                for t_k in range(n_K):
+                    elbo += E_z_onehot[i_tokens - base_tokens, t_k] * E_theta_log[i_docs, t_k] * tokens_weight[i_tokens]
+            elbo += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - rt.frobenius(lam_theta_log[i_docs], E_theta_log[i_docs]))
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                elbo += tokens_weight[i_tokens] * (H_z[i_tokens - base_tokens])
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True)
@@ -628,7 +633,8 @@ def elbo_global(n_K, n_V, eta, E_beta_log, lgamma_sum_eta, lgamma_eta, acc_w_0, 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_stats(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         items,
         theta_z,
@@ -657,53 +663,57 @@ def klc_stats(
     and the collapsed globals' sufficient statistics (accumulators).
     Returns the ELBO terms that involve only local variables and data.
     """
-    lam_z_onehot = lam_z_onehot_threads[thread]
-    E_z_onehot = E_z_onehot_threads[thread]
-    H_z = H_z_threads[thread]
-    logZ_z = logZ_z_threads[thread]
-    A_z = A_z_threads[thread]
-    S_z = S_z_threads[thread]
-    B_z = B_z_threads[thread]
-    s_z = s_z_threads[thread]
-    acc_w_0_t = acc_w_0_threads[thread]
-    acc_w_0_t[...] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_docs = items[position]
-        base_tokens = tokens_ptr[i_docs]
-        # q(z) = softmax(θ) per row
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-            lam_z_onehot[i_tokens - base_tokens] = theta_z[i_tokens]
-            logZ_z[i_tokens - base_tokens] = rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
-            # H = log Σ_c exp θ_c − Σ_c θ_c q_c
-            H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
-        # the collapsed locals at their optimum given q(Z): q*(X) (eq. 5)
-        update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
-        # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-            t_k = w[i_tokens]
-            for t_g0 in range(n_K):
-                acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
-        # ELBO: local terms and local entropies
-        for t_k in range(n_K):
-            elbo += alpha * E_theta_log[i_docs, t_k]
-        for t_k in range(n_K):
-            elbo += -E_theta_log[i_docs, t_k]
-        elbo += lgamma_sum_alpha
-        for t_k in range(n_K):
-            elbo += -lgamma_alpha
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        lam_z_onehot = lam_z_onehot_threads[thread]
+        E_z_onehot = E_z_onehot_threads[thread]
+        H_z = H_z_threads[thread]
+        logZ_z = logZ_z_threads[thread]
+        A_z = A_z_threads[thread]
+        S_z = S_z_threads[thread]
+        B_z = B_z_threads[thread]
+        s_z = s_z_threads[thread]
+        acc_w_0_t = acc_w_0_threads[thread]
+        acc_w_0_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_docs = items[position]
+            base_tokens = tokens_ptr[i_docs]
+            # q(z) = softmax(θ) per row
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                lam_z_onehot[i_tokens - base_tokens] = theta_z[i_tokens]
+                logZ_z[i_tokens - base_tokens] = rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+                # H = log Σ_c exp θ_c − Σ_c θ_c q_c
+                H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+            # the collapsed locals at their optimum given q(Z): q*(X) (eq. 5)
+            update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
+            # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                t_k = w[i_tokens]
+                for t_g0 in range(n_K):
+                    acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
+            # ELBO: local terms and local entropies
             for t_k in range(n_K):
-                elbo += E_z_onehot[i_tokens - base_tokens, t_k] * E_theta_log[i_docs, t_k] * tokens_weight[i_tokens]
-        elbo += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - rt.frobenius(lam_theta_log[i_docs], E_theta_log[i_docs]))
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-            elbo += tokens_weight[i_tokens] * (H_z[i_tokens - base_tokens])
-    return elbo
+                elbo += alpha * E_theta_log[i_docs, t_k]
+            for t_k in range(n_K):
+                elbo += -E_theta_log[i_docs, t_k]
+            elbo += lgamma_sum_alpha
+            for t_k in range(n_K):
+                elbo += -lgamma_alpha
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                for t_k in range(n_K):
+                    elbo += E_z_onehot[i_tokens - base_tokens, t_k] * E_theta_log[i_docs, t_k] * tokens_weight[i_tokens]
+            elbo += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - rt.frobenius(lam_theta_log[i_docs], E_theta_log[i_docs]))
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                elbo += tokens_weight[i_tokens] * (H_z[i_tokens - base_tokens])
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_gradient(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         items,
         theta_z,
@@ -731,40 +741,43 @@ def klc_gradient(
     first): natgrad = θ̂ − θ (eq. 15), grad = w (diag(q) − q qᵀ) natgrad.
     Returns ⟨natgrad, grad⟩, the squared Riemannian norm (eq. 16).
     """
-    lam_z_onehot = lam_z_onehot_threads[thread]
-    E_z_onehot = E_z_onehot_threads[thread]
-    H_z = H_z_threads[thread]
-    logZ_z = logZ_z_threads[thread]
-    A_z = A_z_threads[thread]
-    S_z = S_z_threads[thread]
-    B_z = B_z_threads[thread]
-    s_z = s_z_threads[thread]
-    norm = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_docs = items[position]
-        base_tokens = tokens_ptr[i_docs]
-        # q(Z) = softmax(θ) per row
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-            lam_z_onehot[i_tokens - base_tokens] = theta_z[i_tokens]
-            logZ_z[i_tokens - base_tokens] = rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
-            # H = log Σ_c exp θ_c − Σ_c θ_c q_c
-            H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
-        # θ̂ = the mean-field target of q(z) given q*(X)
-        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-            # g̃ = θ̂ − θ
-            natgrad_z[i_tokens] = lam_z_onehot[i_tokens - base_tokens] - theta_z[i_tokens]
-            # q(z) back to softmax(θ) for the other rows' targets
-            lam_z_onehot[i_tokens - base_tokens] = theta_z[i_tokens]
-            rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
-            mean = 0.0
-            for t_c in range(n_K):
-                mean += E_z_onehot[i_tokens - base_tokens, t_c] * natgrad_z[i_tokens, t_c]
-            for t_c in range(n_K):
-                # g = w (diag(q) − q qᵀ) g̃
-                grad_z[i_tokens, t_c] = tokens_weight[i_tokens] * E_z_onehot[i_tokens - base_tokens, t_c] * (natgrad_z[i_tokens, t_c] - mean)
-                norm += grad_z[i_tokens, t_c] * natgrad_z[i_tokens, t_c]
-    return norm
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        lam_z_onehot = lam_z_onehot_threads[thread]
+        E_z_onehot = E_z_onehot_threads[thread]
+        H_z = H_z_threads[thread]
+        logZ_z = logZ_z_threads[thread]
+        A_z = A_z_threads[thread]
+        S_z = S_z_threads[thread]
+        B_z = B_z_threads[thread]
+        s_z = s_z_threads[thread]
+        norm = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_docs = items[position]
+            base_tokens = tokens_ptr[i_docs]
+            # q(Z) = softmax(θ) per row
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                lam_z_onehot[i_tokens - base_tokens] = theta_z[i_tokens]
+                logZ_z[i_tokens - base_tokens] = rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+                # H = log Σ_c exp θ_c − Σ_c θ_c q_c
+                H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+            # θ̂ = the mean-field target of q(z) given q*(X)
+            update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                # g̃ = θ̂ − θ
+                natgrad_z[i_tokens] = lam_z_onehot[i_tokens - base_tokens] - theta_z[i_tokens]
+                # q(z) back to softmax(θ) for the other rows' targets
+                lam_z_onehot[i_tokens - base_tokens] = theta_z[i_tokens]
+                rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
+                mean = 0.0
+                for t_c in range(n_K):
+                    mean += E_z_onehot[i_tokens - base_tokens, t_c] * natgrad_z[i_tokens, t_c]
+                for t_c in range(n_K):
+                    # g = w (diag(q) − q qᵀ) g̃
+                    grad_z[i_tokens, t_c] = tokens_weight[i_tokens] * E_z_onehot[i_tokens - base_tokens, t_c] * (natgrad_z[i_tokens, t_c] - mean)
+                    norm += grad_z[i_tokens, t_c] * natgrad_z[i_tokens, t_c]
+        shares_total += norm  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, share=None):

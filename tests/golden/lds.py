@@ -178,7 +178,8 @@ def update_x(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         seeding,
         items,
@@ -232,112 +233,116 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    Share `thread` of `n_threads` of the items, with its own scratch arrays and
-    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
-    statistics in share order. Returns the share's ELBO terms that involve only local
+    Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own
+    scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the
+    shares (all in one call, or one call per share on the threads) and sums their
+    statistics in share order. Returns the shares' ELBO terms that involve only local
     variables and data.
     """
-    lam_x_value = lam_x_value_threads[thread]
-    lam_x_outer = lam_x_outer_threads[thread]
-    lam_x_start = lam_x_start_threads[thread]
-    lam_x_start_value = lam_x_start_value_threads[thread]
-    lam_x_start_outer = lam_x_start_outer_threads[thread]
-    lam_x_step = lam_x_step_threads[thread]
-    lam_x_step_outer = lam_x_step_outer_threads[thread]
-    lam_x_cross = lam_x_cross_threads[thread]
-    lam_x_prev_outer = lam_x_prev_outer_threads[thread]
-    E_x_value = E_x_value_threads[thread]
-    E_x_outer = E_x_outer_threads[thread]
-    E_x_start = E_x_start_threads[thread]
-    E_x_start_value = E_x_start_value_threads[thread]
-    E_x_start_outer = E_x_start_outer_threads[thread]
-    E_x_step = E_x_step_threads[thread]
-    E_x_step_outer = E_x_step_outer_threads[thread]
-    E_x_cross = E_x_cross_threads[thread]
-    E_x_prev_outer = E_x_prev_outer_threads[thread]
-    H_x = H_x_threads[thread]
-    acc_x_5_t = acc_x_5_threads[thread]
-    acc_x_6_t = acc_x_6_threads[thread]
-    acc_x_7_t = acc_x_7_threads[thread]
-    acc_y_0_t = acc_y_0_threads[thread]
-    acc_y_1_t = acc_y_1_threads[thread]
-    acc_y_2_t = acc_y_2_threads[thread]
-    acc_y_3_t = acc_y_3_threads[thread]
-    acc_x_5_t[...] = 0.0
-    acc_x_6_t[...] = 0.0
-    acc_x_7_t[...] = 0.0
-    acc_y_0_t[...] = 0.0
-    acc_y_1_t[...] = 0.0
-    acc_y_2_t[...] = 0.0
-    acc_y_3_t[...] = 0.0
-    acc_x_4_threads[thread] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_seqs = items[position]
-        base_steps = steps_ptr[i_seqs]
-        update_x(i_seqs, True, lam_x_value, lam_x_outer, lam_x_start, lam_x_start_value, lam_x_start_outer, lam_x_step, lam_x_step_outer, lam_x_cross, lam_x_prev_outer, logdet_P0, n_D, P0, m0, outer_m0, E_Q_logdet, E_Q_value, A, n_P, E_r_value, y, E_C_value, E_C_outer, steps_ptr, E_x_value, E_x_outer, E_x_start, E_x_start_value, E_x_start_outer, E_x_step, E_x_step_outer, E_x_cross, E_x_prev_outer, H_x)
-        # acc_x_4[] += E[step x[seqs, steps]]  (lds.cem:36:9)
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            acc_x_4_threads[thread] += item_weight[i_seqs] * E_x_step[i_steps - base_steps] * steps_weight[i_steps]
-        # acc_x_5[i, j] += E[step_outer x[seqs, steps]]  (lds.cem:36:9)
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            for t_i in range(n_D):
-                for t_j in range(n_D):
-                    acc_x_5_t[t_i, t_j] += item_weight[i_seqs] * E_x_step_outer[i_steps - base_steps, t_i, t_j] * steps_weight[i_steps]
-        # acc_x_6[i, j] += A · E[cross x[seqs, steps]]  (lds.cem:36:9)
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            for t_k in range(n_D):
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        lam_x_value = lam_x_value_threads[thread]
+        lam_x_outer = lam_x_outer_threads[thread]
+        lam_x_start = lam_x_start_threads[thread]
+        lam_x_start_value = lam_x_start_value_threads[thread]
+        lam_x_start_outer = lam_x_start_outer_threads[thread]
+        lam_x_step = lam_x_step_threads[thread]
+        lam_x_step_outer = lam_x_step_outer_threads[thread]
+        lam_x_cross = lam_x_cross_threads[thread]
+        lam_x_prev_outer = lam_x_prev_outer_threads[thread]
+        E_x_value = E_x_value_threads[thread]
+        E_x_outer = E_x_outer_threads[thread]
+        E_x_start = E_x_start_threads[thread]
+        E_x_start_value = E_x_start_value_threads[thread]
+        E_x_start_outer = E_x_start_outer_threads[thread]
+        E_x_step = E_x_step_threads[thread]
+        E_x_step_outer = E_x_step_outer_threads[thread]
+        E_x_cross = E_x_cross_threads[thread]
+        E_x_prev_outer = E_x_prev_outer_threads[thread]
+        H_x = H_x_threads[thread]
+        acc_x_5_t = acc_x_5_threads[thread]
+        acc_x_6_t = acc_x_6_threads[thread]
+        acc_x_7_t = acc_x_7_threads[thread]
+        acc_y_0_t = acc_y_0_threads[thread]
+        acc_y_1_t = acc_y_1_threads[thread]
+        acc_y_2_t = acc_y_2_threads[thread]
+        acc_y_3_t = acc_y_3_threads[thread]
+        acc_x_5_t[...] = 0.0
+        acc_x_6_t[...] = 0.0
+        acc_x_7_t[...] = 0.0
+        acc_y_0_t[...] = 0.0
+        acc_y_1_t[...] = 0.0
+        acc_y_2_t[...] = 0.0
+        acc_y_3_t[...] = 0.0
+        acc_x_4_threads[thread] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_seqs = items[position]
+            base_steps = steps_ptr[i_seqs]
+            update_x(i_seqs, True, lam_x_value, lam_x_outer, lam_x_start, lam_x_start_value, lam_x_start_outer, lam_x_step, lam_x_step_outer, lam_x_cross, lam_x_prev_outer, logdet_P0, n_D, P0, m0, outer_m0, E_Q_logdet, E_Q_value, A, n_P, E_r_value, y, E_C_value, E_C_outer, steps_ptr, E_x_value, E_x_outer, E_x_start, E_x_start_value, E_x_start_outer, E_x_step, E_x_step_outer, E_x_cross, E_x_prev_outer, H_x)
+            # acc_x_4[] += E[step x[seqs, steps]]  (lds.cem:36:9)
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                acc_x_4_threads[thread] += item_weight[i_seqs] * E_x_step[i_steps - base_steps] * steps_weight[i_steps]
+            # acc_x_5[i, j] += E[step_outer x[seqs, steps]]  (lds.cem:36:9)
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
                 for t_i in range(n_D):
                     for t_j in range(n_D):
-                        acc_x_6_t[t_i, t_j] += item_weight[i_seqs] * A[t_j, t_k] * E_x_cross[i_steps - base_steps, t_i, t_k] * steps_weight[i_steps]
-        # acc_x_7[i, j] += A · A · E[prev_outer x[seqs, steps]]  (lds.cem:36:9)
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            for t_k in range(n_D):
-                for t_l in range(n_D):
+                        acc_x_5_t[t_i, t_j] += item_weight[i_seqs] * E_x_step_outer[i_steps - base_steps, t_i, t_j] * steps_weight[i_steps]
+            # acc_x_6[i, j] += A · E[cross x[seqs, steps]]  (lds.cem:36:9)
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                for t_k in range(n_D):
                     for t_i in range(n_D):
                         for t_j in range(n_D):
-                            acc_x_7_t[t_i, t_j] += item_weight[i_seqs] * A[t_i, t_k] * A[t_j, t_l] * E_x_prev_outer[i_steps - base_steps, t_k, t_l] * steps_weight[i_steps]
-        # acc_y_0[@dims] +=   (lds.cem:38:13)
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            for i_dims in range(n_P):
-                acc_y_0_t[i_dims] += item_weight[i_seqs] * steps_weight[i_steps]
-        # acc_y_1[@dims] += y[seqs, steps, dims] · y[seqs, steps, dims]  (lds.cem:38:13)
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            for i_dims in range(n_P):
-                acc_y_1_t[i_dims] += item_weight[i_seqs] * y[i_steps, i_dims] * y[i_steps, i_dims] * steps_weight[i_steps]
-        # acc_y_2[i0, @dims] += y[seqs, steps, dims] · E[x[seqs, steps]]  (lds.cem:38:13)
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            for i_dims in range(n_P):
-                for t_i0 in range(n_D):
-                    acc_y_2_t[t_i0, i_dims] += item_weight[i_seqs] * y[i_steps, i_dims] * E_x_value[i_steps - base_steps, t_i0] * steps_weight[i_steps]
-        # acc_y_3[i1, i2, @dims] += E[x[seqs, steps]x[seqs, steps]ᵀ]  (lds.cem:38:13)
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            for i_dims in range(n_P):
-                for t_i1 in range(n_D):
-                    for t_i2 in range(n_D):
-                        acc_y_3_t[t_i1, t_i2, i_dims] += item_weight[i_seqs] * E_x_outer[i_steps - base_steps, t_i1, t_i2] * steps_weight[i_steps]
-        # ELBO: local terms and local entropies
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            elbo += 0.5 * E_x_start[i_steps - base_steps] * logdet_P0 * steps_weight[i_steps]
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            for t_i in range(n_D):
-                for t_j in range(n_D):
-                    elbo += -0.5 * P0[t_i, t_j] * E_x_start_outer[i_steps - base_steps, t_i, t_j] * steps_weight[i_steps]
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            for t_i in range(n_D):
-                for t_j in range(n_D):
-                    elbo += E_x_start_value[i_steps - base_steps, t_i] * P0[t_i, t_j] * m0[t_j] * steps_weight[i_steps]
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            for t_i in range(n_D):
-                for t_j in range(n_D):
-                    elbo += -0.5 * E_x_start[i_steps - base_steps] * P0[t_i, t_j] * outer_m0[t_i, t_j] * steps_weight[i_steps]
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            elbo += -0.9189385332046727 * dim_x * steps_weight[i_steps]
-        for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-            for i_dims in range(n_P):
-                elbo += -0.9189385332046727 * steps_weight[i_steps]
-        elbo += H_x[0]
-    return elbo
+                            acc_x_6_t[t_i, t_j] += item_weight[i_seqs] * A[t_j, t_k] * E_x_cross[i_steps - base_steps, t_i, t_k] * steps_weight[i_steps]
+            # acc_x_7[i, j] += A · A · E[prev_outer x[seqs, steps]]  (lds.cem:36:9)
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                for t_k in range(n_D):
+                    for t_l in range(n_D):
+                        for t_i in range(n_D):
+                            for t_j in range(n_D):
+                                acc_x_7_t[t_i, t_j] += item_weight[i_seqs] * A[t_i, t_k] * A[t_j, t_l] * E_x_prev_outer[i_steps - base_steps, t_k, t_l] * steps_weight[i_steps]
+            # acc_y_0[@dims] +=   (lds.cem:38:13)
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                for i_dims in range(n_P):
+                    acc_y_0_t[i_dims] += item_weight[i_seqs] * steps_weight[i_steps]
+            # acc_y_1[@dims] += y[seqs, steps, dims] · y[seqs, steps, dims]  (lds.cem:38:13)
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                for i_dims in range(n_P):
+                    acc_y_1_t[i_dims] += item_weight[i_seqs] * y[i_steps, i_dims] * y[i_steps, i_dims] * steps_weight[i_steps]
+            # acc_y_2[i0, @dims] += y[seqs, steps, dims] · E[x[seqs, steps]]  (lds.cem:38:13)
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                for i_dims in range(n_P):
+                    for t_i0 in range(n_D):
+                        acc_y_2_t[t_i0, i_dims] += item_weight[i_seqs] * y[i_steps, i_dims] * E_x_value[i_steps - base_steps, t_i0] * steps_weight[i_steps]
+            # acc_y_3[i1, i2, @dims] += E[x[seqs, steps]x[seqs, steps]ᵀ]  (lds.cem:38:13)
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                for i_dims in range(n_P):
+                    for t_i1 in range(n_D):
+                        for t_i2 in range(n_D):
+                            acc_y_3_t[t_i1, t_i2, i_dims] += item_weight[i_seqs] * E_x_outer[i_steps - base_steps, t_i1, t_i2] * steps_weight[i_steps]
+            # ELBO: local terms and local entropies
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                elbo += 0.5 * E_x_start[i_steps - base_steps] * logdet_P0 * steps_weight[i_steps]
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                for t_i in range(n_D):
+                    for t_j in range(n_D):
+                        elbo += -0.5 * P0[t_i, t_j] * E_x_start_outer[i_steps - base_steps, t_i, t_j] * steps_weight[i_steps]
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                for t_i in range(n_D):
+                    for t_j in range(n_D):
+                        elbo += E_x_start_value[i_steps - base_steps, t_i] * P0[t_i, t_j] * m0[t_j] * steps_weight[i_steps]
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                for t_i in range(n_D):
+                    for t_j in range(n_D):
+                        elbo += -0.5 * E_x_start[i_steps - base_steps] * P0[t_i, t_j] * outer_m0[t_i, t_j] * steps_weight[i_steps]
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                elbo += -0.9189385332046727 * dim_x * steps_weight[i_steps]
+            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                for i_dims in range(n_P):
+                    elbo += -0.9189385332046727 * steps_weight[i_steps]
+            elbo += H_x[0]
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})

@@ -71,7 +71,8 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         seeding,
         items,
@@ -90,34 +91,38 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    Share `thread` of `n_threads` of the items, with its own scratch arrays and
-    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
-    statistics in share order. Returns the share's ELBO terms that involve only local
+    Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own
+    scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the
+    shares (all in one call, or one call per share on the threads) and sums their
+    statistics in share order. Returns the shares' ELBO terms that involve only local
     variables and data.
     """
-    acc_y_2_t = acc_y_2_threads[thread]
-    acc_y_3_t = acc_y_3_threads[thread]
-    acc_y_2_t[...] = 0.0
-    acc_y_3_t[...] = 0.0
-    acc_y_0_threads[thread] = 0.0
-    acc_y_1_threads[thread] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_points = items[position]
-        # acc_y_0[] += present(y[points])  (linear_regression.cem:19:5)
-        acc_y_0_threads[thread] += item_weight[i_points] * present_y[i_points]
-        # acc_y_1[] += y[points] · y[points] · present(y[points])  (linear_regression.cem:19:5)
-        acc_y_1_threads[thread] += item_weight[i_points] * y[i_points] * y[i_points] * present_y[i_points]
-        # acc_y_2[i0] += y[points] · x[points] · present(y[points])  (linear_regression.cem:19:5)
-        for t_i0 in range(n_P):
-            acc_y_2_t[t_i0] += item_weight[i_points] * y[i_points] * x[i_points, t_i0] * present_y[i_points]
-        # acc_y_3[i1, i2] += x[points] · x[points] · present(y[points])  (linear_regression.cem:19:5)
-        for t_i1 in range(n_P):
-            for t_i2 in range(n_P):
-                acc_y_3_t[t_i1, t_i2] += item_weight[i_points] * x[i_points, t_i1] * x[i_points, t_i2] * present_y[i_points]
-        # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727 * present_y[i_points]
-    return elbo
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        acc_y_2_t = acc_y_2_threads[thread]
+        acc_y_3_t = acc_y_3_threads[thread]
+        acc_y_2_t[...] = 0.0
+        acc_y_3_t[...] = 0.0
+        acc_y_0_threads[thread] = 0.0
+        acc_y_1_threads[thread] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_points = items[position]
+            # acc_y_0[] += present(y[points])  (linear_regression.cem:19:5)
+            acc_y_0_threads[thread] += item_weight[i_points] * present_y[i_points]
+            # acc_y_1[] += y[points] · y[points] · present(y[points])  (linear_regression.cem:19:5)
+            acc_y_1_threads[thread] += item_weight[i_points] * y[i_points] * y[i_points] * present_y[i_points]
+            # acc_y_2[i0] += y[points] · x[points] · present(y[points])  (linear_regression.cem:19:5)
+            for t_i0 in range(n_P):
+                acc_y_2_t[t_i0] += item_weight[i_points] * y[i_points] * x[i_points, t_i0] * present_y[i_points]
+            # acc_y_3[i1, i2] += x[points] · x[points] · present(y[points])  (linear_regression.cem:19:5)
+            for t_i1 in range(n_P):
+                for t_i2 in range(n_P):
+                    acc_y_3_t[t_i1, t_i2] += item_weight[i_points] * x[i_points, t_i1] * x[i_points, t_i2] * present_y[i_points]
+            # ELBO: local terms and local entropies
+            elbo += -0.9189385332046727 * present_y[i_points]
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})

@@ -81,7 +81,8 @@ def update_y_omega(i_points, with_children, lam_y_omega_value, n_P, x, E_w_outer
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         seeding,
         items,
@@ -101,35 +102,39 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    Share `thread` of `n_threads` of the items, with its own scratch arrays and
-    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
-    statistics in share order. Returns the share's ELBO terms that involve only local
+    Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own
+    scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the
+    shares (all in one call, or one call per share on the threads) and sums their
+    statistics in share order. Returns the shares' ELBO terms that involve only local
     variables and data.
     """
-    acc_y_0_t = acc_y_0_threads[thread]
-    acc_y_1_t = acc_y_1_threads[thread]
-    acc_y_3_t = acc_y_3_threads[thread]
-    acc_y_0_t[...] = 0.0
-    acc_y_1_t[...] = 0.0
-    acc_y_3_t[...] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_points = items[position]
-        update_y_omega(i_points, True, lam_y_omega_value, n_P, x, E_w_outer, E_y_omega_value)
-        # acc_y_0[i0] += y[points] · x[points]  (logistic_regression.cem:20:5)
-        for t_i0 in range(n_P):
-            acc_y_0_t[t_i0] += item_weight[i_points] * y[i_points] * x[i_points, t_i0]
-        # acc_y_1[i1] += x[points]  (logistic_regression.cem:20:5)
-        for t_i1 in range(n_P):
-            acc_y_1_t[t_i1] += item_weight[i_points] * x[i_points, t_i1]
-        # acc_y_3[i2, i3] += E[y_omega[points]] · x[points] · x[points]  (logistic_regression.cem:20:5)
-        for t_i2 in range(n_P):
-            for t_i3 in range(n_P):
-                acc_y_3_t[t_i2, t_i3] += item_weight[i_points] * E_y_omega_value[i_points] * x[i_points, t_i2] * x[i_points, t_i3]
-        # ELBO: local terms and local entropies
-        elbo += -0.6931471805599453
-        elbo += (rt.polyagamma_log_normalizer(lam_y_omega_value[i_points], 1.0) - lam_y_omega_value[i_points] * E_y_omega_value[i_points])
-    return elbo
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        acc_y_0_t = acc_y_0_threads[thread]
+        acc_y_1_t = acc_y_1_threads[thread]
+        acc_y_3_t = acc_y_3_threads[thread]
+        acc_y_0_t[...] = 0.0
+        acc_y_1_t[...] = 0.0
+        acc_y_3_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_points = items[position]
+            update_y_omega(i_points, True, lam_y_omega_value, n_P, x, E_w_outer, E_y_omega_value)
+            # acc_y_0[i0] += y[points] · x[points]  (logistic_regression.cem:20:5)
+            for t_i0 in range(n_P):
+                acc_y_0_t[t_i0] += item_weight[i_points] * y[i_points] * x[i_points, t_i0]
+            # acc_y_1[i1] += x[points]  (logistic_regression.cem:20:5)
+            for t_i1 in range(n_P):
+                acc_y_1_t[t_i1] += item_weight[i_points] * x[i_points, t_i1]
+            # acc_y_3[i2, i3] += E[y_omega[points]] · x[points] · x[points]  (logistic_regression.cem:20:5)
+            for t_i2 in range(n_P):
+                for t_i3 in range(n_P):
+                    acc_y_3_t[t_i2, t_i3] += item_weight[i_points] * E_y_omega_value[i_points] * x[i_points, t_i2] * x[i_points, t_i3]
+            # ELBO: local terms and local entropies
+            elbo += -0.6931471805599453
+            elbo += (rt.polyagamma_log_normalizer(lam_y_omega_value[i_points], 1.0) - lam_y_omega_value[i_points] * E_y_omega_value[i_points])
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})

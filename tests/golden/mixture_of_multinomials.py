@@ -100,7 +100,8 @@ def update_c(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         seeding,
         items,
@@ -121,35 +122,39 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    Share `thread` of `n_threads` of the items, with its own scratch arrays and
-    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
-    statistics in share order. Returns the share's ELBO terms that involve only local
+    Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own
+    scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the
+    shares (all in one call, or one call per share on the threads) and sums their
+    statistics in share order. Returns the shares' ELBO terms that involve only local
     variables and data.
     """
-    acc_c_0_t = acc_c_0_threads[thread]
-    acc_w_0_t = acc_w_0_threads[thread]
-    acc_c_0_t[...] = 0.0
-    acc_w_0_t[...] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_docs = items[position]
-        if seeding:  # k-means++ seed items: seed c is all category c
-            E_c_onehot[i_docs] = 0.0
-            if 0 <= seed_category[i_docs] < n_K:
-                E_c_onehot[i_docs, seed_category[i_docs]] = 1.0
-        else:
-            update_c(i_docs, True, lam_c_onehot, n_K, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, E_c_onehot)
-        # acc_c_0[k] += q(c[docs]=k)  (mixture_of_multinomials.cem:22:5)
-        for t_k in range(n_K):
-            acc_c_0_t[t_k] += item_weight[i_docs] * E_c_onehot[i_docs, t_k]
-        # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(c[docs]=g0)  (mixture_of_multinomials.cem:24:9)
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-            t_k = w[i_tokens]
-            for t_g0 in range(n_K):
-                acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_c_onehot[i_docs, t_g0] * tokens_weight[i_tokens]
-        # ELBO: local terms and local entropies
-        elbo += (rt.categorical_entropy(E_c_onehot[i_docs]))
-    return elbo
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        acc_c_0_t = acc_c_0_threads[thread]
+        acc_w_0_t = acc_w_0_threads[thread]
+        acc_c_0_t[...] = 0.0
+        acc_w_0_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_docs = items[position]
+            if seeding:  # k-means++ seed items: seed c is all category c
+                E_c_onehot[i_docs] = 0.0
+                if 0 <= seed_category[i_docs] < n_K:
+                    E_c_onehot[i_docs, seed_category[i_docs]] = 1.0
+            else:
+                update_c(i_docs, True, lam_c_onehot, n_K, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, E_c_onehot)
+            # acc_c_0[k] += q(c[docs]=k)  (mixture_of_multinomials.cem:22:5)
+            for t_k in range(n_K):
+                acc_c_0_t[t_k] += item_weight[i_docs] * E_c_onehot[i_docs, t_k]
+            # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(c[docs]=g0)  (mixture_of_multinomials.cem:24:9)
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                t_k = w[i_tokens]
+                for t_g0 in range(n_K):
+                    acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_c_onehot[i_docs, t_g0] * tokens_weight[i_tokens]
+            # ELBO: local terms and local entropies
+            elbo += (rt.categorical_entropy(E_c_onehot[i_docs]))
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True)
@@ -409,7 +414,8 @@ def elbo_global(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_stats(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         items,
         lam_c_onehot,
@@ -427,32 +433,36 @@ def klc_stats(
     and the collapsed globals' sufficient statistics (accumulators).
     Returns the ELBO terms that involve only local variables and data.
     """
-    acc_c_0_t = acc_c_0_threads[thread]
-    acc_w_0_t = acc_w_0_threads[thread]
-    acc_c_0_t[...] = 0.0
-    acc_w_0_t[...] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_docs = items[position]
-        # q(c) = softmax(θ) per row
-        lam_c_onehot[i_docs] = theta_c[i_docs]
-        rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
-        # acc_c_0[k] += q(c[docs]=k)  (mixture_of_multinomials.cem:22:5)
-        for t_k in range(n_K):
-            acc_c_0_t[t_k] += item_weight[i_docs] * E_c_onehot[i_docs, t_k]
-        # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(c[docs]=g0)  (mixture_of_multinomials.cem:24:9)
-        for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-            t_k = w[i_tokens]
-            for t_g0 in range(n_K):
-                acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_c_onehot[i_docs, t_g0] * tokens_weight[i_tokens]
-        # ELBO: local terms and local entropies
-        elbo += (rt.categorical_entropy(E_c_onehot[i_docs]))
-    return elbo
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        acc_c_0_t = acc_c_0_threads[thread]
+        acc_w_0_t = acc_w_0_threads[thread]
+        acc_c_0_t[...] = 0.0
+        acc_w_0_t[...] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_docs = items[position]
+            # q(c) = softmax(θ) per row
+            lam_c_onehot[i_docs] = theta_c[i_docs]
+            rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
+            # acc_c_0[k] += q(c[docs]=k)  (mixture_of_multinomials.cem:22:5)
+            for t_k in range(n_K):
+                acc_c_0_t[t_k] += item_weight[i_docs] * E_c_onehot[i_docs, t_k]
+            # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(c[docs]=g0)  (mixture_of_multinomials.cem:24:9)
+            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                t_k = w[i_tokens]
+                for t_g0 in range(n_K):
+                    acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_c_onehot[i_docs, t_g0] * tokens_weight[i_tokens]
+            # ELBO: local terms and local entropies
+            elbo += (rt.categorical_entropy(E_c_onehot[i_docs]))
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def klc_gradient(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         items,
         lam_c_onehot,
@@ -471,26 +481,29 @@ def klc_gradient(
     first): natgrad = θ̂ − θ (eq. 15), grad = w (diag(q) − q qᵀ) natgrad.
     Returns ⟨natgrad, grad⟩, the squared Riemannian norm (eq. 16).
     """
-    norm = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_docs = items[position]
-        # q(Z) = softmax(θ) per row
-        lam_c_onehot[i_docs] = theta_c[i_docs]
-        rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
-        # θ̂ = the mean-field target of q(c) given q*(X)
-        update_c(i_docs, True, lam_c_onehot, n_K, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, E_c_onehot)
-        natgrad_c[i_docs] = lam_c_onehot[i_docs] - theta_c[i_docs]  # g̃ = θ̂ − θ
-        # q(c) back to softmax(θ) for the other rows' targets
-        lam_c_onehot[i_docs] = theta_c[i_docs]
-        rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
-        mean = 0.0
-        for t_c in range(n_K):
-            mean += E_c_onehot[i_docs, t_c] * natgrad_c[i_docs, t_c]
-        for t_c in range(n_K):
-            # g = w (diag(q) − q qᵀ) g̃
-            grad_c[i_docs, t_c] = E_c_onehot[i_docs, t_c] * (natgrad_c[i_docs, t_c] - mean)
-            norm += grad_c[i_docs, t_c] * natgrad_c[i_docs, t_c]
-    return norm
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        norm = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_docs = items[position]
+            # q(Z) = softmax(θ) per row
+            lam_c_onehot[i_docs] = theta_c[i_docs]
+            rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
+            # θ̂ = the mean-field target of q(c) given q*(X)
+            update_c(i_docs, True, lam_c_onehot, n_K, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, E_c_onehot)
+            natgrad_c[i_docs] = lam_c_onehot[i_docs] - theta_c[i_docs]  # g̃ = θ̂ − θ
+            # q(c) back to softmax(θ) for the other rows' targets
+            lam_c_onehot[i_docs] = theta_c[i_docs]
+            rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
+            mean = 0.0
+            for t_c in range(n_K):
+                mean += E_c_onehot[i_docs, t_c] * natgrad_c[i_docs, t_c]
+            for t_c in range(n_K):
+                # g = w (diag(q) − q qᵀ) g̃
+                grad_c[i_docs, t_c] = E_c_onehot[i_docs, t_c] * (natgrad_c[i_docs, t_c] - mean)
+                norm += grad_c[i_docs, t_c] * natgrad_c[i_docs, t_c]
+        shares_total += norm  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, share=None):

@@ -76,7 +76,8 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         seeding,
         items,
@@ -95,35 +96,39 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    Share `thread` of `n_threads` of the items, with its own scratch arrays and
-    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
-    statistics in share order. Returns the share's ELBO terms that involve only local
+    Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own
+    scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the
+    shares (all in one call, or one call per share on the threads) and sums their
+    statistics in share order. Returns the shares' ELBO terms that involve only local
     variables and data.
     """
-    acc_y_2_t = acc_y_2_threads[thread]
-    acc_y_3_t = acc_y_3_threads[thread]
-    acc_y_2_t[...] = 0.0
-    acc_y_3_t[...] = 0.0
-    acc_y_0_threads[thread] = 0.0
-    acc_y_1_threads[thread] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_ratings = items[position]
-        # acc_y_0[] += present(y[ratings])  (pmf.cem:31:5)
-        acc_y_0_threads[thread] += item_weight[i_ratings] * present_y[i_ratings]
-        # acc_y_1[] += y[ratings] · y[ratings] · present(y[ratings])  (pmf.cem:31:5)
-        acc_y_1_threads[thread] += item_weight[i_ratings] * y[i_ratings] * y[i_ratings] * present_y[i_ratings]
-        # acc_y_2[g0, g1] += y[ratings] · onehot(user[ratings]) · onehot(item[ratings]) · present(y[ratings])  (pmf.cem:31:5)
-        t_g0 = user[i_ratings]
-        t_g1 = item[i_ratings]
-        acc_y_2_t[t_g0, t_g1] += item_weight[i_ratings] * y[i_ratings] * present_y[i_ratings]
-        # acc_y_3[g0, g1] += onehot(user[ratings]) · onehot(item[ratings]) · present(y[ratings])  (pmf.cem:31:5)
-        t_g0 = user[i_ratings]
-        t_g1 = item[i_ratings]
-        acc_y_3_t[t_g0, t_g1] += item_weight[i_ratings] * present_y[i_ratings]
-        # ELBO: local terms and local entropies
-        elbo += -0.9189385332046727 * present_y[i_ratings]
-    return elbo
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        acc_y_2_t = acc_y_2_threads[thread]
+        acc_y_3_t = acc_y_3_threads[thread]
+        acc_y_2_t[...] = 0.0
+        acc_y_3_t[...] = 0.0
+        acc_y_0_threads[thread] = 0.0
+        acc_y_1_threads[thread] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_ratings = items[position]
+            # acc_y_0[] += present(y[ratings])  (pmf.cem:31:5)
+            acc_y_0_threads[thread] += item_weight[i_ratings] * present_y[i_ratings]
+            # acc_y_1[] += y[ratings] · y[ratings] · present(y[ratings])  (pmf.cem:31:5)
+            acc_y_1_threads[thread] += item_weight[i_ratings] * y[i_ratings] * y[i_ratings] * present_y[i_ratings]
+            # acc_y_2[g0, g1] += y[ratings] · onehot(user[ratings]) · onehot(item[ratings]) · present(y[ratings])  (pmf.cem:31:5)
+            t_g0 = user[i_ratings]
+            t_g1 = item[i_ratings]
+            acc_y_2_t[t_g0, t_g1] += item_weight[i_ratings] * y[i_ratings] * present_y[i_ratings]
+            # acc_y_3[g0, g1] += onehot(user[ratings]) · onehot(item[ratings]) · present(y[ratings])  (pmf.cem:31:5)
+            t_g0 = user[i_ratings]
+            t_g1 = item[i_ratings]
+            acc_y_3_t[t_g0, t_g1] += item_weight[i_ratings] * present_y[i_ratings]
+            # ELBO: local terms and local entropies
+            elbo += -0.9189385332046727 * present_y[i_ratings]
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})

@@ -113,7 +113,8 @@ def update_y_scale(
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
 def local_step(
-        thread,
+        share_start,
+        share_stop,
         n_threads,
         seeding,
         items,
@@ -141,42 +142,46 @@ def local_step(
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
-    Share `thread` of `n_threads` of the items, with its own scratch arrays and
-    accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums their
-    statistics in share order. Returns the share's ELBO terms that involve only local
+    Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own
+    scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the
+    shares (all in one call, or one call per share on the threads) and sums their
+    statistics in share order. Returns the shares' ELBO terms that involve only local
     variables and data.
     """
-    acc_y_3_t = acc_y_3_threads[thread]
-    acc_y_4_t = acc_y_4_threads[thread]
-    acc_y_3_t[...] = 0.0
-    acc_y_4_t[...] = 0.0
-    acc_y_1_threads[thread] = 0.0
-    acc_y_2_threads[thread] = 0.0
-    elbo = 0.0
-    for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
-        i_points = items[position]
-        update_y_scale(i_points, True, lam_y_scale_log, lam_y_scale_value, nu_c, E_tau_value, y, n_P, x, E_w_value, E_w_outer, E_y_scale_log, E_y_scale_value)
-        # acc_y_1[] +=   (robust_regression.cem:25:5)
-        acc_y_1_threads[thread] += item_weight[i_points]
-        # acc_y_2[] += E[y_scale[points]] · y[points] · y[points]  (robust_regression.cem:25:5)
-        acc_y_2_threads[thread] += item_weight[i_points] * E_y_scale_value[i_points] * y[i_points] * y[i_points]
-        # acc_y_3[i0] += E[y_scale[points]] · y[points] · x[points]  (robust_regression.cem:25:5)
-        for t_i0 in range(n_P):
-            acc_y_3_t[t_i0] += item_weight[i_points] * E_y_scale_value[i_points] * y[i_points] * x[i_points, t_i0]
-        # acc_y_4[i1, i2] += E[y_scale[points]] · x[points] · x[points]  (robust_regression.cem:25:5)
-        for t_i1 in range(n_P):
-            for t_i2 in range(n_P):
-                acc_y_4_t[t_i1, t_i2] += item_weight[i_points] * E_y_scale_value[i_points] * x[i_points, t_i1] * x[i_points, t_i2]
-        # ELBO: local terms and local entropies
-        elbo += nu_c * log_nu_c
-        elbo += -lgamma_nu_c
-        elbo += nu_c * E_y_scale_log[i_points]
-        elbo += -E_y_scale_log[i_points]
-        elbo += -nu_c * E_y_scale_value[i_points]
-        elbo += 0.5 * E_y_scale_log[i_points]
-        elbo += -0.9189385332046727
-        elbo += (rt.gamma_log_normalizer(lam_y_scale_log[i_points], lam_y_scale_value[i_points]) - lam_y_scale_log[i_points] * E_y_scale_log[i_points] - lam_y_scale_value[i_points] * E_y_scale_value[i_points])
-    return elbo
+    shares_total = 0.0
+    for thread in range(share_start, share_stop):  # one call runs these shares, one after another
+        acc_y_3_t = acc_y_3_threads[thread]
+        acc_y_4_t = acc_y_4_threads[thread]
+        acc_y_3_t[...] = 0.0
+        acc_y_4_t[...] = 0.0
+        acc_y_1_threads[thread] = 0.0
+        acc_y_2_threads[thread] = 0.0
+        elbo = 0.0
+        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+            i_points = items[position]
+            update_y_scale(i_points, True, lam_y_scale_log, lam_y_scale_value, nu_c, E_tau_value, y, n_P, x, E_w_value, E_w_outer, E_y_scale_log, E_y_scale_value)
+            # acc_y_1[] +=   (robust_regression.cem:25:5)
+            acc_y_1_threads[thread] += item_weight[i_points]
+            # acc_y_2[] += E[y_scale[points]] · y[points] · y[points]  (robust_regression.cem:25:5)
+            acc_y_2_threads[thread] += item_weight[i_points] * E_y_scale_value[i_points] * y[i_points] * y[i_points]
+            # acc_y_3[i0] += E[y_scale[points]] · y[points] · x[points]  (robust_regression.cem:25:5)
+            for t_i0 in range(n_P):
+                acc_y_3_t[t_i0] += item_weight[i_points] * E_y_scale_value[i_points] * y[i_points] * x[i_points, t_i0]
+            # acc_y_4[i1, i2] += E[y_scale[points]] · x[points] · x[points]  (robust_regression.cem:25:5)
+            for t_i1 in range(n_P):
+                for t_i2 in range(n_P):
+                    acc_y_4_t[t_i1, t_i2] += item_weight[i_points] * E_y_scale_value[i_points] * x[i_points, t_i1] * x[i_points, t_i2]
+            # ELBO: local terms and local entropies
+            elbo += nu_c * log_nu_c
+            elbo += -lgamma_nu_c
+            elbo += nu_c * E_y_scale_log[i_points]
+            elbo += -E_y_scale_log[i_points]
+            elbo += -nu_c * E_y_scale_value[i_points]
+            elbo += 0.5 * E_y_scale_log[i_points]
+            elbo += -0.9189385332046727
+            elbo += (rt.gamma_log_normalizer(lam_y_scale_log[i_points], lam_y_scale_value[i_points]) - lam_y_scale_log[i_points] * E_y_scale_log[i_points] - lam_y_scale_value[i_points] * E_y_scale_value[i_points])
+        shares_total += elbo  # summed in share order, as rt.run_shares sums
+    return shares_total
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})

@@ -53,10 +53,11 @@ def emit_local_step(ctx: EmitContext, callees: Callees) -> Function:
     per_item = ctx.bases(per_item, args) + per_item
     doc = ("Local step: each item's local factors to convergence, then the sufficient "
            "statistics.\n\n"
-           "Share `thread` of `n_threads` of the items, with its own scratch arrays and\n"
-           "accumulators (<name>_threads[thread]); rt.run_shares runs the shares and sums "
-           "their\nstatistics in share order. Returns the share's ELBO terms that involve "
-           "only local\nvariables and data.")
+           "Shares `share_start` to `share_stop` of `n_threads` of the items, each with its own\n"
+           "scratch arrays and accumulators (<name>_threads[thread]); rt.run_shares runs the\n"
+           "shares (all in one call, or one call per share on the threads) and sums their\n"
+           "statistics in share order. Returns the shares' ELBO terms that involve only local\n"
+           "variables and data.")
     return threaded_kernel(ctx, "local_step", per_item, args, doc, buffers=_buffers(ctx),
                            hoist=True)
 
@@ -245,9 +246,10 @@ def _guard_nodes(ctx: EmitContext, callees: Callees,
 def threaded_kernel(ctx: EmitContext, name: str, per_item: list[Node], args: ArgRecorder,
                     doc: str, buffers: tuple[Node, ...] = (), accumulate: bool = True,
                     result: str = "elbo", hoist: bool = False) -> Function:
-    """A kernel over one share of ``items``: share ``thread`` of ``n_threads`` runs a
-    contiguous part of them with its own scratch arrays and (``accumulate``) accumulators;
-    it returns the sum of ``result`` over its items. ``cemodel.runtime.run_shares`` runs
+    """A kernel over shares of ``items``: shares ``share_start`` to ``share_stop`` (of
+    ``n_threads``), one after another, each a contiguous part of the items with its own
+    scratch arrays and (``accumulate``) accumulators; it returns the sum of ``result`` over
+    their items, share by share. ``cemodel.runtime.run_shares`` runs
     the shares (in threads when the work pays for them) and sums the accumulators in share
     order, so the result does not depend on how the shares ran. ``hoist``: the per-item
     body calls local updates that read the messages ``hoist_messages`` contracts first."""
@@ -261,22 +263,30 @@ def threaded_kernel(ctx: EmitContext, name: str, per_item: list[Node], args: Arg
     bind += [Line(f"{a}_t[...] = 0.0") for a in vector_accs]
     if accumulate:
         bind += [Line(f"{a.name}_threads[thread] = 0.0") for a in stored if not a.key]
-    body: list[Node] = [
+    share: list[Node] = [
         *bind,
         *buffers,
         Line(f"{result} = 0.0"),
         Block("for position in range(thread * items.shape[0] // n_threads, "
               "(thread + 1) * items.shape[0] // n_threads)",
               (Line(f"{ctx.item} = items[position]"), *per_item)),
-        Line(f"return {result}"),
+        Line(f"shares_total += {result}", "summed in share order, as rt.run_shares sums"),
+    ]
+    body: list[Node] = [
+        Line("shares_total = 0.0"),
+        Block("for thread in range(share_start, share_stop)", tuple(share),
+              comment="one call runs these shares, one after another"),
+        Line("return shares_total"),
     ]
     local_names = set(private) | {f"{a}_t" for a in accs}
-    params = ["thread", "n_threads"] + [a for a in args.names if a not in local_names]
+    params = ["share_start", "share_stop", "n_threads"] + [
+        a for a in args.names if a not in local_names]
     params += [f"{n}_threads" for n in threaded]
     hoisted = "hoist_messages" if hoist and (ctx.kplan.hoisted or ctx.kplan.partial) else None
     shares = Shares(f"{threaded[0]}_threads" if threaded else None, tuple(accs), hoisted)
     return Function(name, tuple(dict.fromkeys(params)), tuple(body), doc, KERNEL,
-                    supplied=("thread", "n_threads", *args.supplied), shares=shares)
+                    supplied=("share_start", "share_stop", "n_threads", *args.supplied),
+                    shares=shares)
 
 
 def emit_hoist_messages(ctx: EmitContext) -> Function | None:
