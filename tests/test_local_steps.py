@@ -211,15 +211,18 @@ def test_a_compiled_local_step_gives_the_same_bits_in_one_call_or_in_threads(lda
     the threads; the fit is the same to the last bit either way."""
     import numba
 
-    from cemodel.runtime import shares
+    from cemodel.runtime import driver, shares
 
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs 2 numba threads for 2 shares")
+    monkeypatch.setattr(driver, "ENTRIES_PER_SHARE", 1)  # small data: 2 shares all the same
     data = {"w": _corpus(6)}
     fits = []
     previous = numba.get_num_threads()
     numba.set_num_threads(2)
     try:
+        prepared = lda3._prepare(data, None, None, 0, None, None, 100, 1e-3)
+        assert prepared.acc_w_0_threads.shape[0] == 2
         for threshold in (np.inf, 0.0):  # never threads; threads from the second call
             monkeypatch.setattr(shares, "PARALLEL_SECONDS", threshold)
             shares._records.clear()

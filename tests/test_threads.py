@@ -7,8 +7,17 @@ import numba
 import numpy as np
 import pytest
 
+from cemodel.runtime import driver
+
 pytestmark = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2,
                                 reason="needs numba with at least 2 threads")
+
+
+@pytest.fixture(autouse=True)
+def one_share_per_thread(monkeypatch):
+    """These data sets are small: without this they would get one share whatever the thread
+    count (rt.share_count), and the comparisons below would compare a fit with itself."""
+    monkeypatch.setattr(driver, "ENTRIES_PER_SHARE", 1)
 
 
 def _with_threads(n, fit):
@@ -72,3 +81,21 @@ def test_cli_threads_option(tmp_path, capsys):
     assert main(["fit", model, "--data", str(data), "--threads", "0",
                  "-o", str(tmp_path / "q.npz")]) == 2
     assert "--threads: expected 1 to" in capsys.readouterr().err
+
+
+def test_small_data_gets_one_share_and_the_same_bits_on_any_thread_count(compiled,
+                                                                         monkeypatch):
+    """rt.share_count: below 2 × ENTRIES_PER_SHARE data entries the local step is one share,
+    so 1 and 2 threads run the same arithmetic (and a 2-thread machine pays nothing for its
+    second thread on small data)."""
+    monkeypatch.setattr(driver, "ENTRIES_PER_SHARE", 16384)
+    x = np.random.default_rng(3).normal(size=(300, 2))  # 600 entries
+    gmm = compiled("gmm", K=2)
+    s = _with_threads(2, lambda: gmm._prepare({"x": x}, None, None, 0, None, None, 100, 1e-3))
+    assert s.acc_x_0_threads.shape[0] == 1
+    one = _with_threads(1, lambda: gmm.fit({"x": x}, max_iter=20, tol=0.0))
+    two = _with_threads(2, lambda: gmm.fit({"x": x}, max_iter=20, tol=0.0))
+    assert one.elbo.tolist() == two.elbo.tolist()
+    monkeypatch.setattr(driver, "ENTRIES_PER_SHARE", 300)  # 600 entries: two shares
+    s = _with_threads(2, lambda: gmm._prepare({"x": x}, None, None, 0, None, None, 100, 1e-3))
+    assert s.acc_x_0_threads.shape[0] == 2

@@ -43,7 +43,8 @@ class KernelCalls:
         The last line is the call, ``result =`` its value (the sum over the shares)."""
         shares = self.shares[kernel]
         lines = [self.call(shares.hoist, overrides, prefix=prefix)] if shares.hoist else []
-        count = f"{prefix}{shares.count}.shape[0]" if shares.count else "rt.thread_count()"
+        count = (f"{prefix}{shares.count}.shape[0]" if shares.count
+                 else f"rt.share_count({prefix}bound)")
         arguments = "".join(f"{a}, " for a in self._arguments(kernel, overrides, prefix)[3:])
         sums = "".join(f"({prefix}{a}, {prefix}{a}_threads), " for a in shares.sums)
         text = f"rt.run_shares({kernel}, {count}, ({arguments.rstrip(' ')}), ({sums.rstrip(' ')}))"

@@ -180,8 +180,8 @@ def _buffers(ctx: EmitContext) -> list[Node]:
 def _item_arrays(ctx: EmitContext, shares: bool) -> list[Node]:
     """The threads' own arrays and the per-item ones (weights, seeds)."""
     plan = ctx.plan
-    body: list[Node] = [Line("n_threads = rt.thread_count()",
-                             "the local step's threads (NUMBA_NUM_THREADS, --threads)")]
+    body: list[Node] = [Line("n_threads = rt.share_count(bound)",
+                             "the local step's shares: one per thread, fewer for small data")]
     private = ctx.kplan.thread_private
     if private:
         body.append(Line(", ".join(f"{n}_threads" for n in private)

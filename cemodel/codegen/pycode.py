@@ -42,7 +42,7 @@ class Shares:
     share (all in one call, or one call per share on the threads), then sums each
     of ``sums`` (accumulators) over the shares' own copies (``<acc>_threads``) in share
     order. ``count``: the per-thread array whose first dimension is the number of shares
-    (None: ``rt.thread_count()``); ``hoist``: the kernel run once before the shares."""
+    (None: ``rt.share_count(bound)``); ``hoist``: the kernel run once before the shares."""
 
     count: str | None
     sums: tuple[str, ...] = ()

@@ -29,6 +29,7 @@ from .driver import per_thread as per_thread
 from .driver import restore_generator as restore_generator
 from .driver import save_checkpoint as save_checkpoint
 from .driver import seed_kernels as seed_kernels
+from .driver import share_count as share_count
 from .driver import thread_count as thread_count
 from .drivers import Global as Global
 from .drivers import ModelView as ModelView

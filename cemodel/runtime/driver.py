@@ -422,6 +422,22 @@ def thread_count() -> int:
     return int(numba.get_num_threads())
 
 
+# the data entries (the bound arrays' sizes) a share of the local step needs: below
+# 2 × this, one share. A 2,000-point 2-D mixture (4,000 entries) holds ~1 ms of work per local
+# step, where handing half of it to a second thread stops paying, and on a busy machine its
+# two shares ran slower than one (benchmarks/RESULTS.md, "Threads on a busy machine")
+ENTRIES_PER_SHARE = 16384
+
+
+def share_count(bound) -> int:
+    """How many shares the local step splits the items into: one per thread
+    (``thread_count``), fewer for small data (one per ENTRIES_PER_SHARE data entries, at
+    least one). Fixed when the fit is prepared; the numbers depend on it (the shares' sums
+    are added in share order), not on whether the shares ran in threads."""
+    entries = sum(int(np.size(a)) for a in bound.arrays.values())
+    return max(1, min(thread_count(), entries // ENTRIES_PER_SHARE))
+
+
 def per_thread(n_threads: int, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """A zeroed copy of each array per thread of the local step (axis 0: the thread)."""
     return tuple(np.zeros((n_threads,) + a.shape) for a in arrays)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from ..errors import CemDataError
 from .binding import BoundData
-from .driver import max_length, thread_count
+from .driver import max_length, share_count
 
 __all__ = ["check_memory", "describe_bytes", "physical_memory"]
 
@@ -46,7 +46,7 @@ def _size(bound: BoundData, entry: str | int) -> int:
     if isinstance(entry, int):
         return entry
     if entry == "threads":
-        return thread_count()
+        return share_count(bound)
     if entry.startswith("len("):
         return int(bound.n_items[entry[4:-1]])
     if entry.startswith("max("):

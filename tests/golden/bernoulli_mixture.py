@@ -616,7 +616,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_z_0 = np.zeros((n_K,)) if share is None else share.acc_z_0
     acc_x_0 = np.zeros((n_K, n_P)) if share is None else share.acc_x_0
     acc_x_1 = np.zeros((n_K, n_P)) if share is None else share.acc_x_1
-    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    # the local step's shares: one per thread, fewer for small data
+    n_threads = rt.share_count(bound)
     acc_z_0_threads = np.zeros((n_threads,) + acc_z_0.shape) if share is None else share.acc_z_0_threads
     acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape) if share is None else share.acc_x_0_threads
     acc_x_1_threads = np.zeros((n_threads,) + acc_x_1.shape) if share is None else share.acc_x_1_threads
@@ -766,7 +767,7 @@ def _klc_bound(s, theta):
 
 def _klc_gradient(s, theta, natgrad, grad):
     """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
-    return rt.run_shares(klc_gradient, rt.thread_count(), (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.present_x, s.E_p_log1m,), ())
+    return rt.run_shares(klc_gradient, rt.share_count(s.bound), (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.n_P, s.x, s.E_p_log, s.present_x, s.E_p_log1m,), ())
 
 
 def _klc_shapes(s):

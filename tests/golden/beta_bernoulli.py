@@ -189,7 +189,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     # sufficient statistics the local step hands to the global step (out of core added up over minibatches)
     acc_x_0 = np.zeros(()) if share is None else share.acc_x_0
     acc_x_1 = np.zeros(()) if share is None else share.acc_x_1
-    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    # the local step's shares: one per thread, fewer for small data
+    n_threads = rt.share_count(bound)
     acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape) if share is None else share.acc_x_0_threads
     acc_x_1_threads = np.zeros((n_threads,) + acc_x_1.shape) if share is None else share.acc_x_1_threads
     all_items = np.arange(n_N)  # the local step runs over these

@@ -169,7 +169,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     lam_p_log, E_p_log = (np.zeros((1, n_K)), np.zeros((1, n_K))) if share is None else (share.lam_p_log, share.E_p_log)
     # sufficient statistics the local step hands to the global step (out of core added up over minibatches)
     acc_x_0 = np.zeros((n_K,)) if share is None else share.acc_x_0
-    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    # the local step's shares: one per thread, fewer for small data
+    n_threads = rt.share_count(bound)
     acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape) if share is None else share.acc_x_0_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)

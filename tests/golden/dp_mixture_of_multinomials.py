@@ -636,7 +636,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_c_0 = np.zeros((n_K,)) if share is None else share.acc_c_0
     acc_c_1 = np.zeros((n_K,)) if share is None else share.acc_c_1
     acc_w_0 = np.zeros((n_V, n_K)) if share is None else share.acc_w_0
-    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    # the local step's shares: one per thread, fewer for small data
+    n_threads = rt.share_count(bound)
     acc_c_0_threads = np.zeros((n_threads,) + acc_c_0.shape) if share is None else share.acc_c_0_threads
     acc_c_1_threads = np.zeros((n_threads,) + acc_c_1.shape) if share is None else share.acc_c_1_threads
     acc_w_0_threads = np.zeros((n_threads,) + acc_w_0.shape) if share is None else share.acc_w_0_threads
@@ -789,7 +790,7 @@ def _klc_bound(s, theta):
 
 def _klc_gradient(s, theta, natgrad, grad):
     """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
-    return rt.run_shares(klc_gradient, rt.thread_count(), (s.all_items, s.lam_c_onehot, s.E_c_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.stick_keep_K, s.E_pi_sticks_log, s.stick_below_K, s.E_pi_sticks_log1m, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight,), ())
+    return rt.run_shares(klc_gradient, rt.share_count(s.bound), (s.all_items, s.lam_c_onehot, s.E_c_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.stick_keep_K, s.E_pi_sticks_log, s.stick_below_K, s.E_pi_sticks_log1m, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight,), ())
 
 
 def _klc_shapes(s):

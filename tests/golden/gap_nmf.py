@@ -600,7 +600,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_Y_0 = np.zeros((n_K,)) if share is None else share.acc_Y_0
     acc_Y_1 = np.zeros((n_K, n_F)) if share is None else share.acc_Y_1
     acc_Y_3 = np.zeros((n_K, n_F)) if share is None else share.acc_Y_3
-    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    # the local step's shares: one per thread, fewer for small data
+    n_threads = rt.share_count(bound)
     lam_Y_split_value_threads, E_Y_split_value_threads, H_Y_split_threads, logZ_Y_split_threads = rt.per_thread(n_threads, lam_Y_split_value, E_Y_split_value, H_Y_split, logZ_Y_split)
     acc_Y_0_threads = np.zeros((n_threads,) + acc_Y_0.shape) if share is None else share.acc_Y_0_threads
     acc_Y_1_threads = np.zeros((n_threads,) + acc_Y_1.shape) if share is None else share.acc_Y_1_threads

@@ -708,7 +708,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_x_0 = np.zeros((n_K,)) if share is None else share.acc_x_0
     acc_x_1 = np.zeros((n_K, n_D, n_D)) if share is None else share.acc_x_1
     acc_x_2 = np.zeros((n_K, n_D)) if share is None else share.acc_x_2
-    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    # the local step's shares: one per thread, fewer for small data
+    n_threads = rt.share_count(bound)
     acc_z_0_threads = np.zeros((n_threads,) + acc_z_0.shape) if share is None else share.acc_z_0_threads
     acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape) if share is None else share.acc_x_0_threads
     acc_x_1_threads = np.zeros((n_threads,) + acc_x_1.shape) if share is None else share.acc_x_1_threads

@@ -662,7 +662,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_z_0 = np.zeros((n_K,)) if share is None else share.acc_z_0
     acc_x_2 = np.zeros((n_K, n_D)) if share is None else share.acc_x_2
     acc_x_3 = np.zeros((n_K, n_D, n_D)) if share is None else share.acc_x_3
-    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    # the local step's shares: one per thread, fewer for small data
+    n_threads = rt.share_count(bound)
     acc_z_0_threads = np.zeros((n_threads,) + acc_z_0.shape) if share is None else share.acc_z_0_threads
     acc_x_2_threads = np.zeros((n_threads,) + acc_x_2.shape) if share is None else share.acc_x_2_threads
     acc_x_3_threads = np.zeros((n_threads,) + acc_x_3.shape) if share is None else share.acc_x_3_threads
@@ -810,7 +811,7 @@ def _klc_bound(s, theta):
 
 def _klc_gradient(s, theta, natgrad, grad):
     """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
-    return rt.run_shares(klc_gradient, rt.thread_count(), (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.present_x, s.E_mu_outer,), ())
+    return rt.run_shares(klc_gradient, rt.share_count(s.bound), (s.all_items, s.lam_z_onehot, s.E_z_onehot, theta[0], natgrad[0], grad[0], s.n_K, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.present_x, s.E_mu_outer,), ())
 
 
 def _klc_shapes(s):

@@ -378,7 +378,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_z_0 = np.zeros((n_K,)) if share is None else share.acc_z_0
     acc_z_1 = np.zeros((n_K, n_K)) if share is None else share.acc_z_1
     acc_x_0 = np.zeros((n_V, n_K)) if share is None else share.acc_x_0
-    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    # the local step's shares: one per thread, fewer for small data
+    n_threads = rt.share_count(bound)
     lam_z_onehot_threads, lam_z_first_threads, lam_z_pair_threads, E_z_onehot_threads, E_z_first_threads, E_z_pair_threads, H_z_threads = rt.per_thread(n_threads, lam_z_onehot, lam_z_first, lam_z_pair, E_z_onehot, E_z_first, E_z_pair, H_z)
     acc_z_0_threads = np.zeros((n_threads,) + acc_z_0.shape) if share is None else share.acc_z_0_threads
     acc_z_1_threads = np.zeros((n_threads,) + acc_z_1.shape) if share is None else share.acc_z_1_threads

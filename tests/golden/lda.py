@@ -813,7 +813,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     s_z = np.zeros(rt.max_length(tokens_ptr))  # per-row normalisers
     # sufficient statistics the local step hands to the global step (out of core added up over minibatches)
     acc_w_0 = np.zeros((n_V, n_K)) if share is None else share.acc_w_0
-    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    # the local step's shares: one per thread, fewer for small data
+    n_threads = rt.share_count(bound)
     lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads = rt.per_thread(n_threads, lam_z_onehot, E_z_onehot, H_z, logZ_z, A_z, S_z, B_z, s_z)
     acc_w_0_threads = np.zeros((n_threads,) + acc_w_0.shape) if share is None else share.acc_w_0_threads
     all_items = np.arange(n_D)  # the local step runs over these

@@ -667,7 +667,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_y_1 = np.zeros((n_P,)) if share is None else share.acc_y_1
     acc_y_2 = np.zeros((n_D, n_P)) if share is None else share.acc_y_2
     acc_y_3 = np.zeros((n_D, n_D, n_P)) if share is None else share.acc_y_3
-    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    # the local step's shares: one per thread, fewer for small data
+    n_threads = rt.share_count(bound)
     lam_x_value_threads, lam_x_outer_threads, lam_x_start_threads, lam_x_start_value_threads, lam_x_start_outer_threads, lam_x_step_threads, lam_x_step_outer_threads, lam_x_cross_threads, lam_x_prev_outer_threads, E_x_value_threads, E_x_outer_threads, E_x_start_threads, E_x_start_value_threads, E_x_start_outer_threads, E_x_step_threads, E_x_step_outer_threads, E_x_cross_threads, E_x_prev_outer_threads, H_x_threads = rt.per_thread(n_threads, lam_x_value, lam_x_outer, lam_x_start, lam_x_start_value, lam_x_start_outer, lam_x_step, lam_x_step_outer, lam_x_cross, lam_x_prev_outer, E_x_value, E_x_outer, E_x_start, E_x_start_value, E_x_start_outer, E_x_step, E_x_step_outer, E_x_cross, E_x_prev_outer, H_x)
     acc_x_4_threads = np.zeros((n_threads,) + acc_x_4.shape) if share is None else share.acc_x_4_threads
     acc_x_5_threads = np.zeros((n_threads,) + acc_x_5.shape) if share is None else share.acc_x_5_threads

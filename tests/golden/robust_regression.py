@@ -373,7 +373,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_y_2 = np.zeros(()) if share is None else share.acc_y_2
     acc_y_3 = np.zeros((n_P,)) if share is None else share.acc_y_3
     acc_y_4 = np.zeros((n_P, n_P)) if share is None else share.acc_y_4
-    n_threads = rt.thread_count()  # the local step's threads (NUMBA_NUM_THREADS, --threads)
+    # the local step's shares: one per thread, fewer for small data
+    n_threads = rt.share_count(bound)
     acc_y_1_threads = np.zeros((n_threads,) + acc_y_1.shape) if share is None else share.acc_y_1_threads
     acc_y_2_threads = np.zeros((n_threads,) + acc_y_2.shape) if share is None else share.acc_y_2_threads
     acc_y_3_threads = np.zeros((n_threads,) + acc_y_3.shape) if share is None else share.acc_y_3_threads
