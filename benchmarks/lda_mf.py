@@ -236,7 +236,7 @@ def run_bigartm(method: str, k: int, X_train, X_test, iters: int, memory: _commo
     empty = int(np.sum(fit.phi[-1].sum(axis=0) == 0.0))
     note = ""
     if empty:  # words of zero probability in every topic: their held-out tokens score log 0
-        smoothed = evaluation.topics_from_dirichlet(fit.nwt + ETA)
+        smoothed = evaluation.topics_from_dirichlet(fit.nwt.astype(np.float64) + ETA)
         note = (f"Phi: {empty} words 0 in every topic; n_wt + eta: "
                 f"{evaluation.completion_perplexity(smoothed, ALPHA, X_test, seed=0):.1f}")
     memory.peak_mb, memory.fit_mb = fit.peak_mb, fit.fit_mb
@@ -278,7 +278,8 @@ BIGARTM_NOTE = (
     "BigARTM 0.9.2 (C++): PLSA + SmoothSparsePhi/SmoothSparseTheta regularisers, fit_offline, "
     "num_processors=1, num_document_passes={doc_passes} (ARTM's default; a fixed count, no "
     "tolerance), its own python (benchmarks/_bigartm.py); s/iter = seconds of the fit_offline "
-    "calls / collection passes; perplexity from its Phi (get_phi, rows put in the matrix's "
+    "calls / collection passes (with --eval-every one call per pass, Phi read between calls, "
+    "not timed); perplexity from its Phi (get_phi, rows put in the matrix's "
     "column order). Two tau settings, a row each: tau = prior - 1 (tau_phi = {eta} - 1, "
     "tau_theta = {alpha} - 1) makes ARTM's regularised EM the MAP estimate of the LDA the other "
     "rows fit (the log prior is sum (eta - 1) log phi + sum (alpha - 1) log theta), but with "
