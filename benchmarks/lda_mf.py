@@ -286,7 +286,7 @@ BIGARTM_NOTE = (
     "priors below 1 its M-step (n_wt + tau)_+ zeroes every n_wt < 0.99, so Phi gives words 0 "
     "in every topic and held-out tokens of those words score log 0 (perplexity inf; the row "
     "also gives n_wt + eta normalised); tau = prior (ARTM's own artm.LDA mapping, phi ∝ "
-    "n_wt + eta, theta ∝ n_td + alpha, the zero-order collapsed VB update) is the setting "
+    "n_wt + eta, theta ∝ n_td + alpha, like CVB0's update, Asuncion et al. 2009) is the setting "
     "closest to the other rows' posterior-mean topics that ARTM allows")
 
 
@@ -356,8 +356,10 @@ def ratios(rows: list[Row], markdown: bool, targets: tuple[float, ...] = ()) -> 
                 f"{fmt(quality, '.3f')}")
         for artm in (r for r in rows if r.k == k and r.method in BIGARTM_TAUS
                      and np.isfinite(r.per_iter)):
-            if ours is not None:
-                lines.append(bullet + bigartm_ratio(ours, artm))
+            same_seed = next((r for r in rows if r.k == k and r.method == "cemodel"
+                              and r.seed == artm.seed), ours)
+            if same_seed is not None:
+                lines.append(bullet + bigartm_ratio(same_seed, artm))
     return "\n".join(lines)
 
 
