@@ -100,7 +100,8 @@ def fit(python: str, X_train, k: int, passes: int, alpha: float, eta: float, see
                    "--tau-theta", repr(tau_theta), "--seed", str(seed),
                    "--eval-every", str(every)]
         start = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True)
+        # cwd: ARTM's glog writes bigartm.* log files into the working directory
+        done = subprocess.run(command, capture_output=True, text=True, cwd=folder)
         if done.stderr.strip():
             log("\n".join("    " + line for line in done.stderr.strip().splitlines()[-5:]))
         if done.returncode != 0:
