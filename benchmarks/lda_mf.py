@@ -271,7 +271,7 @@ def fit_in_child(method: str, k: int, corpus: str, max_docs: int | None, iters: 
 
 def failed(method: str, k: int, exc: BaseException) -> Row:
     log(f"  {method} K={k} FAILED: {type(exc).__name__}: {exc}")
-    return Row(method, k, 0, float("nan"), float("nan"), note=f"failed: {type(exc).__name__}")
+    return Row(method, k, 0, float("nan"), float("nan"), note=_common.failure_note(exc))
 
 
 BIGARTM_NOTE = (

@@ -307,7 +307,7 @@ def fit_in_child(method: str, k: int, corpus: str, max_docs: int | None, opts: S
 def failed(method: str, k: int, opts: Settings, exc: BaseException) -> Row:
     log(f"  {method} K={k} FAILED: {type(exc).__name__}: {exc}")
     return Row(method, k, 0, opts.epochs, float("nan"), float("nan"),
-               note=f"failed: {type(exc).__name__}")
+               note=_common.failure_note(exc))
 
 
 def fmt(value: float, digits: str) -> str:
