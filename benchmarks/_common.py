@@ -125,6 +125,14 @@ def run_isolated(function, *args):
         return pool.submit(function, *args).result()
 
 
+def failure_note(exc: BaseException) -> str:
+    """A fit's note: a peer that is not installed is skipped (``skipped: No module named
+    'gensim'``), anything else failed."""
+    if isinstance(exc, ModuleNotFoundError):
+        return f"skipped: {exc}"
+    return f"failed: {type(exc).__name__}"
+
+
 def target_verdict(speed: float, relative_perplexity: float, tie: float,
                    target: float = 2.0) -> str:
     """``met``, or ``missed`` with by how much: the speed ratio's shortfall from ``target``

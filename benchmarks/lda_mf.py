@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+import _bigartm  # noqa: E402
 import _common  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -51,9 +52,14 @@ ALPHA = 0.1
 ETA = 0.01
 # perplexities within 1% count as equal: different random starts move a fit by about that much
 PERPLEXITY_TIE = 0.01
-METHODS = ("cemodel", "sklearn", "tomotopy")
+METHODS = ("cemodel", "sklearn", "tomotopy", "bigartm", "bigartm-map")
 NAMES = {"cemodel": "cemodel (compiled MF)", "sklearn": "scikit-learn batch",
-         "tomotopy": "tomotopy LDAModel (Gibbs, s/sweep, not per VB iteration)"}
+         "tomotopy": "tomotopy LDAModel (Gibbs, s/sweep, not per VB iteration)",
+         "bigartm": "BigARTM offline, tau = prior",
+         "bigartm-map": "BigARTM offline, tau = prior - 1 (MAP)"}
+# BigARTM's regulariser coefficients per method: (tau_phi, tau_theta); see _bigartm.py
+BIGARTM_TAUS = {"bigartm": (ETA, ALPHA), "bigartm-map": (ETA - 1.0, ALPHA - 1.0)}
+BIGARTM_SPEED_TARGET = 1.2  # issue 22: >= 1.2x BigARTM's per-iteration speed
 
 
 @dataclass
@@ -213,8 +219,36 @@ def run_tomotopy(k: int, X_train, X_test, vocab: list[str], sweeps: int,
     return Row("tomotopy", k, sweeps, seconds, perplexity)
 
 
+def run_bigartm(method: str, k: int, X_train, X_test, iters: int, memory: _common.FitMemory,
+                seed: int, every: int, opts: _bigartm.Settings) -> Row:
+    """BigARTM in its own python (``_bigartm.py``): the ``fit_offline`` calls' seconds, its Phi
+    (columns in the matrix's order) scored like the other rows' topics; ``memory`` takes the
+    driver process's figures."""
+    tau_phi, tau_theta = BIGARTM_TAUS[method]
+    opts = _bigartm.Settings(opts.python, opts.doc_passes, tau_phi, tau_theta)
+    fit = _bigartm.fit(opts.python, X_train, k, iters, ALPHA, ETA, seed, every, opts, log)
+    scores = [evaluation.completion_perplexity(_bigartm.topics(phi), ALPHA, X_test, seed=0)
+              for phi in fit.phi]
+    curve = [(int(p), float(s), float(v))
+             for p, s, v in zip(fit.passes, fit.seconds, scores, strict=True)] if every else []
+    for done, _, value in curve:
+        log(f"    bigartm pass {done}: perplexity {value:.1f}")
+    empty = int(np.sum(fit.phi[-1].sum(axis=0) == 0.0))
+    note = ""
+    if empty:  # words of zero probability in every topic: their held-out tokens score log 0
+        smoothed = evaluation.topics_from_dirichlet(fit.nwt.astype(np.float64) + ETA)
+        note = (f"Phi: {empty} words 0 in every topic; n_wt + eta: "
+                f"{evaluation.completion_perplexity(smoothed, ALPHA, X_test, seed=0):.1f}")
+    memory.peak_mb, memory.fit_mb = fit.peak_mb, fit.fit_mb
+    log(f"  {method} K={k}: {iters} passes, {fit.seconds[-1]:.1f} s, perplexity {scores[-1]:.1f}"
+        + (f" ({note})" if note else ""))
+    return Row(method, k, iters, float(fit.seconds[-1]), scores[-1], note=note, seed=seed,
+               curve=curve)
+
+
 def fit_in_child(method: str, k: int, corpus: str, max_docs: int | None, iters: int,
-                 sweeps: int, seed: int = 0, every: int = 0) -> dict:
+                 sweeps: int, seed: int = 0, every: int = 0,
+                 artm: _bigartm.Settings | None = None) -> dict:
     """One fit, in its own process (``_common.run_isolated``): loads the corpus, fits, scores."""
     _common.check_single_thread()
     from threadpoolctl import threadpool_limits
@@ -226,6 +260,8 @@ def fit_in_child(method: str, k: int, corpus: str, max_docs: int | None, iters: 
             row = run_cemodel(k, X_train, X_test, iters, memory, seed, every)
         elif method == "sklearn":
             row = run_sklearn(k, X_train, X_test, iters, memory, seed, every)
+        elif method in BIGARTM_TAUS:
+            row = run_bigartm(method, k, X_train, X_test, iters, memory, seed, every, artm)
         else:
             row = run_tomotopy(k, X_train, X_test, vocab, sweeps, memory)
     row.peak_mb, row.fit_mb = memory.peak_mb, memory.fit_mb
@@ -235,11 +271,28 @@ def fit_in_child(method: str, k: int, corpus: str, max_docs: int | None, iters: 
 
 def failed(method: str, k: int, exc: BaseException) -> Row:
     log(f"  {method} K={k} FAILED: {type(exc).__name__}: {exc}")
-    return Row(method, k, 0, float("nan"), float("nan"), note=f"failed: {type(exc).__name__}")
+    return Row(method, k, 0, float("nan"), float("nan"), note=_common.failure_note(exc))
+
+
+BIGARTM_NOTE = (
+    "BigARTM 0.9.2 (C++): PLSA + SmoothSparsePhi/SmoothSparseTheta regularisers, fit_offline, "
+    "num_processors=1, num_document_passes={doc_passes} (ARTM's default; a fixed count, no "
+    "tolerance), its own python (benchmarks/_bigartm.py); s/iter = seconds of the fit_offline "
+    "calls / collection passes (with --eval-every one call per pass, Phi read between calls, "
+    "not timed); perplexity from its Phi (get_phi, rows put in the matrix's "
+    "column order). Two tau settings, a row each: tau = prior - 1 (tau_phi = {eta} - 1, "
+    "tau_theta = {alpha} - 1) makes ARTM's regularised EM the MAP estimate of the LDA the other "
+    "rows fit (the log prior is sum (eta - 1) log phi + sum (alpha - 1) log theta), but with "
+    "priors below 1 its M-step (n_wt + tau)_+ zeroes every n_wt < 0.99, so Phi gives words 0 "
+    "in every topic and held-out tokens of those words score log 0 (perplexity inf; the row "
+    "also gives n_wt + eta normalised); tau = prior (ARTM's own artm.LDA mapping, phi ∝ "
+    "n_wt + eta, theta ∝ n_td + alpha, like CVB0's update, Asuncion et al. 2009) is the setting "
+    "closest to the other rows' posterior-mean topics that ARTM allows")
 
 
 def fmt(value: float, digits: str) -> str:
-    return "n/a" if not np.isfinite(value) else format(value, digits)
+    return ("inf" if value == float("inf") else "n/a" if not np.isfinite(value)
+            else format(value, digits))
 
 
 def render(rows: list[Row], markdown: bool, targets: tuple[float, ...] = ()) -> str:
@@ -301,7 +354,25 @@ def ratios(rows: list[Row], markdown: bool, targets: tuple[float, ...] = ()) -> 
                 f"s = {fmt(gibbs.per_iter, '.4f')} s/sweep, against cemodel's {ours.iterations} "
                 f"iterations in {fmt(ours.seconds, '.1f')} s; perplexity tomotopy/cemodel = "
                 f"{fmt(quality, '.3f')}")
+        for artm in (r for r in rows if r.k == k and r.method in BIGARTM_TAUS
+                     and np.isfinite(r.per_iter)):
+            same_seed = next((r for r in rows if r.k == k and r.method == "cemodel"
+                              and r.seed == artm.seed), ours)
+            if same_seed is not None:
+                lines.append(bullet + bigartm_ratio(same_seed, artm))
     return "\n".join(lines)
+
+
+def bigartm_ratio(ours: Row, artm: Row) -> str:
+    """cemodel's per-iteration speed over BigARTM's, against issue 22's target."""
+    speed = artm.per_iter / ours.per_iter if ours.per_iter > 0 else float("nan")
+    verdict = ("met" if speed >= BIGARTM_SPEED_TARGET else
+               f"MISSED: speed missed by {100 * (1 - speed / BIGARTM_SPEED_TARGET):.0f}% "
+               f"({fmt(speed, '.2f')}x of the {BIGARTM_SPEED_TARGET:g}x needed)")
+    return (f"K={ours.k}: {NAMES[artm.method]} s/iter / cemodel s/iter = {fmt(speed, '.2f')}x "
+            f"({fmt(artm.per_iter, '.4f')} vs {fmt(ours.per_iter, '.4f')}); target (>= "
+            f"{BIGARTM_SPEED_TARGET:g}x BigARTM per iteration): {verdict}; perplexity BigARTM "
+            f"{fmt(artm.perplexity, '.1f')} vs cemodel {fmt(ours.perplexity, '.1f')}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -322,9 +393,20 @@ def main(argv: list[str] | None = None) -> int:
                         "scikit-learn), for the time to each --targets perplexity")
     parser.add_argument("--targets", type=float, nargs="+", default=[1393.0, 1380.0],
                         help="held-out perplexities to time (with --eval-every)")
+    parser.add_argument("--bigartm-python", default=None,
+                        help="a python that imports artm (default: $CEMODEL_BIGARTM_PYTHON, "
+                        "this python, then the venvs of benchmarks/_bigartm.py)")
+    parser.add_argument("--bigartm-doc-passes", type=int, default=10,
+                        help="BigARTM's num_document_passes (inner passes per document)")
     args = parser.parse_args(argv)
     targets = tuple(args.targets) if args.eval_every else ()
     methods = args.only or METHODS
+    artm_python, artm_version = None, ""
+    if any(method in BIGARTM_TAUS for method in methods):
+        artm_python, artm_version = _bigartm.find_python(args.bigartm_python)
+        log(f"bigartm: {artm_python} ({artm_version})" if artm_python
+            else f"bigartm rows skipped: {artm_version}")
+    artm = _bigartm.Settings(artm_python, args.bigartm_doc_passes)
 
     try:
         X, vocab, X_train, X_test = _common.load_split(args.corpus, args.max_docs)
@@ -340,11 +422,15 @@ def main(argv: list[str] | None = None) -> int:
     for k in args.k:
         for seed in args.seeds:
             for method in methods:
+                if method in BIGARTM_TAUS and artm_python is None:
+                    rows.append(Row(method, k, 0, float("nan"), float("nan"), seed=seed,
+                                    note="skipped: bigartm not installed"))
+                    continue
                 log(f"{method} K={k} seed {seed} (in a fresh process)")
                 try:
                     row = Row(**_common.run_isolated(
                         fit_in_child, method, k, args.corpus, args.max_docs, args.iters,
-                        args.tomotopy_iters, seed, args.eval_every))
+                        args.tomotopy_iters, seed, args.eval_every, artm))
                 except Exception as exc:  # report the failure, still run the others
                     row = failed(method, k, exc)
                 rows.append(row)
@@ -365,13 +451,15 @@ def main(argv: list[str] | None = None) -> int:
                 else "") + ", 1 thread, each fit in a fresh process")
     versions = (f"python {platform.python_version()}, numpy {np.__version__}, "
                 f"numba {numba.__version__}, scikit-learn {sklearn.__version__}"
-                f"{tomotopy_version}, {platform.machine()}")
+                f"{tomotopy_version}" + (f", bigartm {artm_version}" if artm_python else "")
+                + f", {platform.machine()}")
     notes = ("perplexity: cemodel.evaluation.completion_perplexity (document completion, "
              "held-out 20%, lower is better). tomotopy's s/iter is seconds per Gibbs sweep (not "
              "per VB iteration), its iterations are sweeps. peak MB: the fit's process over its "
              "life (VmHWM); fit MB: the fit's peak minus the resident size just before it. "
              "best: the lowest perplexity of the scored iterations; s to P: the fit's seconds "
-             "(scoring excluded) at the first scored iteration at or below P")
+             "(scoring excluded) at the first scored iteration at or below P. "
+             + BIGARTM_NOTE.format(doc_passes=args.bigartm_doc_passes, eta=ETA, alpha=ALPHA))
     if args.markdown:
         print(f"**{title}**  \n{versions}\n")
         print(render(rows, markdown=True, targets=targets))

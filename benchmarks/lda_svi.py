@@ -45,6 +45,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import _common  # noqa: E402
+import _vw  # noqa: E402
 import numpy as np  # noqa: E402
 
 from cemodel import evaluation  # noqa: E402
@@ -58,9 +59,11 @@ MAX_LOCAL_ITER = 100  # per-document E-step: at most this many updates ...
 LOCAL_TOL = 1e-3  # ... stopping when the mean |change| of its Dirichlet parameters is below this
 # perplexities within 1% count as equal: different random starts move a fit by about that much
 PERPLEXITY_TIE = 0.01
-METHODS = ("cemodel", "sklearn", "gensim")
+METHODS = ("cemodel", "sklearn", "gensim", "vw", "vw-default")
 NAMES = {"cemodel": "cemodel (compiled SVI)", "sklearn": "scikit-learn online",
-         "gensim": "gensim LdaModel"}
+         "gensim": "gensim LdaModel", "vw": "Vowpal Wabbit --lda",
+         "vw-default": "Vowpal Wabbit --lda, VW's own schedule"}
+VW_SPEED_TARGET = 1.5  # issue 22: >= 1.5x Vowpal Wabbit's documents per second
 
 
 @dataclass
@@ -127,8 +130,8 @@ class KernelTimer:
             value = kernel(*args)
             elapsed = time.perf_counter() - start
             key = name
-            if name == "local_step":  # local_step(seeding, items, ...)
-                items = args[1]
+            if name == "local_step":  # local_step(share, n_shares, seeding, items, ...)
+                items = args[3]
                 full = len(items) == self.n_items and bool(np.all(items[1:] > items[:-1]))
                 key = "local_step (ELBO, all documents)" if full else "local_step (minibatches)"
             self.seconds[key] = self.seconds.get(key, 0.0) + elapsed
@@ -253,6 +256,27 @@ def run_gensim(k: int, X_train, X_test, opts: Settings, corpus, dtype,
     return Row("gensim", k, X_train.shape[0], opts.epochs, seconds, perplexity, note=note)
 
 
+def run_vw(method: str, k: int, X_train, X_test, opts: Settings,
+           memory: _common.FitMemory) -> Row:
+    """``vw``: the other rows' schedule, ρ_t = 1 · (tau + t)^-kappa (``-l 1 --power_t kappa
+    --initial_t tau``); ``vw-default``: VW's, 0.5 · t^-0.5. Both: the same minibatch, epochs
+    (``--passes``), alpha, eta (``--lda_rho``), ``--lda_D`` = training documents."""
+    import tempfile
+
+    schedule = (_vw.Schedule(1.0, opts.kappa, opts.tau) if method == "vw" else _vw.Schedule())
+    with tempfile.TemporaryDirectory(prefix="cemodel-vw-") as folder:
+        fit = _vw.fit(X_train, k, opts.epochs, opts.batch_size, ALPHA, ETA, schedule, 0,
+                      Path(folder), memory)
+    perplexity = evaluation.completion_perplexity(_vw.topics(fit.lam), ALPHA, X_test, seed=0)
+    log(f"  {method} K={k}: {fit.seconds:.2f} s ({fit.cpu_seconds:.2f} CPU s), readable model "
+        f"vs get_weight: max relative difference {fit.api_difference:.1e}")
+    if fit.api_difference > 1e-5:  # the file prints 6 significant digits
+        raise AssertionError(f"VW's readable model and its weights disagree: "
+                             f"{fit.api_difference:.1e}")
+    return Row(method, k, X_train.shape[0], opts.epochs, fit.seconds, perplexity,
+               note=f"CPU/wall {fit.cpu_seconds / fit.seconds:.2f}")
+
+
 def fit_in_child(method: str, k: int, corpus: str, max_docs: int | None, opts: Settings,
                  gensim_dtype: str) -> dict:
     """One fit, in its own process (``_common.run_isolated``): loads the corpus, fits, scores."""
@@ -266,6 +290,8 @@ def fit_in_child(method: str, k: int, corpus: str, max_docs: int | None, opts: S
             row = run_cemodel(k, X_train, X_test, opts, memory)
         elif method == "sklearn":
             row = run_sklearn(k, X_train, X_test, opts, memory)
+        elif method in ("vw", "vw-default"):
+            row = run_vw(method, k, X_train, X_test, opts, memory)
         else:
             start = time.perf_counter()
             corpus_lists = gensim_corpus(X_train)  # not timed
@@ -281,7 +307,7 @@ def fit_in_child(method: str, k: int, corpus: str, max_docs: int | None, opts: S
 def failed(method: str, k: int, opts: Settings, exc: BaseException) -> Row:
     log(f"  {method} K={k} FAILED: {type(exc).__name__}: {exc}")
     return Row(method, k, 0, opts.epochs, float("nan"), float("nan"),
-               note=f"failed: {type(exc).__name__}")
+               note=_common.failure_note(exc))
 
 
 def fmt(value: float, digits: str) -> str:
@@ -358,6 +384,14 @@ def ratios(rows: list[Row], all_rows: list[Row], markdown: bool) -> str:
                 "ELBO included): " + "; ".join(
                     f"{name} {100 * value / ours.seconds:.0f}%" for name, value in parts
                     if value >= 0.01 * ours.seconds))
+        for vw in (r for r in peers if r.method.startswith("vw")):
+            ratio = ours.docs_per_second / vw.docs_per_second
+            met = ("met" if ratio >= VW_SPEED_TARGET else
+                   f"MISSED: speed missed by {100 * (1 - ratio / VW_SPEED_TARGET):.0f}%")
+            lines.append(
+                f"{bullet}K={k}: docs/s cemodel / {NAMES[vw.method]} = {fmt(ratio, '.2f')}x "
+                f"(target >= {VW_SPEED_TARGET:g}x: {met}); perplexity VW "
+                f"{fmt(vw.perplexity, '.1f')} vs cemodel {fmt(ours.perplexity, '.1f')}")
         if len(per_run) > 1:
             lines.append(
                 f"  K={k}, the same training docs/s ratio within each "
@@ -365,6 +399,34 @@ def ratios(rows: list[Row], all_rows: list[Row], markdown: bool) -> str:
                 + ", ".join(fmt(value, ".2f") + "x" for value in per_run)
                 + f" (median {fmt(float(np.median(per_run)), '.2f')}x)")
     return "\n".join(lines)
+
+
+VW_NOTE = (
+    "Vowpal Wabbit 9.11 --lda (C++, float32, its SIMD approximations of digamma/exp; "
+    "benchmarks/_vw.py): --lda K --lda_alpha 0.1 --lda_rho 0.01 --lda_D <training documents> "
+    "--minibatch <batch>, --passes <epochs> from a cache file built by an untimed first run, "
+    "-b = the fewest bits that hold the vocabulary (every word its own weight row, checked), "
+    "--holdout_off; its E-step starts at gamma = 1 and runs until the mean relative change "
+    "is below --lda_epsilon 0.001, with no cap on the updates. Row 'vw': -l 1 --power_t {kappa} "
+    "--initial_t {tau} (rho_t = (tau + t)^-kappa, the other rows' schedule); row 'VW's own "
+    "schedule': VW's defaults, rho_t = 0.5 t^-0.5. Timed: the Workspace constructor, which "
+    "runs all passes (CPU/wall: the process's CPU seconds over it; VW reads its cache in a "
+    "parser thread). Topics: the readable model's lambda (weight + lda_rho, checked against "
+    "get_weight), rows j < V, normalised per topic.")
+
+
+def vw_available() -> str | None:
+    """vowpalwabbit's version if a 9.11 release imports, else None (its rows are skipped)."""
+    try:
+        import vowpalwabbit
+    except ImportError:
+        log("vowpalwabbit not installed: its rows are skipped")
+        return None
+    version = getattr(vowpalwabbit, "__version__", "")
+    if not version.startswith(_vw.VERSION_PREFIX):
+        log(f"vowpalwabbit {version} is not {_vw.VERSION_PREFIX}.x: its rows are skipped")
+        return None
+    return version
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -387,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     methods = args.only or METHODS
     opts = Settings(args.batch_size, args.epochs, args.kappa, args.tau)
+    vw_version = vw_available() if {"vw", "vw-default"} & set(methods) else None
 
     try:
         X, vocab, X_train, X_test = _common.load_split(args.corpus, args.max_docs)
@@ -406,6 +469,12 @@ def main(argv: list[str] | None = None) -> int:
             if args.repeat > 1:
                 log(f"K={k}: run {repeat + 1} of {args.repeat}")
             for method in methods:
+                if method.startswith("vw") and not vw_version:
+                    row = Row(method, k, 0, opts.epochs, float("nan"), float("nan"),
+                              note="skipped: vowpalwabbit 9.11 not installed", repeat=repeat)
+                    runs[method].append(row)
+                    all_rows.append(row)
+                    continue
                 log(f"{method} K={k} (in a fresh process)")
                 try:
                     row = Row(**_common.run_isolated(fit_in_child, method, k, args.corpus,
@@ -435,13 +504,15 @@ def main(argv: list[str] | None = None) -> int:
              f"E-step <= {MAX_LOCAL_ITER} updates / tol {LOCAL_TOL}, 1 thread, each fit in a "
              "fresh process" + (f", fastest of {args.repeat} runs" if args.repeat > 1 else ""))
     versions = (f"python {platform.python_version()}, numpy {np.__version__}, "
-                f"numba {numba.__version__}, scikit-learn {sklearn.__version__}{gensim_version}, "
-                f"{platform.machine()}")
+                f"numba {numba.__version__}, scikit-learn {sklearn.__version__}{gensim_version}"
+                + (f", vowpalwabbit {vw_version}" if vw_version else "")
+                + f", {platform.machine()}")
     notes = ("docs/s = training documents x epochs / seconds of the fit call without cemodel's "
              "per-epoch full-data ELBO evaluations (the peers evaluate nothing); '+ ELBO s' is "
              "their time, 'docs/s with ELBO' counts the whole fit_svi call. Perplexity: "
              "cemodel.evaluation.completion_perplexity (document completion, held-out 20%, lower "
-             "is better). peak MB: the fit's process over its life (VmHWM); fit MB: the fit's "
+             "is better). " + VW_NOTE.format(kappa=args.kappa, tau=args.tau) + " "
+             "peak MB: the fit's process over its life (VmHWM); fit MB: the fit's "
              "peak minus the resident size just before it (gensim: after its input lists are "
              "built)")
     if args.markdown:

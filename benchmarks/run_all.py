@@ -44,17 +44,19 @@ class Section:
 
 SECTIONS = (
     Section("lda_mf_nyt", "LDA, batch mean field, New York Times: cemodel vs scikit-learn "
-            "batch and tomotopy", "lda_mf.py", ("--corpus", "nyt", "--k", "20", "100"),
+            "batch, tomotopy and BigARTM", "lda_mf.py", ("--corpus", "nyt", "--k", "20", "100"),
             ("--corpus", "reuters", "--k", "10", "--iters", "3", "--tomotopy-iters", "20")),
-    Section("lda_mf_gcide", "LDA, batch mean field, GCIDE: cemodel vs scikit-learn batch and "
-            "tomotopy", "lda_mf.py", ("--corpus", "gcide", "--k", "20", "100", "--iters", "10",
-                                      "--tomotopy-iters", "200"),
+    Section("lda_mf_gcide", "LDA, batch mean field, GCIDE: cemodel vs scikit-learn batch, "
+            "tomotopy and BigARTM", "lda_mf.py",
+            ("--corpus", "gcide", "--k", "20", "100", "--iters", "10", "--tomotopy-iters", "200"),
             ("--corpus", "gcide", "--max-docs", "2000", "--k", "10", "--iters", "2",
              "--tomotopy-iters", "10")),
-    Section("lda_svi_nyt", "LDA, SVI, New York Times: cemodel vs scikit-learn online and "
-            "gensim", "lda_svi.py", ("--corpus", "nyt", "--k", "20", "100", "--epochs", "5"),
+    Section("lda_svi_nyt", "LDA, SVI, New York Times: cemodel vs scikit-learn online, gensim "
+            "and Vowpal Wabbit", "lda_svi.py",
+            ("--corpus", "nyt", "--k", "20", "100", "--epochs", "5"),
             ("--corpus", "reuters", "--k", "10", "--epochs", "2", "--batch-size", "64")),
-    Section("lda_svi_gcide", "LDA, SVI, GCIDE: cemodel vs scikit-learn online and gensim",
+    Section("lda_svi_gcide", "LDA, SVI, GCIDE: cemodel vs scikit-learn online, gensim and "
+            "Vowpal Wabbit",
             "lda_svi.py", ("--corpus", "gcide", "--k", "20", "100", "--epochs", "2"),
             ("--corpus", "gcide", "--max-docs", "2000", "--k", "10", "--epochs", "1",
              "--batch-size", "64")),
