@@ -3,6 +3,7 @@ with the same numbers either way (no numba: the kernel here is plain Python)."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -10,6 +11,14 @@ import pytest
 
 from cemodel.runtime import shares
 from cemodel.runtime.shares import run_shares
+
+A_CORE_IS_FREE = shares.a_core_is_free  # the real one (the fixture below replaces it)
+
+
+@pytest.fixture(autouse=True)
+def idle_cores(monkeypatch):
+    """The tests decide when threads run; the machine's load (a test beside them) does not."""
+    monkeypatch.setattr(shares, "a_core_is_free", lambda: True)
 
 
 def make_kernel(seen: list):
@@ -108,3 +117,22 @@ def test_serial_shares_run_in_one_call(monkeypatch):
     per = np.zeros(3)
     run_shares(counted, 3, (np.arange(9), np.ones(9), per), ((np.zeros(()), per),))
     assert calls == [(0, 3, 3)] and [t for t, _ in seen] == [0, 1, 2]
+
+
+def test_no_threads_while_no_core_is_free(monkeypatch, tmp_path):
+    """As many runnable tasks as cores (/proc/loadavg): a share handed to a thread would wait
+    for another process's time slice, so the kernel stays in the calling thread."""
+    busy, idle = tmp_path / "busy", tmp_path / "idle"
+    busy.write_text(f"2.00 1.90 1.50 {os.cpu_count()}/300 4242\n")
+    idle.write_text("0.10 0.20 0.30 1/300 4242\n")
+    assert not A_CORE_IS_FREE(str(busy))
+    assert A_CORE_IS_FREE(str(idle)) == ((os.cpu_count() or 1) > 1)
+    assert A_CORE_IS_FREE(str(tmp_path / "missing"))  # not Linux: try
+    monkeypatch.setattr(shares, "PARALLEL_SECONDS", 0.0)
+    monkeypatch.setattr(shares, "a_core_is_free", lambda: False)
+    seen: list = []
+    kernel = make_kernel(seen)
+    per = np.zeros(2)
+    for _ in range(3):
+        run_shares(kernel, 2, (np.arange(4), np.ones(4), per), ((np.zeros(()), per),))
+    assert {name for _, name in seen} == {threading.current_thread().name}
