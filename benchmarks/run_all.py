@@ -65,7 +65,7 @@ SECTIONS = (
     Section("scaling", "Scaling: threads (1, 2) and data size (x1, x2, x4)", "scaling.py", (),
             ("--quick",)),
     Section("scaling_busy", "Threads on a busy machine: the default vs one thread beside a "
-            "busy-loop process", "scaling.py", ("--only", "busy", "--busy-repeats", "7"),
+            "busy-loop process", "scaling.py", ("--only", "busy", "--busy-repeats", "5"),
             ("--only", "busy", "--busy-n", "200", "2000", "--busy-repeats", "1")),
     Section("estep_rate", "LDA E-step: GFLOP/s against the dgemm peak, sweeps counted",
             "estep_rate.py", (), ("--corpus", "reuters", "--k", "10", "--iters", "2")),

@@ -62,6 +62,9 @@ GMM_MODEL = REPO / "stdlib_models" / "gmm.cem"
 LDA_HYPERS = {"alpha": 0.1, "eta": 0.01}
 TARGET = 1.8  # 2 threads >= 1.8x 1 thread on the local step (issue 22)
 BUSY_N = (200, 2_000, 20_000, 200_000)
+# each (c) configuration fits until its fit loops add up to this: a 200-point fit converges
+# in 30 ms, where one fit's timing varied by ±30% between identical configurations
+BUSY_SECONDS = 2.0
 BUSY_LOOP = "while True:\n    pass\n"
 LOAD_NOTE = (f"other load: cores used by other processes on this {os.cpu_count()}-CPU machine "
              "during the fit (/proc/stat busy time minus the fit's own CPU time, per second): "
@@ -201,7 +204,9 @@ def contiguous_shares(work_per_item: np.ndarray, threads: int) -> list[float]:
             for t in range(threads)]
 
 
-def child(work: Workload, threads: int, iters: int) -> Run:
+def child(work: Workload, threads: int, iters: int, min_seconds: float = 0.0) -> Run:
+    """One configuration; the fit is repeated (from the same start) until the fits' loops
+    add up to ``min_seconds``, and the iterations and seconds of all of them counted."""
     from threadpoolctl import threadpool_limits
 
     import cemodel
@@ -240,16 +245,19 @@ def child(work: Workload, threads: int, iters: int) -> Run:
         module.run_local_step = timed  # the drivers look it up in the module at every call
         try:
             result = module.fit(data, max_iter=iters, **options)
+            run.iterations, run.loop_seconds = int(result.iterations), float(result.seconds)
+            while run.loop_seconds < min_seconds:
+                again = module.fit(data, max_iter=iters, **options)
+                run.iterations += int(again.iterations)
+                run.loop_seconds += float(again.seconds)
         finally:
             module.run_local_step = glue
         memory.stop(run)  # peak_mb, fit_mb, data_mb, other_cores, own_cores
-    run.iterations = int(result.iterations)
-    run.loop_seconds = float(result.seconds)
     run.elbo = float(result.elbo[-1])
     return run
 
 
-def run_in_child(work: Workload, threads: int, iters: int) -> Run:
+def run_in_child(work: Workload, threads: int, iters: int, min_seconds: float = 0.0) -> Run:
     """One configuration in a fresh process whose numba starts with ``threads`` threads."""
     context = multiprocessing.get_context("spawn")
     saved = os.environ.get("NUMBA_NUM_THREADS")
@@ -258,7 +266,7 @@ def run_in_child(work: Workload, threads: int, iters: int) -> Run:
     log(f"  {work.name}, {threads} thread(s) ...")
     try:
         with context.Pool(1, maxtasksperchild=1) as pool:
-            run = pool.apply(child, (work, threads, iters))
+            run = pool.apply(child, (work, threads, iters, min_seconds))
     except Exception as exc:  # report the failure, still run the others
         log(f"  {work.name}, {threads} thread(s) FAILED: {type(exc).__name__}: {exc}")
         return Run(work, threads, note=f"failed: {type(exc).__name__}")
@@ -357,7 +365,8 @@ def run_busy(sizes: tuple[int, ...], repeats: int) -> list[Run]:
     loop = subprocess.Popen([sys.executable, "-c", BUSY_LOOP])
     try:
         time.sleep(0.5)  # the loop is spinning before the first fit
-        return [run_in_child(Workload("gmm", 5, n=n, d=2), threads, busy_iterations(n))
+        return [run_in_child(Workload("gmm", 5, n=n, d=2), threads, busy_iterations(n),
+                             BUSY_SECONDS)
                 for n in sizes for _ in range(repeats) for threads in (1, default)]
     finally:
         loop.kill()
