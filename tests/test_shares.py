@@ -136,3 +136,18 @@ def test_no_threads_while_no_core_is_free(monkeypatch, tmp_path):
     for _ in range(3):
         run_shares(kernel, 2, (np.arange(4), np.ones(4), per), ((np.zeros(()), per),))
     assert {name for _, name in seen} == {threading.current_thread().name}
+
+
+def test_each_number_of_items_is_timed_on_its_own(monkeypatch):
+    """A warm-up on a few items (fast serially) must not decide for the whole data set: the
+    records are kept per kernel and number of items."""
+    monkeypatch.setattr(shares, "PARALLEL_SECONDS", 0.0)
+    seen: list = []
+    kernel = make_kernel(seen)
+    per = np.zeros(2)
+    for items in (np.arange(4), np.arange(4), np.arange(4), np.arange(50), np.arange(50)):
+        seen.clear()
+        run_shares(kernel, 2, (items, np.ones(50), per), ((np.zeros(()), per),))
+    # the 50-item calls start over: the first serial, the second tries the threads
+    assert {name for _, name in seen} != {threading.current_thread().name}
+    assert {key[1] for key in shares._records if key[0] is kernel} == {4, 50}

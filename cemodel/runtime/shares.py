@@ -12,16 +12,17 @@ reads tens of arrays, ~20 µs per call, which on a 200-point mixture was a quart
 local step.
 
 Threads pay for themselves only when a call holds enough work: handing a share to another
-thread costs tens of microseconds, and on a busy machine the second core may not be free.
-So each kernel chooses by measurement. Its first call runs serially (and compiles the
+thread costs tens of microseconds, and on a busy machine the second core may not be free. So
+each kernel chooses by measurement, separately for each number of items it is called on (a
+warm-up, the minibatches, the whole data set). Its first call runs serially (and compiles the
 kernel in the calling thread); below ``PARALLEL_SECONDS`` of work (the sum of its shares'
 times) it stays serial, and so it does while no core is free (as many runnable tasks as
 cores, ``/proc/loadavg``: a share handed to a thread would wait for another process's time
 slice; on a 2-core machine beside a busy loop, 20 iterations of a 20,000-point mixture ran
-11% slower than one thread from the tries alone); above, it runs once each way and then keeps
-whichever took less wall time (a running average per way), trying the other way again every
-``PROBE_EVERY`` calls, so that a machine that becomes busy (or idle) is followed. The numbers
-are the same either way.
+11% slower than one thread from the tries alone); above, it runs once each way and then
+keeps whichever took less wall time (a running average per way), trying the other way again
+every ``PROBE_EVERY`` calls, so that a machine that becomes busy (or idle) is followed. The
+numbers are the same either way.
 numba's own parallel loops are not used: their compile doubles a model's first fit, and
 their worker threads spin whatever the work (9× slower than one thread on a 200-point
 mixture beside a busy process).
@@ -82,7 +83,21 @@ def a_core_is_free(loadavg: str = "/proc/loadavg") -> bool:
     return running < (os.cpu_count() or 1)
 
 
-_records: dict[Callable, _Record] = {}
+# by kernel and number of items: a warm-up on 20 documents, the minibatches and the full data
+# set are different amounts of work, and a way timed on one must not decide for another (a
+# record kept across them chose one thread for a whole corpus from the warm-up's timings)
+_records: dict[tuple[Callable, int], _Record] = {}
+_items_at: dict[Callable, int | None] = {}  # where a kernel's ``items`` is in ``args``
+
+
+def _items_length(kernel: Callable, args: tuple) -> int:
+    """The length of the kernel's ``items`` argument (0 if it takes none)."""
+    if kernel not in _items_at:
+        code = getattr(kernel, "py_func", kernel).__code__
+        names = code.co_varnames[3:code.co_argcount]  # after share_start, share_stop, n
+        _items_at[kernel] = names.index("items") if "items" in names else None
+    at = _items_at[kernel]
+    return 0 if at is None else len(args[at])
 _pool: dict[int, ThreadPoolExecutor] = {}  # one pool, by its width
 
 
@@ -92,7 +107,7 @@ def run_shares(kernel: Callable, n_shares: int, args: tuple,
     ``kernel(t, t + 1, n_shares, *args)`` for every share t on the threads; then
     ``total += per_share[t]`` for each (total, per_share) of ``sums`` and the values added,
     in share order."""
-    record = _records.setdefault(kernel, _Record())
+    record = _records.setdefault((kernel, _items_length(kernel, args)), _Record())
     threads = n_shares > 1 and record.threads()
     clock = time.perf_counter()
     if threads:
