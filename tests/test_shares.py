@@ -103,8 +103,8 @@ def test_the_faster_way_is_kept_and_the_other_tried_again(monkeypatch):
 
 
 def test_serial_shares_run_in_one_call(monkeypatch):
-    """Serially every share runs in one kernel call (a call costs ~20 µs of argument checks,
-    a quarter of a 200-point mixture's local step), share by share inside it."""
+    """Serially every share runs in one kernel call (its arguments checked once), share by
+    share inside it."""
     monkeypatch.setattr(shares, "PARALLEL_SECONDS", np.inf)
     calls: list = []
     seen: list = []

@@ -6,10 +6,9 @@ scratch arrays and accumulators ``<name>_threads[t]``), one after another, and r
 sum of their values in share order. ``run_shares`` runs all the shares in one call, or one
 call per share on a pool of threads (the kernels are compiled ``nogil``, so the threads run
 at once), then sums the accumulators and the values in share order: the numbers do not
-depend on how the shares ran, only on how many there are (the thread count when the fit was
-prepared, ``--threads``). One call for all shares costs what one share costs: a kernel call
-reads tens of arrays, ~20 µs per call, which on a 200-point mixture was a quarter of the
-local step.
+depend on how the shares ran, only on how many there are (``rt.share_count`` when the fit
+was prepared: one per thread, fewer for small data). Serially, one call runs them all, so a
+kernel's arguments (tens of arrays) are checked once per call, not once per share.
 
 Threads pay for themselves only when a call holds enough work: handing a share to another
 thread costs tens of microseconds, and on a busy machine the second core may not be free. So
