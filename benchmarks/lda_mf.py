@@ -5,11 +5,14 @@ All run single-threaded (BLAS, OpenMP and numba limited to one thread) on the sa
 the documents (``cemodel.evaluation.split_documents(seed=0)``), with alpha = 0.1 and
 eta = 0.01: cemodel and scikit-learn for ``--iters`` full-batch iterations (no early stopping),
 tomotopy's ``LDAModel`` for ``--tomotopy-iters`` Gibbs sweeps (one worker, alpha not
-optimised). Per-iteration time is the wall-clock time of the whole ``fit`` call divided by its
-iterations (tomotopy: of its ``train`` call, per sweep); cemodel's numba compilation is excluded
-by a small warm-up fit first. Held-out perplexity is ``cemodel.evaluation.completion_perplexity``
-on the other 20%, from each model's posterior-mean topics. Every (method, K) fit runs in a fresh
-process, which reports its peak memory and what the fit adds (``benchmarks/_common.py``).
+optimised). ``cemodel-passes`` is cemodel with BigARTM's fixed number of inner sweeps per
+document (``--bigartm-doc-passes``, ``max_local_iter`` with ``local_tol = 0``), so that the
+two are compared at equal work per iteration. Per-iteration time is the wall-clock time of
+the whole ``fit`` call divided by its iterations (tomotopy: of its ``train`` call, per sweep);
+cemodel's numba compilation is excluded by a small warm-up fit first. Held-out perplexity is
+``cemodel.evaluation.completion_perplexity`` on the other 20%, from each model's posterior-mean
+topics. Every (method, K) fit runs in a fresh process, which reports its peak memory and what
+the fit adds (``benchmarks/_common.py``).
 
     python benchmarks/lda_mf.py                       # NYT corpus, K = 20 and 100, 30 iterations
     python benchmarks/lda_mf.py --corpus reuters --k 10 --iters 5   # a quick smoke run
@@ -52,8 +55,10 @@ ALPHA = 0.1
 ETA = 0.01
 # perplexities within 1% count as equal: different random starts move a fit by about that much
 PERPLEXITY_TIE = 0.01
-METHODS = ("cemodel", "sklearn", "tomotopy", "bigartm", "bigartm-map")
-NAMES = {"cemodel": "cemodel (compiled MF)", "sklearn": "scikit-learn batch",
+METHODS = ("cemodel", "cemodel-passes", "sklearn", "tomotopy", "bigartm", "bigartm-map")
+NAMES = {"cemodel": "cemodel (compiled MF)",
+         "cemodel-passes": "cemodel (compiled MF), BigARTM's fixed inner passes per document",
+         "sklearn": "scikit-learn batch",
          "tomotopy": "tomotopy LDAModel (Gibbs, s/sweep, not per VB iteration)",
          "bigartm": "BigARTM offline, tau = prior",
          "bigartm-map": "BigARTM offline, tau = prior - 1 (MAP)"}
@@ -94,9 +99,11 @@ log = _common.log
 
 
 def run_cemodel(k: int, X_train, X_test, iters: int, memory: _common.FitMemory,
-                seed: int = 0, every: int = 0) -> Row:
+                seed: int = 0, every: int = 0, passes: int = 0) -> Row:
     """``every``: score the held-out documents every that many iterations (``on_iteration``;
-    the scoring's time is not the fit's)."""
+    the scoring's time is not the fit's). ``passes``: exactly that many inner sweeps per
+    document and iteration (``max_local_iter=passes, local_tol=0``: BigARTM's
+    ``num_document_passes``, a fixed count), instead of the default test."""
     from cemodel.compiler import compile_model
 
     module = compile_model(LDA_MODEL, {"K": k})
@@ -119,14 +126,16 @@ def run_cemodel(k: int, X_train, X_test, iters: int, memory: _common.FitMemory,
 
     memory.start()
     start = time.perf_counter()
+    inner = {"max_local_iter": passes, "local_tol": 0.0} if passes else {}
     result = module.fit({"w": X_train}, hypers=hypers, max_iter=iters, tol=0.0, seed=seed,
-                        callback=progress, on_iteration=score)
+                        callback=progress, on_iteration=score, **inner)
     seconds = result.seconds
     memory.stop()
     topics = evaluation.topics_from_dirichlet(result["beta.alpha"])
     perplexity = evaluation.completion_perplexity(topics, ALPHA, X_test, seed=0)
-    return Row("cemodel", k, int(result.iterations), seconds, perplexity, seed=seed,
-               curve=curve)
+    return Row("cemodel-passes" if passes else "cemodel", k, int(result.iterations), seconds,
+               perplexity, seed=seed, curve=curve,
+               note=f"{passes} inner sweeps per document" if passes else "")
 
 
 def run_sklearn(k: int, X_train, X_test, iters: int, memory: _common.FitMemory,
@@ -258,6 +267,9 @@ def fit_in_child(method: str, k: int, corpus: str, max_docs: int | None, iters: 
     with threadpool_limits(limits=1):
         if method == "cemodel":
             row = run_cemodel(k, X_train, X_test, iters, memory, seed, every)
+        elif method == "cemodel-passes":
+            row = run_cemodel(k, X_train, X_test, iters, memory, seed, every,
+                              passes=artm.doc_passes)
         elif method == "sklearn":
             row = run_sklearn(k, X_train, X_test, iters, memory, seed, every)
         elif method in BIGARTM_TAUS:
@@ -356,10 +368,11 @@ def ratios(rows: list[Row], markdown: bool, targets: tuple[float, ...] = ()) -> 
                 f"{fmt(quality, '.3f')}")
         for artm in (r for r in rows if r.k == k and r.method in BIGARTM_TAUS
                      and np.isfinite(r.per_iter)):
-            same_seed = next((r for r in rows if r.k == k and r.method == "cemodel"
-                              and r.seed == artm.seed), ours)
-            if same_seed is not None:
-                lines.append(bullet + bigartm_ratio(same_seed, artm))
+            for method in ("cemodel", "cemodel-passes"):
+                same_seed = next((r for r in rows if r.k == k and r.method == method
+                                  and r.seed == artm.seed), None)
+                if same_seed is not None:
+                    lines.append(bullet + bigartm_ratio(same_seed, artm))
     return "\n".join(lines)
 
 
@@ -369,7 +382,9 @@ def bigartm_ratio(ours: Row, artm: Row) -> str:
     verdict = ("met" if speed >= BIGARTM_SPEED_TARGET else
                f"MISSED: speed missed by {100 * (1 - speed / BIGARTM_SPEED_TARGET):.0f}% "
                f"({fmt(speed, '.2f')}x of the {BIGARTM_SPEED_TARGET:g}x needed)")
-    return (f"K={ours.k}: {NAMES[artm.method]} s/iter / cemodel s/iter = {fmt(speed, '.2f')}x "
+    ours_name = ("cemodel" if ours.method == "cemodel" else
+                 "cemodel at BigARTM's inner passes per document")
+    return (f"K={ours.k}: {NAMES[artm.method]} s/iter / {ours_name} s/iter = {fmt(speed, '.2f')}x "
             f"({fmt(artm.per_iter, '.4f')} vs {fmt(ours.per_iter, '.4f')}); target (>= "
             f"{BIGARTM_SPEED_TARGET:g}x BigARTM per iteration): {verdict}; perplexity BigARTM "
             f"{fmt(artm.perplexity, '.1f')} vs cemodel {fmt(ours.perplexity, '.1f')}")

@@ -62,6 +62,8 @@ GMM_MODEL = REPO / "stdlib_models" / "gmm.cem"
 LDA_HYPERS = {"alpha": 0.1, "eta": 0.01}
 TARGET = 1.8  # 2 threads >= 1.8x 1 thread on the local step (issue 22)
 BUSY_N = (200, 2_000, 20_000, 200_000)
+# rt.run_shares's first call on a size runs serially, its second in threads (choosing its way)
+CHOOSING = 2
 # each (c) configuration fits until its fit loops add up to this: a 200-point fit converges
 # in 30 ms, where one fit's timing varied by ±30% between identical configurations
 BUSY_SECONDS = 2.0
@@ -116,6 +118,13 @@ class Run:
         return float(np.sum(self.local_seconds)) if self.local_seconds else float("nan")
 
     @property
+    def steady(self) -> float:
+        """local_step seconds after the first CHOOSING iterations (the first runs serially,
+        the second in threads: rt.run_shares choosing its way), per iteration."""
+        later = self.local_seconds[CHOOSING:]
+        return float(np.mean(later)) if later else float("nan")
+
+    @property
     def per_iter(self) -> float:
         return self.loop_seconds / self.iterations if self.iterations else float("nan")
 
@@ -125,7 +134,7 @@ class Run:
 
 
 CEILING = r"""
-import os, time, numpy as np, numba
+import time, numpy as np, numba
 from numba import njit, prange
 
 @njit(parallel=True)
@@ -141,33 +150,46 @@ def spin(x, parts):  # arithmetic on registers: no memory traffic, no shared dat
         out[t] = total
     return out.sum()
 
-x = np.random.default_rng(0).random(2_000_000)
-best = {}
-for threads in (1, 2):
+@njit(parallel=True)
+def triad(a, b, c, parts):  # STREAM triad: memory traffic only (3 arrays far beyond the caches)
+    for t in prange(parts):
+        for i in range(t * a.size // parts, (t + 1) * a.size // parts):
+            a[i] = b[i] + 3.0 * c[i]
+
+def best(f, args, threads):
     numba.set_num_threads(threads)
-    spin(x, threads)
+    f(*args, threads)
     times = []
     for _ in range(3):
         start = time.perf_counter()
-        spin(x, threads)
+        f(*args, threads)
         times.append(time.perf_counter() - start)
-    best[threads] = min(times)
-print(best[1] / best[2])
+    return min(times)
+
+x = np.random.default_rng(0).random(2_000_000)
+n = 20_000_000
+a, b, c = np.zeros(n), np.ones(n), np.ones(n)
+spins = [best(spin, (x,), t) for t in (1, 2)]
+triads = [best(triad, (a, b, c), t) for t in (1, 2)]
+print(spins[0] / spins[1], triads[0] / triads[1], 24 * n / triads[0] / 1e9,
+      24 * n / triads[1] / 1e9)
 """
 
 
-def machine_ceiling() -> float:
-    """What 2 threads give on this machine for pure arithmetic (no memory traffic): the most
-    a local step can expect (frequency scaling and shared cores of a virtual machine)."""
+def machine_ceiling() -> tuple[float, float, float, float]:
+    """What 2 threads give on this machine: (pure arithmetic with no memory traffic, the most
+    a local step can expect; memory bandwidth, the STREAM triad's speedup, the most a kernel
+    that streams its data from memory can expect; the triad's GB/s on 1 and on 2 threads)."""
     import subprocess
 
     env = {**os.environ, "NUMBA_NUM_THREADS": "2"}
     run = subprocess.run([sys.executable, "-c", CEILING], capture_output=True, text=True,
                          env=env)
     try:
-        return float(run.stdout.strip().splitlines()[-1])
+        spin, triad, gb1, gb2 = map(float, run.stdout.strip().splitlines()[-1].split())
+        return spin, triad, gb1, gb2
     except (IndexError, ValueError):
-        return float("nan")
+        return (float("nan"),) * 4
 
 
 def log(message: str) -> None:
@@ -293,7 +315,8 @@ def verdict(speedup: float) -> str:
 
 def render_threads(runs: list[Run], markdown: bool) -> tuple[str, list[str]]:
     header = ["workload", "threads", "layer", "iterations", "local_step s", "local s/iter",
-              "fit s/iter", "speedup (local)", "speedup (fit)", f"target >= {TARGET}x",
+              "fit s/iter", "speedup (local)", "steady local s/iter", "speedup (steady)",
+              "speedup (fit)", f"target >= {TARGET}x (steady)",
               "largest share", "own cores", "other load"]
     body, lines = [], []
     for work in dict.fromkeys(r.workload for r in runs):
@@ -302,22 +325,25 @@ def render_threads(runs: list[Run], markdown: bool) -> tuple[str, list[str]]:
         for r in group:
             speed = base.local / r.local if r.local > 0 else float("nan")
             speed_fit = base.per_iter / r.per_iter if r.per_iter > 0 else float("nan")
+            steady = base.steady / r.steady if r.steady > 0 else float("nan")
             is_base = r is base
             body.append([
                 work.name + (f" ({r.note})" if r.note else ""), str(r.threads), r.layer or "-",
                 str(r.iterations), fmt(r.local, ".3f"),
                 fmt(r.local / r.iterations, ".4f") if r.iterations else "n/a",
                 fmt(r.per_iter, ".4f"), "-" if is_base else fmt(speed, ".2f") + "x",
+                fmt(r.steady, ".4f"), "-" if is_base else fmt(steady, ".2f") + "x",
                 "-" if is_base else fmt(speed_fit, ".2f") + "x",
-                "-" if is_base or r.threads != 2 else verdict(speed),
+                "-" if is_base or r.threads != 2 else verdict(steady),
                 fmt(100 * max(r.shares), ".1f") + "%" if r.shares else "n/a",
                 fmt(r.own_cores, ".2f"), fmt(r.other_cores, ".2f")])
             if not is_base:
                 agree = abs(r.elbo - base.elbo) / abs(base.elbo) if base.elbo else float("nan")
                 lines.append(
                     f"{work.name}: {r.threads} threads vs {base.threads}: local step "
-                    f"{fmt(speed, '.2f')}x (target >= {TARGET}x at 2 threads: "
-                    f"{verdict(speed) if r.threads == 2 else 'n/a'}), whole fit "
+                    f"{fmt(speed, '.2f')}x over every iteration, {fmt(steady, '.2f')}x after "
+                    f"the first {CHOOSING} (target >= {TARGET}x at 2 threads: "
+                    f"{verdict(steady) if r.threads == 2 else 'n/a'}), whole fit "
                     f"{fmt(speed_fit, '.2f')}x; final ELBOs agree to {fmt(agree, '.1e')} "
                     "(relative)")
     return table(header, body, markdown), lines
@@ -454,16 +480,22 @@ def main(argv: list[str] | None = None) -> int:
         if args.gmm_n > 0:
             works.append(Workload("gmm", args.gmm_k, n=args.gmm_n))
         runs = [run_in_child(work, t, args.iters) for work in works for t in args.threads]
-        ceiling = machine_ceiling()
+        spin, triad, gb1, gb2 = machine_ceiling()
         text, lines = render_threads(runs, args.markdown)
-        lines.append(f"machine ceiling: a numba prange loop of pure arithmetic runs "
-                     f"{fmt(ceiling, '.2f')}x faster on 2 threads than on 1 on this machine "
-                     "(no memory traffic, nothing shared), the most any local step can reach")
+        lines.append(f"machine ceilings, 2 threads vs 1 on this machine: a numba prange loop of "
+                     f"pure arithmetic (no memory traffic, nothing shared) {fmt(spin, '.2f')}x, "
+                     "the most any local step can reach; the STREAM triad (memory bandwidth) "
+                     f"{fmt(triad, '.2f')}x ({fmt(gb1, '.1f')} GB/s on 1 thread, "
+                     f"{fmt(gb2, '.1f')} on 2), the most a kernel that streams its data "
+                     "from memory can reach")
         out += [f"(a) Threads: local_step seconds over {args.iters} mean-field iterations, "
                 "each configuration in a fresh process (BLAS at 1 thread)", "", text, ""]
         out += [bullet + line for line in lines]
         out += [bullet + "speedup (local) = local_step seconds with the first thread count / "
-                "with this one; speedup (fit) the same for the whole fit loop (global step, "
+                "with this one; speedup (steady): the same over the iterations after the "
+                f"first {CHOOSING}, where rt.run_shares runs once serially and once in threads "
+                "to choose its way (a long fit runs at this speed); speedup (fit) the same for "
+                "the whole fit loop (global step, "
                 "ELBO and Python included); largest share: the largest fraction of the tokens "
                 "(LDA) or points (GMM) in one thread's contiguous share of the items; own "
                 "cores: the child's CPU seconds per second of the fit (about the thread count "

@@ -147,3 +147,43 @@ def test_fast_digamma_variants_against_scipy():
         assert abs(digamma_shifted(x) - ref) <= 1e-14 * max(1.0, abs(ref))
         assert abs(exp_digamma(x) / np.exp(ref) - 1.0) <= 1e-13
     assert weighted_sum(np.array([1.0, 2.0]), np.array([3.0, 4.0])) == 11.0
+
+
+def test_exp_nonpositive_within_one_ulp_of_libm():
+    """fastexp.exp_nonpositive against numpy's exp on [-750, 0]: within one unit in the last
+    place for normal results, one subnormal step below them, exactly 0 below -746."""
+    from numba import njit
+
+    from cemodel.runtime.fastexp import exp_nonpositive
+
+    @njit
+    def each(x, out):
+        for i in range(x.size):
+            out[i] = exp_nonpositive(x[i])
+
+    rng = np.random.default_rng(0)
+    x = -np.concatenate([rng.random(200_000) * 750.0, rng.random(200_000) * 2.0,
+                         [0.0, 5e-324, 1e-300, 708.0, 708.5, 744.0, 745.1, 746.0, 800.0]])
+    got = np.empty_like(x)
+    each(x, got)
+    ref = np.exp(x)
+    assert np.all(np.abs(got - ref) <= np.spacing(ref))
+    assert np.all(got[x < -746.0] == 0.0) and got[x == 0.0][0] == 1.0
+
+
+def test_dirichlet_exp_row_vectorizes():
+    """The Dirichlet's exp(E[log x]) row (once per inner sweep of every Dirichlet local) is
+    compiled to vector instructions: a library call or a zero-division check in its loop would
+    keep it scalar, 3x slower (issue 22)."""
+    from cemodel.runtime import families
+
+    lam = np.linspace(-0.9, 30.0, 20)
+    out = np.empty(20)
+    families.dirichlet_exp_expected(lam, out)
+    ref = np.exp(sps.digamma(lam + 1.0) - sps.digamma(np.sum(lam + 1.0)))
+    assert_allclose(out, ref, rtol=1e-13)
+    llvm = next(iter(families.dirichlet_exp_expected.inspect_llvm().values()))
+    headers = [(f.split("{")[0], f) for f in llvm.split("\ndefine ")[1:]]
+    kernel = next(f for head, f in headers if "dirichlet_exp_expected" in head
+                  and "cpython" not in head and "cfunc" not in head)
+    assert "x double>" in kernel

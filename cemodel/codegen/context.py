@@ -26,7 +26,11 @@ from .lowering import KernelPlan, family, messages_to, stats, target_bindings
 from .polyagamma import pg_count
 from .pycode import Block, Line, Module, Node, print_module
 
-KERNEL = "njit(cache=True, nogil=True, fastmath={\"reassoc\", \"contract\", \"arcp\"})"
+# error_model="numpy": a division by zero gives inf or nan (which the drivers' finiteness checks
+# report) instead of a check and a branch to raise ZeroDivisionError, which kept loops with a
+# division in them from vectorizing (3x on the Dirichlet's exp(E[log]) row, issue 22)
+KERNEL = ("njit(cache=True, nogil=True, error_model=\"numpy\", "
+          "fastmath={\"reassoc\", \"contract\", \"arcp\"})")
 
 # per variational family: how a row's expected statistics and log normaliser are computed
 _ROW_EXPECT = {

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-jit = njit(cache=True, nogil=True)
+jit = njit(cache=True, nogil=True, error_model="numpy")
 
 TINY = 1e-280  # a c_t below this has lost digits: the chain is redone in log space
 MASS_TOL = 1e-9  # Σ_k q(z_t = k) = Σ_k α̂_t β̂_t = 1 (Rabiner eq. 97) to round-off

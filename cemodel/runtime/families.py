@@ -43,7 +43,7 @@ from .special import (
 # Not disk-cached: numba would keep a stale copy of a helper from another file that this
 # one calls. Generated kernels are cached (keyed by the runtime's fingerprint) together with
 # the machine code of every helper they call, so nothing here recompiles on a cached run.
-jit = numba.njit(nogil=True)
+jit = numba.njit(nogil=True, error_model="numpy")
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)

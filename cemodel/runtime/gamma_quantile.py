@@ -46,7 +46,7 @@ from .special import digamma, trigamma
 # Not disk-cached: numba would keep a stale copy of a helper from another file that this
 # one calls. Generated kernels are cached (keyed by the runtime's fingerprint) together with
 # the machine code of every helper they call, so nothing here recompiles on a cached run.
-jit = numba.njit(nogil=True)
+jit = numba.njit(nogil=True, error_model="numpy")
 
 # Shapes up to this use the series / continued fraction (at most a few hundred terms).
 _SERIES_MAX_SHAPE = 50.0

@@ -22,7 +22,7 @@ from numba import njit
 
 from .special import cholesky_spd, inv_from_cholesky
 
-jit = njit(cache=True, nogil=True)
+jit = njit(cache=True, nogil=True, error_model="numpy")
 
 _LOG_2PI_E = math.log(2.0 * math.pi) + 1.0
 

@@ -68,7 +68,7 @@ def klc_start(init: dict | None, names: Sequence[str], shapes: Sequence[tuple[in
     return theta
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _flat_dot(x: np.ndarray, y: np.ndarray) -> float:
     total = 0.0
     for i in range(x.shape[0]):

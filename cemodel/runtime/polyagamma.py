@@ -15,7 +15,7 @@ import math
 import numba
 import numpy as np
 
-jit = numba.njit(nogil=True)
+jit = numba.njit(nogil=True, error_model="numpy")
 
 _LOG_2 = math.log(2.0)
 

@@ -10,11 +10,16 @@ import numba
 import numpy as np
 
 from ..errors import CemDataError
+from .fastexp import exp_nonpositive
 
 # Not disk-cached: numba would keep a stale copy of a helper from another file that this
 # one calls. Generated kernels are cached (keyed by the runtime's fingerprint) together with
 # the machine code of every helper they call, so nothing here recompiles on a cached run.
-jit = numba.njit(nogil=True)
+# error_model="numpy": no zero-division check and raise, which keeps loops from vectorizing.
+jit = numba.njit(nogil=True, error_model="numpy")
+# numba-level inlining of the small straight-line helpers of vectorized loops (LLVM left the
+# tuple-returning _psi_parts as a call, and a call keeps the caller's loop scalar)
+inline_jit = numba.njit(nogil=True, error_model="numpy", inline="always")
 
 _LOG_PI = math.log(math.pi)
 
@@ -271,18 +276,23 @@ def mean_abs_change(new: np.ndarray, old: np.ndarray) -> float:
     return total / max(fn.shape[0], 1)
 
 
-@jit
+@inline_jit
+def _reciprocal_sum4(x: float) -> float:
+    """1/x + 1/(x+1) + 1/(x+2) + 1/(x+3) with one division: (num)/(abcd)."""
+    a, b, c, d = x, x + 1.0, x + 2.0, x + 3.0
+    ab, cd = a * b, c * d
+    return ((a + b) * cd + (c + d) * ab) / (ab * cd)
+
+
+@inline_jit
 def _psi_parts(x: float) -> tuple[float, float]:
     """(y, r) with psi(x) = log y + r: psi(x + 12) − Σ_{i<12} 1/(x + i) below 12, then 7 terms
-    of the asymptotic series at y (enough for 1e-16 at 12)."""
+    of the asymptotic series at y (enough for 1e-16 at 12). Straight-line code (no loop, no
+    call), so a loop over it vectorizes."""
     shift = 0.0
     y = x
     if x < 12.0:
-        # Σ_{i<12} 1/(x+i) in three groups of four: 1/a+1/b+1/c+1/d = (num)/(abcd)
-        for start in (0.0, 4.0, 8.0):
-            a, b, c, d = x + start, x + start + 1.0, x + start + 2.0, x + start + 3.0
-            ab, cd = a * b, c * d
-            shift += ((a + b) * cd + (c + d) * ab) / (ab * cd)
+        shift = _reciprocal_sum4(x) + _reciprocal_sum4(x + 4.0) + _reciprocal_sum4(x + 8.0)
         y = x + 12.0
     t = 1.0 / y
     z = t * t
@@ -301,11 +311,12 @@ def digamma_shifted(x: float) -> float:
     return math.log(y) + r
 
 
-@jit
+@inline_jit
 def exp_digamma(x: float) -> float:
-    """exp(psi(x)) = y·exp(r) with ``_psi_parts``: one ``exp`` and no ``log``."""
+    """exp(psi(x)) = y·exp(r) with ``_psi_parts`` (r < 0): no ``log``, and an ``exp`` without a
+    library call (``fastexp``), so that a loop of it vectorizes."""
     y, r = _psi_parts(x)
-    return y * math.exp(r)
+    return y * exp_nonpositive(r)
 
 
 @jit
@@ -317,7 +328,7 @@ def weighted_sum(weights: np.ndarray, values: np.ndarray) -> float:
     return total
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, error_model="numpy")
 def blend(lam: np.ndarray, old: np.ndarray, rho: float) -> None:
     """λ ← (1 − ρ)·λ_old + ρ·λ̂ in place of ``lam`` (which holds λ̂): the stochastic step,
     one pass and no temporaries (both arrays C-contiguous, of one shape)."""

@@ -73,7 +73,7 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_z(
         i_points,
         with_children,
@@ -112,7 +112,7 @@ def update_z(
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -178,7 +178,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, present_x, E_p_log1m):
     """lam_z_onehot[row, c] = exp(λ_c − max_c λ_c), λ the messages to z from data and globals
     (every message but the integrated-out proportions'): the part of its conditional that
@@ -205,7 +205,7 @@ def evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, n_P, x, E_p_log, present_x
         lam_z_onehot[i_points, t_c] = np.exp(lam_z_onehot[i_points, t_c] - top)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_gibbs(
         items,
         sweeps,
@@ -293,7 +293,7 @@ def local_step_gibbs(
                 acc_x_1[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points, i_dims]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_cvb0(
         items,
         max_local_iter,
@@ -345,7 +345,7 @@ def local_step_cvb0(
                 acc_x_1[t_g0, i_dims] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points, i_dims]
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_p(
         data_scale,
         lam_p_log,
@@ -388,7 +388,7 @@ def update_p(
                 E_p_log[i_components, i_features], E_p_log1m[i_components, i_features] = rt.beta_expected_stats(lam_p_log[i_components, i_features], lam_p_log1m[i_components, i_features])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_pi(data_scale, lam_pi_log, n_K, alpha_K, acc_z_0, expect, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = (alpha / K) + Σ_{n} q(z[n] = v)
@@ -409,7 +409,7 @@ def update_pi(data_scale, lam_pi_log, n_K, alpha_K, acc_z_0, expect, E_pi_log):
         rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m, n_K, n_P, lam_pi_log, E_pi_log):
     """Expected statistics of the globals from their natural parameters."""
     for i_components in range(n_K):
@@ -418,7 +418,7 @@ def refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m, n_K, n_P, lam_pi
     rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         n_K,
         alpha_K,
@@ -486,7 +486,7 @@ def elbo_global(
     return elbo
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def klc_stats(
         share_start,
         share_stop,
@@ -539,7 +539,7 @@ def klc_stats(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def klc_gradient(
         share_start,
         share_stop,

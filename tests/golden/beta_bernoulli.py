@@ -63,7 +63,7 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -103,7 +103,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_p(
         data_scale,
         lam_p_log,
@@ -142,13 +142,13 @@ def update_p(
         E_p_log[0], E_p_log1m[0] = rt.beta_expected_stats(lam_p_log[0], lam_p_log1m[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m):
     """Expected statistics of the globals from their natural parameters."""
     E_p_log[0], E_p_log1m[0] = rt.beta_expected_stats(lam_p_log[0], lam_p_log1m[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(a, E_p_log, b, E_p_log1m, lbeta_a_b, acc_x_0, acc_x_1, lam_p_log, lam_p_log1m):
     """ELBO terms of the global factors (see elbo_terms in the README)."""
     elbo = 0.0

@@ -64,7 +64,7 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -102,7 +102,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_p(data_scale, lam_p_log, n_K, alpha, acc_x_0, expect, E_p_log):
     """q(p) = Dirichlet(α)
         α_v = alpha + Σ_{n} [x[n] = v]
@@ -123,13 +123,13 @@ def update_p(data_scale, lam_p_log, n_K, alpha, acc_x_0, expect, E_p_log):
         rt.dirichlet_expected_stats(lam_p_log[0], E_p_log[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_p_log, E_p_log):
     """Expected statistics of the globals from their natural parameters."""
     rt.dirichlet_expected_stats(lam_p_log[0], E_p_log[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(n_K, alpha, E_p_log, lgamma_sum_alpha, lgamma_alpha, acc_x_0, lam_p_log):
     """ELBO terms of the global factors (see elbo_terms in the README)."""
     elbo = 0.0

@@ -71,7 +71,7 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_z(
         i_points,
         with_children,
@@ -128,7 +128,7 @@ def update_z(
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def hoist_messages(pre_z_4, n_D, n_K, E_Lambda_value, E_mu_value, pre_z_5, E_mu_outer):
     """The item-independent messages to the locals, into their pre_ arrays."""
     # pre_z_4: the global part of a message to q(z) from x ~ MultivariateNormal (dp_gmm.cem:31:5)
@@ -149,7 +149,7 @@ def hoist_messages(pre_z_4, n_D, n_K, E_Lambda_value, E_mu_value, pre_z_5, E_mu_
         pre_z_5[t_g0] += partial_sum
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -236,7 +236,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def evidence_z(
         i_points,
         lam_z_onehot,
@@ -296,7 +296,7 @@ def evidence_z(
         lam_z_onehot[i_points, t_c] = np.exp(lam_z_onehot[i_points, t_c] - top)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_gibbs(
         items,
         sweeps,
@@ -399,7 +399,7 @@ def local_step_gibbs(
                 acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_cvb0(
         items,
         max_local_iter,
@@ -466,7 +466,7 @@ def local_step_cvb0(
                 acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_Lambda(
         data_scale,
         lam_Lambda_value,
@@ -522,7 +522,7 @@ def update_Lambda(
             E_Lambda_logdet[i_components] = rt.wishart_expected_stats(lam_Lambda_value[i_components], lam_Lambda_logdet[i_components], E_Lambda_value[i_components])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_mu(
         data_scale,
         lam_mu_value,
@@ -569,7 +569,7 @@ def update_mu(
             rt.mvn_expected_stats(lam_mu_value[i_components], lam_mu_outer[i_components], E_mu_value[i_components], E_mu_outer[i_components])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_pi_sticks(
         data_scale,
         lam_pi_sticks_log,
@@ -607,7 +607,7 @@ def update_pi_sticks(
             E_pi_sticks_log[i_sticks_pi], E_pi_sticks_log1m[i_sticks_pi] = rt.beta_expected_stats(lam_pi_sticks_log[i_sticks_pi], lam_pi_sticks_log1m[i_sticks_pi])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(
         lam_Lambda_value,
         E_Lambda_value,
@@ -632,7 +632,7 @@ def refresh_globals(
         E_pi_sticks_log[i_sticks_pi], E_pi_sticks_log1m[i_sticks_pi] = rt.beta_expected_stats(lam_pi_sticks_log[i_sticks_pi], lam_pi_sticks_log1m[i_sticks_pi])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         n_K,
         E_pi_sticks_log,

@@ -70,7 +70,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_c(
         i_docs,
         with_children,
@@ -110,7 +110,7 @@ def update_c(
     rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -179,7 +179,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def evidence_c(
         i_docs,
         lam_c_onehot,
@@ -217,7 +217,7 @@ def evidence_c(
         lam_c_onehot[i_docs, t_c] = np.exp(lam_c_onehot[i_docs, t_c] - top)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_gibbs(
         items,
         sweeps,
@@ -308,7 +308,7 @@ def local_step_gibbs(
                 acc_w_0[t_k, t_g0] += item_weight[i_docs] * E_c_onehot[i_docs, t_g0] * tokens_weight[i_tokens]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_cvb0(
         items,
         max_local_iter,
@@ -363,7 +363,7 @@ def local_step_cvb0(
                 acc_w_0[t_k, t_g0] += item_weight[i_docs] * E_c_onehot[i_docs, t_g0] * tokens_weight[i_tokens]
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_phi(data_scale, lam_phi_log, n_V, eta, acc_w_0, expect, E_phi_log, n_K):
     """q(phi[k]) = Dirichlet(α)
         α_v = eta + Σ_{d,n} [w[d, n] = v]·q(c[d] = k)
@@ -385,7 +385,7 @@ def update_phi(data_scale, lam_phi_log, n_V, eta, acc_w_0, expect, E_phi_log, n_
             rt.dirichlet_expected_stats(lam_phi_log[i_classes], E_phi_log[i_classes])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_pi_sticks(
         data_scale,
         lam_pi_sticks_log,
@@ -423,7 +423,7 @@ def update_pi_sticks(
             E_pi_sticks_log[i_sticks_pi], E_pi_sticks_log1m[i_sticks_pi] = rt.beta_expected_stats(lam_pi_sticks_log[i_sticks_pi], lam_pi_sticks_log1m[i_sticks_pi])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(
         lam_phi_log,
         E_phi_log,
@@ -440,7 +440,7 @@ def refresh_globals(
         E_pi_sticks_log[i_sticks_pi], E_pi_sticks_log1m[i_sticks_pi] = rt.beta_expected_stats(lam_pi_sticks_log[i_sticks_pi], lam_pi_sticks_log1m[i_sticks_pi])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         n_K,
         E_pi_sticks_log,
@@ -502,7 +502,7 @@ def elbo_global(
     return elbo
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def klc_stats(
         share_start,
         share_stop,
@@ -558,7 +558,7 @@ def klc_stats(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def klc_gradient(
         share_start,
         share_stop,

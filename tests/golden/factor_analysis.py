@@ -71,7 +71,7 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_f(
         i_points,
         with_children,
@@ -113,7 +113,7 @@ def update_f(
     rt.mvn_expected_stats(lam_f_value[i_points], lam_f_outer[i_points], E_f_value[i_points], E_f_outer[i_points])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -193,7 +193,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_W(
         data_scale,
         lam_W_value,
@@ -232,7 +232,7 @@ def update_W(
             rt.mvn_expected_stats(lam_W_value[i_outputs], lam_W_outer[i_outputs], E_W_value[i_outputs], E_W_outer[i_outputs])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_psi(
         data_scale,
         lam_psi_log,
@@ -281,7 +281,7 @@ def update_psi(
             E_psi_log[i_outputs], E_psi_value[i_outputs] = rt.gamma_expected_stats(lam_psi_log[i_outputs], lam_psi_value[i_outputs])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(
         lam_W_value,
         E_W_value,
@@ -300,7 +300,7 @@ def refresh_globals(
         E_psi_log[i_outputs], E_psi_value[i_outputs] = rt.gamma_expected_stats(lam_psi_log[i_outputs], lam_psi_value[i_outputs])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         n_P,
         logdet_eye_K_c,

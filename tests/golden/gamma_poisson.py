@@ -63,7 +63,7 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -105,7 +105,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_rate(
         data_scale,
         lam_rate_log,
@@ -140,13 +140,13 @@ def update_rate(
         E_rate_log[0], E_rate_value[0] = rt.gamma_expected_stats(lam_rate_log[0], lam_rate_value[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_rate_log, E_rate_log, lam_rate_value, E_rate_value):
     """Expected statistics of the globals from their natural parameters."""
     E_rate_log[0], E_rate_value[0] = rt.gamma_expected_stats(lam_rate_log[0], lam_rate_value[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         a,
         log_b,

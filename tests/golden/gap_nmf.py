@@ -71,7 +71,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_H(
         i_frames,
         with_children,
@@ -112,7 +112,7 @@ def update_H(
         X_H_log[i_frames, i_activations] = np.exp(E_H_log[i_frames, i_activations])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_Y_split(
         i_frames,
         with_children,
@@ -170,7 +170,7 @@ def update_Y_split(
             H_Y_split[i_bins] = Y[i_frames, i_bins] * logZ_Y_split[i_bins] - rt.frobenius(lam_Y_split_value[i_bins], E_Y_split_value[i_bins])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def hoist_messages(pre_H_4, n_F, E_theta_value, E_W_value, n_K):
     """The item-independent messages to the locals, into their pre_ arrays."""
     # pre_H_4: to q(H) from Y ~ Poisson·split (gap_nmf.cem:34:9), the same for every item
@@ -180,7 +180,7 @@ def hoist_messages(pre_H_4, n_F, E_theta_value, E_W_value, n_K):
             pre_H_4[i_activations] += -E_theta_value[i_activations] * E_W_value[i_bins, i_activations]
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def item_elbo(
         i_frames,
         n_K,
@@ -233,7 +233,7 @@ def item_elbo(
     return value
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -331,8 +331,8 @@ def local_step(
                 if change < local_tol:
                     break
             if guard:
-                if item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split) < previous:
-                    # the restart settled lower: keep the previous state
+                if item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split) < previous - 1e-12 * abs(previous):
+                    # the restart settled lower (beyond round-off): keep the previous state
                     lam_H_log[i_frames] = keep_lam_H_log
                     E_H_log[i_frames] = keep_E_H_log
                     lam_H_value[i_frames] = keep_lam_H_value
@@ -375,7 +375,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_W(
         data_scale,
         lam_W_log,
@@ -416,7 +416,7 @@ def update_W(
                 X_W_log[i_frequencies, i_atoms] = np.exp(E_W_log[i_frequencies, i_atoms])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_theta(
         data_scale,
         lam_theta_log,
@@ -458,7 +458,7 @@ def update_theta(
             X_theta_log[i_components] = np.exp(E_theta_log[i_components])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(
         lam_W_log,
         E_W_log,
@@ -483,7 +483,7 @@ def refresh_globals(
         X_theta_log[i_components] = np.exp(E_theta_log[i_components])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         n_K,
         alpha_K,

@@ -70,7 +70,7 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_z(
         i_points,
         with_children,
@@ -118,7 +118,7 @@ def update_z(
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def hoist_messages(pre_z_3, n_D, n_K, E_Lambda_value, E_mu_value, pre_z_4, E_mu_outer):
     """The item-independent messages to the locals, into their pre_ arrays."""
     # pre_z_3: the global part of a message to q(z) from x ~ MultivariateNormal (gmm.cem:28:5)
@@ -139,7 +139,7 @@ def hoist_messages(pre_z_3, n_D, n_K, E_Lambda_value, E_mu_value, pre_z_4, E_mu_
         pre_z_4[t_g0] += partial_sum
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -216,7 +216,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def evidence_z(
         i_points,
         lam_z_onehot,
@@ -267,7 +267,7 @@ def evidence_z(
         lam_z_onehot[i_points, t_c] = np.exp(lam_z_onehot[i_points, t_c] - top)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_gibbs(
         items,
         sweeps,
@@ -362,7 +362,7 @@ def local_step_gibbs(
                 acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_cvb0(
         items,
         max_local_iter,
@@ -421,7 +421,7 @@ def local_step_cvb0(
                 acc_x_2[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_Lambda(
         data_scale,
         lam_Lambda_value,
@@ -477,7 +477,7 @@ def update_Lambda(
             E_Lambda_logdet[i_components] = rt.wishart_expected_stats(lam_Lambda_value[i_components], lam_Lambda_logdet[i_components], E_Lambda_value[i_components])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_mu(
         data_scale,
         lam_mu_value,
@@ -524,7 +524,7 @@ def update_mu(
             rt.mvn_expected_stats(lam_mu_value[i_components], lam_mu_outer[i_components], E_mu_value[i_components], E_mu_outer[i_components])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_pi(data_scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = alpha + Σ_{n} q(z[n] = v)
@@ -545,7 +545,7 @@ def update_pi(data_scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
         rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(
         lam_Lambda_value,
         E_Lambda_value,
@@ -567,7 +567,7 @@ def refresh_globals(
     rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         n_K,
         alpha,

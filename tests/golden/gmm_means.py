@@ -71,7 +71,7 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_z(
         i_points,
         with_children,
@@ -113,7 +113,7 @@ def update_z(
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -189,7 +189,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def evidence_z(
         i_points,
         lam_z_onehot,
@@ -229,7 +229,7 @@ def evidence_z(
         lam_z_onehot[i_points, t_c] = np.exp(lam_z_onehot[i_points, t_c] - top)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_gibbs(
         items,
         sweeps,
@@ -320,7 +320,7 @@ def local_step_gibbs(
                     acc_x_3[t_g0, t_i, t_j] += item_weight[i_points] * P[t_i, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_cvb0(
         items,
         max_local_iter,
@@ -375,7 +375,7 @@ def local_step_cvb0(
                     acc_x_3[t_g0, t_i, t_j] += item_weight[i_points] * P[t_i, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_mu(
         data_scale,
         lam_mu_value,
@@ -420,7 +420,7 @@ def update_mu(
             rt.mvn_expected_stats(lam_mu_value[i_components], lam_mu_outer[i_components], E_mu_value[i_components], E_mu_outer[i_components])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_pi(data_scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = alpha + Σ_{n} q(z[n] = v)
@@ -441,7 +441,7 @@ def update_pi(data_scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
         rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_mu_value, E_mu_value, lam_mu_outer, E_mu_outer, n_K, lam_pi_log, E_pi_log):
     """Expected statistics of the globals from their natural parameters."""
     for i_components in range(n_K):
@@ -449,7 +449,7 @@ def refresh_globals(lam_mu_value, E_mu_value, lam_mu_outer, E_mu_outer, n_K, lam
     rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         n_K,
         alpha,
@@ -517,7 +517,7 @@ def elbo_global(
     return elbo
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def klc_stats(
         share_start,
         share_stop,
@@ -580,7 +580,7 @@ def klc_stats(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def klc_gradient(
         share_start,
         share_stop,

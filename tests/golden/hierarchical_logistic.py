@@ -69,7 +69,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_y_omega(
         i_points,
         with_children,
@@ -104,7 +104,7 @@ def update_y_omega(
     E_y_omega_value[i_points] = rt.polyagamma_expected_stats(lam_y_omega_value[i_points], 1.0)
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -191,7 +191,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_mu(
         data_scale,
         lam_mu_value,
@@ -224,7 +224,7 @@ def update_mu(
         E_mu_value[0], E_mu_square[0] = rt.normal_expected_stats(lam_mu_value[0], lam_mu_square[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_tau(
         data_scale,
         lam_tau_log,
@@ -270,7 +270,7 @@ def update_tau(
         E_tau_log[0], E_tau_value[0] = rt.gamma_expected_stats(lam_tau_log[0], lam_tau_value[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_b(
         data_scale,
         lam_b_value,
@@ -314,7 +314,7 @@ def update_b(
             E_b_value[i_groups], E_b_square[i_groups] = rt.normal_expected_stats(lam_b_value[i_groups], lam_b_square[i_groups])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_w(
         data_scale,
         lam_w_value,
@@ -361,7 +361,7 @@ def update_w(
         rt.mvn_expected_stats(lam_w_value[0], lam_w_outer[0], E_w_value[0], E_w_outer[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(
         lam_mu_value,
         E_mu_value,
@@ -389,7 +389,7 @@ def refresh_globals(
     rt.mvn_expected_stats(lam_w_value[0], lam_w_outer[0], E_w_value[0], E_w_outer[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         logdet_eye_P_c,
         n_P,

@@ -70,7 +70,7 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -124,7 +124,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_mu_tau_b(
         data_scale,
         lam_mu_tau_b_log,
@@ -185,7 +185,7 @@ def update_mu_tau_b(
         E_mu_tau_b_log[0], E_mu_tau_b_value[0], E_mu_tau_b_prec_mean[0], E_mu_tau_b_quad[0] = rt.normal_gamma_expected_stats(lam_mu_tau_b_log[0], lam_mu_tau_b_value[0], lam_mu_tau_b_prec_mean[0], lam_mu_tau_b_quad[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_tau_w(
         data_scale,
         lam_tau_w_log,
@@ -231,7 +231,7 @@ def update_tau_w(
         E_tau_w_log[0], E_tau_w_value[0] = rt.gamma_expected_stats(lam_tau_w_log[0], lam_tau_w_value[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_theta(
         data_scale,
         lam_theta_value,
@@ -267,7 +267,7 @@ def update_theta(
             E_theta_value[i_groups], E_theta_square[i_groups] = rt.normal_expected_stats(lam_theta_value[i_groups], lam_theta_square[i_groups])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(
         lam_mu_tau_b_log,
         E_mu_tau_b_log,
@@ -294,7 +294,7 @@ def refresh_globals(
         E_theta_value[i_groups], E_theta_square[i_groups] = rt.normal_expected_stats(lam_theta_value[i_groups], lam_theta_square[i_groups])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         log_k0,
         E_mu_tau_b_log,

@@ -70,7 +70,7 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -120,7 +120,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_beta(
         data_scale,
         lam_beta_log,
@@ -158,7 +158,7 @@ def update_beta(
         E_beta_log[0], E_beta_value[0] = rt.gamma_expected_stats(lam_beta_log[0], lam_beta_value[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_lam(
         data_scale,
         lam_lam_log,
@@ -195,7 +195,7 @@ def update_lam(
             E_lam_log[i_groups], E_lam_value[i_groups] = rt.gamma_expected_stats(lam_lam_log[i_groups], lam_lam_value[i_groups])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(
         lam_beta_log,
         E_beta_log,
@@ -213,7 +213,7 @@ def refresh_globals(
         E_lam_log[i_groups], E_lam_value[i_groups] = rt.gamma_expected_stats(lam_lam_log[i_groups], lam_lam_value[i_groups])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         a0,
         log_b0,

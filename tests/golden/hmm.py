@@ -66,7 +66,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_z(
         i_seqs,
         with_children,
@@ -112,7 +112,7 @@ def update_z(
     H_z[0] = rt.chain_posterior(lam_z_onehot, lam_z_first, lam_z_pair, E_z_onehot, E_z_first, E_z_pair, steps_ptr[i_seqs + 1] - steps_ptr[i_seqs])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -198,7 +198,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_A(data_scale, lam_A_log, n_K, alpha, acc_z_1, expect, E_A_log):
     """q(A[k]) = Dirichlet(α)
         α_v = alpha + Σ_{s,t} q(z[s, t − 1] = k, z[s, t] = v)
@@ -220,7 +220,7 @@ def update_A(data_scale, lam_A_log, n_K, alpha, acc_z_1, expect, E_A_log):
             rt.dirichlet_expected_stats(lam_A_log[i_states], E_A_log[i_states])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_phi(data_scale, lam_phi_log, n_V, eta, acc_x_0, expect, E_phi_log, n_K):
     """q(phi[k]) = Dirichlet(α)
         α_v = eta + Σ_{s,t} [x[s, t] = v]·q(z[s, t] = k)
@@ -242,7 +242,7 @@ def update_phi(data_scale, lam_phi_log, n_V, eta, acc_x_0, expect, E_phi_log, n_
             rt.dirichlet_expected_stats(lam_phi_log[i_states], E_phi_log[i_states])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_pi0(data_scale, lam_pi0_log, n_K, alpha, acc_z_0, expect, E_pi0_log):
     """q(pi0) = Dirichlet(α)
         α_v = alpha + Σ_{s,t} [first step]·q(z[s, t] = v)
@@ -263,7 +263,7 @@ def update_pi0(data_scale, lam_pi0_log, n_K, alpha, acc_z_0, expect, E_pi0_log):
         rt.dirichlet_expected_stats(lam_pi0_log[0], E_pi0_log[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_A_log, E_A_log, n_K, lam_phi_log, E_phi_log, lam_pi0_log, E_pi0_log):
     """Expected statistics of the globals from their natural parameters."""
     for i_states in range(n_K):
@@ -273,7 +273,7 @@ def refresh_globals(lam_A_log, E_A_log, n_K, lam_phi_log, E_phi_log, lam_pi0_log
     rt.dirichlet_expected_stats(lam_pi0_log[0], E_pi0_log[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         n_K,
         alpha,

@@ -71,7 +71,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_theta(
         i_docs,
         with_children,
@@ -117,7 +117,7 @@ def update_theta(
             X_theta_log[i_docs, t] = np.exp(E_theta_log[i_docs, t])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_z(
         i_docs,
         with_children,
@@ -173,14 +173,14 @@ def update_z(
             H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr):
     """The item's rows of XT_beta_log, contiguous for sums_z."""
     for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
         B_z[i_tokens - tokens_ptr[i_docs]] = XT_beta_log[w[i_tokens]]
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z):
     """Σ_rows w·q(z = c) for the item's other locals, without building q(z):
     S_c = A_c Σ_n (w_n / s_n) B_nc, s_n = Σ_c A_c B_nc, with the item's rows B gathered by gather_z.
@@ -201,7 +201,7 @@ def sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s
     return True
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def collapsed_z(i_docs, n_K, A_z, B_z, s_z, X_theta_log, tokens_ptr, tokens_weight):
     """Σ_n w_n log Σ_c exp λ_nc: at its optimum q(z) contributes Σ_c q_c λ_c + H(q) = log Σ_c exp λ_c per row."""
     for t_c in range(n_K):
@@ -215,7 +215,7 @@ def collapsed_z(i_docs, n_K, A_z, B_z, s_z, X_theta_log, tokens_ptr, tokens_weig
     return value
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def item_elbo_without_z(
         i_docs,
         n_K,
@@ -238,7 +238,7 @@ def item_elbo_without_z(
     return value
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -343,8 +343,8 @@ def local_step(
                 # q(z) itself, from the converged sweeps
                 update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
                 if guard:
-                    if rt.weighted_sum(tokens_weight[tokens_ptr[i_docs]:tokens_ptr[i_docs + 1]], logZ_z[:tokens_ptr[i_docs + 1] - tokens_ptr[i_docs]]) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log) < previous:
-                        # the restart settled lower: keep the previous state
+                    if rt.weighted_sum(tokens_weight[tokens_ptr[i_docs]:tokens_ptr[i_docs + 1]], logZ_z[:tokens_ptr[i_docs + 1] - tokens_ptr[i_docs]]) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log) < previous - 1e-12 * abs(previous):
+                        # the restart settled lower (beyond round-off): keep the previous state
                         lam_theta_log[i_docs] = keep_lam_theta_log
                         E_theta_log[i_docs] = keep_E_theta_log
                         X_theta_log[i_docs] = keep_X_theta_log
@@ -372,7 +372,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def evidence_z(i_docs, lam_z_onehot, n_K, w, E_beta_log, tokens_ptr):
     """lam_z_onehot[row, c] = exp(λ_c − max_c λ_c), λ the messages to z from data and globals
     (every message but the integrated-out proportions'): the part of its conditional that
@@ -390,7 +390,7 @@ def evidence_z(i_docs, lam_z_onehot, n_K, w, E_beta_log, tokens_ptr):
             lam_z_onehot[i_tokens - base_tokens, t_c] = np.exp(lam_z_onehot[i_tokens - base_tokens, t_c] - top)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_gibbs(
         items,
         sweeps,
@@ -485,7 +485,7 @@ def local_step_gibbs(
                 acc_w_0[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_cvb0(
         items,
         max_local_iter,
@@ -557,7 +557,7 @@ def local_step_cvb0(
                 acc_w_0[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_beta(
         data_scale,
         lam_beta_log,
@@ -593,7 +593,7 @@ def update_beta(
                 XT_beta_log[t, i_topics] = np.exp(E_beta_log[i_topics, t])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K):
     """Expected statistics of the globals from their natural parameters."""
     for i_topics in range(n_K):
@@ -603,7 +603,7 @@ def refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K
             XT_beta_log[t, i_topics] = np.exp(E_beta_log[i_topics, t])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(n_K, n_V, eta, E_beta_log, lgamma_sum_eta, lgamma_eta, acc_w_0, lam_beta_log):
     """ELBO terms of the global factors (see elbo_terms in the README)."""
     elbo = 0.0
@@ -631,7 +631,7 @@ def elbo_global(n_K, n_V, eta, E_beta_log, lgamma_sum_eta, lgamma_eta, acc_w_0, 
     return elbo
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def klc_stats(
         share_start,
         share_stop,
@@ -710,7 +710,7 @@ def klc_stats(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def klc_gradient(
         share_start,
         share_stop,

@@ -69,7 +69,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_x(
         i_seqs,
         with_children,
@@ -176,7 +176,7 @@ def update_x(
     H_x[0] = rt.gaussian_chain_posterior(lam_x_value, lam_x_outer, lam_x_start, lam_x_start_value, lam_x_start_outer, lam_x_step, lam_x_step_outer, lam_x_cross, lam_x_prev_outer, E_x_value, E_x_outer, E_x_start, E_x_start_value, E_x_start_outer, E_x_step, E_x_step_outer, E_x_cross, E_x_prev_outer, steps_ptr[i_seqs + 1] - steps_ptr[i_seqs])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -345,7 +345,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_C(
         data_scale,
         lam_C_value,
@@ -384,7 +384,7 @@ def update_C(
             rt.mvn_expected_stats(lam_C_value[i_outputs], lam_C_outer[i_outputs], E_C_value[i_outputs], E_C_outer[i_outputs])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_Q(
         data_scale,
         lam_Q_value,
@@ -437,7 +437,7 @@ def update_Q(
         E_Q_logdet[0] = rt.wishart_expected_stats(lam_Q_value[0], lam_Q_logdet[0], E_Q_value[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_r(
         data_scale,
         lam_r_log,
@@ -486,7 +486,7 @@ def update_r(
             E_r_log[i_outputs], E_r_value[i_outputs] = rt.gamma_expected_stats(lam_r_log[i_outputs], lam_r_value[i_outputs])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(
         lam_C_value,
         E_C_value,
@@ -510,7 +510,7 @@ def refresh_globals(
         E_r_log[i_outputs], E_r_value[i_outputs] = rt.gamma_expected_stats(lam_r_log[i_outputs], lam_r_value[i_outputs])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         nu0,
         E_Q_logdet,

@@ -63,7 +63,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_y_omega(i_points, with_children, lam_y_omega_value, n_P, x, E_w_outer, E_y_omega_value):
     """q(y_omega[n]) = PolyaGamma(1, c)
         c² = Σ_{j,l} x[n]_j·x[n]_l·E[w wᵀ]_jl
@@ -79,7 +79,7 @@ def update_y_omega(i_points, with_children, lam_y_omega_value, n_P, x, E_w_outer
     E_y_omega_value[i_points] = rt.polyagamma_expected_stats(lam_y_omega_value[i_points], 1.0)
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -137,7 +137,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_w(
         data_scale,
         lam_w_value,
@@ -177,13 +177,13 @@ def update_w(
         rt.mvn_expected_stats(lam_w_value[0], lam_w_outer[0], E_w_value[0], E_w_outer[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_w_value, E_w_value, lam_w_outer, E_w_outer):
     """Expected statistics of the globals from their natural parameters."""
     rt.mvn_expected_stats(lam_w_value[0], lam_w_outer[0], E_w_value[0], E_w_outer[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         logdet_eye_P_c,
         n_P,

@@ -67,7 +67,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_c(
         i_docs,
         with_children,
@@ -98,7 +98,7 @@ def update_c(
     rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -157,7 +157,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def evidence_c(i_docs, lam_c_onehot, n_K, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight):
     """lam_c_onehot[row, c] = exp(λ_c − max_c λ_c), λ the messages to c from data and globals
     (every message but the integrated-out proportions'): the part of its conditional that
@@ -177,7 +177,7 @@ def evidence_c(i_docs, lam_c_onehot, n_K, E_pi_log, tokens_ptr, w, E_phi_log, to
         lam_c_onehot[i_docs, t_c] = np.exp(lam_c_onehot[i_docs, t_c] - top)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_gibbs(
         items,
         sweeps,
@@ -260,7 +260,7 @@ def local_step_gibbs(
                 acc_w_0[t_k, t_g0] += item_weight[i_docs] * E_c_onehot[i_docs, t_g0] * tokens_weight[i_tokens]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_cvb0(
         items,
         max_local_iter,
@@ -307,7 +307,7 @@ def local_step_cvb0(
                 acc_w_0[t_k, t_g0] += item_weight[i_docs] * E_c_onehot[i_docs, t_g0] * tokens_weight[i_tokens]
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_phi(data_scale, lam_phi_log, n_V, eta, acc_w_0, expect, E_phi_log, n_K):
     """q(phi[k]) = Dirichlet(α)
         α_v = eta + Σ_{d,n} [w[d, n] = v]·q(c[d] = k)
@@ -329,7 +329,7 @@ def update_phi(data_scale, lam_phi_log, n_V, eta, acc_w_0, expect, E_phi_log, n_
             rt.dirichlet_expected_stats(lam_phi_log[i_classes], E_phi_log[i_classes])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_pi(data_scale, lam_pi_log, n_K, alpha, acc_c_0, expect, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = alpha + Σ_{d} q(c[d] = v)
@@ -350,7 +350,7 @@ def update_pi(data_scale, lam_pi_log, n_K, alpha, acc_c_0, expect, E_pi_log):
         rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_phi_log, E_phi_log, n_K, lam_pi_log, E_pi_log):
     """Expected statistics of the globals from their natural parameters."""
     for i_classes in range(n_K):
@@ -358,7 +358,7 @@ def refresh_globals(lam_phi_log, E_phi_log, n_K, lam_pi_log, E_pi_log):
     rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         n_K,
         alpha,
@@ -412,7 +412,7 @@ def elbo_global(
     return elbo
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def klc_stats(
         share_start,
         share_stop,
@@ -459,7 +459,7 @@ def klc_stats(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def klc_gradient(
         share_start,
         share_stop,

@@ -64,7 +64,7 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -109,7 +109,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_mu(
         data_scale,
         lam_mu_value,
@@ -142,13 +142,13 @@ def update_mu(
         E_mu_value[0], E_mu_square[0] = rt.normal_expected_stats(lam_mu_value[0], lam_mu_square[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(lam_mu_value, E_mu_value, lam_mu_square, E_mu_square):
     """Expected statistics of the globals from their natural parameters."""
     E_mu_value[0], E_mu_square[0] = rt.normal_expected_stats(lam_mu_value[0], lam_mu_square[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         log_t0,
         t0,

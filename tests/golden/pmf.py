@@ -74,7 +74,7 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -131,7 +131,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_tau(
         data_scale,
         lam_tau_log,
@@ -186,7 +186,7 @@ def update_tau(
         E_tau_log[0], E_tau_value[0] = rt.gamma_expected_stats(lam_tau_log[0], lam_tau_value[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_u(
         data_scale,
         lam_u_value,
@@ -230,7 +230,7 @@ def update_u(
             rt.mvn_expected_stats(lam_u_value[i_users], lam_u_outer[i_users], E_u_value[i_users], E_u_outer[i_users])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_v(
         data_scale,
         lam_v_value,
@@ -274,7 +274,7 @@ def update_v(
             rt.mvn_expected_stats(lam_v_value[i_items], lam_v_outer[i_items], E_v_value[i_items], E_v_outer[i_items])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(
         lam_tau_log,
         E_tau_log,
@@ -299,7 +299,7 @@ def refresh_globals(
         rt.mvn_expected_stats(lam_v_value[i_items], lam_v_outer[i_items], E_v_value[i_items], E_v_outer[i_items])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         a0,
         log_b0,

@@ -70,7 +70,7 @@ MISSING = {  # observed entries that may be missing: their q (rt.missing_posteri
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_z(
         i_points,
         with_children,
@@ -102,7 +102,7 @@ def update_z(
     rt.categorical_expected_stats(lam_z_onehot[i_points], E_z_onehot[i_points])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -167,7 +167,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, present_x, E_rate_value):
     """lam_z_onehot[row, c] = exp(λ_c − max_c λ_c), λ the messages to z from data and globals
     (every message but the integrated-out proportions'): the part of its conditional that
@@ -188,7 +188,7 @@ def evidence_z(i_points, lam_z_onehot, n_K, E_pi_log, x, E_rate_log, present_x, 
         lam_z_onehot[i_points, t_c] = np.exp(lam_z_onehot[i_points, t_c] - top)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_gibbs(
         items,
         sweeps,
@@ -273,7 +273,7 @@ def local_step_gibbs(
             acc_x_1[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def local_step_cvb0(
         items,
         max_local_iter,
@@ -322,7 +322,7 @@ def local_step_cvb0(
             acc_x_1[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_pi(data_scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
     """q(pi) = Dirichlet(α)
         α_v = alpha + Σ_{n} q(z[n] = v)
@@ -343,7 +343,7 @@ def update_pi(data_scale, lam_pi_log, n_K, alpha, acc_z_0, expect, E_pi_log):
         rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_rate(
         data_scale,
         lam_rate_log,
@@ -380,7 +380,7 @@ def update_rate(
             E_rate_log[i_components], E_rate_value[i_components] = rt.gamma_expected_stats(lam_rate_log[i_components], lam_rate_value[i_components])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(
         lam_pi_log,
         E_pi_log,
@@ -396,7 +396,7 @@ def refresh_globals(
         E_rate_log[i_components], E_rate_value[i_components] = rt.gamma_expected_stats(lam_rate_log[i_components], lam_rate_value[i_components])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         n_K,
         alpha,
@@ -453,7 +453,7 @@ def elbo_global(
     return elbo
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def klc_stats(
         share_start,
         share_stop,
@@ -505,7 +505,7 @@ def klc_stats(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def klc_gradient(
         share_start,
         share_stop,

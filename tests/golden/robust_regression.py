@@ -66,7 +66,7 @@ SPEC = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_y_scale(
         i_points,
         with_children,
@@ -111,7 +111,7 @@ def update_y_scale(
     E_y_scale_log[i_points], E_y_scale_value[i_points] = rt.gamma_expected_stats(lam_y_scale_log[i_points], lam_y_scale_value[i_points])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -184,7 +184,7 @@ def local_step(
     return shares_total
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_tau(
         data_scale,
         lam_tau_log,
@@ -231,7 +231,7 @@ def update_tau(
         E_tau_log[0], E_tau_value[0] = rt.gamma_expected_stats(lam_tau_log[0], lam_tau_value[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def update_w(
         data_scale,
         lam_w_value,
@@ -268,7 +268,7 @@ def update_w(
         rt.mvn_expected_stats(lam_w_value[0], lam_w_outer[0], E_w_value[0], E_w_outer[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def refresh_globals(
         lam_tau_log,
         E_tau_log,
@@ -284,7 +284,7 @@ def refresh_globals(
     rt.mvn_expected_stats(lam_w_value[0], lam_w_outer[0], E_w_value[0], E_w_outer[0])
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "arcp"})
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         logdet_eye_P_c,
         n_P,

@@ -25,7 +25,7 @@ from ..loops import ArgRecorder, dim_name
 from ..pycode import Block, Comment, Function, Line, Node
 from .local_step import Callees, accumulate_nodes
 
-_KERNEL = "njit(cache=True, nogil=True)"
+_KERNEL = "njit(cache=True, nogil=True, error_model=\"numpy\")"
 _DOC = {
     "gibbs": ("Gibbs local step: each item's assignments sampled from their conditionals with "
               "{hidden}integrated out,\n{sweeps} sweeps, q(z) = the one-hot counts averaged "

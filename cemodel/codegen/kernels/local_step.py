@@ -200,6 +200,11 @@ def _sweeps(ctx: EmitContext, callees: Callees, args: ArgRecorder) -> list[Node]
     return nodes
 
 
+# the restart guard's round-off margin, relative to the item's bound: a sum over an item's
+# entries carries ~1e-16 relative error per term, far below this
+GUARD_ROUNDOFF = 1e-12
+
+
 def _guard_nodes(ctx: EmitContext, callees: Callees,
                  args: ArgRecorder) -> tuple[list[Node], list[Node]]:
     """Before and after an item's restarted local step: keep the restart only if it is at
@@ -234,8 +239,10 @@ def _guard_nodes(ctx: EmitContext, callees: Callees,
                  "the previous state, re-optimised in its scratch locals"),
         ]
     after: list[Node] = [
-        Block(f"if {value} < previous", (
-            Comment("the restart settled lower: keep the previous state"),
+        # a tie within round-off goes to the restart: decided by the last bits, it would let
+        # fits that add the same statistics in another order (threads, Dask) part ways
+        Block(f"if {value} < previous - {GUARD_ROUNDOFF!r} * abs(previous)", (
+            Comment("the restart settled lower (beyond round-off): keep the previous state"),
             *[Line(f"{a}{_row(scalar, a, item)} = keep_{a}") for a in arrays],
             *rebuild,
         )),
