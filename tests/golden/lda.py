@@ -190,11 +190,13 @@ def sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s
     base = tokens_ptr[i_docs]
     n = tokens_ptr[i_docs + 1] - base
     np.dot(B_z[:n], A_z, s_z[:n])  # s_n = Σ_c A_c B_nc
+    bad = 0  # rows with s_n not positive and finite (no early exit: the loop vectorizes)
     for r in range(n):
-        # underflow: the caller takes the explicit path
-        if not (s_z[r] > 0.0 and np.isfinite(s_z[r])):
-            return False
+        if not (s_z[r] > 0.0 and s_z[r] < np.inf):
+            bad += 1
         s_z[r] = tokens_weight[base + r] / s_z[r]
+    if bad > 0:  # underflow: the caller takes the explicit path
+        return False
     np.dot(s_z[:n], B_z[:n], S_z)  # Σ_n (w_n / s_n) B_nc
     for t_c in range(n_K):
         S_z[t_c] *= A_z[t_c]

@@ -136,10 +136,14 @@ def _gathered_sums(ctx: EmitContext, name: str, size: str, args: ArgRecorder) ->
         Line(f"base = {ptr}[{item}]"),
         Line(f"n = {ptr}[{item} + 1] - base"),
         Line(f"np.dot({B}[:n], {A}, {s}[:n])", "s_n = Σ_c A_c B_nc"),
+        Line("bad = 0", "rows with s_n not positive and finite (no early exit: the loop "
+             "vectorizes)"),
         Block("for r in range(n)", (
-            _underflow_check(f"{s}[r]"),
+            Block(f"if not ({s}[r] > 0.0 and {s}[r] < np.inf)", (Line("bad += 1"),)),
             Line(f"{s}[r] = {weight}[base + r] / {s}[r]"),
         )),
+        Block("if bad > 0", (Line("return False"),),
+              comment="underflow: the caller takes the explicit path"),
         Line(f"np.dot({s}[:n], {B}[:n], {S})", "Σ_n (w_n / s_n) B_nc"),
         Block(f"for t_c in range({size})", (Line(f"{S}[t_c] *= {A}[t_c]"),)),
         Line("return True"),
