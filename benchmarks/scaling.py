@@ -62,7 +62,8 @@ GMM_MODEL = REPO / "stdlib_models" / "gmm.cem"
 LDA_HYPERS = {"alpha": 0.1, "eta": 0.01}
 TARGET = 1.8  # 2 threads >= 1.8x 1 thread on the local step (issue 22)
 BUSY_N = (200, 2_000, 20_000, 200_000)
-# rt.run_shares's first call on a size runs serially, its second in threads (choosing its way)
+# rt.run_shares's way-choosing calls on the whole data: the first serially, the second in
+# threads (the warm-up fit compiled the kernel, so the first is timed); then the faster way
 CHOOSING = 2
 # each (c) configuration fits until its fit loops add up to this: a 200-point fit converges
 # in 30 ms, where one fit's timing varied by ±30% between identical configurations
@@ -119,8 +120,8 @@ class Run:
 
     @property
     def steady(self) -> float:
-        """local_step seconds after the first CHOOSING iterations (the first runs serially,
-        the second in threads: rt.run_shares choosing its way), per iteration."""
+        """local_step seconds per iteration after the first CHOOSING (rt.run_shares choosing
+        its way: serially, then in threads)."""
         later = self.local_seconds[CHOOSING:]
         return float(np.mean(later)) if later else float("nan")
 
@@ -442,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, nargs="+", default=[20, 100], help="(a) LDA topics")
     parser.add_argument("--gmm-n", type=int, default=200_000, help="(a) GMM points (0: no GMM)")
     parser.add_argument("--gmm-k", type=int, default=20, help="(a) GMM components")
-    parser.add_argument("--iters", type=int, default=5, help="(a) iterations per fit")
+    parser.add_argument("--iters", type=int, default=8,
+                        help=f"(a) iterations per fit (the first {CHOOSING} choose the way)")
     parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4],
                         help="(b) copies of the corpus")
     parser.add_argument("--data-k", type=int, default=20, help="(b) LDA topics")
@@ -493,9 +495,9 @@ def main(argv: list[str] | None = None) -> int:
         out += [bullet + line for line in lines]
         out += [bullet + "speedup (local) = local_step seconds with the first thread count / "
                 "with this one; speedup (steady): the same over the iterations after the "
-                f"first {CHOOSING}, where rt.run_shares runs once serially and once in threads "
-                "to choose its way (a long fit runs at this speed); speedup (fit) the same for "
-                "the whole fit loop (global step, "
+                f"first {CHOOSING}, where rt.run_shares runs serially, then in threads, to "
+                "choose its way (a long fit runs at this speed); speedup (fit) the "
+                "same for the whole fit loop (global step, "
                 "ELBO and Python included); largest share: the largest fraction of the tokens "
                 "(LDA) or points (GMM) in one thread's contiguous share of the items; own "
                 "cores: the child's CPU seconds per second of the fit (about the thread count "

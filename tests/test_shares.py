@@ -151,3 +151,31 @@ def test_each_number_of_items_is_timed_on_its_own(monkeypatch):
     # the 50-item calls start over: the first serial, the second tries the threads
     assert {name for _, name in seen} != {threading.current_thread().name}
     assert {key[1] for key in shares._records if key[0] is kernel} == {4, 50}
+
+
+def test_a_kernel_that_ran_before_is_timed_from_its_first_call(monkeypatch):
+    """After a warm-up on other items the kernel is compiled: the whole data's first (serial)
+    call is timed, so its second call tries the threads and its third already takes the
+    faster way (serial, threads, faster) instead of a third try."""
+    monkeypatch.setattr(shares, "PARALLEL_SECONDS", 0.0)
+    seen: list = []
+    kernel = make_kernel(seen)
+    per = np.zeros(2)
+    for _ in range(2):  # the warm-up's number of items
+        run_shares(kernel, 2, (np.arange(4), np.ones(50), per), ((np.zeros(()), per),))
+    record = shares._records[(kernel, 50)] = shares._Record(compiled=True)
+    ways = []
+    for _ in range(3):
+        threads = record.threads()
+        ways.append(threads)
+        record.add(threads, 1.0 if threads else 2.0, 1.0)
+    assert ways == [False, True, True]
+    fresh = shares._Record()  # never ran: the first call compiles and is not timed
+    for _ in range(3):
+        threads = fresh.threads()
+        fresh.add(threads, 1.0 if threads else 2.0, 1.0)
+    assert fresh.wall.keys() == {True, False} and fresh.calls == 3
+    assert shares._records[(kernel, 4)].compiled is False
+    del shares._records[(kernel, 50)]
+    run_shares(kernel, 2, (np.arange(50), np.ones(50), per), ((np.zeros(()), per),))
+    assert shares._records[(kernel, 50)].compiled is True

@@ -14,14 +14,15 @@ Threads pay for themselves only when a call holds enough work: handing a share t
 thread costs tens of microseconds, and on a busy machine the second core may not be free. So
 each kernel chooses by measurement, separately for each number of items it is called on (a
 warm-up, the minibatches, the whole data set). Its first call runs serially (and compiles the
-kernel in the calling thread); below ``PARALLEL_SECONDS`` of work (the sum of its shares'
-times) it stays serial, and so it does while no core is free (as many runnable tasks as
-cores, ``/proc/loadavg``: a share handed to a thread would wait for another process's time
-slice; on a 2-core machine beside a busy loop, 20 iterations of a 20,000-point mixture ran
-11% slower than one thread from the tries alone); above, it runs once each way and then
-keeps whichever took less wall time (a running average per way), trying the other way again
-every ``PROBE_EVERY`` calls, so that a machine that becomes busy (or idle) is followed. The
-numbers are the same either way.
+kernel in the calling thread: that call's time counts only when the kernel ran before, on
+another number of items, so a fit after a warm-up knows both ways after two calls); below
+``PARALLEL_SECONDS`` of work (the sum of its shares' times) it stays serial, and so it does
+while no core is free (as many runnable tasks as cores, ``/proc/loadavg``: a share handed to a
+thread would wait for another process's time slice; on a 2-core machine beside a busy loop, 20
+iterations of a 20,000-point mixture ran 11% slower than one thread from the tries alone);
+above, it runs once each way and then keeps whichever took less wall time (a running average
+per way), trying the other way again every ``PROBE_EVERY`` calls, so that a machine that
+becomes busy (or idle) is followed. The numbers are the same either way.
 numba's own parallel loops are not used: their compile doubles a model's first fit, and
 their worker threads spin whatever the work (9× slower than one thread on a 200-point
 mixture beside a busy process).
@@ -45,10 +46,13 @@ AVERAGE = 0.3  # weight of the newest call in a way's running average of wall se
 class _Record:
     """A kernel's last work and the running average of its wall time per way."""
 
-    def __init__(self) -> None:
+    def __init__(self, compiled: bool = False) -> None:
         self.work = 0.0
         self.wall: dict[bool, float] = {}  # in threads? -> seconds
         self.calls = 0
+        # the kernel ran before (on another number of items): its first call here does not
+        # compile, so its time counts, and the ways are known a call sooner
+        self.compiled = compiled
 
     def threads(self) -> bool:
         if self.calls == 0 or self.work < PARALLEL_SECONDS:  # the first call compiles
@@ -64,7 +68,7 @@ class _Record:
     def add(self, threads: bool, wall: float, work: float) -> None:
         self.calls += 1
         self.work = work
-        if self.calls == 1:  # the first call's time is mostly compiling
+        if self.calls == 1 and not self.compiled:  # the first call's time is mostly compiling
             return
         old = self.wall.get(threads)
         self.wall[threads] = wall if old is None else (1 - AVERAGE) * old + AVERAGE * wall
@@ -106,7 +110,10 @@ def run_shares(kernel: Callable, n_shares: int, args: tuple,
     ``kernel(t, t + 1, n_shares, *args)`` for every share t on the threads; then
     ``total += per_share[t]`` for each (total, per_share) of ``sums`` and the values added,
     in share order."""
-    record = _records.setdefault((kernel, _items_length(kernel, args)), _Record())
+    key = (kernel, _items_length(kernel, args))
+    if key not in _records:
+        _records[key] = _Record(compiled=any(k is kernel for k, _ in _records))
+    record = _records[key]
     threads = n_shares > 1 and record.threads()
     clock = time.perf_counter()
     if threads:
