@@ -63,8 +63,10 @@ def find_python(requested: str | None) -> tuple[str | None, str]:
     tried = []
     for python in candidates:
         try:
+            # cwd: ARTM's glog writes bigartm.* log files into the working directory
             done = subprocess.run([python, "-c", "import artm; print(artm.version())"],
-                                  capture_output=True, text=True, timeout=120)
+                                  capture_output=True, text=True, timeout=120,
+                                  cwd=tempfile.gettempdir())
         except (OSError, subprocess.TimeoutExpired) as exc:
             tried.append(f"{python}: {type(exc).__name__}")
             continue
