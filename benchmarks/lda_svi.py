@@ -125,13 +125,18 @@ class KernelTimer:
         self.originals = {name: getattr(module, name) for name in self.KERNELS}
 
     def _wrap(self, name: str, kernel):
+        # where the kernel's ``items`` argument is, by name (the kernels' leading arguments
+        # changed when they learned to run shares)
+        code = getattr(kernel, "py_func", kernel).__code__
+        at = code.co_varnames[:code.co_argcount].index("items") if name == "local_step" else 0
+
         def timed(*args):
             start = time.perf_counter()
             value = kernel(*args)
             elapsed = time.perf_counter() - start
             key = name
-            if name == "local_step":  # local_step(share, n_shares, seeding, items, ...)
-                items = args[3]
+            if name == "local_step":
+                items = args[at]
                 full = len(items) == self.n_items and bool(np.all(items[1:] > items[:-1]))
                 key = "local_step (ELBO, all documents)" if full else "local_step (minibatches)"
             self.seconds[key] = self.seconds.get(key, 0.0) + elapsed

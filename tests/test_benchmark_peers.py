@@ -67,3 +67,17 @@ def test_vw_examples_and_bits(tmp_path):
     assert _vw.Schedule().arguments() == []
     assert _vw.Schedule(1.0, 0.7, 10.0).arguments() == ["-l", "1.0", "--power_t", "0.7",
                                                          "--initial_t", "10.0"]
+
+
+def test_lda_svi_kernel_timer_tells_minibatches_from_the_elbo_pass(compiled):
+    """lda_svi.py's KernelTimer finds the local step's ``items`` by name: when the kernels'
+    leading arguments changed (shares) it read a bool there and every cemodel row failed."""
+    import lda_svi
+
+    lda = compiled("lda", K=3)
+    rng = np.random.default_rng(0)
+    X = sparse.csr_matrix(rng.poisson(1.0, (40, 12)))
+    with lda_svi.KernelTimer(lda, X.shape[0]) as timer:
+        lda.fit_svi({"w": X}, epochs=2, batch_size=10, seed=0)
+    assert timer.calls["local_step (minibatches)"] == 8
+    assert timer.calls["local_step (ELBO, all documents)"] >= 2
