@@ -27,10 +27,12 @@ from __future__ import annotations
 import os
 
 # Single-threaded everywhere, set before numpy, scipy or numba load their thread pools (a fit's
-# process inherits them, and sets them again when it imports this file).
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
-             "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"):
-    os.environ[_var] = "1"
+# process inherits them, and sets them again when it runs this file as __mp_main__). Not when
+# imported as a module (a test imports KernelTimer; numba refuses a changed thread count later).
+if __name__ in ("__main__", "__mp_main__"):
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                 "NUMBA_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"):
+        os.environ[_var] = "1"
 
 import argparse  # noqa: E402
 import platform  # noqa: E402

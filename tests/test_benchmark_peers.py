@@ -72,8 +72,14 @@ def test_vw_examples_and_bits(tmp_path):
 def test_lda_svi_kernel_timer_tells_minibatches_from_the_elbo_pass(compiled):
     """lda_svi.py's KernelTimer finds the local step's ``items`` by name: when the kernels'
     leading arguments changed (shares) it read a bool there and every cemodel row failed."""
+    import os
+
+    before = dict(os.environ)
     import lda_svi
 
+    # importing it must leave the thread settings alone: numba refuses a NUMBA_NUM_THREADS
+    # changed after its threads started, in every later test of the process
+    assert dict(os.environ) == before
     lda = compiled("lda", K=3)
     rng = np.random.default_rng(0)
     X = sparse.csr_matrix(rng.poisson(1.0, (40, 12)))
