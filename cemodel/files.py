@@ -11,10 +11,14 @@ file is removed, so nothing partial is left.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
+import signal
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -105,14 +109,41 @@ def write_bytes(path: str | Path, data: bytes, *, sync: bool = False) -> None:
                 pass
 
 
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C (SIGINT) held back until the block ends, then handled as it would have been.
+    A KeyboardInterrupt inside zipfile's constructor leaves a half-built ZipFile whose
+    ``__del__`` prints a traceback ("'ZipFile' object has no attribute '_writing'") after the
+    clean "interrupted" message. The Python-level handler is swapped, not the signal mask: a
+    signal sent to the process reaches whichever thread does not block it (BLAS's, the
+    shares' pool). Outside the main thread (where handlers cannot be set) nothing is held."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is None):  # None: a handler set outside Python
+        yield
+        return
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            if callable(previous):
+                previous(signal.SIGINT, None)  # Python's default raises KeyboardInterrupt
+            elif previous == signal.SIG_DFL:
+                signal.raise_signal(signal.SIGINT)
+
+
 def write_npz(path: str | Path, arrays: dict[str, Any], *, sync: bool = False) -> None:
-    """``write_bytes`` of ``np.savez(**arrays)`` (uncompressed)."""
+    """``write_bytes`` of ``np.savez(**arrays)`` (uncompressed), the archive built in memory
+    with Ctrl-C deferred (``interrupts_deferred``)."""
     import io
 
     import numpy as np
 
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    with interrupts_deferred():
+        np.savez(buffer, **arrays)
     write_bytes(path, buffer.getvalue(), sync=sync)
 
 

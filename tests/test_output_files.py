@@ -220,3 +220,31 @@ def test_a_stream_cache_that_cannot_be_written_is_a_clean_error(compiled, tmp_pa
         open_source(tmp_path / "coins.npz", module.SPEC, "trials",
                     cache=streams)
     assert "CEMODEL_CACHE" in (info.value.hint or "")
+
+
+def test_ctrl_c_while_an_archive_is_built_waits_for_it(tmp_path, monkeypatch):
+    """A SIGINT that arrives inside np.savez is delivered when the in-memory archive is done
+    (a KeyboardInterrupt inside zipfile's constructor printed a traceback from a half-built
+    ZipFile's __del__ after the CLI's clean "interrupted" message); nothing is written."""
+    import signal
+
+    import numpy as np
+
+    from cemodel import files
+
+    real, finished = np.savez, []
+
+    def savez(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C now, in the middle of the archive
+        real(*args, **kwargs)
+        finished.append(True)
+
+    monkeypatch.setattr(np, "savez", savez)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            files.write_npz(tmp_path / "a.npz", {"x": np.zeros(3)})
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert finished == [True]
+    assert list(tmp_path.iterdir()) == []
