@@ -328,7 +328,7 @@ class _Distributor:
         assert self.setup is not None, "_prepare comes first"
         flags = dict(max_local_iter=max_local_iter, local_tol=local_tol, seeding=seeding,
                      warm=warm, guard=guard)
-        sent, outputs = self._sent(s), self._names("statistic")
+        sent, outputs = self._sent(s), self._names("statistic", "entry_statistic")
         rows = self._names("kept_local", "item")
         items = np.asarray(items)
         owner = np.searchsorted(self.bounds, items, side="right") - 1

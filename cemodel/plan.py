@@ -37,6 +37,15 @@ class Accumulator:
     local: tuple[Slot, ...]
     glob: tuple[Stat, ...]
     key: tuple[str, ...]
+    # letters of observed indices kept per data entry instead of as axes: the array is laid
+    # out as the data over ``plates`` (the factor's), and whoever reads it binds these letters
+    # from the data (a rating's user and item) -- see ``per_entry``
+    entries: tuple[str, ...] = ()
+    plates: tuple[str, ...] = ()
+
+    @property
+    def per_entry(self) -> bool:
+        return bool(self.entries)
 
 
 @dataclass(frozen=True)
@@ -142,11 +151,19 @@ def make_plan(analysis: Analysis, collapse: tuple[str, ...] | None = None) -> In
             shared = _letters(local, plates) & _letters(glob, plates)
             observed = {s.tensor[0] for s in local if isinstance(s, Known)
                         and s.fn == "onehot" and s.tensor} & shared
-            key = (tuple(sorted(observed)) + tuple(sorted(shared - observed))
+            entries: tuple[str, ...] = ()
+            if len(observed) >= 2 and _flat_entries(model, factor.plates):
+                # keyed by two observed indices (a rating's user and item), a dense array
+                # would have one cell per pair, U·I, and every global update would contract
+                # over all of them; per entry it has one per observation
+                entries, observed, inner = tuple(sorted(observed)), set(), set()
+            key = (tuple(sorted(observed)) + tuple(sorted(shared - observed - set(entries)))
                    + tuple(sorted(inner)))
             name = next((a.name for a in accumulators if a.factor == fi and a.local == local
-                         and a.key == key), f"acc_{factor.child}_{mi}")
-            accumulators.append(Accumulator(name, fi, mi, local, glob, key))
+                         and a.key == key and a.entries == entries),
+                        f"acc_{factor.child}_{mi}")
+            accumulators.append(Accumulator(name, fi, mi, local, glob, key, entries,
+                                            factor.plates if entries else ()))
 
     klc, chosen = _klc(analysis, graph, collapse)
     methods = _methods(model) + (("klc", klc),)
@@ -180,6 +197,12 @@ def _klc(analysis: Analysis, graph: nx.DiGraph,
             return f"no: {exc}", None
     return (f"yes: collapses {', '.join(chosen.collapsed)}, parameterises "
             f"{', '.join(chosen.parameterised)}"), chosen
+
+
+def _flat_entries(model: Model, plates: tuple[str, ...]) -> bool:
+    """Whether arrays laid out as the data over ``plates`` have one index per entry: the data
+    plate's, or a ragged inner plate's (flattened). A fixed inner plate would need two."""
+    return all(model.plate(p).ragged for p in plates[1:])
 
 
 def _kept(model: Model, name: str) -> bool:

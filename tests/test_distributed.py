@@ -100,6 +100,19 @@ def test_gmm_mf_matches_one_process(client, gmm):
     _assert_same(got, expected)
 
 
+def test_pmf_statistics_kept_per_rating_add_up_over_partitions(client):
+    """PMF's rating statistics are kept per rating: each partition returns its own ratings'
+    rows (zero elsewhere) and the client adds them, as it adds the keyed ones."""
+    pmf = Model("pmf", K=2)
+    rng = np.random.default_rng(3)
+    data = {"user": rng.integers(0, 10, 120), "item": rng.integers(0, 8, 120),
+            "y": rng.normal(size=120)}
+    for method, options in (("mf", {"max_iter": 20}), ("svi", {"epochs": 2, "batch_size": 30})):
+        expected = pmf.fit(data, method, seed=4, **options)
+        got = cd.fit(pmf, data, method=method, client=client, seed=4, **options)
+        _assert_same(got, expected)
+
+
 @pytest.mark.parametrize("method, options", [
     ("svi", {}),
     ("svi+", {"effective_batch_size": 5}),  # per-item weights from the client's noise stream

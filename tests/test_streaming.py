@@ -264,6 +264,22 @@ def test_fixed_inner_plates_stream(tmp_path):
     same_fit(memory, streamed, ["p.a", "p.b", "pi.alpha"])
 
 
+def test_pmf_streams_statistics_kept_per_rating(tmp_path):
+    """PMF keeps its rating statistics per rating (one row per entry, not a users × items
+    array): out of core those of each minibatch, and the ELBO adds them up a chunk at a time."""
+    model = Model("pmf", K=2)
+    rng = np.random.default_rng(8)
+    user, item = rng.integers(0, 12, 150), rng.integers(0, 9, 150)
+    y = rng.normal(size=150)
+    assert model.module.ROLES["entry_statistic"] == ("acc_y_2", "acc_y_3")
+    np.savez(tmp_path / "ratings.npz", y=y, user=user, item=item)
+    options = {**SVI, "start": "random"}
+    memory = model.fit({"y": y, "user": user, "item": item}, "svi", **options)
+    streamed = model.fit(model.stream(tmp_path / "ratings.npz"), "svi", **options)
+    np.testing.assert_allclose(streamed.elbo, memory.elbo, rtol=1e-10)
+    same_fit(memory, streamed, ["u.mean", "v.mean", "tau.shape"])
+
+
 def test_every_library_model_with_a_data_plate_streams():
     for path in sorted(LIB.glob("*.cem")):
         module = cemodel.compile(path)

@@ -72,8 +72,16 @@ def pre_slot(pre: str, key: tuple[str, ...]) -> Known:
 
 
 def acc_slot(acc) -> Known:
-    """An accumulator read as a known array indexed by its key letters."""
-    return Known(acc.name, (), acc.key, ())
+    """An accumulator read as a known array indexed by its key letters (a per-entry one
+    first by the data entry: laid out as the data over its plates)."""
+    return Known(acc.name, (), acc.key, acc.plates)
+
+
+def entry_slots(acc) -> tuple[Known, ...]:
+    """The one-hots of observed indices that bind a per-entry accumulator's letters, which a
+    contraction reading it binds from the data (``plan.Accumulator.entries``)."""
+    return tuple(s for s in acc.local if isinstance(s, Known) and s.fn == "onehot"
+                 and s.tensor and s.tensor[0] in acc.entries)
 
 
 def emit_context(plan: InferencePlan, kplan: KernelPlan) -> EmitContext:

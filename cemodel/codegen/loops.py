@@ -118,6 +118,16 @@ class Layout:
         ``letters`` binding gate letters and ``@plate`` entries."""
         return self._plate_index(plates, plates, letters, args, scratch=False)
 
+    def entry_plates(self, plates: tuple[str, ...]) -> tuple[str, ...]:
+        """The plates whose indices address an array laid out as the data over ``plates``
+        (a ragged plate's flat index replaces its parent's)."""
+        kept: list[str] = []
+        for plate in plates:
+            if self.model.plate(plate).ragged:
+                kept.pop()
+            kept.append(plate)
+        return tuple(kept)
+
     def _plate_index(self, plates: tuple[str, ...], entries: tuple[str, ...],
                      letters: dict[str, str], args: ArgRecorder, scratch: bool) -> list[str]:
         if not plates:

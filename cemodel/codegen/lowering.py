@@ -160,7 +160,7 @@ def lower(plan: InferencePlan) -> KernelPlan:
 
 
 ROLES = ("data", "hyper", "known", "global", "global_exp", "local", "kept_local", "item",
-         "item_count", "statistic", "thread", "scratch")
+         "item_count", "statistic", "entry_statistic", "thread", "scratch")
 
 
 def array_roles(plan: InferencePlan, knowns: Mapping[str, tuple[str, str]],
@@ -172,7 +172,9 @@ def array_roles(plan: InferencePlan, knowns: Mapping[str, tuple[str, str]],
     ``kept_local`` (q of a local: the item's rows only, or one row per item), ``item`` (per-item
     inputs: SVI+ weights, seed categories), ``item_count`` (per-item counts the local step
     writes: its inner sweeps), ``statistic`` (the accumulated sufficient
-    statistics), ``thread`` (a thread's own copy) and ``scratch`` (buffers of one local step)."""
+    statistics), ``entry_statistic`` (statistics kept per data entry, ``Accumulator.entries``:
+    out of core a minibatch's own), ``thread`` (a thread's own copy) and ``scratch``
+    (buffers of one local step)."""
     model = plan.model
     roles: dict[str, str] = {}
     for name in (*plan.globals, *plan.locals):
@@ -185,8 +187,9 @@ def array_roles(plan: InferencePlan, knowns: Mapping[str, tuple[str, str]],
             else:
                 roles[array] = "kept_local" if name in plan.kept_locals else "local"
     for acc in plan.stored_accumulators:
-        roles[acc.name] = "statistic"
-    for name in (*thread_private, *[a.name for a in plan.stored_accumulators]):
+        roles[acc.name] = "entry_statistic" if acc.per_entry else "statistic"
+    for name in (*thread_private, *[a.name for a in plan.stored_accumulators
+                                    if not a.per_entry]):
         roles[f"{name}_threads"] = "thread"
     roles.update(item_weight="item", seed_category="item")
     if plan.local_iterations:

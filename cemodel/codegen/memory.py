@@ -17,7 +17,7 @@ left out, so it is a lower bound.
 
 from __future__ import annotations
 
-from ..model import ShapeDim, VarDef
+from ..model import Model, ShapeDim, VarDef
 from .context import EmitContext
 from .loops import dim_name
 from .pycode import Line
@@ -44,6 +44,18 @@ def var_rows(ctx: EmitContext, var: VarDef, full: bool = False) -> list[Size]:
     rows: list[Size] = []
     for plate in var.plates:
         pdef = ctx.model.plate(plate)
+        if pdef.ragged:
+            rows[-1:] = [f"len({plate})"]
+        else:
+            rows.append(pdef.dim)
+    return rows
+
+
+def entry_rows(model: Model, plates: tuple[str, ...]) -> list[Size]:
+    """The rows of an array laid out as the data over ``plates``: one per entry."""
+    rows: list[Size] = []
+    for plate in plates:
+        pdef = model.plate(plate)
         if pdef.ragged:
             rows[-1:] = [f"len({plate})"]
         else:
@@ -96,6 +108,9 @@ def memory_line(ctx: EmitContext) -> Line:
         factor = plan.analysis.factors[acc.factor]
         shape = [model.plate(k[1:]).dim if k.startswith("@") else factor.dim_of(k)
                  for k in acc.key]
+        if acc.per_entry:  # one row per entry, no thread copies
+            add(entry_rows(model, acc.plates) + shape)
+            continue
         add(shape)
         if model.data_plate is not None:
             add(["threads", *shape])

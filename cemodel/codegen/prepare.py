@@ -11,7 +11,7 @@ from .calls import KernelCalls
 from .context import EmitContext
 from .knowns import numpy_expr
 from .loops import dim_name
-from .memory import memory_line, size_code, stat_sizes, var_rows
+from .memory import entry_rows, memory_line, size_code, stat_sizes, var_rows
 from .pycode import Block, Comment, Function, Line, Node
 
 # the kernels whose parameters the fit state holds (what the drivers' glue passes them)
@@ -135,6 +135,11 @@ def _allocations(ctx: EmitContext, shares: bool) -> list[Node]:
         factor = plan.analysis.factors[acc.factor]
         dims = [dim_name(ctx.model.plate(k[1:]).dim) if k.startswith("@")
                 else dim_name(factor.dim_of(k)) for k in acc.key]
+        if acc.per_entry:  # one row per data entry: out of core the minibatch's own
+            rows = [size_code(r) for r in entry_rows(ctx.model, acc.plates)]
+            body.append(Line(f"{acc.name} = np.zeros({tuple_text(rows + dims)})",
+                             f"per {', '.join(ctx.layout.entry_plates(acc.plates))} entry"))
+            continue
         body.append(Line(f"{acc.name} = " + _shared(acc.name, f"np.zeros({tuple_text(dims)})",
                                                     shares)))
     if ctx.model.data_plate is not None:
@@ -187,7 +192,7 @@ def _item_arrays(ctx: EmitContext, shares: bool) -> list[Node]:
         body.append(Line(", ".join(f"{n}_threads" for n in private)
                          + (" =" if len(private) > 1 else ", =")
                          + f" rt.per_thread(n_threads, {', '.join(private)})"))
-    for name in [a.name for a in plan.stored_accumulators]:
+    for name in [a.name for a in plan.stored_accumulators if not a.per_entry]:
         body.append(Line(f"{name}_threads = " + _shared(
             f"{name}_threads", f"np.zeros((n_threads,) + {name}.shape)", shares)))
     item_dim = dim_name(ctx.model.plate(ctx.model.data_plate).dim)

@@ -37,13 +37,12 @@ LOCAL_STEPS = {
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('N',)  # sizes set by the items bound
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
-    'data': ('y', 'user', 'item', 'n_U', 'n_I', 'n_K'), 'hyper': ('c', 'a0', 'b0'),
+    'data': ('y', 'n_U', 'n_I', 'n_K', 'n_N', 'user', 'item'), 'hyper': ('c', 'a0', 'b0'),
     'known': ('present_y', 'log_b0', 'lgamma_a0', 'logdet_eye_K_c', 'eye_K_c', 'dim_u', 'dim_v'),
     'global': ('lam_tau_log', 'lam_tau_value', 'lam_u_value', 'lam_u_outer', 'lam_v_value', 'lam_v_outer'),
     'global_exp': ('E_tau_log', 'E_tau_value', 'E_u_value', 'E_u_outer', 'E_v_value', 'E_v_outer'),
-    'item': ('seed_category', 'item_weight'),
-    'statistic': ('acc_y_0', 'acc_y_1', 'acc_y_2', 'acc_y_3'),
-    'thread': ('acc_y_0_threads', 'acc_y_1_threads', 'acc_y_2_threads', 'acc_y_3_threads'),
+    'item': ('seed_category', 'item_weight'), 'statistic': ('acc_y_0', 'acc_y_1'),
+    'entry_statistic': ('acc_y_2', 'acc_y_3'), 'thread': ('acc_y_0_threads', 'acc_y_1_threads'),
 }
 _THIS = rt.ModelView(globals())  # the model, as the drivers see it
 
@@ -89,10 +88,8 @@ def local_step(
         present_y,
         acc_y_1_threads,
         y,
-        user,
-        item,
-        acc_y_2_threads,
-        acc_y_3_threads,
+        acc_y_2,
+        acc_y_3,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
@@ -104,10 +101,6 @@ def local_step(
     """
     shares_total = 0.0
     for thread in range(share_start, share_stop):  # one call runs these shares, one after another
-        acc_y_2_t = acc_y_2_threads[thread]
-        acc_y_3_t = acc_y_3_threads[thread]
-        acc_y_2_t[...] = 0.0
-        acc_y_3_t[...] = 0.0
         acc_y_0_threads[thread] = 0.0
         acc_y_1_threads[thread] = 0.0
         elbo = 0.0
@@ -117,14 +110,10 @@ def local_step(
             acc_y_0_threads[thread] += item_weight[i_ratings] * present_y[i_ratings]
             # acc_y_1[] += y[ratings] · y[ratings] · present(y[ratings])  (pmf.cem:31:5)
             acc_y_1_threads[thread] += item_weight[i_ratings] * y[i_ratings] * y[i_ratings] * present_y[i_ratings]
-            # acc_y_2[g0, g1] += y[ratings] · onehot(user[ratings]) · onehot(item[ratings]) · present(y[ratings])  (pmf.cem:31:5)
-            t_g0 = user[i_ratings]
-            t_g1 = item[i_ratings]
-            acc_y_2_t[t_g0, t_g1] += item_weight[i_ratings] * y[i_ratings] * present_y[i_ratings]
-            # acc_y_3[g0, g1] += onehot(user[ratings]) · onehot(item[ratings]) · present(y[ratings])  (pmf.cem:31:5)
-            t_g0 = user[i_ratings]
-            t_g1 = item[i_ratings]
-            acc_y_3_t[t_g0, t_g1] += item_weight[i_ratings] * present_y[i_ratings]
+            # acc_y_2[ratings] += y[ratings] · present(y[ratings])  (pmf.cem:31:5)
+            acc_y_2[i_ratings] += item_weight[i_ratings] * y[i_ratings] * present_y[i_ratings]
+            # acc_y_3[ratings] += present(y[ratings])  (pmf.cem:31:5)
+            acc_y_3[i_ratings] += item_weight[i_ratings] * present_y[i_ratings]
             # ELBO: local terms and local entropies
             elbo += -0.9189385332046727 * present_y[i_ratings]
         shares_total += elbo  # summed in share order, as rt.run_shares sums
@@ -140,8 +129,9 @@ def update_tau(
         b0,
         acc_y_0,
         acc_y_1,
-        n_U,
-        n_I,
+        n_N,
+        user,
+        item,
         n_K,
         acc_y_2,
         E_u_value,
@@ -172,16 +162,18 @@ def update_tau(
     # from y ~ Normal (pmf.cem:31:5)
     lam_tau_value[0] += -0.5 * data_scale * acc_y_1
     # from y ~ Normal (pmf.cem:31:5)
-    for t_g0 in range(n_U):
-        for t_g1 in range(n_I):
-            for t_i0 in range(n_K):
-                lam_tau_value[0] += data_scale * acc_y_2[t_g0, t_g1] * E_u_value[t_g0, t_i0] * E_v_value[t_g1, t_i0]
+    for i_ratings in range(n_N):
+        t_g0 = user[i_ratings]
+        t_g1 = item[i_ratings]
+        for t_i0 in range(n_K):
+            lam_tau_value[0] += data_scale * acc_y_2[i_ratings] * E_u_value[t_g0, t_i0] * E_v_value[t_g1, t_i0]
     # from y ~ Normal (pmf.cem:31:5)
-    for t_g0 in range(n_U):
-        for t_g1 in range(n_I):
-            for t_i1 in range(n_K):
-                for t_i2 in range(n_K):
-                    lam_tau_value[0] += -0.5 * data_scale * acc_y_3[t_g0, t_g1] * E_u_outer[t_g0, t_i1, t_i2] * E_v_outer[t_g1, t_i1, t_i2]
+    for i_ratings in range(n_N):
+        t_g0 = user[i_ratings]
+        t_g1 = item[i_ratings]
+        for t_i1 in range(n_K):
+            for t_i2 in range(n_K):
+                lam_tau_value[0] += -0.5 * data_scale * acc_y_3[i_ratings] * E_u_outer[t_g0, t_i1, t_i2] * E_v_outer[t_g1, t_i1, t_i2]
     if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
         E_tau_log[0], E_tau_value[0] = rt.gamma_expected_stats(lam_tau_log[0], lam_tau_value[0])
 
@@ -193,7 +185,9 @@ def update_u(
         lam_u_outer,
         n_K,
         eye_K_c,
-        n_I,
+        n_N,
+        user,
+        item,
         acc_y_2,
         E_tau_value,
         E_v_value,
@@ -217,15 +211,20 @@ def update_u(
         for t_i in range(n_K):
             for t_j in range(n_K):
                 lam_u_outer[i_users, t_i, t_j] += -0.5 * eye_K_c[t_i, t_j]
-        # from y ~ Normal (pmf.cem:31:5)
-        for t_g1 in range(n_I):
-            for t_i0 in range(n_K):
-                lam_u_value[i_users, t_i0] += data_scale * acc_y_2[i_users, t_g1] * E_tau_value[0] * E_v_value[t_g1, t_i0]
-        # from y ~ Normal (pmf.cem:31:5)
-        for t_g1 in range(n_I):
-            for t_i1 in range(n_K):
-                for t_i2 in range(n_K):
-                    lam_u_outer[i_users, t_i1, t_i2] += -0.5 * data_scale * acc_y_3[i_users, t_g1] * E_tau_value[0] * E_v_outer[t_g1, t_i1, t_i2]
+    # from y ~ Normal (pmf.cem:31:5)
+    for i_ratings in range(n_N):
+        t_g0 = user[i_ratings]
+        t_g1 = item[i_ratings]
+        for t_i0 in range(n_K):
+            lam_u_value[t_g0, t_i0] += data_scale * acc_y_2[i_ratings] * E_tau_value[0] * E_v_value[t_g1, t_i0]
+    # from y ~ Normal (pmf.cem:31:5)
+    for i_ratings in range(n_N):
+        t_g0 = user[i_ratings]
+        t_g1 = item[i_ratings]
+        for t_i1 in range(n_K):
+            for t_i2 in range(n_K):
+                lam_u_outer[t_g0, t_i1, t_i2] += -0.5 * data_scale * acc_y_3[i_ratings] * E_tau_value[0] * E_v_outer[t_g1, t_i1, t_i2]
+    for i_users in range(n_U):
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             rt.mvn_expected_stats(lam_u_value[i_users], lam_u_outer[i_users], E_u_value[i_users], E_u_outer[i_users])
 
@@ -237,7 +236,9 @@ def update_v(
         lam_v_outer,
         n_K,
         eye_K_c,
-        n_U,
+        n_N,
+        user,
+        item,
         acc_y_2,
         E_tau_value,
         E_u_value,
@@ -261,15 +262,20 @@ def update_v(
         for t_i in range(n_K):
             for t_j in range(n_K):
                 lam_v_outer[i_items, t_i, t_j] += -0.5 * eye_K_c[t_i, t_j]
-        # from y ~ Normal (pmf.cem:31:5)
-        for t_g0 in range(n_U):
-            for t_i0 in range(n_K):
-                lam_v_value[i_items, t_i0] += data_scale * acc_y_2[t_g0, i_items] * E_tau_value[0] * E_u_value[t_g0, t_i0]
-        # from y ~ Normal (pmf.cem:31:5)
-        for t_g0 in range(n_U):
-            for t_i1 in range(n_K):
-                for t_i2 in range(n_K):
-                    lam_v_outer[i_items, t_i1, t_i2] += -0.5 * data_scale * acc_y_3[t_g0, i_items] * E_tau_value[0] * E_u_outer[t_g0, t_i1, t_i2]
+    # from y ~ Normal (pmf.cem:31:5)
+    for i_ratings in range(n_N):
+        t_g0 = user[i_ratings]
+        t_g1 = item[i_ratings]
+        for t_i0 in range(n_K):
+            lam_v_value[t_g1, t_i0] += data_scale * acc_y_2[i_ratings] * E_tau_value[0] * E_u_value[t_g0, t_i0]
+    # from y ~ Normal (pmf.cem:31:5)
+    for i_ratings in range(n_N):
+        t_g0 = user[i_ratings]
+        t_g1 = item[i_ratings]
+        for t_i1 in range(n_K):
+            for t_i2 in range(n_K):
+                lam_v_outer[t_g1, t_i1, t_i2] += -0.5 * data_scale * acc_y_3[i_ratings] * E_tau_value[0] * E_u_outer[t_g0, t_i1, t_i2]
+    for i_items in range(n_I):
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             rt.mvn_expected_stats(lam_v_value[i_items], lam_v_outer[i_items], E_v_value[i_items], E_v_outer[i_items])
 
@@ -318,15 +324,13 @@ def elbo_global(
         dim_v,
         acc_y_0,
         acc_y_1,
-        acc_y_2,
-        E_u_value,
-        E_v_value,
-        acc_y_3,
         lam_tau_log,
         lam_tau_value,
         lam_u_value,
+        E_u_value,
         lam_u_outer,
         lam_v_value,
+        E_v_value,
         lam_v_outer,
 ):
     """ELBO terms of the global factors (see elbo_terms in the README)."""
@@ -358,15 +362,6 @@ def elbo_global(
     # E[log p(y | ...)]  (pmf.cem:31:5)
     elbo += 0.5 * acc_y_0 * E_tau_log[0]
     elbo += -0.5 * acc_y_1 * E_tau_value[0]
-    for t_g0 in range(n_U):
-        for t_g1 in range(n_I):
-            for t_i0 in range(n_K):
-                elbo += acc_y_2[t_g0, t_g1] * E_tau_value[0] * E_u_value[t_g0, t_i0] * E_v_value[t_g1, t_i0]
-    for t_g0 in range(n_U):
-        for t_g1 in range(n_I):
-            for t_i1 in range(n_K):
-                for t_i2 in range(n_K):
-                    elbo += -0.5 * acc_y_3[t_g0, t_g1] * E_tau_value[0] * E_u_outer[t_g0, t_i1, t_i2] * E_v_outer[t_g1, t_i1, t_i2]
     # entropy of q(tau)
     elbo += rt.gamma_log_normalizer(lam_tau_log[0], lam_tau_value[0]) - lam_tau_log[0] * E_tau_log[0] - lam_tau_value[0] * E_tau_value[0]
     # entropy of q(u)
@@ -378,6 +373,37 @@ def elbo_global(
     return elbo
 
 
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
+def elbo_entries(
+        n_N,
+        user,
+        item,
+        n_K,
+        acc_y_2,
+        E_tau_value,
+        E_u_value,
+        E_v_value,
+        acc_y_3,
+        E_u_outer,
+        E_v_outer,
+):
+    """ELBO terms through the statistics kept per data entry."""
+    elbo = 0.0
+    # E[log p(y | ...)]  (pmf.cem:31:5)
+    for i_ratings in range(n_N):
+        t_g0 = user[i_ratings]
+        t_g1 = item[i_ratings]
+        for t_i0 in range(n_K):
+            elbo += acc_y_2[i_ratings] * E_tau_value[0] * E_u_value[t_g0, t_i0] * E_v_value[t_g1, t_i0]
+    for i_ratings in range(n_N):
+        t_g0 = user[i_ratings]
+        t_g1 = item[i_ratings]
+        for t_i1 in range(n_K):
+            for t_i2 in range(n_K):
+                elbo += -0.5 * acc_y_3[i_ratings] * E_tau_value[0] * E_u_outer[t_g0, t_i1, t_i2] * E_v_outer[t_g1, t_i1, t_i2]
+    return elbo
+
+
 def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, share=None):
     """Bind and check the data, evaluate hyperparameters and knowns, allocate the arrays, start the globals.
     share: out of core, the fit's state, whose globals, hyperparameters and statistics `data`'s minibatch shares.
@@ -386,7 +412,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     bound = rt.bind_data(SPEC, data, dims, missing=True)
     n_K, n_U, n_I, n_N = bound.dims['K'], bound.dims['U'], bound.dims['I'], bound.dims['N']
     # refuse before allocating more than the machine's memory
-    rt.check_memory(bound, {(1,): 6, ('U', 'K'): 2, ('U', 'K', 'K'): 2, ('I', 'K'): 2, ('I', 'K', 'K'): 2, ('threads',): 2, ('U', 'I'): 2, ('threads', 'U', 'I'): 2, ('N',): 3})
+    rt.check_memory(bound, {(1,): 6, ('U', 'K'): 2, ('U', 'K', 'K'): 2, ('I', 'K'): 2, ('I', 'K', 'K'): 2, ('threads',): 2, ('N',): 5})
     y, user, item = bound.arrays['y'], bound.arrays['user'], bound.arrays['item']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
     c = rt.hyper_value(hypers, 'c', 1.0, ()) if share is None else share.c
@@ -410,23 +436,21 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     # sufficient statistics the local step hands to the global step (out of core added up over minibatches)
     acc_y_0 = np.zeros(()) if share is None else share.acc_y_0
     acc_y_1 = np.zeros(()) if share is None else share.acc_y_1
-    acc_y_2 = np.zeros((n_U, n_I)) if share is None else share.acc_y_2
-    acc_y_3 = np.zeros((n_U, n_I)) if share is None else share.acc_y_3
+    acc_y_2 = np.zeros((n_N,))  # per ratings entry
+    acc_y_3 = np.zeros((n_N,))  # per ratings entry
     # the local step's shares: one per thread, fewer for small data
     n_threads = rt.share_count(bound)
     acc_y_0_threads = np.zeros((n_threads,) + acc_y_0.shape) if share is None else share.acc_y_0_threads
     acc_y_1_threads = np.zeros((n_threads,) + acc_y_1.shape) if share is None else share.acc_y_1_threads
-    acc_y_2_threads = np.zeros((n_threads,) + acc_y_2.shape) if share is None else share.acc_y_2_threads
-    acc_y_3_threads = np.zeros((n_threads,) + acc_y_3.shape) if share is None else share.acc_y_3_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, present_y=present_y, acc_y_1_threads=acc_y_1_threads, y=y, user=user, item=item, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_u_value=lam_u_value, E_u_value=E_u_value, lam_u_outer=lam_u_outer, E_u_outer=E_u_outer, n_U=n_U, lam_v_value=lam_v_value, E_v_value=E_v_value, lam_v_outer=lam_v_outer, E_v_outer=E_v_outer, n_I=n_I, log_b0=log_b0, lgamma_a0=lgamma_a0, logdet_eye_K_c=logdet_eye_K_c, n_K=n_K, eye_K_c=eye_K_c, dim_u=dim_u, dim_v=dim_v, all_items=all_items)
+        return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, present_y=present_y, acc_y_1_threads=acc_y_1_threads, y=y, acc_y_2=acc_y_2, acc_y_3=acc_y_3, acc_y_0=acc_y_0, acc_y_1=acc_y_1, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_u_value=lam_u_value, E_u_value=E_u_value, lam_u_outer=lam_u_outer, E_u_outer=E_u_outer, n_U=n_U, lam_v_value=lam_v_value, E_v_value=E_v_value, lam_v_outer=lam_v_outer, E_v_outer=E_v_outer, n_I=n_I, log_b0=log_b0, lgamma_a0=lgamma_a0, logdet_eye_K_c=logdet_eye_K_c, n_K=n_K, eye_K_c=eye_K_c, dim_u=dim_u, dim_v=dim_v, n_N=n_N, user=user, item=item, all_items=all_items)
     # start every global at its prior
-    update_tau(0.0, lam_tau_log, lam_tau_value, a0, b0, acc_y_0, acc_y_1, n_U, n_I, n_K, acc_y_2, E_u_value, E_v_value, acc_y_3, E_u_outer, E_v_outer, True, E_tau_log, E_tau_value)
-    update_u(0.0, lam_u_value, lam_u_outer, n_K, eye_K_c, n_I, acc_y_2, E_tau_value, E_v_value, acc_y_3, E_v_outer, True, E_u_value, E_u_outer, n_U)
-    update_v(0.0, lam_v_value, lam_v_outer, n_K, eye_K_c, n_U, acc_y_2, E_tau_value, E_u_value, acc_y_3, E_u_outer, True, E_v_value, E_v_outer, n_I)
+    update_tau(0.0, lam_tau_log, lam_tau_value, a0, b0, acc_y_0, acc_y_1, n_N, user, item, n_K, acc_y_2, E_u_value, E_v_value, acc_y_3, E_u_outer, E_v_outer, True, E_tau_log, E_tau_value)
+    update_u(0.0, lam_u_value, lam_u_outer, n_K, eye_K_c, n_N, user, item, acc_y_2, E_tau_value, E_v_value, acc_y_3, E_v_outer, True, E_u_value, E_u_outer, n_U)
+    update_v(0.0, lam_v_value, lam_v_outer, n_K, eye_K_c, n_N, user, item, acc_y_2, E_tau_value, E_u_value, acc_y_3, E_u_outer, True, E_v_value, E_v_outer, n_I)
     if init is not None:  # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_tau_log': lam_tau_log, 'lam_tau_value': lam_tau_value, 'lam_u_value': lam_u_value, 'lam_u_outer': lam_u_outer, 'lam_v_value': lam_v_value, 'lam_v_outer': lam_v_outer})
         refresh_globals(lam_tau_log, E_tau_log, lam_tau_value, E_tau_value, lam_u_value, E_u_value, lam_u_outer, E_u_outer, n_U, lam_v_value, E_v_value, lam_v_outer, E_v_outer, n_I)
@@ -439,7 +463,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_tau_log, E_tau_log, lam_tau_value, E_tau_value, lam_u_value, E_u_value, lam_u_outer, E_u_outer, n_U, lam_v_value, E_v_value, lam_v_outer, E_v_outer, n_I)
     elif init is None and start != 'prior':
         raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
-    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, present_y=present_y, acc_y_1_threads=acc_y_1_threads, y=y, user=user, item=item, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_u_value=lam_u_value, E_u_value=E_u_value, lam_u_outer=lam_u_outer, E_u_outer=E_u_outer, n_U=n_U, lam_v_value=lam_v_value, E_v_value=E_v_value, lam_v_outer=lam_v_outer, E_v_outer=E_v_outer, n_I=n_I, log_b0=log_b0, lgamma_a0=lgamma_a0, logdet_eye_K_c=logdet_eye_K_c, n_K=n_K, eye_K_c=eye_K_c, dim_u=dim_u, dim_v=dim_v, all_items=all_items)
+    return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, present_y=present_y, acc_y_1_threads=acc_y_1_threads, y=y, acc_y_2=acc_y_2, acc_y_3=acc_y_3, acc_y_0=acc_y_0, acc_y_1=acc_y_1, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_u_value=lam_u_value, E_u_value=E_u_value, lam_u_outer=lam_u_outer, E_u_outer=E_u_outer, n_U=n_U, lam_v_value=lam_v_value, E_v_value=E_v_value, lam_v_outer=lam_v_outer, E_v_outer=E_v_outer, n_I=n_I, log_b0=log_b0, lgamma_a0=lgamma_a0, logdet_eye_K_c=logdet_eye_K_c, n_K=n_K, eye_K_c=eye_K_c, dim_u=dim_u, dim_v=dim_v, n_N=n_N, user=user, item=item, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -479,27 +503,32 @@ def _result(s, trace, converged, seconds, items=True):
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
 def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.present_y, s.acc_y_1_threads, s.y, s.user, s.item, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
+    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.present_y, s.acc_y_1_threads, s.y, s.acc_y_2, s.acc_y_3,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads),))
 
 
 def _update_tau(s, data_scale, expect=True):
-    update_tau(data_scale, s.lam_tau_log, s.lam_tau_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_U, s.n_I, s.n_K, s.acc_y_2, s.E_u_value, s.E_v_value, s.acc_y_3, s.E_u_outer, s.E_v_outer, expect, s.E_tau_log, s.E_tau_value)
+    update_tau(data_scale, s.lam_tau_log, s.lam_tau_value, s.a0, s.b0, s.acc_y_0, s.acc_y_1, s.n_N, s.user, s.item, s.n_K, s.acc_y_2, s.E_u_value, s.E_v_value, s.acc_y_3, s.E_u_outer, s.E_v_outer, expect, s.E_tau_log, s.E_tau_value)
 
 
 def _update_u(s, data_scale, expect=True):
-    update_u(data_scale, s.lam_u_value, s.lam_u_outer, s.n_K, s.eye_K_c, s.n_I, s.acc_y_2, s.E_tau_value, s.E_v_value, s.acc_y_3, s.E_v_outer, expect, s.E_u_value, s.E_u_outer, s.n_U)
+    update_u(data_scale, s.lam_u_value, s.lam_u_outer, s.n_K, s.eye_K_c, s.n_N, s.user, s.item, s.acc_y_2, s.E_tau_value, s.E_v_value, s.acc_y_3, s.E_v_outer, expect, s.E_u_value, s.E_u_outer, s.n_U)
 
 
 def _update_v(s, data_scale, expect=True):
-    update_v(data_scale, s.lam_v_value, s.lam_v_outer, s.n_K, s.eye_K_c, s.n_U, s.acc_y_2, s.E_tau_value, s.E_u_value, s.acc_y_3, s.E_u_outer, expect, s.E_v_value, s.E_v_outer, s.n_I)
+    update_v(data_scale, s.lam_v_value, s.lam_v_outer, s.n_K, s.eye_K_c, s.n_N, s.user, s.item, s.acc_y_2, s.E_tau_value, s.E_u_value, s.acc_y_3, s.E_u_outer, expect, s.E_v_value, s.E_v_outer, s.n_I)
 
 
 def refresh(s):
     refresh_globals(s.lam_tau_log, s.E_tau_log, s.lam_tau_value, s.E_tau_value, s.lam_u_value, s.E_u_value, s.lam_u_outer, s.E_u_outer, s.n_U, s.lam_v_value, s.E_v_value, s.lam_v_outer, s.E_v_outer, s.n_I)
 
 
+def elbo_of_entries(s):
+    """The ELBO terms through the statistics kept per entry (ROLES 'entry_statistic')."""
+    return elbo_entries(s.n_N, s.user, s.item, s.n_K, s.acc_y_2, s.E_tau_value, s.E_u_value, s.E_v_value, s.acc_y_3, s.E_u_outer, s.E_v_outer)
+
+
 def elbo_of_globals(s):
-    return elbo_global(s.a0, s.log_b0, s.lgamma_a0, s.E_tau_log, s.b0, s.E_tau_value, s.n_U, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_u_outer, s.dim_u, s.n_I, s.E_v_outer, s.dim_v, s.acc_y_0, s.acc_y_1, s.acc_y_2, s.E_u_value, s.E_v_value, s.acc_y_3, s.lam_tau_log, s.lam_tau_value, s.lam_u_value, s.lam_u_outer, s.lam_v_value, s.lam_v_outer)
+    return elbo_global(s.a0, s.log_b0, s.lgamma_a0, s.E_tau_log, s.b0, s.E_tau_value, s.n_U, s.logdet_eye_K_c, s.n_K, s.eye_K_c, s.E_u_outer, s.dim_u, s.n_I, s.E_v_outer, s.dim_v, s.acc_y_0, s.acc_y_1, s.lam_tau_log, s.lam_tau_value, s.lam_u_value, s.E_u_value, s.lam_u_outer, s.lam_v_value, s.E_v_value, s.lam_v_outer) + elbo_of_entries(s)
 
 
 GLOBALS = (  # the globals as the stochastic drivers move them

@@ -47,6 +47,9 @@ def emit_kernels(ctx: EmitContext) -> list[Function]:
     if plan.globals:
         kernels.append(global_kernels.emit_refresh(ctx))
     kernels.append(global_kernels.emit_elbo_global(ctx))
+    entries = global_kernels.emit_elbo_entries(ctx)
+    if entries is not None:
+        kernels.append(entries)
     if plan.collapse is not None:
         kernels.append(emit_klc_stats(ctx, _params(kernels)))
         kernels.append(emit_klc_gradient(ctx, _params(kernels)))

@@ -4,8 +4,8 @@ terms outside the data plate or through the accumulators, and the global entropi
 
 from __future__ import annotations
 
-from ..context import KERNEL, EmitContext, acc_slot
-from ..loops import ArgRecorder, Contraction, emit_contraction
+from ..context import KERNEL, EmitContext, acc_slot, entry_slots
+from ..loops import ArgRecorder, Contraction, emit_contraction, letter_var
 from ..pycode import Block, Comment, Function, Line, Node
 
 
@@ -16,37 +16,51 @@ def _key_plates(acc) -> tuple[str, ...]:
 
 def emit_update_global(ctx: EmitContext, name: str) -> Function:
     """update_<name>(data_scale, ..., expect): λ = η + data_scale · Σ statistics; E[t]
-    only when ``expect`` (a stochastic step blends λ first)."""
+    only when ``expect`` (a stochastic step blends λ first). A message from a per-entry
+    accumulator whose entries say which row they reach (a rating's user) is scattered from
+    one loop over the entries after every row has its other terms."""
     var = ctx.var(name)
     args = ArgRecorder()
     args.supply("data_scale")
     row = ctx.row_index(var, args)
     inner: list[Node] = []
+    scattered: list[Node] = []
     for stat, _ in ctx.stats(name):
         inner.append(Line(f"{args.use(ctx.layout.lam(name, stat))}[{row}] = 0.0"))
     for message, factor, monomial in ctx.messages_to(name):
         acc = ctx.plan.accumulator_for(message.factor, message.monomial)
-        inner.append(Comment(f"from {factor.child} ~ {factor.family} "
-                             f"({ctx.factor_comment(factor)})"))
+        comment = Comment(f"from {factor.child} ~ {factor.family} "
+                          f"({ctx.factor_comment(factor)})")
         if acc is None:
-            inner += ctx.contribution(factor, monomial, message.target, var, args, {})
+            inner += [comment, *ctx.contribution(factor, monomial, message.target, var, args, {})]
             continue
         # data_scale · coef · acc[key] · Π E[other global slots]
         others = tuple(s for s in acc.glob if s != message.target)
-        plates, letters = ctx.target_bindings(var, message.target)
         lam = args.use(ctx.layout.lam(name, message.target.stat))
+        contraction = Contraction(monomial.coef, (acc_slot(acc), *entry_slots(acc), *others),
+                                  acc.plates or _key_plates(acc), dict(factor.index_dims),
+                                  extra=("data_scale",))
+        if set(message.target.index) & set(acc.entries):
+            gates = {g: letter_var(g) for g in acc.entries}
+            target_row = ctx.layout.row(name, message.target.index, gates, args)
+            scattered += [comment, *emit_contraction(
+                ctx.layout, args, contraction, lam, tuple(target_row) + message.target.tensor,
+                {}, {}, weighted=False)]
+            continue
+        plates, letters = ctx.target_bindings(var, message.target)
         target_row = ctx.layout.row(name, var.plates, {}, args)
-        inner += emit_contraction(
-            ctx.layout, args,
-            Contraction(monomial.coef, (acc_slot(acc),) + others, _key_plates(acc),
-                        dict(factor.index_dims), extra=("data_scale",)),
-            lam, tuple(target_row) + message.target.tensor, plates, letters,
-        )
+        inner += [comment, *emit_contraction(
+            ctx.layout, args, contraction, lam, tuple(target_row) + message.target.tensor,
+            plates, letters, weighted=not acc.per_entry)]
     expect = args.supply("expect")
-    inner.append(Block(f"if {expect}", (ctx.expect_line(var, row, args),
-                                        *ctx.exp_lines(var, row, args)),
-                       comment="a stochastic step mixes λ first (λ̂ may be invalid)"))
-    nodes = ctx.in_rows(var, set(), inner, args)
+    expect_block = Block(f"if {expect}", (ctx.expect_line(var, row, args),
+                                          *ctx.exp_lines(var, row, args)),
+                         comment="a stochastic step mixes λ first (λ̂ may be invalid)")
+    if not scattered:
+        nodes = ctx.in_rows(var, set(), [*inner, expect_block], args)
+    else:
+        nodes = [*ctx.in_rows(var, set(), inner, args), *scattered,
+                 *ctx.in_rows(var, set(), [expect_block], args)]
     return Function(f"update_{name}", tuple(args.names), tuple(nodes),
                     ctx.conditional_doc(var), KERNEL, supplied=tuple(args.supplied))
 
@@ -65,29 +79,32 @@ def emit_refresh(ctx: EmitContext) -> Function:
 
 
 def emit_elbo_global(ctx: EmitContext) -> Function:
-    """Σ E[log p] of factors outside the data plate and via the accumulators, plus the
-    global entropies."""
+    """Σ E[log p] of factors outside the data plate and via the accumulators kept by key,
+    plus the global entropies."""
     plan = ctx.plan
     args = ArgRecorder()
     body: list[Node] = [Line("elbo = 0.0")]
     for fi, factor in enumerate(plan.analysis.factors):
         inside = plan.in_data_plate(factor.plates)
-        body.append(Comment(f"E[log p({factor.child} | ...)]  ({ctx.factor_comment(factor)})"))
+        terms: list[Node] = []
         for mi, monomial in enumerate(factor.monomials):
             acc = plan.accumulator_for(fi, mi)
-            if inside and acc is None:
-                continue  # summed in the local step
+            if inside and (acc is None or acc.per_entry):
+                continue  # summed in the local step, or per entry in elbo_entries
             if acc is not None:
                 slots = (acc_slot(acc),) + acc.glob
                 plates: tuple[str, ...] = _key_plates(acc)
             else:
                 slots = monomial.slots
                 plates = factor.plates
-            body += emit_contraction(
+            terms += emit_contraction(
                 ctx.layout, args,
                 Contraction(monomial.coef, slots, plates, dict(factor.index_dims)),
                 "elbo", (), {}, {},
             )
+        if terms or not _has_entries(ctx, fi):
+            body += [Comment(f"E[log p({factor.child} | ...)]  ({ctx.factor_comment(factor)})"),
+                     *terms]
     for name in plan.globals:
         var = ctx.var(name)
         row = ctx.row_index(var, args)
@@ -97,3 +114,35 @@ def emit_elbo_global(ctx: EmitContext) -> Function:
     body.append(Line("return elbo"))
     return Function("elbo_global", tuple(args.names), tuple(body),
                     "ELBO terms of the global factors (see elbo_terms in the README).", KERNEL)
+
+
+def emit_elbo_entries(ctx: EmitContext) -> Function | None:
+    """The ELBO terms through the per-entry accumulators: one loop over the entries each,
+    their letters bound from the data. Apart from elbo_global so that an out-of-core fit can
+    add them up a minibatch at a time (its per-entry statistics are the minibatch's)."""
+    plan = ctx.plan
+    args = ArgRecorder()
+    body: list[Node] = [Line("elbo = 0.0")]
+    for fi, factor in enumerate(plan.analysis.factors):
+        if not _has_entries(ctx, fi):
+            continue
+        body.append(Comment(f"E[log p({factor.child} | ...)]  ({ctx.factor_comment(factor)})"))
+        for mi, monomial in enumerate(factor.monomials):
+            acc = plan.accumulator_for(fi, mi)
+            if acc is None or not acc.per_entry:
+                continue
+            body += emit_contraction(
+                ctx.layout, args,
+                Contraction(monomial.coef, (acc_slot(acc), *entry_slots(acc), *acc.glob),
+                            acc.plates, dict(factor.index_dims)),
+                "elbo", (), {}, {}, weighted=False,
+            )
+    if len(body) == 1:
+        return None
+    body.append(Line("return elbo"))
+    return Function("elbo_entries", tuple(args.names), tuple(body),
+                    "ELBO terms through the statistics kept per data entry.", KERNEL)
+
+
+def _has_entries(ctx: EmitContext, factor: int) -> bool:
+    return any(a.per_entry and a.factor == factor for a in ctx.plan.accumulators)

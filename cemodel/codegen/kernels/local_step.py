@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from ...conjugacy import letter_text
 from ...model import VarDef
 from ...plan import describe_slot
-from ..context import KERNEL, EmitContext
+from ..context import KERNEL, EmitContext, entry_slots
 from ..loops import ArgRecorder, Contraction, dim_name, emit_contraction, plate_var
 from ..pycode import Block, Comment, Function, Line, Node, Shares
 
@@ -260,7 +260,8 @@ def threaded_kernel(ctx: EmitContext, name: str, per_item: list[Node], args: Arg
     the shares (in threads when the work pays for them) and sums the accumulators in share
     order, so the result does not depend on how the shares ran. ``hoist``: the per-item
     body calls local updates that read the messages ``hoist_messages`` contracts first."""
-    stored = ctx.plan.stored_accumulators
+    # a per-entry accumulator has no thread copies: each entry belongs to one item, so one share
+    stored = tuple(a for a in ctx.plan.stored_accumulators if not a.per_entry)
     private = list(ctx.kplan.thread_private)
     accs = [a.name for a in stored] if accumulate else []
     threaded = private + accs
@@ -360,26 +361,34 @@ def local_elbo_nodes(ctx: EmitContext, args: ArgRecorder) -> list[Node]:
 
 def accumulate_nodes(ctx: EmitContext, args: ArgRecorder, suffix: str = "") -> list[Node]:
     """The item's sufficient statistics into the accumulators (``<acc><suffix>``), weighted
-    by item_weight."""
+    by item_weight; a per-entry one straight into its array, at the item's entries (the
+    one-hots binding its letters are left to whoever reads it)."""
     data_plate = ctx.model.data_plate
     nodes: list[Node] = []
     for acc in ctx.plan.stored_accumulators:
         factor = ctx.plan.analysis.factors[acc.factor]
-        nodes.append(Comment(f"{acc.name}[{', '.join(map(letter_text, acc.key))}] += "
-                             + " · ".join(describe_slot(s) for s in acc.local)
+        bound = set(entry_slots(acc))
+        local = tuple(s for s in acc.local if s not in bound)
+        entry = ctx.layout.entry_plates(acc.plates)
+        where = tuple(f"@{p}" for p in entry) + acc.key
+        nodes.append(Comment(f"{acc.name}[{', '.join((*entry, *map(letter_text, acc.key)))}] += "
+                             + " · ".join(describe_slot(s) for s in local)
                              + f"  ({ctx.factor_comment(factor)})"))
         nodes += emit_contraction(
             ctx.layout, args,
-            Contraction(1.0, acc.local, factor.plates, dict(factor.index_dims),
+            Contraction(1.0, local, factor.plates, dict(factor.index_dims),
                         extra=(f"{args.use('item_weight')}[{ctx.item}]",)),
-            _acc_target(acc, suffix, args), acc.key, {data_plate: ctx.item}, {},
+            _acc_target(acc, suffix, args), where, {data_plate: ctx.item}, {},
         )
     return nodes
 
 
 def _acc_target(acc, suffix: str, args: ArgRecorder) -> str:
     """Where the local step adds an accumulator's terms: the thread's own copy (a scalar
-    one through its thread array, so the addition lands in the array)."""
+    one through its thread array, so the addition lands in the array), or a per-entry
+    accumulator itself."""
+    if acc.per_entry:
+        return args.use(acc.name)
     if suffix and not acc.key:
         return f"{args.use(acc.name + '_threads')}[thread]"
     return args.use(acc.name + suffix)

@@ -86,11 +86,20 @@ class ModelInterface(Protocol):
 
     def elbo_of_globals(self, s: State) -> float: ...
 
+    # only where ROLES has 'entry_statistic': the part of elbo_of_globals through them
+    def elbo_of_entries(self, s: State) -> float: ...
 
-def zero_statistics(model: ModelInterface, s: State) -> None:
-    """Zero the sufficient statistics (ROLES 'statistic') the local step adds to."""
-    for name in model.ROLES.get("statistic", ()):
-        getattr(s, name)[...] = 0.0
+
+STATISTICS = ("statistic", "entry_statistic")
+
+
+def zero_statistics(model: ModelInterface, s: State, roles: tuple[str, ...] = STATISTICS,
+                    ) -> None:
+    """Zero the sufficient statistics (ROLES 'statistic' and 'entry_statistic') the local
+    step adds to."""
+    for role in roles:
+        for name in model.ROLES.get(role, ()):
+            getattr(s, name)[...] = 0.0
 
 
 def kept_locals(model: ModelInterface) -> tuple[str, ...]:

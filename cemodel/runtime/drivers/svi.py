@@ -523,6 +523,9 @@ def full_elbo(run: Run) -> float:
         for chunk in run.source.chunks(o.batch_size):
             run.s = _bind_items(run, run.source.read(chunk))
             elbo += _all_items(run)
+            if model.ROLES.get("entry_statistic"):  # kept per entry: the chunk's only
+                elbo += model.elbo_of_entries(run.s)
+                zero_statistics(model, run.s, ("entry_statistic",))
     elbo_global_part = model.elbo_of_globals(run.s)
     elbo += elbo_global_part
     if kept is not None:
