@@ -77,16 +77,17 @@ def sample_normal(lam_value: np.ndarray, lam_square: np.ndarray, rng: np.random.
 
 def sample_mvn(lam_value: np.ndarray, lam_outer: np.ndarray, rng: np.random.Generator,
                out_value: np.ndarray, out_outer: np.ndarray) -> None:
-    """x and x xᵀ of x ~ MVN(mean, precision P = −2·sym(lam_outer)), per leading row."""
-    for row in np.ndindex(lam_value.shape[:-1]):
-        P = -(lam_outer[row] + lam_outer[row].T)
-        with _positive_definite():
-            L = np.linalg.cholesky(P)
-        mean = np.linalg.solve(P, lam_value[row])
-        # x = mean + L^{-T} ε has covariance P^{-1}
-        x = mean + np.linalg.solve(L.T, rng.standard_normal(len(mean)))
-        out_value[row] = x
-        out_outer[row] = np.outer(x, x)
+    """x and x xᵀ of x ~ MVN(mean, precision P = −2·sym(lam_outer)), per leading row (all
+    rows at once: numpy's stacked LAPACK calls, the draws in row order)."""
+    P = -(lam_outer + np.swapaxes(lam_outer, -1, -2))
+    with _positive_definite():
+        L = np.linalg.cholesky(P)
+    mean = np.linalg.solve(P, lam_value[..., None])[..., 0]
+    # x = mean + L^{-T} ε has covariance P^{-1}
+    eps = rng.standard_normal(lam_value.shape)
+    x = mean + np.linalg.solve(np.swapaxes(L, -1, -2), eps[..., None])[..., 0]
+    out_value[...] = x
+    out_outer[...] = x[..., :, None] * x[..., None, :]
 
 
 def sample_wishart(lam_value: np.ndarray, lam_logdet: np.ndarray, rng: np.random.Generator,
@@ -175,8 +176,8 @@ def start_at_draw(family: str, lam_value: np.ndarray, lam_second: np.ndarray,
         return
     draw = np.empty_like(lam_value)
     sample_mvn(lam_value, lam_second, rng, draw, np.empty_like(lam_second))
-    for row in np.ndindex(lam_value.shape[:-1]):
-        lam_value[row] = -(lam_second[row] + lam_second[row].T) @ draw[row]
+    precision = -(lam_second + np.swapaxes(lam_second, -1, -2))
+    lam_value[...] = np.matmul(precision, draw[..., None])[..., 0]
 
 
 def start_gamma_near_mean(lam_log: np.ndarray, lam_value: np.ndarray,
