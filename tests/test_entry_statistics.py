@@ -73,3 +73,44 @@ def test_a_huge_users_by_items_grid_costs_only_its_ratings(pmf):
     fit = pmf.fit(data, "mf", seed=0, max_iter=3, dims={"U": 200_000, "I": 100_000})
     assert fit.posterior["u.mean"].shape == (200_000, 2)
     assert np.all(np.diff(fit.elbo) >= -1e-9 * np.abs(fit.elbo[1:]))
+
+
+TAGGED = """
+model tagged
+dim V
+dim T
+dim D
+dim L[D]
+plate words v in V:
+    lw[v] ~ Gamma(1.0, 1.0)
+plate tags t in T:
+    lt[t] ~ Gamma(1.0, 1.0)
+plate docs d in D:
+    plate tokens n in L[d]:
+        data word[d, n] : int
+        data tag[d, n] : int
+        observe c[d, n] ~ Poisson(lw[word[d, n]] * lt[tag[d, n]])
+"""
+
+
+def test_entries_of_a_ragged_plate_are_its_flat_tokens(tmp_path):
+    """Two observed indices per token of a document: the statistics are kept per token (the
+    ragged plate's flat index), and MF's fixed point is each Gamma's closed form."""
+    path = tmp_path / "tagged.cem"
+    path.write_text(TAGGED)
+    model = Model(path)
+    assert model.module.ROLES["entry_statistic"] == ("acc_c_2",)
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 8, 30)
+    word = [rng.integers(0, 9, n) for n in lengths]
+    tag = [rng.integers(0, 4, n) for n in lengths]
+    count = [rng.poisson(2.0, n).astype(float) for n in lengths]
+    fit = model.fit({"word": word, "tag": tag, "c": count}, "mf", max_iter=3000, tol=0.0)
+    p = fit.posterior
+    w, t, c = np.concatenate(word), np.concatenate(tag), np.concatenate(count)
+    E_lw, E_lt = p["lw.shape"] / p["lw.rate"], p["lt.shape"] / p["lt.rate"]
+    # the rates converge slowly (lw·lt has a scale only the priors pin): a wrong index or a
+    # token counted twice would be off by O(1)
+    np.testing.assert_allclose(p["lw.shape"], 1.0 + np.bincount(w, c, 9), rtol=1e-12)
+    np.testing.assert_allclose(p["lw.rate"], 1.0 + np.bincount(w, E_lt[t], 9), rtol=1e-6)
+    np.testing.assert_allclose(p["lt.rate"], 1.0 + np.bincount(t, E_lw[w], 4), rtol=1e-6)
