@@ -1,4 +1,4 @@
-"""exp without a library call, so that loops over it vectorize.
+"""exp and log without a library call, so that loops over them vectorize.
 
 numba compiles ``math.exp`` to a call into libm, and a loop with a call in it stays scalar
 (no SVML in pip's llvmlite). ``exp_nonpositive`` is the textbook reduction
@@ -10,6 +10,12 @@ arithmetic, which LLVM vectorizes (4 doubles per AVX2 instruction). Accurate to 
 Its rounding, (x + 1.5·2^52) − 1.5·2^52, must survive the flags of the code it is inlined
 into: it does under the generated kernels' fastmath {"reassoc", "contract", "arcp"} (tested),
 not under ``fastmath=True``, whose no-signed-zeros lets LLVM fold it (relative error 0.4).
+
+``log_positive`` is the same idea for log y = e·ln 2 + log m, with e and m ∈ [√½, √2) read
+from the bits and log m = 2·atanh(s), s = (m − 1)/(m + 1), |s| ≤ 0.1716, by its series to
+s²¹ (truncation < 3e-18), arranged as fdlibm's log. Within 1 ulp of libm for normal y
+(tested). The digamma of every Dirichlet's E[log x] uses it: a refresh of LDA's K × V topics
+took 25–35 ns per entry with libm's log (a scalar call per entry), 5–7 ns with this one.
 """
 
 import numba
@@ -31,6 +37,9 @@ _BIAS = 1023 + 64
 _TWO_M64 = 5.421010862427522e-20
 # exp(r) is below half the smallest subnormal here
 _SMALLEST = -746.0
+_SQRT2 = 1.4142135623730951
+_MANTISSA = (1 << 52) - 1
+_ONE_BITS = 1023 << 52
 
 
 @intrinsic
@@ -73,3 +82,32 @@ def exp_nonpositive(r: float) -> float:
     p = p * f + 1.0
     scale = bits_float((float_bits(shifted) - _ROUND_BITS + _BIAS) << 52)
     return p * scale * _TWO_M64
+
+
+@jit
+def log_positive(y: float) -> float:
+    """log y for a normal positive finite y (not subnormal, 0, inf or nan)."""
+    bits = float_bits(y)
+    e = (bits >> 52) - 1023
+    m = bits_float((bits & _MANTISSA) | _ONE_BITS)  # y = 2^e · m, m ∈ [1, 2)
+    big = m > _SQRT2
+    m = m * 0.5 if big else m
+    n = float(e + 1 if big else e)
+    # log m = 2·atanh(s) = f − s·(f − R), f = m − 1 (exact), s = f / (2 + f), as fdlibm's log:
+    # the rounding of s only touches the small correction s·(f − R)
+    f = m - 1.0
+    s = f / (2.0 + f)
+    z = s * s
+    # R = Σ_{k≥1} 2 z^k / (2k + 1), Horner from the z^10 term
+    r = 2.0 / 21.0
+    r = r * z + 2.0 / 19.0
+    r = r * z + 2.0 / 17.0
+    r = r * z + 2.0 / 15.0
+    r = r * z + 2.0 / 13.0
+    r = r * z + 2.0 / 11.0
+    r = r * z + 2.0 / 9.0
+    r = r * z + 2.0 / 7.0
+    r = r * z + 2.0 / 5.0
+    r = r * z + 2.0 / 3.0
+    r = r * z
+    return n * _LN2_HI + ((f - s * (f - r)) + n * _LN2_LO)

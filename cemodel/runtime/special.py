@@ -10,7 +10,7 @@ import numba
 import numpy as np
 
 from ..errors import CemDataError
-from .fastexp import exp_nonpositive
+from .fastexp import exp_nonpositive, log_positive
 
 # Not disk-cached: numba would keep a stale copy of a helper from another file that this
 # one calls. Generated kernels are cached (keyed by the runtime's fingerprint) together with
@@ -302,13 +302,13 @@ def _psi_parts(x: float) -> tuple[float, float]:
     return y, -0.5 * t - z * acc - shift
 
 
-@jit
+@inline_jit
 def digamma_shifted(x: float) -> float:
-    """psi(x) by ``_psi_parts``: few divisions and a short dependency chain; accurate to
-    ~1e-15 in absolute terms (``digamma`` keeps full relative accuracy near its root, this
-    does not need to)."""
+    """psi(x) by ``_psi_parts`` and ``fastexp.log_positive`` (y ≥ 12): straight-line code, so
+    a loop of it vectorizes; accurate to ~1e-15 in absolute terms (``digamma`` keeps full
+    relative accuracy near its root, this does not need to)."""
     y, r = _psi_parts(x)
-    return math.log(y) + r
+    return log_positive(y) + r
 
 
 @inline_jit
