@@ -241,3 +241,18 @@ def test_dirichlet_exp_row_vectorizes():
     ref = np.exp(sps.digamma(lam + 1.0) - sps.digamma(np.sum(lam + 1.0)))
     assert_allclose(out, ref, rtol=1e-13)
     assert "x double>" in _vectorized(families.dirichlet_exp_expected, "dirichlet_exp_expected")
+
+
+@pytest.mark.parametrize("nonpositive", [True, False])
+def test_transpose_exp_is_the_transpose_and_its_exp(nonpositive):
+    """rt.transpose_exp by tiles of 64 columns: every entry, for sizes that are not a
+    multiple of the tile (the library exp when E may be positive, 1 ulp otherwise)."""
+    from cemodel.runtime import transpose_exp
+
+    rng = np.random.default_rng(3)
+    for rows, columns in ((1, 1), (7, 63), (20, 130), (3, 64)):
+        E = -rng.gamma(1.0, 3.0, (rows, columns)) + (0.0 if nonpositive else 2.0)
+        ET, XT = np.full((columns, rows), np.nan), np.full((columns, rows), np.nan)
+        transpose_exp(E, ET, XT, nonpositive)
+        assert np.array_equal(ET, E.T)
+        assert np.all(np.abs(XT - np.exp(E).T) <= np.spacing(np.exp(E).T))

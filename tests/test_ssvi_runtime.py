@@ -345,3 +345,20 @@ def test_out_may_alias_g_and_be_non_contiguous(family):
         assert np.all(np.isfinite(w))
         assert_allclose(p, w, rtol=1e-14)
         assert_allclose(s, w, rtol=1e-14)
+
+
+def test_all_in_domain_decides_as_in_domain_does():
+    """The one-pass check every stochastic step runs (``all_in_domain``, and ``all_finite``
+    for the expectations) decides as np.all of the element-wise ``in_domain`` does, nan and
+    inf included."""
+    from cemodel.runtime.special import all_finite
+    from cemodel.runtime.ssvi import all_in_domain, in_domain
+
+    rng = np.random.default_rng(9)
+    for family, count in (("dirichlet", 1), ("beta", 2), ("gamma", 2), ("normal", 2)):
+        for _ in range(50):
+            lams = [rng.normal(size=(3, 4)) * 2.0 for _ in range(count)]
+            if rng.random() < 0.3:
+                lams[0][1, 2] = rng.choice([np.nan, np.inf, -np.inf])
+            assert all_in_domain(family, lams) == bool(np.all(in_domain(family, lams)))
+            assert all_finite(lams[0]) == bool(np.all(np.isfinite(lams[0])))

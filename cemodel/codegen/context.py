@@ -197,10 +197,30 @@ class EmitContext:
             names["total"] = pg_count(self.model, self.layout, var, args)
         return Line(_ROW_EXPECT[self.family(var.name)].format(**names))
 
+    def transposed_after_rows(self, var: VarDef) -> bool:
+        """A global with one row per element of one plate keeps its transposed copies up to
+        date after its rows (``exp_after_rows``), not row by row."""
+        return (var.name in self.plan.globals and len(var.plates) == 1 and len(var.shape) == 1
+                and True in self.kplan.exp_needed.get(var.name, ()))
+
+    def exp_after_rows(self, var: VarDef, args: ArgRecorder) -> list[Node]:
+        """ET = E[log ·]ᵀ and XT = exp(E[log ·])ᵀ of a whole global, by tiles (a transposed
+        store per entry, row by row, missed the cache every time)."""
+        if not self.transposed_after_rows(var):
+            return []
+        E = args.use(self.layout.E(var.name, "log"))
+        XT, ET = args.use(f"XT_{var.name}_log"), args.use(f"ET_{var.name}_log")
+        nonpositive = self.family(var.name) in ("dirichlet", "beta")
+        why = "E[log x] ≤ 0: exp without a library call" if nonpositive else ""
+        return [Line(f"rt.transpose_exp({E}, {ET}, {XT}, {nonpositive})", why)]
+
     def exp_lines(self, var: VarDef, row: str, args: ArgRecorder) -> list[Node]:
-        """Keep exp(E[log ·]) in step with E wherever E[log ·] is computed."""
+        """Keep exp(E[log ·]) in step with E wherever E[log ·] is computed (a global's
+        transposed copies after its rows, ``exp_after_rows``)."""
         nodes: list[Node] = []
         for transposed in sorted(self.kplan.exp_needed.get(var.name, ())):
+            if transposed and self.transposed_after_rows(var):
+                continue
             E = args.use(self.layout.E(var.name, "log"))
             if not transposed:
                 X = args.use(f"X_{var.name}_log")

@@ -131,6 +131,7 @@ from .special import logsumexp as logsumexp
 from .special import mean_abs_change as mean_abs_change
 from .special import multigammaln as multigammaln
 from .special import softmax_inplace as softmax_inplace
+from .special import transpose_exp as transpose_exp
 from .special import trigamma as trigamma
 from .special import weighted_sum as weighted_sum
 from .ssvi import SSVI_FAMILIES as SSVI_FAMILIES

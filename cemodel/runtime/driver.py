@@ -177,13 +177,14 @@ def check_step(expectations: dict[str, np.ndarray], step: int, effective_batch_s
     error, naming ``variable`` when the arrays are one variable's. The domains are
     ``ssvi.in_domain``'s (a box per statistic, for the Normal-Gamma also a positive rate,
     for MVN, Wishart and Normal-Wishart positive definite matrices)."""
-    from .ssvi import in_domain
+    from .special import all_finite
+    from .ssvi import all_in_domain
 
     for array in expectations.values():
-        if not np.all(np.isfinite(array)):
+        if not all_finite(np.asarray(array, dtype=float)):
             raise invalid_step(step, effective_batch_size, variable=variable)
     for family, lams in naturals:
-        if not np.all(in_domain(family, lams)):
+        if not all_in_domain(family, lams):
             if effective_batch_size is None and family in ("mvn", "wishart", "normal_wishart"):
                 # a convex step between valid matrices is valid: only cancellation (data
                 # on a scale far from the prior's) makes it indefinite in floating point

@@ -329,6 +329,62 @@ def weighted_sum(weights: np.ndarray, values: np.ndarray) -> float:
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
+def all_finite(values: np.ndarray) -> bool:
+    """np.all(np.isfinite(values)) in one pass, without the temporary (a stochastic step's
+    check of every global: 2.7 ms on a 100 × 37,895 topic matrix, ~0.5 here)."""
+    for x in values.ravel():
+        if not np.isfinite(x):
+            return False
+    return True
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def all_above(values: np.ndarray, bound: float) -> bool:
+    """np.all(values > bound) in one pass (nan is not above anything)."""
+    for x in values.ravel():
+        if not x > bound:
+            return False
+    return True
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def all_below(values: np.ndarray, bound: float) -> bool:
+    """np.all(values < bound) in one pass (nan is not below anything)."""
+    for x in values.ravel():
+        if not x < bound:
+            return False
+    return True
+
+
+# columns of E per tile of transpose_exp: the tile of ET and XT (this many rows of each, every
+# column) stays in L2 while it is written, and each row of E is read 64 values at a time
+_TILE = 64
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
+def transpose_exp(E: np.ndarray, ET: np.ndarray, XT: np.ndarray, nonpositive: bool) -> None:
+    """ET = Eᵀ and XT = exp(E)ᵀ of a 2-D E (a global's E[log ·], one row per element of its
+    plate), by tiles of columns: written a row of E at a time, each transposed store missed
+    the cache (a K × V topic matrix: ~13 ns per entry). ``nonpositive``: E ≤ 0 (a Dirichlet's
+    or Beta's E[log x]), whose exp needs no library call (``fastexp``), so the tile's exps
+    vectorize."""
+    rows, columns = E.shape
+    values = np.empty(_TILE)
+    for start in range(0, columns, _TILE):
+        stop = min(start + _TILE, columns)
+        for r in range(rows):
+            if nonpositive:
+                for t in range(start, stop):
+                    values[t - start] = exp_nonpositive(E[r, t])
+            else:
+                for t in range(start, stop):
+                    values[t - start] = math.exp(E[r, t])
+            for t in range(start, stop):
+                ET[t, r] = E[r, t]
+                XT[t, r] = values[t - start]
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
 def blend(lam: np.ndarray, old: np.ndarray, rho: float) -> None:
     """λ ← (1 − ρ)·λ_old + ρ·λ̂ in place of ``lam`` (which holds λ̂): the stochastic step,
     one pass and no temporaries (both arrays C-contiguous, of one shape)."""

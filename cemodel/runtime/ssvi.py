@@ -61,6 +61,7 @@ from .gamma_quantile import (  # noqa: F401 (re-exported: ssvi.gamma_log_quantil
     gamma_log_quantile_shape_derivative,
 )
 from .sampling import log_gamma_draws, sample_normal_gamma
+from .special import all_above, all_below
 from .ssvi_matrix import (
     MATRIX_FAMILIES,
     matrix_blend,
@@ -378,6 +379,20 @@ _NORMAL_GAMMA_BOX = ((-0.5, None), (None, None), (None, None), (None, 0.0))
 def _normal_gamma_rate_form(lam_value, lam_prec_mean, lam_quad):
     """4·lam_quad·lam_value − lam_prec_mean² (= −4·lam_quad·b, > 0 inside the domain)."""
     return 4.0 * lam_quad * lam_value - lam_prec_mean * lam_prec_mean
+
+
+def all_in_domain(family: str, lams) -> bool:
+    """np.all(in_domain(family, lams)), for the box families in one pass per array without
+    temporaries (every stochastic step checks every global)."""
+    if family in MATRIX_FAMILIES or family == "normal_gamma":
+        return bool(np.all(in_domain(family, lams)))
+    for lam, (low, high) in zip(lams, _DOMAIN.get(family, ()), strict=False):
+        lam = np.asarray(lam, dtype=float)
+        if low is not None and not all_above(lam, low):
+            return False
+        if high is not None and not all_below(lam, high):
+            return False
+    return True
 
 
 def in_domain(family: str, lams) -> np.ndarray | bool:

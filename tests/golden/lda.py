@@ -568,9 +568,9 @@ def update_beta(
         acc_w_0,
         expect,
         E_beta_log,
+        n_K,
         XT_beta_log,
         ET_beta_log,
-        n_K,
 ):
     """q(beta[k]) = Dirichlet(α)
         α_v = eta + Σ_{d,n} [w[d, n] = v]·q(z[d, n] = k)
@@ -590,19 +590,18 @@ def update_beta(
             lam_beta_log[i_topics, t_k] += data_scale * acc_w_0[t_k, i_topics]
         if expect:  # a stochastic step mixes λ first (λ̂ may be invalid)
             rt.dirichlet_expected_stats(lam_beta_log[i_topics], E_beta_log[i_topics])
-            for t in range(n_V):
-                ET_beta_log[t, i_topics] = E_beta_log[i_topics, t]
-                XT_beta_log[t, i_topics] = np.exp(E_beta_log[i_topics, t])
+    if expect:
+        # E[log x] ≤ 0: exp without a library call
+        rt.transpose_exp(E_beta_log, ET_beta_log, XT_beta_log, True)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
-def refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K):
+def refresh_globals(lam_beta_log, E_beta_log, n_K, XT_beta_log, ET_beta_log):
     """Expected statistics of the globals from their natural parameters."""
     for i_topics in range(n_K):
         rt.dirichlet_expected_stats(lam_beta_log[i_topics], E_beta_log[i_topics])
-        for t in range(n_V):
-            ET_beta_log[t, i_topics] = E_beta_log[i_topics, t]
-            XT_beta_log[t, i_topics] = np.exp(E_beta_log[i_topics, t])
+    # E[log x] ≤ 0: exp without a library call
+    rt.transpose_exp(E_beta_log, ET_beta_log, XT_beta_log, True)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
@@ -827,22 +826,22 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
         return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, X_theta_log=X_theta_log, E_theta_log=E_theta_log, local_sweeps=local_sweeps, w=w, E_beta_log=E_beta_log, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, lam_z_onehot_threads=lam_z_onehot_threads, E_z_onehot_threads=E_z_onehot_threads, H_z_threads=H_z_threads, logZ_z_threads=logZ_z_threads, A_z_threads=A_z_threads, S_z_threads=S_z_threads, B_z_threads=B_z_threads, s_z_threads=s_z_threads, acc_w_0_threads=acc_w_0_threads, acc_w_0=acc_w_0, E_z_onehot=E_z_onehot, S_z=S_z, lam_z_onehot=lam_z_onehot, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
     # start every global at its prior
-    update_beta(0.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, XT_beta_log, ET_beta_log, n_K)
+    update_beta(0.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, n_K, XT_beta_log, ET_beta_log)
     if init is not None:  # warm start: the globals' natural parameters from an earlier fit
         rt.load_state(init, {'lam_beta_log': lam_beta_log})
-        refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K)
+        refresh_globals(lam_beta_log, E_beta_log, n_K, XT_beta_log, ET_beta_log)
     start = DEFAULT_START if start is None else start
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed, bound.missing)
         acc_w_0[...] = 0.0
         rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, X_theta_log, E_theta_log, False, local_sweeps, w, E_beta_log, XT_beta_log, ET_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads, acc_w_0_threads,), ((acc_w_0, acc_w_0_threads),))
-        update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, XT_beta_log, ET_beta_log, n_K)
+        update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, n_K, XT_beta_log, ET_beta_log)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
         rng = np.random.default_rng(seed)
         lam_beta_log += rng.gamma(100.0, 0.01, lam_beta_log.shape)
-        refresh_globals(lam_beta_log, E_beta_log, XT_beta_log, ET_beta_log, n_V, n_K)
+        refresh_globals(lam_beta_log, E_beta_log, n_K, XT_beta_log, ET_beta_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
     return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, X_theta_log=X_theta_log, E_theta_log=E_theta_log, local_sweeps=local_sweeps, w=w, E_beta_log=E_beta_log, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, lam_z_onehot_threads=lam_z_onehot_threads, E_z_onehot_threads=E_z_onehot_threads, H_z_threads=H_z_threads, logZ_z_threads=logZ_z_threads, A_z_threads=A_z_threads, S_z_threads=S_z_threads, B_z_threads=B_z_threads, s_z_threads=s_z_threads, acc_w_0_threads=acc_w_0_threads, acc_w_0=acc_w_0, E_z_onehot=E_z_onehot, S_z=S_z, lam_z_onehot=lam_z_onehot, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
@@ -891,7 +890,7 @@ def run_local_step_cvb0(s, items, max_local_iter, local_tol):
 
 
 def _update_beta(s, data_scale, expect=True):
-    update_beta(data_scale, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, expect, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
+    update_beta(data_scale, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, expect, s.E_beta_log, s.n_K, s.XT_beta_log, s.ET_beta_log)
 
 
 def _after_sample_beta(s):
@@ -900,7 +899,7 @@ def _after_sample_beta(s):
 
 
 def refresh(s):
-    refresh_globals(s.lam_beta_log, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_V, s.n_K)
+    refresh_globals(s.lam_beta_log, s.E_beta_log, s.n_K, s.XT_beta_log, s.ET_beta_log)
 
 
 def elbo_of_globals(s):
@@ -946,7 +945,7 @@ def _klc_bound(s, theta):
     s.acc_w_0[...] = 0.0
     value = rt.run_shares(klc_stats, s.lam_z_onehot_threads.shape[0], (s.all_items, theta[0], s.tokens_ptr, s.lam_theta_log, s.n_K, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, s.item_weight, s.w, s.lgamma_sum_alpha, s.lgamma_alpha, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads,), ((s.acc_w_0, s.acc_w_0_threads),))
     # the collapsed globals at their optimum given q(Z)
-    update_beta(1.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, True, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.n_K)
+    update_beta(1.0, s.lam_beta_log, s.n_V, s.eta, s.acc_w_0, True, s.E_beta_log, s.n_K, s.XT_beta_log, s.ET_beta_log)
     return value + elbo_global(s.n_K, s.n_V, s.eta, s.E_beta_log, s.lgamma_sum_eta, s.lgamma_eta, s.acc_w_0, s.lam_beta_log)
 
 

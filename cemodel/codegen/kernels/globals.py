@@ -61,6 +61,9 @@ def emit_update_global(ctx: EmitContext, name: str) -> Function:
     else:
         nodes = [*ctx.in_rows(var, set(), inner, args), *scattered,
                  *ctx.in_rows(var, set(), [expect_block], args)]
+    after = ctx.exp_after_rows(var, args)
+    if after:
+        nodes.append(Block(f"if {expect}", tuple(after)))
     return Function(f"update_{name}", tuple(args.names), tuple(nodes),
                     ctx.conditional_doc(var), KERNEL, supplied=tuple(args.supplied))
 
@@ -74,6 +77,7 @@ def emit_refresh(ctx: EmitContext) -> Function:
         row = ctx.row_index(var, args)
         body += ctx.in_rows(var, set(), [ctx.expect_line(var, row, args),
                                          *ctx.exp_lines(var, row, args)], args)
+        body += ctx.exp_after_rows(var, args)
     return Function("refresh_globals", tuple(args.names), tuple(body),
                     "Expected statistics of the globals from their natural parameters.", KERNEL)
 
