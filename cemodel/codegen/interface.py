@@ -30,15 +30,13 @@ def interface_nodes(ctx: EmitContext, calls: KernelCalls) -> list[Node]:
             functions.append(_after_sample(ctx, name))
     if plan.globals:
         functions.append(Function("refresh", ("s",), (calls.call("refresh_globals", {}),)))
+    elbo = "return " + calls.call("elbo_global", {}).text
     if any(a.per_entry for a in plan.accumulators):
         functions.append(Function("elbo_of_entries", ("s",), (
             Line("return " + calls.call("elbo_entries", {}).text),),
             "The ELBO terms through the statistics kept per entry (ROLES 'entry_statistic')."))
-        functions.append(Function("elbo_of_globals", ("s",), (
-            Line("return " + calls.call("elbo_global", {}).text + " + elbo_of_entries(s)"),)))
-    else:
-        functions.append(Function("elbo_of_globals", ("s",), (
-            Line("return " + calls.call("elbo_global", {}).text),)))
+        elbo += " + elbo_of_entries(s)"
+    functions.append(Function("elbo_of_globals", ("s",), (Line(elbo),)))
     return [Comment("-- the model's side of the fitting drivers (cemodel.runtime.drivers) "
                     + "-" * 30), *functions, *_globals_table(ctx)]
 

@@ -57,6 +57,17 @@ def plate_loop(model: Model, plate: str, args: ArgRecorder) -> str:
     return f"for {plate_var(plate)} in range({args.use(dim_name(pdef.dim))})"
 
 
+def entry_plates(model: Model, plates: tuple[str, ...]) -> tuple[str, ...]:
+    """The plates whose indices address an array laid out as the data over ``plates`` (a
+    ragged plate's flat index replaces its parent's)."""
+    kept: list[str] = []
+    for plate in plates:
+        if model.plate(plate).ragged:
+            kept.pop()
+        kept.append(plate)
+    return tuple(kept)
+
+
 def onehot_binding(slot: Known) -> bool:
     """A one-hot of observed data or of a variable: its letter binds to the observed value."""
     return slot.fn == "onehot" and isinstance(slot.operands[0], (RVar, RData))
@@ -117,16 +128,6 @@ class Layout:
         """Index parts of an array laid out as the data over ``plates`` (never scratch), with
         ``letters`` binding gate letters and ``@plate`` entries."""
         return self._plate_index(plates, plates, letters, args, scratch=False)
-
-    def entry_plates(self, plates: tuple[str, ...]) -> tuple[str, ...]:
-        """The plates whose indices address an array laid out as the data over ``plates``
-        (a ragged plate's flat index replaces its parent's)."""
-        kept: list[str] = []
-        for plate in plates:
-            if self.model.plate(plate).ragged:
-                kept.pop()
-            kept.append(plate)
-        return tuple(kept)
 
     def _plate_index(self, plates: tuple[str, ...], entries: tuple[str, ...],
                      letters: dict[str, str], args: ArgRecorder, scratch: bool) -> list[str]:

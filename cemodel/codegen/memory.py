@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..model import Model, ShapeDim, VarDef
 from .context import EmitContext
-from .loops import dim_name
+from .loops import dim_name, entry_plates
 from .pycode import Line
 
 Size = ShapeDim  # also "len(P)", "max(P)", "threads"
@@ -41,26 +41,14 @@ def var_rows(ctx: EmitContext, var: VarDef, full: bool = False) -> list[Size]:
     if var.name in ctx.layout.scratch and not full:
         return [f"max({plate})" if ctx.model.plate(plate).ragged
                 else ctx.model.plate(plate).dim for plate in var.plates[1:]]
-    rows: list[Size] = []
-    for plate in var.plates:
-        pdef = ctx.model.plate(plate)
-        if pdef.ragged:
-            rows[-1:] = [f"len({plate})"]
-        else:
-            rows.append(pdef.dim)
-    return rows
+    return entry_rows(ctx.model, var.plates)
 
 
 def entry_rows(model: Model, plates: tuple[str, ...]) -> list[Size]:
-    """The rows of an array laid out as the data over ``plates``: one per entry."""
-    rows: list[Size] = []
-    for plate in plates:
-        pdef = model.plate(plate)
-        if pdef.ragged:
-            rows[-1:] = [f"len({plate})"]
-        else:
-            rows.append(pdef.dim)
-    return rows
+    """The rows of an array laid out as the data over ``plates``: one per entry (a ragged
+    plate's every element, flattened)."""
+    return [f"len({plate})" if model.plate(plate).ragged else model.plate(plate).dim
+            for plate in entry_plates(model, plates)]
 
 
 def stat_sizes(var: VarDef, stat: str, rank: int) -> list[Size]:

@@ -10,7 +10,7 @@ from ..model import VarDef
 from .calls import KernelCalls
 from .context import EmitContext
 from .knowns import numpy_expr
-from .loops import dim_name
+from .loops import dim_name, entry_plates
 from .memory import entry_rows, memory_line, size_code, stat_sizes, var_rows
 from .pycode import Block, Comment, Function, Line, Node
 
@@ -138,7 +138,7 @@ def _allocations(ctx: EmitContext, shares: bool) -> list[Node]:
         if acc.per_entry:  # one row per data entry: out of core the minibatch's own
             rows = [size_code(r) for r in entry_rows(ctx.model, acc.plates)]
             body.append(Line(f"{acc.name} = np.zeros({tuple_text(rows + dims)})",
-                             f"per {', '.join(ctx.layout.entry_plates(acc.plates))} entry"))
+                             f"per {', '.join(entry_plates(ctx.model, acc.plates))} entry"))
             continue
         body.append(Line(f"{acc.name} = " + _shared(acc.name, f"np.zeros({tuple_text(dims)})",
                                                     shares)))

@@ -361,7 +361,8 @@ def all_below(values: np.ndarray, bound: float) -> bool:
 _TILE = 64
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
+# not disk-cached, as ``jit`` above: it inlines fastexp's exp from another file
+@numba.njit(nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def transpose_exp(E: np.ndarray, ET: np.ndarray, XT: np.ndarray, nonpositive: bool) -> None:
     """ET = Eᵀ and XT = exp(E)ᵀ of a 2-D E (a global's E[log ·], one row per element of its
     plate), by tiles of columns: written a row of E at a time, each transposed store missed

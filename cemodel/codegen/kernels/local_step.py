@@ -12,7 +12,14 @@ from ...conjugacy import letter_text
 from ...model import VarDef
 from ...plan import describe_slot
 from ..context import KERNEL, EmitContext, entry_slots
-from ..loops import ArgRecorder, Contraction, dim_name, emit_contraction, plate_var
+from ..loops import (
+    ArgRecorder,
+    Contraction,
+    dim_name,
+    emit_contraction,
+    entry_plates,
+    plate_var,
+)
 from ..pycode import Block, Comment, Function, Line, Node, Shares
 
 Callees = Mapping[str, tuple[str, ...]]  # kernel -> its parameters, for calls to it
@@ -369,7 +376,7 @@ def accumulate_nodes(ctx: EmitContext, args: ArgRecorder, suffix: str = "") -> l
         factor = ctx.plan.analysis.factors[acc.factor]
         bound = set(entry_slots(acc))
         local = tuple(s for s in acc.local if s not in bound)
-        entry = ctx.layout.entry_plates(acc.plates)
+        entry = entry_plates(ctx.model, acc.plates)
         where = tuple(f"@{p}" for p in entry) + acc.key
         nodes.append(Comment(f"{acc.name}[{', '.join((*entry, *map(letter_text, acc.key)))}] += "
                              + " · ".join(describe_slot(s) for s in local)
