@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..plan import SAMPLED_FAMILIES, SSVI_AUX_DRAWS
 from .calls import KernelCalls
 from .context import EmitContext
+from .lazy import lazy_columns
 from .lowering import ROLES, role_of
 from .prepare import state_names
 from .pycode import Comment, Function, Line, Node
@@ -84,8 +85,13 @@ def _globals_table(ctx: EmitContext) -> list[Node]:
         E = tuple(ctx.layout.E(name, st) for st in stats)
         after = f"_after_sample_{name}" if ctx.kplan.exp_needed.get(name) else "None"
         nodes.append(Line(f"    rt.Global({name!r}, {family!r}, lam={lam!r}, E={E!r},"))
+        lazy = lazy_columns(ctx, name)
+        close = ")," if lazy is None else ","
         nodes.append(Line(f"              update=_update_{name}, "
-                          f"aux_draws={SSVI_AUX_DRAWS.get(family, 0)}, after_sample={after}),"))
+                          f"aux_draws={SSVI_AUX_DRAWS.get(family, 0)}, after_sample={after}"
+                          + close))
+        if lazy is not None:
+            nodes.append(Line(f"              lazy={lazy.literal()}),"))
     nodes.append(Line(")"))
     return nodes
 

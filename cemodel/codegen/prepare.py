@@ -194,7 +194,7 @@ def _item_arrays(ctx: EmitContext, shares: bool) -> list[Node]:
                          + f" rt.per_thread(n_threads, {', '.join(private)})"))
     for name in [a.name for a in plan.stored_accumulators if not a.per_entry]:
         body.append(Line(f"{name}_threads = " + _shared(
-            f"{name}_threads", f"np.zeros((n_threads,) + {name}.shape)", shares)))
+            f"{name}_threads", f"rt.thread_copies(n_threads, {name})", shares)))
     item_dim = dim_name(ctx.model.plate(ctx.model.data_plate).dim)
     body.append(Line(f"all_items = np.arange({item_dim})", "the local step runs over these"))
     body.append(Line(f"item_weight = np.ones({item_dim})",

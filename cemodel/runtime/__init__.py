@@ -30,6 +30,7 @@ from .driver import restore_generator as restore_generator
 from .driver import save_checkpoint as save_checkpoint
 from .driver import seed_kernels as seed_kernels
 from .driver import share_count as share_count
+from .driver import thread_copies as thread_copies
 from .driver import thread_count as thread_count
 from .drivers import Global as Global
 from .drivers import ModelView as ModelView
@@ -81,6 +82,7 @@ from .families import wishart_params as wishart_params
 from .gaussian_chain import gaussian_chain_posterior as gaussian_chain_posterior
 from .klc import klc_start as klc_start
 from .klc import riemannian_cg as riemannian_cg
+from .lazy import LazyColumns as LazyColumns
 from .learning import learn_beta_param as learn_beta_param
 from .learning import learn_gamma_rate as learn_gamma_rate
 from .learning import learn_gamma_shape as learn_gamma_shape

@@ -439,6 +439,14 @@ def share_count(bound) -> int:
     return max(1, min(thread_count(), entries // ENTRIES_PER_SHARE))
 
 
+def thread_copies(n_threads: int, total: np.ndarray) -> np.ndarray:
+    """The local step's statistics per share, zero (axis 0: the share). One share adds
+    straight into ``total`` (a view of it: nothing to zero or add up, ``run_shares``)."""
+    if n_threads == 1:
+        return total[None]
+    return np.zeros((n_threads,) + total.shape)
+
+
 def per_thread(n_threads: int, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """A zeroed copy of each array per thread of the local step (axis 0: the thread)."""
     return tuple(np.zeros((n_threads,) + a.shape) for a in arrays)

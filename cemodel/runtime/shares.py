@@ -109,7 +109,8 @@ def run_shares(kernel: Callable, n_shares: int, args: tuple,
     """``kernel(0, n_shares, n_shares, *args)`` (every share, one call), or
     ``kernel(t, t + 1, n_shares, *args)`` for every share t on the threads; then
     ``total += per_share[t]`` for each (total, per_share) of ``sums`` and the values added,
-    in share order."""
+    in share order, each share's statistics zeroed for the next call (a single share's
+    are a view of the total: ``rt.thread_copies``)."""
     key = (kernel, _items_length(kernel, args))
     if key not in _records:
         _records[key] = _Record(compiled=any(k is kernel for k, _ in _records))
@@ -123,8 +124,11 @@ def run_shares(kernel: Callable, n_shares: int, args: tuple,
         values, seconds = [value], [second]
     record.add(threads, time.perf_counter() - clock, sum(seconds))
     for total, per_share in sums:
+        if per_share.shape[0] == 1 and np.may_share_memory(total, per_share):
+            continue  # one share added straight into the total (rt.thread_copies)
         for t in range(n_shares):
             total += per_share[t]
+            per_share[t] = 0.0  # zero for the next call: the kernels add to them
     value = 0.0
     for v in values:
         value += v

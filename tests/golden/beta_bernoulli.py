@@ -89,8 +89,6 @@ def local_step(
     """
     shares_total = 0.0
     for thread in range(share_start, share_stop):  # one call runs these shares, one after another
-        acc_x_0_threads[thread] = 0.0
-        acc_x_1_threads[thread] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_trials = items[position]
@@ -191,8 +189,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_x_1 = np.zeros(()) if share is None else share.acc_x_1
     # the local step's shares: one per thread, fewer for small data
     n_threads = rt.share_count(bound)
-    acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape) if share is None else share.acc_x_0_threads
-    acc_x_1_threads = np.zeros((n_threads,) + acc_x_1.shape) if share is None else share.acc_x_1_threads
+    acc_x_0_threads = rt.thread_copies(n_threads, acc_x_0) if share is None else share.acc_x_0_threads
+    acc_x_1_threads = rt.thread_copies(n_threads, acc_x_1) if share is None else share.acc_x_1_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)

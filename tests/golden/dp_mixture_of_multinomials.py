@@ -149,9 +149,6 @@ def local_step(
         acc_c_0_t = acc_c_0_threads[thread]
         acc_c_1_t = acc_c_1_threads[thread]
         acc_w_0_t = acc_w_0_threads[thread]
-        acc_c_0_t[...] = 0.0
-        acc_c_1_t[...] = 0.0
-        acc_w_0_t[...] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_docs = items[position]
@@ -531,9 +528,6 @@ def klc_stats(
         acc_c_0_t = acc_c_0_threads[thread]
         acc_c_1_t = acc_c_1_threads[thread]
         acc_w_0_t = acc_w_0_threads[thread]
-        acc_c_0_t[...] = 0.0
-        acc_c_1_t[...] = 0.0
-        acc_w_0_t[...] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_docs = items[position]
@@ -638,9 +632,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_w_0 = np.zeros((n_V, n_K)) if share is None else share.acc_w_0
     # the local step's shares: one per thread, fewer for small data
     n_threads = rt.share_count(bound)
-    acc_c_0_threads = np.zeros((n_threads,) + acc_c_0.shape) if share is None else share.acc_c_0_threads
-    acc_c_1_threads = np.zeros((n_threads,) + acc_c_1.shape) if share is None else share.acc_c_1_threads
-    acc_w_0_threads = np.zeros((n_threads,) + acc_w_0.shape) if share is None else share.acc_w_0_threads
+    acc_c_0_threads = rt.thread_copies(n_threads, acc_c_0) if share is None else share.acc_c_0_threads
+    acc_c_1_threads = rt.thread_copies(n_threads, acc_c_1) if share is None else share.acc_c_1_threads
+    acc_w_0_threads = rt.thread_copies(n_threads, acc_w_0) if share is None else share.acc_w_0_threads
     all_items = np.arange(n_D)  # the local step runs over these
     item_weight = np.ones(n_D)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_D, -1)
@@ -740,7 +734,8 @@ def elbo_of_globals(s):
 
 GLOBALS = (  # the globals as the stochastic drivers move them
     rt.Global('phi', 'dirichlet', lam=('lam_phi_log',), E=('E_phi_log',),
-              update=_update_phi, aux_draws=1, after_sample=None),
+              update=_update_phi, aux_draws=1, after_sample=None,
+              lazy=rt.LazyColumns('n_V', 'w', 'tokens_ptr', (('acc_w_0', 0),), None, None)),
     rt.Global('pi_sticks', 'beta', lam=('lam_pi_sticks_log', 'lam_pi_sticks_log1m'), E=('E_pi_sticks_log', 'E_pi_sticks_log1m'),
               update=_update_pi_sticks, aux_draws=2, after_sample=None),
 )

@@ -291,9 +291,6 @@ def local_step(
         acc_Y_0_t = acc_Y_0_threads[thread]
         acc_Y_1_t = acc_Y_1_threads[thread]
         acc_Y_3_t = acc_Y_3_threads[thread]
-        acc_Y_0_t[...] = 0.0
-        acc_Y_1_t[...] = 0.0
-        acc_Y_3_t[...] = 0.0
         old_H = np.empty_like(lam_H_log[0])  # the previous sweep, for the convergence test
         # the item's previous state, for the restart guard
         keep_lam_H_log = np.empty_like(lam_H_log[0])
@@ -603,9 +600,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     # the local step's shares: one per thread, fewer for small data
     n_threads = rt.share_count(bound)
     lam_Y_split_value_threads, E_Y_split_value_threads, H_Y_split_threads, logZ_Y_split_threads = rt.per_thread(n_threads, lam_Y_split_value, E_Y_split_value, H_Y_split, logZ_Y_split)
-    acc_Y_0_threads = np.zeros((n_threads,) + acc_Y_0.shape) if share is None else share.acc_Y_0_threads
-    acc_Y_1_threads = np.zeros((n_threads,) + acc_Y_1.shape) if share is None else share.acc_Y_1_threads
-    acc_Y_3_threads = np.zeros((n_threads,) + acc_Y_3.shape) if share is None else share.acc_Y_3_threads
+    acc_Y_0_threads = rt.thread_copies(n_threads, acc_Y_0) if share is None else share.acc_Y_0_threads
+    acc_Y_1_threads = rt.thread_copies(n_threads, acc_Y_1) if share is None else share.acc_Y_1_threads
+    acc_Y_3_threads = rt.thread_copies(n_threads, acc_Y_3) if share is None else share.acc_Y_3_threads
     all_items = np.arange(n_T)  # the local step runs over these
     item_weight = np.ones(n_T)  # each item's weight in the statistics (SVI+ perturbs it)
     # each item's inner sweeps in its latest local step

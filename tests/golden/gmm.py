@@ -181,10 +181,6 @@ def local_step(
         acc_x_0_t = acc_x_0_threads[thread]
         acc_x_1_t = acc_x_1_threads[thread]
         acc_x_2_t = acc_x_2_threads[thread]
-        acc_z_0_t[...] = 0.0
-        acc_x_0_t[...] = 0.0
-        acc_x_1_t[...] = 0.0
-        acc_x_2_t[...] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_points = items[position]
@@ -710,10 +706,10 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_x_2 = np.zeros((n_K, n_D)) if share is None else share.acc_x_2
     # the local step's shares: one per thread, fewer for small data
     n_threads = rt.share_count(bound)
-    acc_z_0_threads = np.zeros((n_threads,) + acc_z_0.shape) if share is None else share.acc_z_0_threads
-    acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape) if share is None else share.acc_x_0_threads
-    acc_x_1_threads = np.zeros((n_threads,) + acc_x_1.shape) if share is None else share.acc_x_1_threads
-    acc_x_2_threads = np.zeros((n_threads,) + acc_x_2.shape) if share is None else share.acc_x_2_threads
+    acc_z_0_threads = rt.thread_copies(n_threads, acc_z_0) if share is None else share.acc_z_0_threads
+    acc_x_0_threads = rt.thread_copies(n_threads, acc_x_0) if share is None else share.acc_x_0_threads
+    acc_x_1_threads = rt.thread_copies(n_threads, acc_x_1) if share is None else share.acc_x_1_threads
+    acc_x_2_threads = rt.thread_copies(n_threads, acc_x_2) if share is None else share.acc_x_2_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)

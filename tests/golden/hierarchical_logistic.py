@@ -150,13 +150,6 @@ def local_step(
         acc_y_5_t = acc_y_5_threads[thread]
         acc_y_6_t = acc_y_6_threads[thread]
         acc_y_7_t = acc_y_7_threads[thread]
-        acc_y_0_t[...] = 0.0
-        acc_y_1_t[...] = 0.0
-        acc_y_2_t[...] = 0.0
-        acc_y_3_t[...] = 0.0
-        acc_y_5_t[...] = 0.0
-        acc_y_6_t[...] = 0.0
-        acc_y_7_t[...] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_points = items[position]
@@ -527,13 +520,13 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_y_7 = np.zeros((n_G,)) if share is None else share.acc_y_7
     # the local step's shares: one per thread, fewer for small data
     n_threads = rt.share_count(bound)
-    acc_y_0_threads = np.zeros((n_threads,) + acc_y_0.shape) if share is None else share.acc_y_0_threads
-    acc_y_1_threads = np.zeros((n_threads,) + acc_y_1.shape) if share is None else share.acc_y_1_threads
-    acc_y_2_threads = np.zeros((n_threads,) + acc_y_2.shape) if share is None else share.acc_y_2_threads
-    acc_y_3_threads = np.zeros((n_threads,) + acc_y_3.shape) if share is None else share.acc_y_3_threads
-    acc_y_5_threads = np.zeros((n_threads,) + acc_y_5.shape) if share is None else share.acc_y_5_threads
-    acc_y_6_threads = np.zeros((n_threads,) + acc_y_6.shape) if share is None else share.acc_y_6_threads
-    acc_y_7_threads = np.zeros((n_threads,) + acc_y_7.shape) if share is None else share.acc_y_7_threads
+    acc_y_0_threads = rt.thread_copies(n_threads, acc_y_0) if share is None else share.acc_y_0_threads
+    acc_y_1_threads = rt.thread_copies(n_threads, acc_y_1) if share is None else share.acc_y_1_threads
+    acc_y_2_threads = rt.thread_copies(n_threads, acc_y_2) if share is None else share.acc_y_2_threads
+    acc_y_3_threads = rt.thread_copies(n_threads, acc_y_3) if share is None else share.acc_y_3_threads
+    acc_y_5_threads = rt.thread_copies(n_threads, acc_y_5) if share is None else share.acc_y_5_threads
+    acc_y_6_threads = rt.thread_copies(n_threads, acc_y_6) if share is None else share.acc_y_6_threads
+    acc_y_7_threads = rt.thread_copies(n_threads, acc_y_7) if share is None else share.acc_y_7_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)

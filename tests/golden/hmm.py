@@ -161,9 +161,6 @@ def local_step(
         acc_z_0_t = acc_z_0_threads[thread]
         acc_z_1_t = acc_z_1_threads[thread]
         acc_x_0_t = acc_x_0_threads[thread]
-        acc_z_0_t[...] = 0.0
-        acc_z_1_t[...] = 0.0
-        acc_x_0_t[...] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_seqs = items[position]
@@ -381,9 +378,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     # the local step's shares: one per thread, fewer for small data
     n_threads = rt.share_count(bound)
     lam_z_onehot_threads, lam_z_first_threads, lam_z_pair_threads, E_z_onehot_threads, E_z_first_threads, E_z_pair_threads, H_z_threads = rt.per_thread(n_threads, lam_z_onehot, lam_z_first, lam_z_pair, E_z_onehot, E_z_first, E_z_pair, H_z)
-    acc_z_0_threads = np.zeros((n_threads,) + acc_z_0.shape) if share is None else share.acc_z_0_threads
-    acc_z_1_threads = np.zeros((n_threads,) + acc_z_1.shape) if share is None else share.acc_z_1_threads
-    acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape) if share is None else share.acc_x_0_threads
+    acc_z_0_threads = rt.thread_copies(n_threads, acc_z_0) if share is None else share.acc_z_0_threads
+    acc_z_1_threads = rt.thread_copies(n_threads, acc_z_1) if share is None else share.acc_z_1_threads
+    acc_x_0_threads = rt.thread_copies(n_threads, acc_x_0) if share is None else share.acc_x_0_threads
     all_items = np.arange(n_S)  # the local step runs over these
     item_weight = np.ones(n_S)  # each item's weight in the statistics (SVI+ perturbs it)
     # a state per step of the chain, −1: none
@@ -475,7 +472,8 @@ GLOBALS = (  # the globals as the stochastic drivers move them
     rt.Global('A', 'dirichlet', lam=('lam_A_log',), E=('E_A_log',),
               update=_update_A, aux_draws=1, after_sample=None),
     rt.Global('phi', 'dirichlet', lam=('lam_phi_log',), E=('E_phi_log',),
-              update=_update_phi, aux_draws=1, after_sample=None),
+              update=_update_phi, aux_draws=1, after_sample=None,
+              lazy=rt.LazyColumns('n_V', 'x', 'steps_ptr', (('acc_x_0', 0),), None, None)),
     rt.Global('pi0', 'dirichlet', lam=('lam_pi0_log',), E=('E_pi0_log',),
               update=_update_pi0, aux_draws=1, after_sample=None),
 )

@@ -296,7 +296,6 @@ def local_step(
         B_z = B_z_threads[thread]
         s_z = s_z_threads[thread]
         acc_w_0_t = acc_w_0_threads[thread]
-        acc_w_0_t[...] = 0.0
         old_theta = np.empty_like(lam_theta_log[0])  # the previous sweep, for the convergence test
         # the item's previous state, for the restart guard
         keep_lam_theta_log = np.empty_like(lam_theta_log[0])
@@ -675,7 +674,6 @@ def klc_stats(
         B_z = B_z_threads[thread]
         s_z = s_z_threads[thread]
         acc_w_0_t = acc_w_0_threads[thread]
-        acc_w_0_t[...] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_docs = items[position]
@@ -817,7 +815,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     # the local step's shares: one per thread, fewer for small data
     n_threads = rt.share_count(bound)
     lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads = rt.per_thread(n_threads, lam_z_onehot, E_z_onehot, H_z, logZ_z, A_z, S_z, B_z, s_z)
-    acc_w_0_threads = np.zeros((n_threads,) + acc_w_0.shape) if share is None else share.acc_w_0_threads
+    acc_w_0_threads = rt.thread_copies(n_threads, acc_w_0) if share is None else share.acc_w_0_threads
     all_items = np.arange(n_D)  # the local step runs over these
     item_weight = np.ones(n_D)  # each item's weight in the statistics (SVI+ perturbs it)
     # each item's inner sweeps in its latest local step
@@ -908,7 +906,8 @@ def elbo_of_globals(s):
 
 GLOBALS = (  # the globals as the stochastic drivers move them
     rt.Global('beta', 'dirichlet', lam=('lam_beta_log',), E=('E_beta_log',),
-              update=_update_beta, aux_draws=1, after_sample=_after_sample_beta),
+              update=_update_beta, aux_draws=1, after_sample=_after_sample_beta,
+              lazy=rt.LazyColumns('n_V', 'w', 'tokens_ptr', (('acc_w_0', 0),), None, ('ET_beta_log', 'XT_beta_log'))),
 )
 
 

@@ -267,14 +267,6 @@ def local_step(
         acc_y_1_t = acc_y_1_threads[thread]
         acc_y_2_t = acc_y_2_threads[thread]
         acc_y_3_t = acc_y_3_threads[thread]
-        acc_x_5_t[...] = 0.0
-        acc_x_6_t[...] = 0.0
-        acc_x_7_t[...] = 0.0
-        acc_y_0_t[...] = 0.0
-        acc_y_1_t[...] = 0.0
-        acc_y_2_t[...] = 0.0
-        acc_y_3_t[...] = 0.0
-        acc_x_4_threads[thread] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_seqs = items[position]
@@ -670,14 +662,14 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     # the local step's shares: one per thread, fewer for small data
     n_threads = rt.share_count(bound)
     lam_x_value_threads, lam_x_outer_threads, lam_x_start_threads, lam_x_start_value_threads, lam_x_start_outer_threads, lam_x_step_threads, lam_x_step_outer_threads, lam_x_cross_threads, lam_x_prev_outer_threads, E_x_value_threads, E_x_outer_threads, E_x_start_threads, E_x_start_value_threads, E_x_start_outer_threads, E_x_step_threads, E_x_step_outer_threads, E_x_cross_threads, E_x_prev_outer_threads, H_x_threads = rt.per_thread(n_threads, lam_x_value, lam_x_outer, lam_x_start, lam_x_start_value, lam_x_start_outer, lam_x_step, lam_x_step_outer, lam_x_cross, lam_x_prev_outer, E_x_value, E_x_outer, E_x_start, E_x_start_value, E_x_start_outer, E_x_step, E_x_step_outer, E_x_cross, E_x_prev_outer, H_x)
-    acc_x_4_threads = np.zeros((n_threads,) + acc_x_4.shape) if share is None else share.acc_x_4_threads
-    acc_x_5_threads = np.zeros((n_threads,) + acc_x_5.shape) if share is None else share.acc_x_5_threads
-    acc_x_6_threads = np.zeros((n_threads,) + acc_x_6.shape) if share is None else share.acc_x_6_threads
-    acc_x_7_threads = np.zeros((n_threads,) + acc_x_7.shape) if share is None else share.acc_x_7_threads
-    acc_y_0_threads = np.zeros((n_threads,) + acc_y_0.shape) if share is None else share.acc_y_0_threads
-    acc_y_1_threads = np.zeros((n_threads,) + acc_y_1.shape) if share is None else share.acc_y_1_threads
-    acc_y_2_threads = np.zeros((n_threads,) + acc_y_2.shape) if share is None else share.acc_y_2_threads
-    acc_y_3_threads = np.zeros((n_threads,) + acc_y_3.shape) if share is None else share.acc_y_3_threads
+    acc_x_4_threads = rt.thread_copies(n_threads, acc_x_4) if share is None else share.acc_x_4_threads
+    acc_x_5_threads = rt.thread_copies(n_threads, acc_x_5) if share is None else share.acc_x_5_threads
+    acc_x_6_threads = rt.thread_copies(n_threads, acc_x_6) if share is None else share.acc_x_6_threads
+    acc_x_7_threads = rt.thread_copies(n_threads, acc_x_7) if share is None else share.acc_x_7_threads
+    acc_y_0_threads = rt.thread_copies(n_threads, acc_y_0) if share is None else share.acc_y_0_threads
+    acc_y_1_threads = rt.thread_copies(n_threads, acc_y_1) if share is None else share.acc_y_1_threads
+    acc_y_2_threads = rt.thread_copies(n_threads, acc_y_2) if share is None else share.acc_y_2_threads
+    acc_y_3_threads = rt.thread_copies(n_threads, acc_y_3) if share is None else share.acc_y_3_threads
     all_items = np.arange(n_S)  # the local step runs over these
     item_weight = np.ones(n_S)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_S, -1)

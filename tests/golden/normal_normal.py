@@ -92,8 +92,6 @@ def local_step(
     """
     shares_total = 0.0
     for thread in range(share_start, share_stop):  # one call runs these shares, one after another
-        acc_x_2_threads[thread] = 0.0
-        acc_x_3_threads[thread] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_observations = items[position]
@@ -204,8 +202,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_x_3 = np.zeros(()) if share is None else share.acc_x_3
     # the local step's shares: one per thread, fewer for small data
     n_threads = rt.share_count(bound)
-    acc_x_2_threads = np.zeros((n_threads,) + acc_x_2.shape) if share is None else share.acc_x_2_threads
-    acc_x_3_threads = np.zeros((n_threads,) + acc_x_3.shape) if share is None else share.acc_x_3_threads
+    acc_x_2_threads = rt.thread_copies(n_threads, acc_x_2) if share is None else share.acc_x_2_threads
+    acc_x_3_threads = rt.thread_copies(n_threads, acc_x_3) if share is None else share.acc_x_3_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)

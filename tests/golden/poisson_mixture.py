@@ -139,9 +139,6 @@ def local_step(
         acc_z_0_t = acc_z_0_threads[thread]
         acc_x_0_t = acc_x_0_threads[thread]
         acc_x_1_t = acc_x_1_threads[thread]
-        acc_z_0_t[...] = 0.0
-        acc_x_0_t[...] = 0.0
-        acc_x_1_t[...] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_points = items[position]
@@ -480,9 +477,6 @@ def klc_stats(
         acc_z_0_t = acc_z_0_threads[thread]
         acc_x_0_t = acc_x_0_threads[thread]
         acc_x_1_t = acc_x_1_threads[thread]
-        acc_z_0_t[...] = 0.0
-        acc_x_0_t[...] = 0.0
-        acc_x_1_t[...] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_points = items[position]
@@ -584,9 +578,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_x_1 = np.zeros((n_K,)) if share is None else share.acc_x_1
     # the local step's shares: one per thread, fewer for small data
     n_threads = rt.share_count(bound)
-    acc_z_0_threads = np.zeros((n_threads,) + acc_z_0.shape) if share is None else share.acc_z_0_threads
-    acc_x_0_threads = np.zeros((n_threads,) + acc_x_0.shape) if share is None else share.acc_x_0_threads
-    acc_x_1_threads = np.zeros((n_threads,) + acc_x_1.shape) if share is None else share.acc_x_1_threads
+    acc_z_0_threads = rt.thread_copies(n_threads, acc_z_0) if share is None else share.acc_z_0_threads
+    acc_x_0_threads = rt.thread_copies(n_threads, acc_x_0) if share is None else share.acc_x_0_threads
+    acc_x_1_threads = rt.thread_copies(n_threads, acc_x_1) if share is None else share.acc_x_1_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)

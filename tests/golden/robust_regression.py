@@ -152,10 +152,6 @@ def local_step(
     for thread in range(share_start, share_stop):  # one call runs these shares, one after another
         acc_y_3_t = acc_y_3_threads[thread]
         acc_y_4_t = acc_y_4_threads[thread]
-        acc_y_3_t[...] = 0.0
-        acc_y_4_t[...] = 0.0
-        acc_y_1_threads[thread] = 0.0
-        acc_y_2_threads[thread] = 0.0
         elbo = 0.0
         for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
             i_points = items[position]
@@ -375,10 +371,10 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     acc_y_4 = np.zeros((n_P, n_P)) if share is None else share.acc_y_4
     # the local step's shares: one per thread, fewer for small data
     n_threads = rt.share_count(bound)
-    acc_y_1_threads = np.zeros((n_threads,) + acc_y_1.shape) if share is None else share.acc_y_1_threads
-    acc_y_2_threads = np.zeros((n_threads,) + acc_y_2.shape) if share is None else share.acc_y_2_threads
-    acc_y_3_threads = np.zeros((n_threads,) + acc_y_3.shape) if share is None else share.acc_y_3_threads
-    acc_y_4_threads = np.zeros((n_threads,) + acc_y_4.shape) if share is None else share.acc_y_4_threads
+    acc_y_1_threads = rt.thread_copies(n_threads, acc_y_1) if share is None else share.acc_y_1_threads
+    acc_y_2_threads = rt.thread_copies(n_threads, acc_y_2) if share is None else share.acc_y_2_threads
+    acc_y_3_threads = rt.thread_copies(n_threads, acc_y_3) if share is None else share.acc_y_3_threads
+    acc_y_4_threads = rt.thread_copies(n_threads, acc_y_4) if share is None else share.acc_y_4_threads
     all_items = np.arange(n_N)  # the local step runs over these
     item_weight = np.ones(n_N)  # each item's weight in the statistics (SVI+ perturbs it)
     seed_category = np.full(n_N, -1)

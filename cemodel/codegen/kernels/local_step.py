@@ -274,10 +274,8 @@ def threaded_kernel(ctx: EmitContext, name: str, per_item: list[Node], args: Arg
     threaded = private + accs
     bind = [Line(f"{n} = {n}_threads[thread]") for n in private]
     vector_accs = [a.name for a in stored if a.key] if accumulate else []
+    # each share's statistics are zero on entry (rt.run_shares zeroes them as it adds them up)
     bind += [Line(f"{a}_t = {a}_threads[thread]") for a in vector_accs]
-    bind += [Line(f"{a}_t[...] = 0.0") for a in vector_accs]
-    if accumulate:
-        bind += [Line(f"{a.name}_threads[thread] = 0.0") for a in stored if not a.key]
     share: list[Node] = [
         *bind,
         *buffers,

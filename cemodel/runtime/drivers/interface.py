@@ -30,7 +30,7 @@ class Global:
     sets λ = η + data_scale · (its messages from the statistics) and, with ``expect``, E[t];
     ``aux_draws``: how many auxiliary draws SSVI's V(β, λ) needs (0: no V for this family);
     ``after_sample(s)``: refreshes the copies of E[t] the kernels read (exp(E[log β])) after a
-    draw has been written into ``E``.
+    draw has been written into ``E``; ``lazy``: its columns layout (``drivers.lazy``).
     """
 
     name: str
@@ -40,6 +40,7 @@ class Global:
     update: Callable[..., None]
     aux_draws: int = 0
     after_sample: Callable[[State], None] | None = None
+    lazy: Any = None  # an rt.LazyColumns: SVI may move it by the minibatch's columns
 
     def lams(self, s: State) -> tuple[np.ndarray, ...]:
         return tuple(getattr(s, name) for name in self.lam)

@@ -31,6 +31,7 @@ from ..sampling import SAMPLERS
 from ..source import ItemSource, item_source
 from ..special import blend
 from ..ssvi import SSVI_FAMILIES, in_domain, ssvi_blend
+from . import lazy
 from .adaptive import AdaptiveRate
 from .averaging import Average
 from .interface import (
@@ -107,6 +108,7 @@ class Run:
     shortened: int = 0  # SSVI, SVI+: rows whose step was shortened to stay valid
     warmup: int = 0  # SSVI: the first steps, SVI's (warmup_steps)
     rates: dict[str, AdaptiveRate] = field(default_factory=dict)  # learning_rate='adaptive'
+    lazy: lazy.Lazy | None = None  # plain SVI moving some globals by columns (drivers.lazy)
 
 
 def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None, start=None,
@@ -226,12 +228,16 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
                 stop.update(value)
     if o.checkpoint is not None:  # what a writer killed before its rename left
         remove_stale_temporaries(o.checkpoint)
+    if lazy.applies(model, o, o.step_scale * (run.step + o.tau) ** (-o.kappa)):
+        run.lazy = lazy.start(model, run.s)
     clock = time.perf_counter()
     for epoch in range(first, first if converged else o.epochs):
         for batch, start in minibatches(run, epoch):
             step(run, batch, start, epoch)
             if average is not None and epoch >= average.first:
                 average.add()
+        if run.lazy is not None:  # what follows reads every entry of the globals
+            lazy.settle(run.lazy, model, run.s)
         if o.on_epoch is not None:
             paused = time.perf_counter()
             o.on_epoch(epoch, model._result(run.s, run.trace, False, paused - clock,
@@ -330,6 +336,9 @@ def step(run: Run, batch: np.ndarray, offset: int, epoch: int) -> None:
     the local step on it, then every global moved by ρ_t towards its λ̂."""
     model, o = run.model, run.o
     rho = o.step_scale * (run.step + o.tau) ** (-o.kappa)
+    if run.lazy is not None:
+        _lazy_step(run, batch, offset, epoch, rho)
+        return
     # SSVI: the warm-up steps are SVI's (warmup_steps); V only where it matters (_v_needed)
     v_step = o.apply_v and run.step > run.warmup and _v_needed(model)
     batch = _targets(run, batch, offset, epoch)
@@ -354,6 +363,39 @@ def step(run: Run, batch: np.ndarray, offset: int, epoch: int) -> None:
     for g in model.GLOBALS:  # in update order: the first that left its domain is named
         rt.check_step({name: getattr(s, name) for name in g.E}, run.step,
                       o.effective_batch_size, ((g.family, g.lams(s)),), variable=g.name)
+    run.step += 1
+
+
+def _lazy_step(run: Run, batch: np.ndarray, offset: int, epoch: int, rho: float) -> None:
+    """SVI's step with the lazy globals moved at the minibatch's columns (drivers.lazy)."""
+    model, o, state = run.model, run.o, run.lazy
+    if run.source is not None:  # out of core: the minibatch's items, bound on their own
+        run.s = _bind_items(run, run.source.read(batch))
+        batch = run.s.all_items
+    s = run.s
+    s.item_weight[...] = 1.0
+    lazy.prepare(state, model, s, batch)
+    _local_step(run, batch)
+    seen = run.n_total if not o.ramp or epoch > 0 else min(run.n_total, offset + len(batch))
+    try:
+        for g in state.eager:
+            for name in g.lam:
+                run.old[name][...] = getattr(s, name)
+            g.update(s, seen / len(batch), expect=False)
+        hats = lazy.targets(state, s, seen / len(batch))
+        for g in state.eager:
+            for name in g.lam:
+                blend(getattr(s, name), run.old[name], rho)
+        outside = lazy.blend(state, s, hats, rho)
+        if state.eager:
+            model.refresh(s)
+    except (np.linalg.LinAlgError, errors.CemDataError) as exc:
+        raise rt.invalid_step(run.step, None, exc) from None
+    for g in state.eager:
+        rt.check_step({name: getattr(s, name) for name in g.E}, run.step, None,
+                      ((g.family, g.lams(s)),), variable=g.name)
+    if outside is not None:
+        raise rt.invalid_step(run.step, None, variable=outside)
     run.step += 1
 
 

@@ -1,0 +1,129 @@
+"""Which globals a stochastic step may move lazily, column by column (``rt.LazyColumns``).
+
+SVI moves every global by λ ← (1 − ρ_t)λ + ρ_t λ̂. A Dirichlet row over the categories of
+observed data (LDA's topics over the words w) receives data only at the categories the
+minibatch holds: elsewhere λ̂ is its prior η, so those entries only decay towards η,
+λ_t − η = Π_s (1 − ρ_s)·(λ_t₀ − η), and the local step reads E[log β] only at the
+minibatch's categories. The driver then touches only those columns per step (as Vowpal
+Wabbit's ``--lda`` does). That needs, of the global's update:
+
+- a Dirichlet with one plate of rows, its categories a dimension no other axis of the
+  update uses (the update runs on the minibatch's columns alone, ``n_<dim>`` = their count);
+- every message from the data through a statistic keyed by the category of an observed
+  variable (``onehot(w[d, n])``), kept as an array (not per entry), whose other factors do not
+  range over the categories;
+- every other message constant: the prior's, from scalar hyperparameters and numbers;
+- the observed variable's values one per entry of the data plate, or of one ragged plate
+  inside it, so that the minibatch's columns are read off its items.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..conjugacy import Known, Stat
+from ..model import PlateIndex, RConst, RHyper, RRepeat, RVar
+from .context import EmitContext
+from .loops import dim_name
+
+
+@dataclass(frozen=True)
+class LazyColumns:
+    """What the generated ``rt.LazyColumns(...)`` holds (see ``cemodel.runtime.lazy``)."""
+
+    size: str  # the state name of the number of categories (n_V)
+    index: str  # the observed data array whose values are the categories (w)
+    pointer: str | None  # its ragged plate's pointer (tokens_ptr), None: one row per item
+    statistics: tuple[tuple[str, int], ...]  # (accumulator, its axis over the categories)
+    exp: str | None  # exp(E[log β]) kept row-major (X_beta_log)
+    transposed: tuple[str, str] | None  # (E[log β]ᵀ, exp(E[log β])ᵀ) copies
+
+    def literal(self) -> str:
+        return (f"rt.LazyColumns({self.size!r}, {self.index!r}, {self.pointer!r}, "
+                f"{self.statistics!r}, {self.exp!r}, {self.transposed!r})")
+
+
+def lazy_columns(ctx: EmitContext, name: str) -> LazyColumns | None:
+    """The lazy layout of global ``name``, or None when a step must move all of it."""
+    var = ctx.var(name)
+    if ctx.family(name) != "dirichlet" or len(var.plates) != 1 or len(var.shape) != 1:
+        return None
+    event = var.shape[0]
+    if ctx.model.plate(var.plates[0]).dim == event:
+        return None
+    statistics: dict[str, int] = {}
+    observed: set[str] = set()
+    for message, factor, monomial in ctx.messages_to(name):
+        acc = ctx.plan.accumulator_for(message.factor, message.monomial)
+        letter = message.target.tensor[0] if message.target.tensor else None
+        if acc is None:
+            if not all(_constant(ctx, slot) for slot in monomial.without(message.target)):
+                return None
+            continue
+        if acc.per_entry or letter is None or letter not in acc.key:
+            return None
+        others = [k for k in acc.key if k != letter and not k.startswith("@")]
+        if any(factor.dim_of(k) == event for k in others):
+            return None
+        if any(s != message.target and letter in s.tensor for s in acc.glob):
+            return None
+        source = _observed_source(ctx, acc.local, letter)
+        if source is None:
+            return None
+        observed.add(source)
+        statistics[acc.name] = acc.key.index(letter)
+    if len(observed) != 1 or not statistics:
+        return None
+    index = observed.pop()
+    pointer = _pointer(ctx, index)
+    if pointer is False:
+        return None
+    exps = ctx.kplan.exp_needed.get(name, frozenset())
+    transposed = (f"ET_{name}_log", f"XT_{name}_log") if True in exps else None
+    return LazyColumns(dim_name(event), index, pointer, tuple(sorted(statistics.items())),
+                       f"X_{name}_log" if False in exps else None, transposed)
+
+
+def _constant(ctx: EmitContext, slot) -> bool:
+    """A factor of a prior message that never changes: a number or scalar hyperparameter,
+    possibly repeated along a dimension."""
+    if isinstance(slot, Stat):
+        return False
+    return isinstance(slot, Known) and slot.fn == "value" and not slot.plates and all(
+        _scalar(ctx, o) for o in slot.operands)
+
+
+def _scalar(ctx: EmitContext, expr) -> bool:
+    if isinstance(expr, RRepeat):
+        return _scalar(ctx, expr.value)
+    if isinstance(expr, RHyper):
+        return all(h.shape == () for h in ctx.model.hypers if h.name == expr.name)
+    return isinstance(expr, RConst)
+
+
+def _observed_source(ctx: EmitContext, local: tuple, letter: str) -> str | None:
+    """The observed variable whose one-hot binds ``letter`` in a statistic's local part."""
+    for slot in local:
+        if (isinstance(slot, Known) and slot.fn == "onehot" and slot.tensor == (letter,)
+                and len(slot.operands) == 1 and isinstance(slot.operands[0], RVar)):
+            ref = slot.operands[0]
+            var = ctx.model.var(ref.name)
+            plain = all(isinstance(i, PlateIndex) for i in ref.indices)
+            if var.observed and plain and tuple(i.plate for i in ref.indices) == var.plates:
+                return ref.name
+    return None
+
+
+def _pointer(ctx: EmitContext, index: str) -> str | None | bool:
+    """How an item's values of ``index`` are found: its ragged plate's pointer, None for a
+    row per item (dense plates inside the data plate), False when neither."""
+    plates = ctx.model.var(index).plates
+    if not plates or plates[0] != ctx.model.data_plate:
+        return False
+    inner = [ctx.model.plate(p) for p in plates[1:]]
+    ragged = [p for p in inner if p.ragged]
+    if not ragged:
+        return None
+    if len(inner) == 1 and inner[0].parent == ctx.model.data_plate:
+        return f"{inner[0].name}_ptr"
+    return False

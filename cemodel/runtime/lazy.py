@@ -1,0 +1,167 @@
+"""Kernels of the lazy stochastic step (``drivers.lazy``): a Dirichlet global over the
+categories of observed data moved only at the minibatch's categories.
+
+With P the global's prior natural parameter, every category v the minibatch does not hold
+gets λ̂_v = P_v, so its step is λ_v ← P_v + (1 − ρ_t)(λ_v − P_v). The columns keep the value
+of their last visit and ``last[v]``, log Π(1 − ρ_s) then; ``scale`` is that sum now, so
+λ_v = P_v + (λ_v^stored − P_v)·exp(scale − last[v]) (``catch_up``). Each row's total
+Σ_v α_v = Σ_v (P_v + 1) + Σ_v (λ_v − P_v) keeps its second part, ``excess``, up to date by
+the same step (``blend_columns``), which is all ψ(Σ_v α_v) needs (``dirichlet_columns``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from .fastexp import exp_nonpositive
+from .special import digamma, digamma_shifted
+
+jit = numba.njit(nogil=True, error_model="numpy")
+# the generated kernels' flags: digamma and exp of a row vectorize
+fast_jit = numba.njit(nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
+
+
+@dataclass(frozen=True)
+class LazyColumns:
+    """A global the SVI driver may move by the minibatch's columns (``cemodel.codegen.lazy``
+    says when): ``size`` the state name of the number of categories, ``index`` the observed
+    data holding them (``pointer``: its ragged plate's, None: a row per item),
+    ``statistics`` the accumulators keyed by them (name, axis), ``exp`` and ``transposed``
+    the copies of E[log β] the kernels read besides E itself (exp(E) row-major; Eᵀ, exp(E)ᵀ)."""
+
+    size: str
+    index: str
+    pointer: str | None
+    statistics: tuple[tuple[str, int], ...]
+    exp: str | None
+    transposed: tuple[str, str] | None
+
+
+@jit
+def ragged_columns(values: np.ndarray, pointer: np.ndarray, items: np.ndarray,
+                   mark: np.ndarray) -> np.ndarray:
+    """The distinct values in 0 ≤ v < len(mark) of the items' ragged rows, ascending
+    (``mark`` all False on entry and on return)."""
+    count = 0
+    for item in items:
+        count += pointer[item + 1] - pointer[item]
+    gathered = np.empty(count, dtype=values.dtype)
+    count = 0
+    for item in items:
+        for i in range(pointer[item], pointer[item + 1]):
+            gathered[count] = values[i]
+            count += 1
+    return dense_columns(gathered, mark)
+
+
+@jit
+def dense_columns(values: np.ndarray, mark: np.ndarray) -> np.ndarray:
+    """The distinct values in 0 ≤ v < len(mark) of ``values`` (any shape), ascending."""
+    flat = values.reshape(-1)
+    found = np.empty(flat.shape[0], dtype=np.int64)
+    count = 0
+    for i in range(flat.shape[0]):
+        v = flat[i]
+        if 0 <= v < mark.shape[0] and not mark[v]:
+            mark[v] = True
+            found[count] = v
+            count += 1
+    columns = np.sort(found[:count])
+    for v in columns:
+        mark[v] = False
+    return columns
+
+
+@jit
+def catch_up(lt: np.ndarray, prior: np.ndarray, last: np.ndarray, scale: float,
+             columns: np.ndarray) -> None:
+    """λᵀ[v] ← Pᵀ[v] + (λᵀ[v] − Pᵀ[v])·exp(scale − last[v]) at the columns: their steps
+    since their last visit, at which no data reached them; then last[v] = scale. ``prior``
+    (categories × rows, or × 1 when every row's P is the same)."""
+    factors = _factors(last, scale, columns)
+    one = prior.shape[1] == 1
+    for j in range(columns.shape[0]):
+        v = columns[j]
+        for r in range(lt.shape[1]):
+            p = prior[v, 0] if one else prior[v, r]
+            lt[v, r] = p + (lt[v, r] - p) * factors[j]
+
+
+@jit
+def _factors(last: np.ndarray, scale: float, columns: np.ndarray) -> np.ndarray:
+    factors = np.empty(columns.shape[0])
+    for j in range(columns.shape[0]):
+        factors[j] = math.exp(scale - last[columns[j]])
+        last[columns[j]] = scale
+    return factors
+
+
+@fast_jit
+def blend_columns(lt: np.ndarray, hat: np.ndarray, prior: np.ndarray, excess: np.ndarray,
+                  columns: np.ndarray, rho: float, bound: float) -> bool:
+    """The step at the minibatch's columns, λᵀ[v] ← (1 − ρ)λᵀ[v] + ρ·λ̂[:, j] (λ̂, rows ×
+    columns, holds column v = columns[j]), and each row's Σ_v (λ_v − P_v) moved the same way:
+    elsewhere λ̂ − P is 0, so the sum becomes (1 − ρ)·sum + ρ·Σ_j (λ̂_j − P_v). Returns
+    whether every new λ > ``bound`` there (the family's domain; elsewhere λ moved towards its
+    prior)."""
+    keep = 1.0 - rho
+    rows = lt.shape[1]
+    one = prior.shape[1] == 1
+    added = np.zeros(rows)
+    valid = True
+    for j in range(columns.shape[0]):
+        v = columns[j]
+        for r in range(rows):
+            p = prior[v, 0] if one else prior[v, r]
+            added[r] += hat[r, j] - p
+            new = keep * lt[v, r] + rho * hat[r, j]
+            lt[v, r] = new
+            valid = valid and new > bound
+    for r in range(rows):
+        excess[r] = keep * excess[r] + rho * added[r]
+    return valid
+
+
+@fast_jit
+def dirichlet_columns(lt: np.ndarray, prior: np.ndarray, last: np.ndarray, scale: float,
+                      total_prior: np.ndarray, excess: np.ndarray, columns: np.ndarray,
+                      E: np.ndarray, X: np.ndarray, ET: np.ndarray, XT: np.ndarray,
+                      plain_exp: bool, transposed: bool) -> None:
+    """The columns caught up (``catch_up``, in the same pass), then E[log β_rv] =
+    ψ(λ_rv + 1) − ψ(Σ_v α_rv) there, the row totals from ``total_prior`` + ``excess``; with
+    ``plain_exp`` X = exp(E), with ``transposed`` ET = Eᵀ and XT = exp(E)ᵀ there. Column by
+    column of λᵀ (contiguous: a column of the row-major λ would take a cache line per row)."""
+    rows = lt.shape[1]
+    factors = _factors(last, scale, columns)
+    one = prior.shape[1] == 1
+    psi_total = np.empty(rows)
+    for r in range(rows):
+        psi_total[r] = digamma(total_prior[r] + excess[r])
+    values = np.empty(rows)
+    for j in range(columns.shape[0]):
+        v = columns[j]
+        for r in range(rows):
+            p = prior[v, 0] if one else prior[v, r]
+            current = p + (lt[v, r] - p) * factors[j]
+            lt[v, r] = current
+            values[r] = digamma_shifted(current + 1.0) - psi_total[r]
+        for r in range(rows):
+            E[r, v] = values[r]
+        if transposed:
+            for r in range(rows):
+                ET[v, r] = values[r]
+                XT[v, r] = exp_nonpositive(values[r])
+        if plain_exp:
+            for r in range(rows):
+                X[r, v] = exp_nonpositive(values[r])
+
+
+@jit
+def zero_rows(acc: np.ndarray, columns: np.ndarray) -> None:
+    """acc[v] = 0 for v in columns (the statistics' first axis is the categories')."""
+    for v in columns:
+        acc[v] = 0.0
