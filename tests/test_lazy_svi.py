@@ -168,3 +168,21 @@ def test_column_sets_of_ragged_and_dense_items():
     assert kernels.ragged_columns(values, pointer, np.array([0, 2]), mark).tolist() == [0, 1, 3, 4]
     assert not mark.any()
     assert kernels.dense_columns(np.array([[5, 5], [2, 11]]), mark).tolist() == [2, 5]
+
+
+def test_shares_add_up_only_the_minibatchs_categories(compiled, monkeypatch):
+    """Two shares (as on two cores): their copies of the word counts are added up and zeroed
+    at the minibatch's words only (``rt.shares.only_rows``); a word left non-zero in a copy
+    would be counted again at the next step, one missed would be lost."""
+    from cemodel.runtime import driver
+
+    monkeypatch.setattr(driver, "thread_count", lambda: 2)
+    monkeypatch.setattr(driver, "ENTRIES_PER_SHARE", 1)
+    module = compiled("lda")
+    data = _data("ragged", np.random.default_rng(4), 40)
+    fit = module.fit_svi(data, dims={"V": 40}, epochs=3, batch_size=16, seed=5)
+    monkeypatch.setattr(module, "GLOBALS",
+                        tuple(dataclasses.replace(g, lazy=None) for g in module.GLOBALS))
+    eager = module.fit_svi(data, dims={"V": 40}, epochs=3, batch_size=16, seed=5)
+    np.testing.assert_allclose(fit.elbo, eager.elbo, rtol=1e-11)
+    np.testing.assert_allclose(fit["beta.alpha"], eager["beta.alpha"], rtol=1e-9)

@@ -130,11 +130,13 @@ from .special import lgamma as lgamma
 from .special import log1pexp as log1pexp
 from .special import logdet_spd as logdet_spd
 from .special import logsumexp as logsumexp
+from .special import matvec as matvec
 from .special import mean_abs_change as mean_abs_change
 from .special import multigammaln as multigammaln
 from .special import softmax_inplace as softmax_inplace
 from .special import transpose_exp as transpose_exp
 from .special import trigamma as trigamma
+from .special import vecmat as vecmat
 from .special import weighted_sum as weighted_sum
 from .ssvi import SSVI_FAMILIES as SSVI_FAMILIES
 from .ssvi import gamma_log_quantile_shape_derivative as gamma_log_quantile_shape_derivative

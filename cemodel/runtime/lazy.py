@@ -20,9 +20,14 @@ import numpy as np
 from .fastexp import exp_nonpositive
 from .special import digamma, digamma_shifted
 
-jit = numba.njit(nogil=True, error_model="numpy")
-# the generated kernels' flags: digamma and exp of a row vectorize
-fast_jit = numba.njit(nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
+# disk-cached: these call nothing from another file (whose change numba would not see)
+jit = numba.njit(nogil=True, cache=True, error_model="numpy")
+# the generated kernels' flags: digamma and exp of a row vectorize; not disk-cached where they
+# inline special's digamma or fastexp's exp (a stale copy when that file changes)
+fast_jit = numba.njit(nogil=True, cache=True, error_model="numpy",
+                      fastmath={"reassoc", "contract", "arcp"})
+uncached_fast_jit = numba.njit(nogil=True, error_model="numpy",
+                               fastmath={"reassoc", "contract", "arcp"})
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,7 @@ def blend_columns(lt: np.ndarray, hat: np.ndarray, prior: np.ndarray, excess: np
     return valid
 
 
-@fast_jit
+@uncached_fast_jit
 def dirichlet_columns(lt: np.ndarray, prior: np.ndarray, last: np.ndarray, scale: float,
                       total_prior: np.ndarray, excess: np.ndarray, columns: np.ndarray,
                       E: np.ndarray, X: np.ndarray, ET: np.ndarray, XT: np.ndarray,
@@ -165,3 +170,11 @@ def zero_rows(acc: np.ndarray, columns: np.ndarray) -> None:
     """acc[v] = 0 for v in columns (the statistics' first axis is the categories')."""
     for v in columns:
         acc[v] = 0.0
+
+
+@jit
+def add_rows(total: np.ndarray, part: np.ndarray, rows: np.ndarray) -> None:
+    """total[v] += part[v], then part[v] = 0, for v in rows (a share's statistics)."""
+    for v in rows:
+        total[v] += part[v]
+        part[v] = 0.0

@@ -32,10 +32,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
+
+from .lazy import add_rows
 
 # a call's work (seconds, summed over its shares) from which threads are tried
 PARALLEL_SECONDS = 1e-3
@@ -102,6 +105,21 @@ def _items_length(kernel: Callable, args: tuple) -> int:
     at = _items_at[kernel]
     return 0 if at is None else len(args[at])
 _pool: dict[int, ThreadPoolExecutor] = {}  # one pool, by its width
+_only_rows: dict[int, tuple[int, np.ndarray]] = {}  # id(total) -> (axis, rows): only_rows
+
+
+@contextmanager
+def only_rows(statistics: Sequence[tuple[np.ndarray, int, np.ndarray]]) -> Iterator[None]:
+    """Within: of each (total, axis, rows), only those rows along ``axis`` can receive
+    statistics (the categories of a minibatch, ``drivers.lazy``), so ``run_shares`` adds up
+    and zeroes the shares' copies there only, not over every category."""
+    for total, axis, rows in statistics:
+        _only_rows[id(total)] = (axis, rows)
+    try:
+        yield
+    finally:
+        for total, _, _ in statistics:
+            _only_rows.pop(id(total), None)
 
 
 def run_shares(kernel: Callable, n_shares: int, args: tuple,
@@ -126,7 +144,12 @@ def run_shares(kernel: Callable, n_shares: int, args: tuple,
     for total, per_share in sums:
         if per_share.shape[0] == 1 and np.may_share_memory(total, per_share):
             continue  # one share added straight into the total (rt.thread_copies)
+        rows = _only_rows.get(id(total))
         for t in range(n_shares):
+            if rows is not None:
+                add_rows(np.moveaxis(total, rows[0], 0), np.moveaxis(per_share[t], rows[0], 0),
+                         rows[1])
+                continue
             total += per_share[t]
             per_share[t] = 0.0  # zero for the next call: the kernels add to them
     value = 0.0

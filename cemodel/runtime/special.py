@@ -319,6 +319,39 @@ def exp_digamma(x: float) -> float:
     return y * exp_nonpositive(r)
 
 
+# entries of a matrix below which matvec and vecmat loop instead of calling BLAS: a call
+# costs ~100 ns whatever the size (one short document: 18 tokens × 20 topics took 199 ns by
+# BLAS, 123 ns by loops; 145 × 20, 764 ns and 1,097 ns)
+SMALL_PRODUCT = 1024
+
+
+@inline_jit
+def matvec(M: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
+    """out = M x (M 2-D), by loops for a small M (``SMALL_PRODUCT``), else BLAS; inlined, so
+    the loops take the calling kernel's fastmath and vectorize."""
+    if M.shape[0] * M.shape[1] > SMALL_PRODUCT:
+        np.dot(M, x, out)
+        return
+    for r in range(M.shape[0]):
+        total = 0.0
+        for c in range(M.shape[1]):
+            total += M[r, c] * x[c]
+        out[r] = total
+
+
+@inline_jit
+def vecmat(x: np.ndarray, M: np.ndarray, out: np.ndarray) -> None:
+    """out = xᵀ M (M 2-D), by loops for a small M (``SMALL_PRODUCT``), else BLAS."""
+    if M.shape[0] * M.shape[1] > SMALL_PRODUCT:
+        np.dot(x, M, out)
+        return
+    for c in range(M.shape[1]):
+        out[c] = 0.0
+    for r in range(M.shape[0]):
+        for c in range(M.shape[1]):
+            out[c] += x[r] * M[r, c]
+
+
 @jit
 def weighted_sum(weights: np.ndarray, values: np.ndarray) -> float:
     """Σ_i w_i v_i over two 1-D arrays of one length (no temporary)."""

@@ -189,7 +189,7 @@ def sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s
         A_z[t_c] = X_theta_log[i_docs, t_c]
     base = tokens_ptr[i_docs]
     n = tokens_ptr[i_docs + 1] - base
-    np.dot(B_z[:n], A_z, s_z[:n])  # s_n = Σ_c A_c B_nc
+    rt.matvec(B_z[:n], A_z, s_z[:n])  # s_n = Σ_c A_c B_nc
     bad = 0  # rows with s_n not positive and finite (no early exit: the loop vectorizes)
     for r in range(n):
         if not (s_z[r] > 0.0 and s_z[r] < np.inf):
@@ -197,7 +197,7 @@ def sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s
         s_z[r] = tokens_weight[base + r] / s_z[r]
     if bad > 0:  # underflow: the caller takes the explicit path
         return False
-    np.dot(s_z[:n], B_z[:n], S_z)  # Σ_n (w_n / s_n) B_nc
+    rt.vecmat(s_z[:n], B_z[:n], S_z)  # Σ_n (w_n / s_n) B_nc
     for t_c in range(n_K):
         S_z[t_c] *= A_z[t_c]
     return True
@@ -210,7 +210,7 @@ def collapsed_z(i_docs, n_K, A_z, B_z, s_z, X_theta_log, tokens_ptr, tokens_weig
         A_z[t_c] = X_theta_log[i_docs, t_c]
     base = tokens_ptr[i_docs]
     n = tokens_ptr[i_docs + 1] - base
-    np.dot(B_z[:n], A_z, s_z[:n])  # s_n = Σ_c exp λ_nc
+    rt.matvec(B_z[:n], A_z, s_z[:n])  # s_n = Σ_c exp λ_nc
     value = 0.0
     for r in range(n):
         value += tokens_weight[base + r] * np.log(s_z[r])

@@ -135,7 +135,7 @@ def _gathered_sums(ctx: EmitContext, name: str, size: str, args: ArgRecorder) ->
     return [
         Line(f"base = {ptr}[{item}]"),
         Line(f"n = {ptr}[{item} + 1] - base"),
-        Line(f"np.dot({B}[:n], {A}, {s}[:n])", "s_n = Σ_c A_c B_nc"),
+        Line(f"rt.matvec({B}[:n], {A}, {s}[:n])", "s_n = Σ_c A_c B_nc"),
         Line("bad = 0", "rows with s_n not positive and finite (no early exit: the loop "
              "vectorizes)"),
         Block("for r in range(n)", (
@@ -144,7 +144,7 @@ def _gathered_sums(ctx: EmitContext, name: str, size: str, args: ArgRecorder) ->
         )),
         Block("if bad > 0", (Line("return False"),),
               comment="underflow: the caller takes the explicit path"),
-        Line(f"np.dot({s}[:n], {B}[:n], {S})", "Σ_n (w_n / s_n) B_nc"),
+        Line(f"rt.vecmat({s}[:n], {B}[:n], {S})", "Σ_n (w_n / s_n) B_nc"),
         Block(f"for t_c in range({size})", (Line(f"{S}[t_c] *= {A}[t_c]"),)),
         Line("return True"),
     ]
@@ -186,7 +186,7 @@ def emit_collapsed(ctx: EmitContext, name: str) -> Function:
         Block(f"for t_c in range({size})", (Line(f"{A}[t_c] = {' * '.join(factors)}"),)),
         Line(f"base = {ptr}[{item}]"),
         Line(f"n = {ptr}[{item} + 1] - base"),
-        Line(f"np.dot({B}[:n], {A}, {s}[:n])", "s_n = Σ_c exp λ_nc"),
+        Line(f"rt.matvec({B}[:n], {A}, {s}[:n])", "s_n = Σ_c exp λ_nc"),
         Line("value = 0.0"),
         Block("for r in range(n)", (Line(f"value += {weight}[base + r] * np.log({s}[r])"),)),
         Line("return value"),

@@ -90,11 +90,12 @@ def start(model: ModelInterface, s: State) -> Lazy:
         lam = getattr(s, g.lam[0])
         prior = np.empty_like(lam)
         g.update(_Proxy(s, {g.lam[0]: prior}), 0.0, expect=False)
-        totals, excess = (prior + 1.0).sum(axis=1), (lam - prior).sum(axis=1)
         shared = np.all(prior == prior[:1])  # one row serves all
-        found.append(LazyGlobal(g, np.ascontiguousarray(lam.T),
-                                np.ascontiguousarray((prior[:1] if shared else prior).T),
-                                totals, excess, np.zeros(lam.shape[1]),
+        lt = np.ascontiguousarray(lam.T)
+        prior_t = np.ascontiguousarray((prior[:1] if shared else prior).T)
+        # the row sums as settle computes them: a resumed fit continues bit for bit
+        found.append(LazyGlobal(g, lt, prior_t, (prior + 1.0).sum(axis=1),
+                                (lt - prior_t).sum(axis=0), np.zeros(lam.shape[1]),
                                 np.zeros(lam.shape[1], dtype=np.bool_)))
     return Lazy(tuple(found), tuple(eager))
 
@@ -124,6 +125,13 @@ def prepare(lazy: Lazy, model: ModelInterface, s: State, items: np.ndarray) -> N
         kernels.dirichlet_columns(lg.lt, lg.prior, lg.last, lazy.scale,
                                   lg.total_prior, lg.excess, lg.columns, E, X, ET, XT,
                                   spec.exp is not None, spec.transposed is not None)
+
+
+def statistic_rows(lazy: Lazy, s: State) -> list[tuple[np.ndarray, int, np.ndarray]]:
+    """(statistic, its categories' axis, the minibatch's categories) of each lazy global:
+    the only rows its local step can reach (``rt.shares.only_rows``)."""
+    return [(getattr(s, name), axis, lg.columns) for lg in lazy.globals
+            for name, axis in lg.g.lazy.statistics]
 
 
 def targets(lazy: Lazy, s: State, data_scale: float) -> list[np.ndarray]:

@@ -9,7 +9,9 @@ the local step on it and moves every global towards λ̂ = η + N/|S| Σ_{n∈S}
     SSVI     λ̂ = η + V(β, λ)·N/|S| Σ η̂_n(β)               (eq. 7; V of eq. 8)
 
 SSVI's first steps are SVI's (``warmup_steps``), and without a latent local V is replaced by
-its conditional mean I (``_v_needed``).
+its conditional mean I (``_v_needed``). Plain SVI moves a Dirichlet over observed categories
+at the minibatch's categories only (``drivers.lazy``: the same step, the decay elsewhere
+deferred).
 
 After each epoch the full-data ELBO at optimal locals is the trace's next value.
 """
@@ -28,6 +30,7 @@ from ...files import remove_stale_temporaries
 from ...options import check_options
 from .. import driver as rt
 from ..sampling import SAMPLERS
+from ..shares import only_rows
 from ..source import ItemSource, item_source
 from ..special import blend
 from ..ssvi import SSVI_FAMILIES, in_domain, ssvi_blend
@@ -375,7 +378,8 @@ def _lazy_step(run: Run, batch: np.ndarray, offset: int, epoch: int, rho: float)
     s = run.s
     s.item_weight[...] = 1.0
     lazy.prepare(state, model, s, batch)
-    _local_step(run, batch)
+    with only_rows(lazy.statistic_rows(state, s)):
+        _local_step(run, batch)
     seen = run.n_total if not o.ramp or epoch > 0 else min(run.n_total, offset + len(batch))
     try:
         for g in state.eager:
