@@ -118,15 +118,26 @@ class KernelTimer:
     training work. Overhead: two clock reads per kernel call, a few hundred calls per epoch."""
 
     KERNELS = ("local_step", "update_beta", "refresh_globals", "elbo_global")
+    # the lazy SVI step's runtime kernels (cemodel.runtime.drivers.lazy calls them through
+    # these modules' namespaces)
+    RUNTIME = {"cemodel.runtime.lazy": ("dirichlet_columns", "blend_columns", "catch_up",
+                                        "ragged_columns", "dense_columns", "zero_rows"),
+               "cemodel.runtime.shares": ("add_rows",)}
 
     def __init__(self, module, n_items: int) -> None:
+        import importlib
+
         self.module = module
         self.n_items = n_items
         self.seconds: dict[str, float] = {}
         self.calls: dict[str, int] = {}
-        self.originals = {name: getattr(module, name) for name in self.KERNELS}
+        self.originals = {(module, name): getattr(module, name) for name in self.KERNELS}
+        for where, names in self.RUNTIME.items():
+            runtime = importlib.import_module(where)
+            self.originals.update({(runtime, name): getattr(runtime, name) for name in names
+                                   if hasattr(runtime, name)})
 
-    def _wrap(self, name: str, kernel):
+    def _wrap(self, name: str, kernel, generated: bool = True):
         # where the kernel's ``items`` argument is, by name (the kernels' leading arguments
         # changed when they learned to run shares)
         code = getattr(kernel, "py_func", kernel).__code__
@@ -136,7 +147,7 @@ class KernelTimer:
             start = time.perf_counter()
             value = kernel(*args)
             elapsed = time.perf_counter() - start
-            key = name
+            key = name if generated else f"{name} (lazy step, runtime)"
             if name == "local_step":
                 items = args[at]
                 full = len(items) == self.n_items and bool(np.all(items[1:] > items[:-1]))
@@ -148,13 +159,13 @@ class KernelTimer:
         return timed
 
     def __enter__(self) -> KernelTimer:
-        for name, kernel in self.originals.items():
-            setattr(self.module, name, self._wrap(name, kernel))
+        for (where, name), kernel in self.originals.items():
+            setattr(where, name, self._wrap(name, kernel, where is self.module))
         return self
 
     def __exit__(self, *exc) -> None:
-        for name, kernel in self.originals.items():
-            setattr(self.module, name, kernel)
+        for (where, name), kernel in self.originals.items():
+            setattr(where, name, kernel)
 
     @property
     def elbo_seconds(self) -> float:
