@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..plan import SAMPLED_FAMILIES, SSVI_AUX_DRAWS
 from .calls import KernelCalls
 from .context import EmitContext
-from .lazy import lazy_columns
+from .lazy import eager_beside_lazy, lazy_columns
 from .lowering import ROLES, role_of
 from .prepare import state_names
 from .pycode import Comment, Function, Line, Node
@@ -31,6 +31,9 @@ def interface_nodes(ctx: EmitContext, calls: KernelCalls) -> list[Node]:
             functions.append(_after_sample(ctx, name))
     if plan.globals:
         functions.append(Function("refresh", ("s",), (calls.call("refresh_globals", {}),)))
+        if eager_beside_lazy(ctx):
+            functions.append(Function("refresh_eager", ("s",),
+                                      (calls.call("refresh_eager_globals", {}),)))
     elbo = "return " + calls.call("elbo_global", {}).text
     if any(a.per_entry for a in plan.accumulators):
         functions.append(Function("elbo_of_entries", ("s",), (
@@ -46,7 +49,7 @@ def _local_step_glue(ctx: EmitContext, calls: KernelCalls) -> list[Function]:
     """run_local_step (and the collapsed E-steps where they apply)."""
     functions = [Function(
         "run_local_step", ("s", "items", "max_local_iter", "local_tol", "seeding=False",
-                           "warm=False", "guard=False"),
+                           "warm=False", "guard=False", "evaluate=True"),
         tuple(_returning(calls.run("local_step", {}))),
         "local_step over `items`: adds their statistics to acc_*, returns their ELBO terms.")]
     if ctx.plan.assignment_locals:

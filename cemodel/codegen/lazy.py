@@ -84,6 +84,15 @@ def lazy_columns(ctx: EmitContext, name: str) -> LazyColumns | None:
                        f"X_{name}_log" if False in exps else None, transposed)
 
 
+def eager_beside_lazy(ctx: EmitContext) -> tuple[str, ...]:
+    """The globals a lazy step moves whole, when there are lazy ones beside them (they get
+    their own refresh, ``refresh_eager_globals``: the lazy ones are refreshed by columns)."""
+    lazy = [name for name in ctx.plan.globals if lazy_columns(ctx, name) is not None]
+    if not lazy:
+        return ()
+    return tuple(name for name in ctx.plan.globals if name not in lazy)
+
+
 def _constant(ctx: EmitContext, slot) -> bool:
     """A factor of a prior message that never changes: a number or scalar hyperparameter,
     possibly repeated along a dimension."""

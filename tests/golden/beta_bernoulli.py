@@ -96,7 +96,6 @@ def local_step(
             acc_x_0_threads[thread] += item_weight[i_trials] * x[i_trials] * present_x[i_trials]
             # acc_x_1[] += present(x[trials])  (beta_bernoulli.cem:13:5)
             acc_x_1_threads[thread] += item_weight[i_trials] * present_x[i_trials]
-            # ELBO: local terms and local entropies
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -230,7 +229,16 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
     return rt.run_shares(local_step, s.acc_x_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.present_x, s.acc_x_1_threads,), ((s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
 

@@ -96,7 +96,6 @@ def local_step(
             # acc_x_0[k] += onehot(x[rolls]) · present(x[rolls])  (dirichlet_categorical.cem:13:5)
             t_k = x[i_rolls]
             acc_x_0_t[t_k] += item_weight[i_rolls] * present_x[i_rolls]
-            # ELBO: local terms and local entropies
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -207,7 +206,16 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
     return rt.run_shares(local_step, s.acc_x_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.x, s.present_x, s.acc_x_0_threads,), ((s.acc_x_0, s.acc_x_0_threads),))
 

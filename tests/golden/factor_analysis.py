@@ -138,6 +138,7 @@ def local_step(
         item_weight,
         logdet_eye_K,
         dim_f,
+        evaluate,
         acc_y_0_threads,
         acc_y_1_threads,
         acc_y_2_threads,
@@ -176,15 +177,16 @@ def local_step(
                 for t_i1 in range(n_K):
                     for t_i2 in range(n_K):
                         acc_y_3_t[t_i1, t_i2, i_dims] += item_weight[i_points] * E_f_outer[i_points, t_i1, t_i2] * present_y[i_points, i_dims]
-            # ELBO: local terms and local entropies
-            elbo += 0.5 * logdet_eye_K
-            for t_i in range(n_K):
-                for t_j in range(n_K):
-                    elbo += -0.5 * eye_K[t_i, t_j] * E_f_outer[i_points, t_i, t_j]
-            elbo += -0.9189385332046727 * dim_f
-            for i_dims in range(n_P):
-                elbo += -0.9189385332046727 * present_y[i_points, i_dims]
-            elbo += (rt.mvn_log_normalizer(lam_f_value[i_points], lam_f_outer[i_points]) - rt.frobenius(lam_f_value[i_points], E_f_value[i_points]) - rt.frobenius(lam_f_outer[i_points], E_f_outer[i_points]))
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += 0.5 * logdet_eye_K
+                for t_i in range(n_K):
+                    for t_j in range(n_K):
+                        elbo += -0.5 * eye_K[t_i, t_j] * E_f_outer[i_points, t_i, t_j]
+                elbo += -0.9189385332046727 * dim_f
+                for i_dims in range(n_P):
+                    elbo += -0.9189385332046727 * present_y[i_points, i_dims]
+                elbo += (rt.mvn_log_normalizer(lam_f_value[i_points], lam_f_outer[i_points]) - rt.frobenius(lam_f_value[i_points], E_f_value[i_points]) - rt.frobenius(lam_f_outer[i_points], E_f_outer[i_points]))
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -466,9 +468,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.present_y, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.dim_f, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
+    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_f_value, s.lam_f_outer, s.n_K, s.eye_K, s.n_P, s.E_psi_value, s.y, s.E_W_value, s.present_y, s.E_W_outer, s.E_f_value, s.E_f_outer, s.item_weight, s.logdet_eye_K, s.dim_f, evaluate, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
 
 
 def _update_W(s, data_scale, expect=True):

@@ -79,6 +79,7 @@ def local_step(
         present_x,
         acc_x_1_threads,
         lgamma1p_x,
+        evaluate,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
@@ -97,8 +98,9 @@ def local_step(
             acc_x_0_threads[thread] += item_weight[i_observations] * x[i_observations] * present_x[i_observations]
             # acc_x_1[] += present(x[observations])  (gamma_poisson.cem:13:5)
             acc_x_1_threads[thread] += item_weight[i_observations] * present_x[i_observations]
-            # ELBO: local terms and local entropies
-            elbo += -lgamma1p_x[i_observations] * present_x[i_observations]
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += -lgamma1p_x[i_observations] * present_x[i_observations]
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -241,9 +243,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_x_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.present_x, s.acc_x_1_threads, s.lgamma1p_x,), ((s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
+    return rt.run_shares(local_step, s.acc_x_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_0_threads, s.x, s.present_x, s.acc_x_1_threads, s.lgamma1p_x, evaluate,), ((s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
 
 
 def _update_rate(s, data_scale, expect=True):

@@ -266,6 +266,7 @@ def local_step(
         lgamma1p_Y,
         guard,
         item_weight,
+        evaluate,
         lam_Y_split_value_threads,
         E_Y_split_value_threads,
         H_Y_split_threads,
@@ -348,26 +349,27 @@ def local_step(
             for i_bins in range(n_F):
                 for t_i0 in range(n_K):
                     acc_Y_3_t[t_i0, i_bins] += item_weight[i_frames] * E_H_value[i_frames, t_i0]
-            # ELBO: local terms and local entropies
-            for i_activations in range(n_K):
-                elbo += b * log_b
-            for i_activations in range(n_K):
-                elbo += -lgamma_b
-            for i_activations in range(n_K):
-                elbo += b * E_H_log[i_frames, i_activations]
-            for i_activations in range(n_K):
-                elbo += -E_H_log[i_frames, i_activations]
-            for i_activations in range(n_K):
-                elbo += -b * E_H_value[i_frames, i_activations]
-            for i_bins in range(n_F):
-                for t_k in range(n_K):
-                    elbo += E_Y_split_value[i_bins, t_k] * E_H_log[i_frames, t_k]
-            for i_bins in range(n_F):
-                elbo += -lgamma1p_Y[i_frames, i_bins]
-            for i_activations in range(n_K):
-                elbo += (rt.gamma_log_normalizer(lam_H_log[i_frames, i_activations], lam_H_value[i_frames, i_activations]) - lam_H_log[i_frames, i_activations] * E_H_log[i_frames, i_activations] - lam_H_value[i_frames, i_activations] * E_H_value[i_frames, i_activations])
-            for i_bins in range(n_F):
-                elbo += (H_Y_split[i_bins])
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                for i_activations in range(n_K):
+                    elbo += b * log_b
+                for i_activations in range(n_K):
+                    elbo += -lgamma_b
+                for i_activations in range(n_K):
+                    elbo += b * E_H_log[i_frames, i_activations]
+                for i_activations in range(n_K):
+                    elbo += -E_H_log[i_frames, i_activations]
+                for i_activations in range(n_K):
+                    elbo += -b * E_H_value[i_frames, i_activations]
+                for i_bins in range(n_F):
+                    for t_k in range(n_K):
+                        elbo += E_Y_split_value[i_bins, t_k] * E_H_log[i_frames, t_k]
+                for i_bins in range(n_F):
+                    elbo += -lgamma1p_Y[i_frames, i_bins]
+                for i_activations in range(n_K):
+                    elbo += (rt.gamma_log_normalizer(lam_H_log[i_frames, i_activations], lam_H_value[i_frames, i_activations]) - lam_H_log[i_frames, i_activations] * E_H_log[i_frames, i_activations] - lam_H_value[i_frames, i_activations] * E_H_value[i_frames, i_activations])
+                for i_bins in range(n_F):
+                    elbo += (H_Y_split[i_bins])
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -654,10 +656,19 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
     hoist_messages(s.pre_H_4, s.n_F, s.E_theta_value, s.E_W_value, s.n_K)
-    return rt.run_shares(local_step, s.lam_Y_split_value_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, warm, s.local_sweeps, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, guard, s.item_weight, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads,), ((s.acc_Y_0, s.acc_Y_0_threads), (s.acc_Y_1, s.acc_Y_1_threads), (s.acc_Y_3, s.acc_Y_3_threads),))
+    return rt.run_shares(local_step, s.lam_Y_split_value_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, warm, s.local_sweeps, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, guard, s.item_weight, evaluate, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads,), ((s.acc_Y_0, s.acc_Y_0_threads), (s.acc_Y_1, s.acc_Y_1_threads), (s.acc_Y_3, s.acc_Y_3_threads),))
 
 
 def _update_W(s, data_scale, expect=True):

@@ -162,6 +162,7 @@ def local_step(
         pre_z_4,
         item_weight,
         dim_x,
+        evaluate,
         acc_z_0_threads,
         acc_x_0_threads,
         acc_x_1_threads,
@@ -205,9 +206,10 @@ def local_step(
             for t_g0 in range(n_K):
                 for t_i in range(n_D):
                     acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
-            # ELBO: local terms and local entropies
-            elbo += -0.9189385332046727 * dim_x * present_x[i_points]
-            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += -0.9189385332046727 * dim_x * present_x[i_points]
+                elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -731,7 +733,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
         hoist_messages(pre_z_3, n_D, n_K, E_Lambda_value, E_mu_value, pre_z_4, E_mu_outer)
-        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, present_x, n_D, E_Lambda_value, x, pre_z_3, pre_z_4, item_weight, dim_x, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_Lambda_logdet, present_x, n_D, E_Lambda_value, x, pre_z_3, pre_z_4, item_weight, dim_x, False, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
         update_Lambda(1.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, E_mu_outer, True, E_Lambda_value, E_Lambda_logdet, n_K)
         update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_0, True, E_mu_value, E_mu_outer, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
@@ -782,10 +784,19 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
     hoist_messages(s.pre_z_3, s.n_D, s.n_K, s.E_Lambda_value, s.E_mu_value, s.pre_z_4, s.E_mu_outer)
-    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.present_x, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
+    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_Lambda_logdet, s.present_x, s.n_D, s.E_Lambda_value, s.x, s.pre_z_3, s.pre_z_4, s.item_weight, s.dim_x, evaluate, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):

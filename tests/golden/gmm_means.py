@@ -136,6 +136,7 @@ def local_step(
         item_weight,
         logdet_P,
         dim_x,
+        evaluate,
         acc_z_0_threads,
         acc_x_2_threads,
         acc_x_3_threads,
@@ -175,13 +176,14 @@ def local_step(
                 for t_i in range(n_D):
                     for t_j in range(n_D):
                         acc_x_3_t[t_g0, t_i, t_j] += item_weight[i_points] * P[t_i, t_j] * E_z_onehot[i_points, t_g0] * present_x[i_points]
-            # ELBO: local terms and local entropies
-            elbo += 0.5 * logdet_P * present_x[i_points]
-            for t_i in range(n_D):
-                for t_j in range(n_D):
-                    elbo += -0.5 * P[t_i, t_j] * x[i_points, t_i] * x[i_points, t_j] * present_x[i_points]
-            elbo += -0.9189385332046727 * dim_x * present_x[i_points]
-            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += 0.5 * logdet_P * present_x[i_points]
+                for t_i in range(n_D):
+                    for t_j in range(n_D):
+                        elbo += -0.5 * P[t_i, t_j] * x[i_points, t_i] * x[i_points, t_j] * present_x[i_points]
+                elbo += -0.9189385332046727 * dim_x * present_x[i_points]
+                elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -679,7 +681,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         acc_z_0[...] = 0.0
         acc_x_2[...] = 0.0
         acc_x_3[...] = 0.0
-        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_D, x, P, E_mu_value, present_x, E_mu_outer, item_weight, logdet_P, dim_x, acc_z_0_threads, acc_x_2_threads, acc_x_3_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_2, acc_x_2_threads), (acc_x_3, acc_x_3_threads),))
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_D, x, P, E_mu_value, present_x, E_mu_outer, item_weight, logdet_P, dim_x, False, acc_z_0_threads, acc_x_2_threads, acc_x_3_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_2, acc_x_2_threads), (acc_x_3, acc_x_3_threads),))
         update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, acc_x_3, True, E_mu_value, E_mu_outer, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':
@@ -724,9 +726,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.present_x, s.E_mu_outer, s.item_weight, s.logdet_P, s.dim_x, s.acc_z_0_threads, s.acc_x_2_threads, s.acc_x_3_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_2, s.acc_x_2_threads), (s.acc_x_3, s.acc_x_3_threads),))
+    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.n_D, s.x, s.P, s.E_mu_value, s.present_x, s.E_mu_outer, s.item_weight, s.logdet_P, s.dim_x, evaluate, s.acc_z_0_threads, s.acc_x_2_threads, s.acc_x_3_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_2, s.acc_x_2_threads), (s.acc_x_3, s.acc_x_3_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):

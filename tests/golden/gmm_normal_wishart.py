@@ -142,6 +142,7 @@ def local_step(
         E_mu_Lambda_quad,
         item_weight,
         dim_x,
+        evaluate,
         acc_z_0_threads,
         acc_x_0_threads,
         acc_x_1_threads,
@@ -185,9 +186,10 @@ def local_step(
             for t_g0 in range(n_K):
                 for t_i in range(n_D):
                     acc_x_2_t[t_g0, t_i] += item_weight[i_points] * x[i_points, t_i] * E_z_onehot[i_points, t_g0] * present_x[i_points]
-            # ELBO: local terms and local entropies
-            elbo += -0.9189385332046727 * dim_x * present_x[i_points]
-            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += -0.9189385332046727 * dim_x * present_x[i_points]
+                elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -760,7 +762,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
-        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_mu_Lambda_logdet, present_x, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, item_weight, dim_x, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_mu_Lambda_logdet, present_x, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, item_weight, dim_x, False, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
         update_mu_Lambda(1.0, lam_mu_Lambda_value, lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad, nu0, dim_mu_Lambda, kappa0, n_D, m0, outer_m0, inv_W0, acc_x_0, acc_x_1, acc_x_2, True, E_mu_Lambda_value, E_mu_Lambda_logdet, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':
@@ -812,9 +814,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.present_x, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
+    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.present_x, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, evaluate, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):

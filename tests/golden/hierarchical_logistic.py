@@ -125,6 +125,7 @@ def local_step(
         E_y_omega_value,
         item_weight,
         y,
+        evaluate,
         acc_y_0_threads,
         acc_y_1_threads,
         acc_y_2_threads,
@@ -177,9 +178,10 @@ def local_step(
             # acc_y_7[g0] += E[y_omega[points]] · onehot(group[points])  (hierarchical_logistic.cem:32:5)
             t_g0 = group[i_points]
             acc_y_7_t[t_g0] += item_weight[i_points] * E_y_omega_value[i_points]
-            # ELBO: local terms and local entropies
-            elbo += -0.6931471805599453
-            elbo += (rt.polyagamma_log_normalizer(lam_y_omega_value[i_points], 1.0) - lam_y_omega_value[i_points] * E_y_omega_value[i_points])
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += -0.6931471805599453
+                elbo += (rt.polyagamma_log_normalizer(lam_y_omega_value[i_points], 1.0) - lam_y_omega_value[i_points] * E_y_omega_value[i_points])
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -589,9 +591,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_y_omega_value, s.n_P, s.x, s.E_w_outer, s.group, s.E_w_value, s.E_b_value, s.E_b_square, s.E_y_omega_value, s.item_weight, s.y, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_5_threads, s.acc_y_6_threads, s.acc_y_7_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads), (s.acc_y_5, s.acc_y_5_threads), (s.acc_y_6, s.acc_y_6_threads), (s.acc_y_7, s.acc_y_7_threads),))
+    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_y_omega_value, s.n_P, s.x, s.E_w_outer, s.group, s.E_w_value, s.E_b_value, s.E_b_square, s.E_y_omega_value, s.item_weight, s.y, evaluate, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads, s.acc_y_5_threads, s.acc_y_6_threads, s.acc_y_7_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads), (s.acc_y_5, s.acc_y_5_threads), (s.acc_y_6, s.acc_y_6_threads), (s.acc_y_7, s.acc_y_7_threads),))
 
 
 def _update_mu(s, data_scale, expect=True):

@@ -86,6 +86,7 @@ def local_step(
         acc_y_1_threads,
         y,
         group,
+        evaluate,
         acc_y_2_threads,
         acc_y_3_threads,
 ):
@@ -114,8 +115,9 @@ def local_step(
             # acc_y_3[g0] += onehot(group[observations]) · present(y[observations])  (hierarchical_normal.cem:30:5)
             t_g0 = group[i_observations]
             acc_y_3_t[t_g0] += item_weight[i_observations] * present_y[i_observations]
-            # ELBO: local terms and local entropies
-            elbo += -0.9189385332046727 * present_y[i_observations]
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += -0.9189385332046727 * present_y[i_observations]
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -459,9 +461,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.present_y, s.acc_y_1_threads, s.y, s.group, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
+    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.present_y, s.acc_y_1_threads, s.y, s.group, evaluate, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
 
 
 def _update_mu_tau_b(s, data_scale, expect=True):

@@ -87,6 +87,7 @@ def local_step(
         e,
         log_e,
         lgamma1p_x,
+        evaluate,
         acc_x_1_threads,
         acc_x_2_threads,
 ):
@@ -111,9 +112,10 @@ def local_step(
             # acc_x_2[g0] += e[counts] · onehot(group[counts]) · present(x[counts])  (hierarchical_poisson.cem:22:5)
             t_g0 = group[i_counts]
             acc_x_2_t[t_g0] += item_weight[i_counts] * e[i_counts] * present_x[i_counts]
-            # ELBO: local terms and local entropies
-            elbo += x[i_counts] * log_e[i_counts] * present_x[i_counts]
-            elbo += -lgamma1p_x[i_counts] * present_x[i_counts]
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += x[i_counts] * log_e[i_counts] * present_x[i_counts]
+                elbo += -lgamma1p_x[i_counts] * present_x[i_counts]
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -342,9 +344,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_x_1_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.group, s.x, s.present_x, s.e, s.log_e, s.lgamma1p_x, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
+    return rt.run_shares(local_step, s.acc_x_1_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.group, s.x, s.present_x, s.e, s.log_e, s.lgamma1p_x, evaluate, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))
 
 
 def _update_beta(s, data_scale, expect=True):

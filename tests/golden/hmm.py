@@ -130,6 +130,7 @@ def local_step(
         E_phi_log,
         item_weight,
         steps_weight,
+        evaluate,
         lam_z_onehot_threads,
         lam_z_first_threads,
         lam_z_pair_threads,
@@ -189,8 +190,9 @@ def local_step(
                 t_k = x[i_steps]
                 for t_g0 in range(n_K):
                     acc_x_0_t[t_k, t_g0] += item_weight[i_seqs] * E_z_onehot[i_steps - base_steps, t_g0] * steps_weight[i_steps]
-            # ELBO: local terms and local entropies
-            elbo += H_z[0]
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += H_z[0]
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -267,6 +269,14 @@ def refresh_globals(lam_A_log, E_A_log, n_K, lam_phi_log, E_phi_log, lam_pi0_log
         rt.dirichlet_expected_stats(lam_A_log[i_states], E_A_log[i_states])
     for i_states in range(n_K):
         rt.dirichlet_expected_stats(lam_phi_log[i_states], E_phi_log[i_states])
+    rt.dirichlet_expected_stats(lam_pi0_log[0], E_pi0_log[0])
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
+def refresh_eager_globals(lam_A_log, E_A_log, n_K, lam_pi0_log, E_pi0_log):
+    """Expected statistics of A, pi0 from their natural parameters (a lazy SVI step moves the others by columns)."""
+    for i_states in range(n_K):
+        rt.dirichlet_expected_stats(lam_A_log[i_states], E_A_log[i_states])
     rt.dirichlet_expected_stats(lam_pi0_log[0], E_pi0_log[0])
 
 
@@ -401,7 +411,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         acc_z_0[...] = 0.0
         acc_z_1[...] = 0.0
         acc_x_0[...] = 0.0
-        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, steps_ptr, E_pi0_log, E_A_log, x, E_phi_log, item_weight, steps_weight, lam_z_onehot_threads, lam_z_first_threads, lam_z_pair_threads, E_z_onehot_threads, E_z_first_threads, E_z_pair_threads, H_z_threads, acc_z_0_threads, acc_z_1_threads, acc_x_0_threads,), ((acc_z_0, acc_z_0_threads), (acc_z_1, acc_z_1_threads), (acc_x_0, acc_x_0_threads),))
+        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, steps_ptr, E_pi0_log, E_A_log, x, E_phi_log, item_weight, steps_weight, False, lam_z_onehot_threads, lam_z_first_threads, lam_z_pair_threads, E_z_onehot_threads, E_z_first_threads, E_z_pair_threads, H_z_threads, acc_z_0_threads, acc_z_1_threads, acc_x_0_threads,), ((acc_z_0, acc_z_0_threads), (acc_z_1, acc_z_1_threads), (acc_x_0, acc_x_0_threads),))
         update_A(1.0, lam_A_log, n_K, alpha, acc_z_1, True, E_A_log)
         update_phi(1.0, lam_phi_log, n_V, eta, acc_x_0, True, E_phi_log, n_K)
         update_pi0(1.0, lam_pi0_log, n_K, alpha, acc_z_0, True, E_pi0_log)
@@ -443,9 +453,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.lam_z_onehot_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.steps_ptr, s.E_pi0_log, s.E_A_log, s.x, s.E_phi_log, s.item_weight, s.steps_weight, s.lam_z_onehot_threads, s.lam_z_first_threads, s.lam_z_pair_threads, s.E_z_onehot_threads, s.E_z_first_threads, s.E_z_pair_threads, s.H_z_threads, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_z_1, s.acc_z_1_threads), (s.acc_x_0, s.acc_x_0_threads),))
+    return rt.run_shares(local_step, s.lam_z_onehot_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.steps_ptr, s.E_pi0_log, s.E_A_log, s.x, s.E_phi_log, s.item_weight, s.steps_weight, evaluate, s.lam_z_onehot_threads, s.lam_z_first_threads, s.lam_z_pair_threads, s.E_z_onehot_threads, s.E_z_first_threads, s.E_z_pair_threads, s.H_z_threads, s.acc_z_0_threads, s.acc_z_1_threads, s.acc_x_0_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_z_1, s.acc_z_1_threads), (s.acc_x_0, s.acc_x_0_threads),))
 
 
 def _update_A(s, data_scale, expect=True):
@@ -462,6 +481,10 @@ def _update_pi0(s, data_scale, expect=True):
 
 def refresh(s):
     refresh_globals(s.lam_A_log, s.E_A_log, s.n_K, s.lam_phi_log, s.E_phi_log, s.lam_pi0_log, s.E_pi0_log)
+
+
+def refresh_eager(s):
+    refresh_eager_globals(s.lam_A_log, s.E_A_log, s.n_K, s.lam_pi0_log, s.E_pi0_log)
 
 
 def elbo_of_globals(s):

@@ -267,6 +267,7 @@ def local_step(
         lgamma_alpha,
         guard,
         item_weight,
+        evaluate,
         lam_z_onehot_threads,
         E_z_onehot_threads,
         H_z_threads,
@@ -355,20 +356,21 @@ def local_step(
                 t_k = w[i_tokens]
                 for t_g0 in range(n_K):
                     acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_z_onehot[i_tokens - base_tokens, t_g0] * tokens_weight[i_tokens]
-            # ELBO: local terms and local entropies
-            for t_k in range(n_K):
-                elbo += alpha * E_theta_log[i_docs, t_k]
-            for t_k in range(n_K):
-                elbo += -E_theta_log[i_docs, t_k]
-            elbo += lgamma_sum_alpha
-            for t_k in range(n_K):
-                elbo += -lgamma_alpha
-            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
                 for t_k in range(n_K):
-                    elbo += E_z_onehot[i_tokens - base_tokens, t_k] * E_theta_log[i_docs, t_k] * tokens_weight[i_tokens]
-            elbo += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - rt.frobenius(lam_theta_log[i_docs], E_theta_log[i_docs]))
-            for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-                elbo += tokens_weight[i_tokens] * (H_z[i_tokens - base_tokens])
+                    elbo += alpha * E_theta_log[i_docs, t_k]
+                for t_k in range(n_K):
+                    elbo += -E_theta_log[i_docs, t_k]
+                elbo += lgamma_sum_alpha
+                for t_k in range(n_K):
+                    elbo += -lgamma_alpha
+                for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                    for t_k in range(n_K):
+                        elbo += E_z_onehot[i_tokens - base_tokens, t_k] * E_theta_log[i_docs, t_k] * tokens_weight[i_tokens]
+                elbo += (rt.dirichlet_log_normalizer(lam_theta_log[i_docs]) - rt.frobenius(lam_theta_log[i_docs], E_theta_log[i_docs]))
+                for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
+                    elbo += tokens_weight[i_tokens] * (H_z[i_tokens - base_tokens])
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -833,7 +835,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed, bound.missing)
         acc_w_0[...] = 0.0
-        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, X_theta_log, E_theta_log, False, local_sweeps, w, E_beta_log, XT_beta_log, ET_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads, acc_w_0_threads,), ((acc_w_0, acc_w_0_threads),))
+        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, X_theta_log, E_theta_log, False, local_sweeps, w, E_beta_log, XT_beta_log, ET_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, False, lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads, acc_w_0_threads,), ((acc_w_0, acc_w_0_threads),))
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, n_K, XT_beta_log, ET_beta_log)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -874,9 +876,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.lam_z_onehot_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, warm, s.local_sweeps, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, guard, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads,), ((s.acc_w_0, s.acc_w_0_threads),))
+    return rt.run_shares(local_step, s.lam_z_onehot_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, warm, s.local_sweeps, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, guard, s.item_weight, evaluate, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads,), ((s.acc_w_0, s.acc_w_0_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):

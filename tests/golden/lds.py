@@ -204,6 +204,7 @@ def local_step(
         acc_x_4_threads,
         steps_weight,
         dim_x,
+        evaluate,
         lam_x_value_threads,
         lam_x_outer_threads,
         lam_x_start_threads,
@@ -312,27 +313,28 @@ def local_step(
                     for t_i1 in range(n_D):
                         for t_i2 in range(n_D):
                             acc_y_3_t[t_i1, t_i2, i_dims] += item_weight[i_seqs] * E_x_outer[i_steps - base_steps, t_i1, t_i2] * steps_weight[i_steps]
-            # ELBO: local terms and local entropies
-            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-                elbo += 0.5 * E_x_start[i_steps - base_steps] * logdet_P0 * steps_weight[i_steps]
-            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-                for t_i in range(n_D):
-                    for t_j in range(n_D):
-                        elbo += -0.5 * P0[t_i, t_j] * E_x_start_outer[i_steps - base_steps, t_i, t_j] * steps_weight[i_steps]
-            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-                for t_i in range(n_D):
-                    for t_j in range(n_D):
-                        elbo += E_x_start_value[i_steps - base_steps, t_i] * P0[t_i, t_j] * m0[t_j] * steps_weight[i_steps]
-            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-                for t_i in range(n_D):
-                    for t_j in range(n_D):
-                        elbo += -0.5 * E_x_start[i_steps - base_steps] * P0[t_i, t_j] * outer_m0[t_i, t_j] * steps_weight[i_steps]
-            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-                elbo += -0.9189385332046727 * dim_x * steps_weight[i_steps]
-            for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
-                for i_dims in range(n_P):
-                    elbo += -0.9189385332046727 * steps_weight[i_steps]
-            elbo += H_x[0]
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                    elbo += 0.5 * E_x_start[i_steps - base_steps] * logdet_P0 * steps_weight[i_steps]
+                for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                    for t_i in range(n_D):
+                        for t_j in range(n_D):
+                            elbo += -0.5 * P0[t_i, t_j] * E_x_start_outer[i_steps - base_steps, t_i, t_j] * steps_weight[i_steps]
+                for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                    for t_i in range(n_D):
+                        for t_j in range(n_D):
+                            elbo += E_x_start_value[i_steps - base_steps, t_i] * P0[t_i, t_j] * m0[t_j] * steps_weight[i_steps]
+                for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                    for t_i in range(n_D):
+                        for t_j in range(n_D):
+                            elbo += -0.5 * E_x_start[i_steps - base_steps] * P0[t_i, t_j] * outer_m0[t_i, t_j] * steps_weight[i_steps]
+                for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                    elbo += -0.9189385332046727 * dim_x * steps_weight[i_steps]
+                for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):
+                    for i_dims in range(n_P):
+                        elbo += -0.9189385332046727 * steps_weight[i_steps]
+                elbo += H_x[0]
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -727,9 +729,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.lam_x_value_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.logdet_P0, s.n_D, s.P0, s.m0, s.outer_m0, s.E_Q_logdet, s.E_Q_value, s.A, s.n_P, s.E_r_value, s.y, s.E_C_value, s.E_C_outer, s.steps_ptr, s.item_weight, s.acc_x_4_threads, s.steps_weight, s.dim_x, s.lam_x_value_threads, s.lam_x_outer_threads, s.lam_x_start_threads, s.lam_x_start_value_threads, s.lam_x_start_outer_threads, s.lam_x_step_threads, s.lam_x_step_outer_threads, s.lam_x_cross_threads, s.lam_x_prev_outer_threads, s.E_x_value_threads, s.E_x_outer_threads, s.E_x_start_threads, s.E_x_start_value_threads, s.E_x_start_outer_threads, s.E_x_step_threads, s.E_x_step_outer_threads, s.E_x_cross_threads, s.E_x_prev_outer_threads, s.H_x_threads, s.acc_x_5_threads, s.acc_x_6_threads, s.acc_x_7_threads, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_x_4, s.acc_x_4_threads), (s.acc_x_5, s.acc_x_5_threads), (s.acc_x_6, s.acc_x_6_threads), (s.acc_x_7, s.acc_x_7_threads), (s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
+    return rt.run_shares(local_step, s.lam_x_value_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.logdet_P0, s.n_D, s.P0, s.m0, s.outer_m0, s.E_Q_logdet, s.E_Q_value, s.A, s.n_P, s.E_r_value, s.y, s.E_C_value, s.E_C_outer, s.steps_ptr, s.item_weight, s.acc_x_4_threads, s.steps_weight, s.dim_x, evaluate, s.lam_x_value_threads, s.lam_x_outer_threads, s.lam_x_start_threads, s.lam_x_start_value_threads, s.lam_x_start_outer_threads, s.lam_x_step_threads, s.lam_x_step_outer_threads, s.lam_x_cross_threads, s.lam_x_prev_outer_threads, s.E_x_value_threads, s.E_x_outer_threads, s.E_x_start_threads, s.E_x_start_value_threads, s.E_x_start_outer_threads, s.E_x_step_threads, s.E_x_step_outer_threads, s.E_x_cross_threads, s.E_x_prev_outer_threads, s.H_x_threads, s.acc_x_5_threads, s.acc_x_6_threads, s.acc_x_7_threads, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_x_4, s.acc_x_4_threads), (s.acc_x_5, s.acc_x_5_threads), (s.acc_x_6, s.acc_x_6_threads), (s.acc_x_7, s.acc_x_7_threads), (s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
 
 
 def _update_C(s, data_scale, expect=True):

@@ -86,6 +86,7 @@ def local_step(
         y,
         n_P,
         x,
+        evaluate,
         acc_y_2_threads,
         acc_y_3_threads,
 ):
@@ -115,8 +116,9 @@ def local_step(
             for t_i1 in range(n_P):
                 for t_i2 in range(n_P):
                     acc_y_3_t[t_i1, t_i2] += item_weight[i_points] * x[i_points, t_i1] * x[i_points, t_i2] * present_y[i_points]
-            # ELBO: local terms and local entropies
-            elbo += -0.9189385332046727 * present_y[i_points]
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += -0.9189385332046727 * present_y[i_points]
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -356,9 +358,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.present_y, s.acc_y_1_threads, s.y, s.n_P, s.x, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
+    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.present_y, s.acc_y_1_threads, s.y, s.n_P, s.x, evaluate, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))
 
 
 def _update_tau(s, data_scale, expect=True):

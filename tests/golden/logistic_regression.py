@@ -96,6 +96,7 @@ def local_step(
         E_y_omega_value,
         item_weight,
         y,
+        evaluate,
         acc_y_0_threads,
         acc_y_1_threads,
         acc_y_3_threads,
@@ -127,9 +128,10 @@ def local_step(
             for t_i2 in range(n_P):
                 for t_i3 in range(n_P):
                     acc_y_3_t[t_i2, t_i3] += item_weight[i_points] * E_y_omega_value[i_points] * x[i_points, t_i2] * x[i_points, t_i3]
-            # ELBO: local terms and local entropies
-            elbo += -0.6931471805599453
-            elbo += (rt.polyagamma_log_normalizer(lam_y_omega_value[i_points], 1.0) - lam_y_omega_value[i_points] * E_y_omega_value[i_points])
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += -0.6931471805599453
+                elbo += (rt.polyagamma_log_normalizer(lam_y_omega_value[i_points], 1.0) - lam_y_omega_value[i_points] * E_y_omega_value[i_points])
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -278,9 +280,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_y_omega_value, s.n_P, s.x, s.E_w_outer, s.E_y_omega_value, s.item_weight, s.y, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_3, s.acc_y_3_threads),))
+    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_y_omega_value, s.n_P, s.x, s.E_w_outer, s.E_y_omega_value, s.item_weight, s.y, evaluate, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_3_threads,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_3, s.acc_y_3_threads),))
 
 
 def _update_w(s, data_scale, expect=True):

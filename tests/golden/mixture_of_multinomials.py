@@ -117,6 +117,7 @@ def local_step(
         E_phi_log,
         tokens_weight,
         item_weight,
+        evaluate,
         acc_c_0_threads,
         acc_w_0_threads,
 ):
@@ -149,8 +150,9 @@ def local_step(
                 t_k = w[i_tokens]
                 for t_g0 in range(n_K):
                     acc_w_0_t[t_k, t_g0] += item_weight[i_docs] * E_c_onehot[i_docs, t_g0] * tokens_weight[i_tokens]
-            # ELBO: local terms and local entropies
-            elbo += (rt.categorical_entropy(E_c_onehot[i_docs]))
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += (rt.categorical_entropy(E_c_onehot[i_docs]))
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -357,6 +359,12 @@ def refresh_globals(lam_phi_log, E_phi_log, n_K, lam_pi_log, E_pi_log):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
+def refresh_eager_globals(lam_pi_log, E_pi_log):
+    """Expected statistics of pi from their natural parameters (a lazy SVI step moves the others by columns)."""
+    rt.dirichlet_expected_stats(lam_pi_log[0], E_pi_log[0])
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def elbo_global(
         n_K,
         alpha,
@@ -548,7 +556,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed, bound.missing)
         acc_c_0[...] = 0.0
         acc_w_0[...] = 0.0
-        rt.run_shares(local_step, acc_c_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_c_onehot, n_K, lam_c_onehot, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, item_weight, acc_c_0_threads, acc_w_0_threads,), ((acc_c_0, acc_c_0_threads), (acc_w_0, acc_w_0_threads),))
+        rt.run_shares(local_step, acc_c_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_c_onehot, n_K, lam_c_onehot, E_pi_log, tokens_ptr, w, E_phi_log, tokens_weight, item_weight, False, acc_c_0_threads, acc_w_0_threads,), ((acc_c_0, acc_c_0_threads), (acc_w_0, acc_w_0_threads),))
         update_phi(1.0, lam_phi_log, n_V, eta, acc_w_0, True, E_phi_log, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_c_0, True, E_pi_log)
     elif init is None and start == 'random':
@@ -594,9 +602,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_c_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, s.acc_c_0_threads, s.acc_w_0_threads,), ((s.acc_c_0, s.acc_c_0_threads), (s.acc_w_0, s.acc_w_0_threads),))
+    return rt.run_shares(local_step, s.acc_c_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, evaluate, s.acc_c_0_threads, s.acc_w_0_threads,), ((s.acc_c_0, s.acc_c_0_threads), (s.acc_w_0, s.acc_w_0_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):
@@ -617,6 +634,10 @@ def _update_pi(s, data_scale, expect=True):
 
 def refresh(s):
     refresh_globals(s.lam_phi_log, s.E_phi_log, s.n_K, s.lam_pi_log, s.E_pi_log)
+
+
+def refresh_eager(s):
+    refresh_eager_globals(s.lam_pi_log, s.E_pi_log)
 
 
 def elbo_of_globals(s):

@@ -81,6 +81,7 @@ def local_step(
         present_x,
         acc_x_3_threads,
         log_tau,
+        evaluate,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
@@ -99,10 +100,11 @@ def local_step(
             acc_x_2_threads[thread] += item_weight[i_observations] * tau * x[i_observations] * present_x[i_observations]
             # acc_x_3[] += tau · present(x[observations])  (normal_normal.cem:14:5)
             acc_x_3_threads[thread] += item_weight[i_observations] * tau * present_x[i_observations]
-            # ELBO: local terms and local entropies
-            elbo += 0.5 * log_tau * present_x[i_observations]
-            elbo += -0.5 * tau * x[i_observations] * x[i_observations] * present_x[i_observations]
-            elbo += -0.9189385332046727 * present_x[i_observations]
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += 0.5 * log_tau * present_x[i_observations]
+                elbo += -0.5 * tau * x[i_observations] * x[i_observations] * present_x[i_observations]
+                elbo += -0.9189385332046727 * present_x[i_observations]
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -233,9 +235,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_x_2_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2_threads, s.tau, s.x, s.present_x, s.acc_x_3_threads, s.log_tau,), ((s.acc_x_2, s.acc_x_2_threads), (s.acc_x_3, s.acc_x_3_threads),))
+    return rt.run_shares(local_step, s.acc_x_2_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_x_2_threads, s.tau, s.x, s.present_x, s.acc_x_3_threads, s.log_tau, evaluate,), ((s.acc_x_2, s.acc_x_2_threads), (s.acc_x_3, s.acc_x_3_threads),))
 
 
 def _update_mu(s, data_scale, expect=True):

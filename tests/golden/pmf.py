@@ -90,6 +90,7 @@ def local_step(
         y,
         acc_y_2,
         acc_y_3,
+        evaluate,
 ):
     """Local step: each item's local factors to convergence, then the sufficient statistics.
 
@@ -112,8 +113,9 @@ def local_step(
             acc_y_2[i_ratings] += item_weight[i_ratings] * y[i_ratings] * present_y[i_ratings]
             # acc_y_3[ratings] += present(y[ratings])  (pmf.cem:31:5)
             acc_y_3[i_ratings] += item_weight[i_ratings] * present_y[i_ratings]
-            # ELBO: local terms and local entropies
-            elbo += -0.9189385332046727 * present_y[i_ratings]
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += -0.9189385332046727 * present_y[i_ratings]
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -499,9 +501,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.present_y, s.acc_y_1_threads, s.y, s.acc_y_2, s.acc_y_3,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads),))
+    return rt.run_shares(local_step, s.acc_y_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.acc_y_0_threads, s.present_y, s.acc_y_1_threads, s.y, s.acc_y_2, s.acc_y_3, evaluate,), ((s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads),))
 
 
 def _update_tau(s, data_scale, expect=True):

@@ -122,6 +122,7 @@ def local_step(
         E_rate_value,
         item_weight,
         lgamma1p_x,
+        evaluate,
         acc_z_0_threads,
         acc_x_0_threads,
         acc_x_1_threads,
@@ -157,9 +158,10 @@ def local_step(
             # acc_x_1[g0] += q(z[points]=g0) · present(x[points])  (poisson_mixture.cem:22:5)
             for t_g0 in range(n_K):
                 acc_x_1_t[t_g0] += item_weight[i_points] * E_z_onehot[i_points, t_g0] * present_x[i_points]
-            # ELBO: local terms and local entropies
-            elbo += -lgamma1p_x[i_points] * present_x[i_points]
-            elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += -lgamma1p_x[i_points] * present_x[i_points]
+                elbo += (rt.categorical_entropy(E_z_onehot[i_points]))
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -599,7 +601,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         acc_z_0[...] = 0.0
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
-        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, x, E_rate_log, present_x, E_rate_value, item_weight, lgamma1p_x, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads),))
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, x, E_rate_log, present_x, E_rate_value, item_weight, lgamma1p_x, False, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads),))
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
         update_rate(1.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, True, E_rate_log, E_rate_value, n_K)
     elif init is None and start == 'random':
@@ -649,9 +651,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.x, s.E_rate_log, s.present_x, s.E_rate_value, s.item_weight, s.lgamma1p_x, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
+    return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.x, s.E_rate_log, s.present_x, s.E_rate_value, s.item_weight, s.lgamma1p_x, evaluate, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):

@@ -137,6 +137,7 @@ def local_step(
         acc_y_2_threads,
         log_nu_c,
         lgamma_nu_c,
+        evaluate,
         acc_y_3_threads,
         acc_y_4_threads,
 ):
@@ -167,15 +168,16 @@ def local_step(
             for t_i1 in range(n_P):
                 for t_i2 in range(n_P):
                     acc_y_4_t[t_i1, t_i2] += item_weight[i_points] * E_y_scale_value[i_points] * x[i_points, t_i1] * x[i_points, t_i2]
-            # ELBO: local terms and local entropies
-            elbo += nu_c * log_nu_c
-            elbo += -lgamma_nu_c
-            elbo += nu_c * E_y_scale_log[i_points]
-            elbo += -E_y_scale_log[i_points]
-            elbo += -nu_c * E_y_scale_value[i_points]
-            elbo += 0.5 * E_y_scale_log[i_points]
-            elbo += -0.9189385332046727
-            elbo += (rt.gamma_log_normalizer(lam_y_scale_log[i_points], lam_y_scale_value[i_points]) - lam_y_scale_log[i_points] * E_y_scale_log[i_points] - lam_y_scale_value[i_points] * E_y_scale_value[i_points])
+            # ELBO: local terms and local entropies (a stochastic step has no use for them)
+            if evaluate:
+                elbo += nu_c * log_nu_c
+                elbo += -lgamma_nu_c
+                elbo += nu_c * E_y_scale_log[i_points]
+                elbo += -E_y_scale_log[i_points]
+                elbo += -nu_c * E_y_scale_value[i_points]
+                elbo += 0.5 * E_y_scale_log[i_points]
+                elbo += -0.9189385332046727
+                elbo += (rt.gamma_log_normalizer(lam_y_scale_log[i_points], lam_y_scale_value[i_points]) - lam_y_scale_log[i_points] * E_y_scale_log[i_points] - lam_y_scale_value[i_points] * E_y_scale_value[i_points])
         shares_total += elbo  # summed in share order, as rt.run_shares sums
     return shares_total
 
@@ -428,9 +430,18 @@ def _result(s, trace, converged, seconds, items=True):
 
 
 # -- the model's side of the fitting drivers (cemodel.runtime.drivers) ------------------------------
-def run_local_step(s, items, max_local_iter, local_tol, seeding=False, warm=False, guard=False):
+def run_local_step(
+        s,
+        items,
+        max_local_iter,
+        local_tol,
+        seeding=False,
+        warm=False,
+        guard=False,
+        evaluate=True,
+):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.acc_y_1_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_y_scale_log, s.lam_y_scale_value, s.nu_c, s.E_tau_value, s.y, s.n_P, s.x, s.E_w_value, s.E_w_outer, s.E_y_scale_log, s.E_y_scale_value, s.item_weight, s.acc_y_1_threads, s.acc_y_2_threads, s.log_nu_c, s.lgamma_nu_c, s.acc_y_3_threads, s.acc_y_4_threads,), ((s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads), (s.acc_y_4, s.acc_y_4_threads),))
+    return rt.run_shares(local_step, s.acc_y_1_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_y_scale_log, s.lam_y_scale_value, s.nu_c, s.E_tau_value, s.y, s.n_P, s.x, s.E_w_value, s.E_w_outer, s.E_y_scale_log, s.E_y_scale_value, s.item_weight, s.acc_y_1_threads, s.acc_y_2_threads, s.log_nu_c, s.lgamma_nu_c, evaluate, s.acc_y_3_threads, s.acc_y_4_threads,), ((s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads), (s.acc_y_4, s.acc_y_4_threads),))
 
 
 def _update_tau(s, data_scale, expect=True):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from ..context import EmitContext
+from ..lazy import eager_beside_lazy
 from ..pycode import Function
 from . import globals as global_kernels
 from .assignments import emit_assignment_step, emit_evidence
@@ -46,6 +47,9 @@ def emit_kernels(ctx: EmitContext) -> list[Function]:
     kernels += [global_kernels.emit_update_global(ctx, name) for name in plan.globals]
     if plan.globals:
         kernels.append(global_kernels.emit_refresh(ctx))
+        eager = eager_beside_lazy(ctx)
+        if eager:
+            kernels.append(global_kernels.emit_refresh(ctx, eager))
     kernels.append(global_kernels.emit_elbo_global(ctx))
     entries = global_kernels.emit_elbo_entries(ctx)
     if entries is not None:

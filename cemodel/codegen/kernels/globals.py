@@ -68,18 +68,25 @@ def emit_update_global(ctx: EmitContext, name: str) -> Function:
                     ctx.conditional_doc(var), KERNEL, supplied=tuple(args.supplied))
 
 
-def emit_refresh(ctx: EmitContext) -> Function:
-    """E[t] (and exp(E[log])) of every global from its natural parameters (warm starts)."""
+def emit_refresh(ctx: EmitContext, names: tuple[str, ...] | None = None) -> Function:
+    """E[t] (and exp(E[log])) of every global from its natural parameters (warm starts);
+    with ``names``, of those globals only: ``refresh_eager_globals``, the ones SVI's lazy
+    step moves whole (``cemodel.codegen.lazy``)."""
     args = ArgRecorder()
     body: list[Node] = []
-    for name in ctx.plan.globals:
+    for name in ctx.plan.globals if names is None else names:
         var = ctx.var(name)
         row = ctx.row_index(var, args)
         body += ctx.in_rows(var, set(), [ctx.expect_line(var, row, args),
                                          *ctx.exp_lines(var, row, args)], args)
         body += ctx.exp_after_rows(var, args)
-    return Function("refresh_globals", tuple(args.names), tuple(body),
-                    "Expected statistics of the globals from their natural parameters.", KERNEL)
+    if names is None:
+        return Function("refresh_globals", tuple(args.names), tuple(body),
+                        "Expected statistics of the globals from their natural parameters.",
+                        KERNEL)
+    return Function("refresh_eager_globals", tuple(args.names), tuple(body),
+                    f"Expected statistics of {', '.join(names)} from their natural parameters"
+                    " (a lazy SVI step moves the others by columns).", KERNEL)
 
 
 def emit_elbo_global(ctx: EmitContext) -> Function:

@@ -55,8 +55,11 @@ def emit_local_step(ctx: EmitContext, callees: Callees) -> Function:
     else:  # nothing to seed: start=seeds needs a categorical local
         per_item += init_sweeps
     per_item += accumulate_nodes(ctx, args, suffix="_t")
-    per_item.append(Comment("ELBO: local terms and local entropies"))
-    per_item += local_elbo_nodes(ctx, args)
+    elbo_nodes = local_elbo_nodes(ctx, args)
+    if elbo_nodes:
+        per_item.append(Block(f"if {args.supply('evaluate')}", tuple(elbo_nodes),
+                              comment="ELBO: local terms and local entropies (a stochastic "
+                              "step has no use for them)"))
     per_item = ctx.bases(per_item, args) + per_item
     doc = ("Local step: each item's local factors to convergence, then the sufficient "
            "statistics.\n\n"

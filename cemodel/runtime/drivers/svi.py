@@ -391,8 +391,8 @@ def _lazy_step(run: Run, batch: np.ndarray, offset: int, epoch: int, rho: float)
             for name in g.lam:
                 blend(getattr(s, name), run.old[name], rho)
         outside = lazy.blend(state, s, hats, rho)
-        if state.eager:
-            model.refresh(s)
+        if state.eager:  # the lazy globals' E is refreshed by columns (lazy.prepare)
+            model.refresh_eager(s)
     except (np.linalg.LinAlgError, errors.CemDataError) as exc:
         raise rt.invalid_step(run.step, None, exc) from None
     for g in state.eager:
@@ -513,7 +513,7 @@ def _local_step(run: Run, batch: np.ndarray) -> None:
         model.run_local_step_cvb0(s, batch, o.max_local_iter, o.local_tol)
     else:
         model.run_local_step(s, batch, o.max_local_iter, o.local_tol, seeding=False,
-                             warm=o.warm_start, guard=False)
+                             warm=o.warm_start, guard=False, evaluate=False)
 
 
 def _v_step(run: Run, g: Global, rho: float) -> None:
