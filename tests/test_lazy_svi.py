@@ -137,7 +137,7 @@ def test_column_kernels_match_eager_blends_over_many_steps():
         rho = (t + 2.0) ** -0.6
         columns = np.unique(rng.integers(0, V, size=6))
         kernels.dirichlet_columns(state.lt, state.prior, state.last, scale, state.total_prior,
-                                  state.excess, columns, E, E, E.T, E.T, False, False)
+                                  state.excess, columns, E, E, E.T, E.T, True, False, False)
         totals = (eager + 1.0).sum(axis=1)
         expected = np.array([[digamma(eager[r, v] + 1.0) - digamma(totals[r])
                               for v in columns] for r in range(rows)])
@@ -186,3 +186,12 @@ def test_shares_add_up_only_the_minibatchs_categories(compiled, monkeypatch):
     eager = module.fit_svi(data, dims={"V": 40}, epochs=3, batch_size=16, seed=5)
     np.testing.assert_allclose(fit.elbo, eager.elbo, rtol=1e-11)
     np.testing.assert_allclose(fit["beta.alpha"], eager["beta.alpha"], rtol=1e-9)
+
+
+def test_e_itself_is_left_to_settle_only_where_the_local_step_reads_its_copies(compiled):
+    """LDA's local step reads E[log β] only through its transposed copies (a step then skips
+    the row-major E, one cache line per visited entry); the HMM's reads E itself."""
+    lda = {g.name: g.lazy for g in compiled("lda").GLOBALS}
+    assert lda["beta"].transposed == ("ET_beta_log", "XT_beta_log")
+    assert lda["beta"].expected is False
+    assert {g.name: g.lazy for g in compiled("hmm").GLOBALS}["phi"].expected is True

@@ -57,7 +57,8 @@ def test_gibbs_frequencies_match_the_exact_conditional(lda3):
     beta = rng.dirichlet(np.ones(4), 3)
     alpha = 0.5
     s = lda3._prepare({"w": row}, {"alpha": alpha}, None, 0, None, "random", 100, 1e-3)
-    s.E_beta_log[...] = np.log(beta)
+    s.E_beta_log[...] = np.log(beta)  # and the copies the local steps read
+    s.ET_beta_log[...], s.XT_beta_log[...] = np.log(beta).T, beta.T
     lda3.rt.seed_kernels(1)
     _call(lda3, "local_step_gibbs", s, items=np.array([0]), sweeps=40000, burn_in=100)
     q = s.E_z_onehot[:3]  # the document's rows: words 0, 1, 3

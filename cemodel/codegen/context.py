@@ -281,8 +281,11 @@ class EmitContext:
     # -- messages ------------------------------------------------------------------------
     def contribution(self, factor: Factor, monomial: Monomial, target: Stat, var: VarDef,
                      args: ArgRecorder, extra_bound: dict[str, str],
-                     weighted: bool = True) -> list[Node]:
-        """The loop nest adding one message to the natural parameter of ``var``'s row."""
+                     weighted: bool = True, transposed: bool = False) -> list[Node]:
+        """The loop nest adding one message to the natural parameter of ``var``'s row;
+        ``transposed``: a global's E[log ·] read from its transposed copy where it keeps
+        one (a local's row reads one category's values: contiguous there, and a lazy SVI
+        step keeps only the copies the local step reads up to date)."""
         slots = monomial.without(target)
         plates, letters = self.target_bindings(var, target)
         plates.update(extra_bound)
@@ -292,6 +295,7 @@ class EmitContext:
             self.layout, args,
             Contraction(monomial.coef, slots, factor.plates, dict(factor.index_dims)),
             lam, tuple(row) + target.tensor, plates, letters, weighted,
+            reads=dict(self.kplan.log_arrays) if transposed else None,
         )
 
     def message_env(self, var: VarDef, m: int, message, factor: Factor, monomial: Monomial,

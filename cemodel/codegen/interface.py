@@ -42,7 +42,7 @@ def interface_nodes(ctx: EmitContext, calls: KernelCalls) -> list[Node]:
         elbo += " + elbo_of_entries(s)"
     functions.append(Function("elbo_of_globals", ("s",), (Line(elbo),)))
     return [Comment("-- the model's side of the fitting drivers (cemodel.runtime.drivers) "
-                    + "-" * 30), *functions, *_globals_table(ctx)]
+                    + "-" * 30), *functions, *_globals_table(ctx, calls)]
 
 
 def _local_step_glue(ctx: EmitContext, calls: KernelCalls) -> list[Function]:
@@ -79,8 +79,14 @@ def _after_sample(ctx: EmitContext, name: str) -> Function:
     return Function(f"_after_sample_{name}", ("s",), tuple(lines))
 
 
-def _globals_table(ctx: EmitContext) -> list[Node]:
+# the kernels a stochastic step's local step runs (their parameters include their callees')
+_LOCAL_KERNELS = ("local_step", "local_step_gibbs", "local_step_cvb0", "hoist_messages")
+
+
+def _globals_table(ctx: EmitContext, calls: KernelCalls) -> list[Node]:
     nodes: list[Node] = [Line("GLOBALS = (", "the globals as the stochastic drivers move them")]
+    local_reads = frozenset(name for kernel in _LOCAL_KERNELS
+                            for name in calls.params.get(kernel, ()))
     for name in ctx.plan.globals:
         family = ctx.family(name)
         stats = [st for st, _ in ctx.stats(name)]
@@ -88,7 +94,7 @@ def _globals_table(ctx: EmitContext) -> list[Node]:
         E = tuple(ctx.layout.E(name, st) for st in stats)
         after = f"_after_sample_{name}" if ctx.kplan.exp_needed.get(name) else "None"
         nodes.append(Line(f"    rt.Global({name!r}, {family!r}, lam={lam!r}, E={E!r},"))
-        lazy = lazy_columns(ctx, name)
+        lazy = lazy_columns(ctx, name, local_reads)
         close = ")," if lazy is None else ","
         nodes.append(Line(f"              update=_update_{name}, "
                           f"aux_draws={SSVI_AUX_DRAWS.get(family, 0)}, after_sample={after}"

@@ -37,14 +37,18 @@ class LazyColumns:
     statistics: tuple[tuple[str, int], ...]  # (accumulator, its axis over the categories)
     exp: str | None  # exp(E[log β]) kept row-major (X_beta_log)
     transposed: tuple[str, str] | None  # (E[log β]ᵀ, exp(E[log β])ᵀ) copies
+    expected: bool = True  # E[log β] itself is read by the local step (else only its copies)
 
     def literal(self) -> str:
         return (f"rt.LazyColumns({self.size!r}, {self.index!r}, {self.pointer!r}, "
-                f"{self.statistics!r}, {self.exp!r}, {self.transposed!r})")
+                f"{self.statistics!r}, {self.exp!r}, {self.transposed!r}, {self.expected!r})")
 
 
-def lazy_columns(ctx: EmitContext, name: str) -> LazyColumns | None:
-    """The lazy layout of global ``name``, or None when a step must move all of it."""
+def lazy_columns(ctx: EmitContext, name: str,
+                 local_reads: frozenset[str] | None = None) -> LazyColumns | None:
+    """The lazy layout of global ``name``, or None when a step must move all of it;
+    ``local_reads``: the arrays the local steps' kernels read (None: not known yet, E[log β]
+    counts as read)."""
     var = ctx.var(name)
     if ctx.family(name) != "dirichlet" or len(var.plates) != 1 or len(var.shape) != 1:
         return None
@@ -80,8 +84,10 @@ def lazy_columns(ctx: EmitContext, name: str) -> LazyColumns | None:
         return None
     exps = ctx.kplan.exp_needed.get(name, frozenset())
     transposed = (f"ET_{name}_log", f"XT_{name}_log") if True in exps else None
+    E = ctx.layout.E(name, "log")
     return LazyColumns(dim_name(event), index, pointer, tuple(sorted(statistics.items())),
-                       f"X_{name}_log" if False in exps else None, transposed)
+                       f"X_{name}_log" if False in exps else None, transposed,
+                       local_reads is None or E in local_reads)
 
 
 def eager_beside_lazy(ctx: EmitContext) -> tuple[str, ...]:

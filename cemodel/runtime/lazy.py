@@ -36,7 +36,9 @@ class LazyColumns:
     says when): ``size`` the state name of the number of categories, ``index`` the observed
     data holding them (``pointer``: its ragged plate's, None: a row per item),
     ``statistics`` the accumulators keyed by them (name, axis), ``exp`` and ``transposed``
-    the copies of E[log β] the kernels read besides E itself (exp(E) row-major; Eᵀ, exp(E)ᵀ)."""
+    the copies of E[log β] the kernels read besides E itself (exp(E) row-major; Eᵀ, exp(E)ᵀ),
+    ``expected`` whether the local step reads E itself (if not, a step leaves it to
+    ``settle``: written row-major, each visited entry cost a cache line)."""
 
     size: str
     index: str
@@ -44,6 +46,7 @@ class LazyColumns:
     statistics: tuple[tuple[str, int], ...]
     exp: str | None
     transposed: tuple[str, str] | None
+    expected: bool = True  # E itself read by the local step (False: its copies only)
 
 
 @jit
@@ -135,10 +138,11 @@ def blend_columns(lt: np.ndarray, hat: np.ndarray, prior: np.ndarray, excess: np
 def dirichlet_columns(lt: np.ndarray, prior: np.ndarray, last: np.ndarray, scale: float,
                       total_prior: np.ndarray, excess: np.ndarray, columns: np.ndarray,
                       E: np.ndarray, X: np.ndarray, ET: np.ndarray, XT: np.ndarray,
-                      plain_exp: bool, transposed: bool) -> None:
+                      expected: bool, plain_exp: bool, transposed: bool) -> None:
     """The columns caught up (``catch_up``, in the same pass), then E[log β_rv] =
     ψ(λ_rv + 1) − ψ(Σ_v α_rv) there, the row totals from ``total_prior`` + ``excess``; with
-    ``plain_exp`` X = exp(E), with ``transposed`` ET = Eᵀ and XT = exp(E)ᵀ there. Column by
+    ``plain_exp`` X = exp(E), with ``transposed`` ET = Eᵀ and XT = exp(E)ᵀ there, E itself
+    only with ``expected`` (else ``settle`` writes it). Column by
     column of λᵀ (contiguous: a column of the row-major λ would take a cache line per row)."""
     rows = lt.shape[1]
     factors = _factors(last, scale, columns)
@@ -154,8 +158,9 @@ def dirichlet_columns(lt: np.ndarray, prior: np.ndarray, last: np.ndarray, scale
             current = p + (lt[v, r] - p) * factors[j]
             lt[v, r] = current
             values[r] = digamma_shifted(current + 1.0) - psi_total[r]
-        for r in range(rows):
-            E[r, v] = values[r]
+        if expected:
+            for r in range(rows):
+                E[r, v] = values[r]
         if transposed:
             for r in range(rows):
                 ET[v, r] = values[r]

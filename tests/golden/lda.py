@@ -41,7 +41,7 @@ KLC_START = 'random'  # θ's default start: N(0, 1) logits
 ROLES = {  # the state's arrays by what they hold (executors, checkpoints)
     'data': ('n_K', 'tokens_ptr', 'tokens_weight', 'w', 'n_V'), 'hyper': ('alpha', 'eta'),
     'known': ('lgamma_sum_alpha', 'lgamma_alpha', 'lgamma_sum_eta', 'lgamma_eta'),
-    'global': ('lam_beta_log',), 'global_exp': ('E_beta_log', 'XT_beta_log', 'ET_beta_log'),
+    'global': ('lam_beta_log',), 'global_exp': ('ET_beta_log', 'XT_beta_log', 'E_beta_log'),
     'local': ('E_z_onehot', 'lam_z_onehot'),
     'kept_local': ('lam_theta_log', 'X_theta_log', 'E_theta_log'),
     'item': ('seed_category', 'item_weight'), 'item_count': ('local_sweeps',),
@@ -125,13 +125,12 @@ def update_z(
         n_K,
         E_theta_log,
         w,
-        E_beta_log,
+        ET_beta_log,
         logZ_z,
         H_z,
         E_z_onehot,
         X_theta_log,
         XT_beta_log,
-        ET_beta_log,
         tokens_ptr,
 ):
     """q(z[d, n]) = Categorical
@@ -168,7 +167,7 @@ def update_z(
                 # from w ~ Categorical (lda.cem:25:9)
                 t_k = w[i_tokens]
                 for t_g0 in range(n_K):
-                    lam_z_onehot[i_tokens - base_tokens, t_g0] += E_beta_log[t_g0, t_k]
+                    lam_z_onehot[i_tokens - base_tokens, t_g0] += ET_beta_log[t_k, t_g0]
             logZ_z[i_tokens - base_tokens] = rt.categorical_expected_stats(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
             H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
 
@@ -260,9 +259,8 @@ def local_step(
         warm,
         local_sweeps,
         w,
-        E_beta_log,
-        XT_beta_log,
         ET_beta_log,
+        XT_beta_log,
         lgamma_sum_alpha,
         lgamma_alpha,
         guard,
@@ -335,7 +333,7 @@ def local_step(
                     use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z)
                     if not use_sums_z:
                         rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
-                        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+                        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, ET_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, tokens_ptr)
                     update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, use_sums_z, S_z, X_theta_log, True, E_theta_log)
                     change += rt.mean_abs_change(lam_theta_log[i_docs], old_theta)
                     if change < local_tol:
@@ -343,14 +341,14 @@ def local_step(
                 # E[log ·] of the item, once its sweeps converged
                 rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
                 # q(z) itself, from the converged sweeps
-                update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+                update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, ET_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, tokens_ptr)
                 if guard:
                     if rt.weighted_sum(tokens_weight[tokens_ptr[i_docs]:tokens_ptr[i_docs + 1]], logZ_z[:tokens_ptr[i_docs + 1] - tokens_ptr[i_docs]]) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log) < previous - 1e-12 * abs(previous):
                         # the restart settled lower (beyond round-off): keep the previous state
                         lam_theta_log[i_docs] = keep_lam_theta_log
                         E_theta_log[i_docs] = keep_E_theta_log
                         X_theta_log[i_docs] = keep_X_theta_log
-                        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+                        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, ET_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, tokens_ptr)
             # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
             for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
                 t_k = w[i_tokens]
@@ -376,7 +374,7 @@ def local_step(
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def evidence_z(i_docs, lam_z_onehot, n_K, w, E_beta_log, tokens_ptr):
+def evidence_z(i_docs, lam_z_onehot, n_K, w, ET_beta_log, tokens_ptr):
     """lam_z_onehot[row, c] = exp(λ_c − max_c λ_c), λ the messages to z from data and globals
     (every message but the integrated-out proportions'): the part of its conditional that
     stays fixed during a Gibbs or CVB0 step.
@@ -387,7 +385,7 @@ def evidence_z(i_docs, lam_z_onehot, n_K, w, E_beta_log, tokens_ptr):
         # from w ~ Categorical (lda.cem:25:9)
         t_k = w[i_tokens]
         for t_g0 in range(n_K):
-            lam_z_onehot[i_tokens - base_tokens, t_g0] += E_beta_log[t_g0, t_k]
+            lam_z_onehot[i_tokens - base_tokens, t_g0] += ET_beta_log[t_k, t_g0]
         top = lam_z_onehot[i_tokens - base_tokens].max()
         for t_c in range(n_K):
             lam_z_onehot[i_tokens - base_tokens, t_c] = np.exp(lam_z_onehot[i_tokens - base_tokens, t_c] - top)
@@ -409,7 +407,7 @@ def local_step_gibbs(
         E_theta_log,
         lam_z_onehot,
         w,
-        E_beta_log,
+        ET_beta_log,
         item_weight,
         acc_w_0,
 ):
@@ -428,7 +426,7 @@ def local_step_gibbs(
         # the proportions' prior: λ = α − 1, so α_c + n_c = λ_c + 1
         update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
         # the fixed part of the conditional
-        evidence_z(i_docs, lam_z_onehot, n_K, w, E_beta_log, tokens_ptr)
+        evidence_z(i_docs, lam_z_onehot, n_K, w, ET_beta_log, tokens_ptr)
         needed_z = 0
         for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
             needed_z += int(tokens_weight[i_tokens] + 0.5)
@@ -504,7 +502,7 @@ def local_step_cvb0(
         E_theta_log,
         lam_z_onehot,
         w,
-        E_beta_log,
+        ET_beta_log,
         item_weight,
         acc_w_0,
 ):
@@ -522,7 +520,7 @@ def local_step_cvb0(
         # the proportions' prior: λ = α − 1, so α_c + n_c = λ_c + 1
         update_theta(i_docs, False, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
         # the fixed part of the conditional
-        evidence_z(i_docs, lam_z_onehot, n_K, w, E_beta_log, tokens_ptr)
+        evidence_z(i_docs, lam_z_onehot, n_K, w, ET_beta_log, tokens_ptr)
         # start: each row given the ones before it
         for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
             total = 0.0
@@ -724,10 +722,9 @@ def klc_gradient(
         n_K,
         E_theta_log,
         w,
-        E_beta_log,
+        ET_beta_log,
         X_theta_log,
         XT_beta_log,
-        ET_beta_log,
         tokens_weight,
         lam_z_onehot_threads,
         E_z_onehot_threads,
@@ -763,7 +760,7 @@ def klc_gradient(
                 # H = log Σ_c exp θ_c − Σ_c θ_c q_c
                 H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
             # θ̂ = the mean-field target of q(z) given q*(X)
-            update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, E_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, ET_beta_log, tokens_ptr)
+            update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, ET_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, tokens_ptr)
             for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
                 # g̃ = θ̂ − θ
                 natgrad_z[i_tokens] = lam_z_onehot[i_tokens - base_tokens] - theta_z[i_tokens]
@@ -824,7 +821,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     local_sweeps = np.zeros(n_D, dtype=np.int64)
     seed_category = np.full(n_D, -1)
     if share is not None:  # out of core: a minibatch's state, sharing the fit's
-        return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, X_theta_log=X_theta_log, E_theta_log=E_theta_log, local_sweeps=local_sweeps, w=w, E_beta_log=E_beta_log, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, lam_z_onehot_threads=lam_z_onehot_threads, E_z_onehot_threads=E_z_onehot_threads, H_z_threads=H_z_threads, logZ_z_threads=logZ_z_threads, A_z_threads=A_z_threads, S_z_threads=S_z_threads, B_z_threads=B_z_threads, s_z_threads=s_z_threads, acc_w_0_threads=acc_w_0_threads, acc_w_0=acc_w_0, E_z_onehot=E_z_onehot, S_z=S_z, lam_z_onehot=lam_z_onehot, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
+        return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, X_theta_log=X_theta_log, E_theta_log=E_theta_log, local_sweeps=local_sweeps, w=w, ET_beta_log=ET_beta_log, XT_beta_log=XT_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, lam_z_onehot_threads=lam_z_onehot_threads, E_z_onehot_threads=E_z_onehot_threads, H_z_threads=H_z_threads, logZ_z_threads=logZ_z_threads, A_z_threads=A_z_threads, S_z_threads=S_z_threads, B_z_threads=B_z_threads, s_z_threads=s_z_threads, acc_w_0_threads=acc_w_0_threads, acc_w_0=acc_w_0, E_z_onehot=E_z_onehot, S_z=S_z, lam_z_onehot=lam_z_onehot, lam_beta_log=lam_beta_log, E_beta_log=E_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
     # start every global at its prior
     update_beta(0.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, n_K, XT_beta_log, ET_beta_log)
     if init is not None:  # warm start: the globals' natural parameters from an earlier fit
@@ -835,7 +832,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed, bound.missing)
         acc_w_0[...] = 0.0
-        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, X_theta_log, E_theta_log, False, local_sweeps, w, E_beta_log, XT_beta_log, ET_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, False, lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads, acc_w_0_threads,), ((acc_w_0, acc_w_0_threads),))
+        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, X_theta_log, E_theta_log, False, local_sweeps, w, ET_beta_log, XT_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, False, lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads, acc_w_0_threads,), ((acc_w_0, acc_w_0_threads),))
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, n_K, XT_beta_log, ET_beta_log)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -844,7 +841,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         refresh_globals(lam_beta_log, E_beta_log, n_K, XT_beta_log, ET_beta_log)
     elif init is None:
         raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
-    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, X_theta_log=X_theta_log, E_theta_log=E_theta_log, local_sweeps=local_sweeps, w=w, E_beta_log=E_beta_log, XT_beta_log=XT_beta_log, ET_beta_log=ET_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, lam_z_onehot_threads=lam_z_onehot_threads, E_z_onehot_threads=E_z_onehot_threads, H_z_threads=H_z_threads, logZ_z_threads=logZ_z_threads, A_z_threads=A_z_threads, S_z_threads=S_z_threads, B_z_threads=B_z_threads, s_z_threads=s_z_threads, acc_w_0_threads=acc_w_0_threads, acc_w_0=acc_w_0, E_z_onehot=E_z_onehot, S_z=S_z, lam_z_onehot=lam_z_onehot, lam_beta_log=lam_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
+    return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, tokens_ptr=tokens_ptr, lam_theta_log=lam_theta_log, tokens_weight=tokens_weight, X_theta_log=X_theta_log, E_theta_log=E_theta_log, local_sweeps=local_sweeps, w=w, ET_beta_log=ET_beta_log, XT_beta_log=XT_beta_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, item_weight=item_weight, lam_z_onehot_threads=lam_z_onehot_threads, E_z_onehot_threads=E_z_onehot_threads, H_z_threads=H_z_threads, logZ_z_threads=logZ_z_threads, A_z_threads=A_z_threads, S_z_threads=S_z_threads, B_z_threads=B_z_threads, s_z_threads=s_z_threads, acc_w_0_threads=acc_w_0_threads, acc_w_0=acc_w_0, E_z_onehot=E_z_onehot, S_z=S_z, lam_z_onehot=lam_z_onehot, lam_beta_log=lam_beta_log, E_beta_log=E_beta_log, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 
 def _learn(s, learn, rho=1.0, items=slice(None)):
@@ -887,15 +884,15 @@ def run_local_step(
         evaluate=True,
 ):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.lam_z_onehot_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, warm, s.local_sweeps, s.w, s.E_beta_log, s.XT_beta_log, s.ET_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, guard, s.item_weight, evaluate, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads,), ((s.acc_w_0, s.acc_w_0_threads),))
+    return rt.run_shares(local_step, s.lam_z_onehot_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, warm, s.local_sweeps, s.w, s.ET_beta_log, s.XT_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, guard, s.item_weight, evaluate, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads,), ((s.acc_w_0, s.acc_w_0_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):
-    return local_step_gibbs(items, sweeps, burn_in, s.lam_theta_log, s.n_K, s.alpha, s.tokens_ptr, s.E_z_onehot, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, s.lam_z_onehot, s.w, s.E_beta_log, s.item_weight, s.acc_w_0)
+    return local_step_gibbs(items, sweeps, burn_in, s.lam_theta_log, s.n_K, s.alpha, s.tokens_ptr, s.E_z_onehot, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, s.lam_z_onehot, s.w, s.ET_beta_log, s.item_weight, s.acc_w_0)
 
 
 def run_local_step_cvb0(s, items, max_local_iter, local_tol):
-    return local_step_cvb0(items, max_local_iter, local_tol, s.lam_theta_log, s.n_K, s.alpha, s.tokens_ptr, s.E_z_onehot, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, s.lam_z_onehot, s.w, s.E_beta_log, s.item_weight, s.acc_w_0)
+    return local_step_cvb0(items, max_local_iter, local_tol, s.lam_theta_log, s.n_K, s.alpha, s.tokens_ptr, s.E_z_onehot, s.tokens_weight, s.S_z, s.X_theta_log, s.E_theta_log, s.lam_z_onehot, s.w, s.ET_beta_log, s.item_weight, s.acc_w_0)
 
 
 def _update_beta(s, data_scale, expect=True):
@@ -918,7 +915,7 @@ def elbo_of_globals(s):
 GLOBALS = (  # the globals as the stochastic drivers move them
     rt.Global('beta', 'dirichlet', lam=('lam_beta_log',), E=('E_beta_log',),
               update=_update_beta, aux_draws=1, after_sample=_after_sample_beta,
-              lazy=rt.LazyColumns('n_V', 'w', 'tokens_ptr', (('acc_w_0', 0),), None, ('ET_beta_log', 'XT_beta_log'))),
+              lazy=rt.LazyColumns('n_V', 'w', 'tokens_ptr', (('acc_w_0', 0),), None, ('ET_beta_log', 'XT_beta_log'), False)),
 )
 
 
@@ -961,7 +958,7 @@ def _klc_bound(s, theta):
 
 def _klc_gradient(s, theta, natgrad, grad):
     """natgrad, grad and ⟨natgrad, grad⟩ at θ (call _klc_bound(s, θ) first)."""
-    return rt.run_shares(klc_gradient, s.lam_z_onehot_threads.shape[0], (s.all_items, theta[0], s.tokens_ptr, natgrad[0], grad[0], s.n_K, s.E_theta_log, s.w, s.E_beta_log, s.X_theta_log, s.XT_beta_log, s.ET_beta_log, s.tokens_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads,), ())
+    return rt.run_shares(klc_gradient, s.lam_z_onehot_threads.shape[0], (s.all_items, theta[0], s.tokens_ptr, natgrad[0], grad[0], s.n_K, s.E_theta_log, s.w, s.ET_beta_log, s.X_theta_log, s.XT_beta_log, s.tokens_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads,), ())
 
 
 def _klc_shapes(s):

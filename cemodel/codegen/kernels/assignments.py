@@ -54,7 +54,8 @@ def emit_evidence(ctx: EmitContext, name: str) -> Function:
             continue
         nodes.append(Comment(f"from {factor.child} ~ {factor.family} "
                              f"({ctx.factor_comment(factor)})"))
-        nodes += ctx.contribution(factor, monomial, message.target, var, args, {})
+        nodes += ctx.contribution(factor, monomial, message.target, var, args, {},
+                                  transposed=True)
     nodes += [
         Line(f"top = {lam}[{row}].max()"),
         Block(f"for t_c in range({size})", (

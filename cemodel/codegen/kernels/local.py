@@ -74,7 +74,8 @@ def _messages(ctx: EmitContext, var: VarDef, row: str,
                                     f"({ctx.factor_comment(factor)}), its global part "
                                     f"precomputed by hoist_messages")] + nodes
             continue
-        nodes = ctx.contribution(factor, monomial, message.target, var, args, {})
+        nodes = ctx.contribution(factor, monomial, message.target, var, args, {},
+                                 transposed=True)
         implicit = ctx.kplan.implicit_source(name, monomial)
         if implicit is not None:
             flag, S = args.use(f"use_sums_{implicit}"), args.use(f"S_{implicit}")

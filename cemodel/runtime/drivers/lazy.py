@@ -124,7 +124,8 @@ def prepare(lazy: Lazy, model: ModelInterface, s: State, items: np.ndarray) -> N
                   if spec.transposed is not None else (E, E))
         kernels.dirichlet_columns(lg.lt, lg.prior, lg.last, lazy.scale,
                                   lg.total_prior, lg.excess, lg.columns, E, X, ET, XT,
-                                  spec.exp is not None, spec.transposed is not None)
+                                  spec.expected, spec.exp is not None,
+                                  spec.transposed is not None)
 
 
 def statistic_rows(lazy: Lazy, s: State) -> list[tuple[np.ndarray, int, np.ndarray]]:
