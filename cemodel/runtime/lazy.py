@@ -142,32 +142,43 @@ def dirichlet_columns(lt: np.ndarray, prior: np.ndarray, last: np.ndarray, scale
     """The columns caught up (``catch_up``, in the same pass), then E[log β_rv] =
     ψ(λ_rv + 1) − ψ(Σ_v α_rv) there, the row totals from ``total_prior`` + ``excess``; with
     ``plain_exp`` X = exp(E), with ``transposed`` ET = Eᵀ and XT = exp(E)ᵀ there, E itself
-    only with ``expected`` (else ``settle`` writes it). Column by
-    column of λᵀ (contiguous: a column of the row-major λ would take a cache line per row)."""
-    rows = lt.shape[1]
+    only with ``expected`` (else ``settle`` writes it). On the columns of λᵀ (a column of
+    the row-major λ would take a cache line per row), gathered into one flat buffer so that
+    digamma and exp run as long vectorized loops (a row of 20 topics is too short)."""
+    rows, n = lt.shape[1], columns.shape[0]
     factors = _factors(last, scale, columns)
     one = prior.shape[1] == 1
     psi_total = np.empty(rows)
     for r in range(rows):
         psi_total[r] = digamma(total_prior[r] + excess[r])
-    values = np.empty(rows)
-    for j in range(columns.shape[0]):
+    values = np.empty(n * rows)
+    for j in range(n):
         v = columns[j]
         for r in range(rows):
             p = prior[v, 0] if one else prior[v, r]
             current = p + (lt[v, r] - p) * factors[j]
             lt[v, r] = current
-            values[r] = digamma_shifted(current + 1.0) - psi_total[r]
+            values[j * rows + r] = current + 1.0
+    for i in range(n * rows):
+        values[i] = digamma_shifted(values[i])
+    for j in range(n):
+        for r in range(rows):
+            values[j * rows + r] -= psi_total[r]
+    exps = np.empty(n * rows if plain_exp or transposed else 0)
+    for i in range(exps.shape[0]):
+        exps[i] = exp_nonpositive(values[i])
+    for j in range(n):
+        v = columns[j]
         if expected:
             for r in range(rows):
-                E[r, v] = values[r]
+                E[r, v] = values[j * rows + r]
         if transposed:
             for r in range(rows):
-                ET[v, r] = values[r]
-                XT[v, r] = exp_nonpositive(values[r])
+                ET[v, r] = values[j * rows + r]
+                XT[v, r] = exps[j * rows + r]
         if plain_exp:
             for r in range(rows):
-                X[r, v] = exp_nonpositive(values[r])
+                X[r, v] = exps[j * rows + r]
 
 
 @jit
