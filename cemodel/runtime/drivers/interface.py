@@ -98,12 +98,13 @@ STATISTICS = ("statistic", "entry_statistic")
 
 
 def zero_statistics(model: ModelInterface, s: State, roles: tuple[str, ...] = STATISTICS,
-                    ) -> None:
+                    skip: frozenset[str] = frozenset()) -> None:
     """Zero the sufficient statistics (ROLES 'statistic' and 'entry_statistic') the local
-    step adds to."""
+    step adds to, but those in ``skip`` (a lazy step zeroes its own rows of them)."""
     for role in roles:
         for name in model.ROLES.get(role, ()):
-            getattr(s, name)[...] = 0.0
+            if name not in skip:
+                getattr(s, name)[...] = 0.0
 
 
 def kept_locals(model: ModelInterface) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import lazy as kernels
 from ..driver import State
-from .interface import STATISTICS, Global, ModelInterface
+from .interface import Global, ModelInterface, zero_statistics
 
 # below exp(-600) the decay of unvisited columns is renormalised into λ (settle)
 _SMALLEST_SCALE = -600.0
@@ -105,11 +105,8 @@ def prepare(lazy: Lazy, model: ModelInterface, s: State, items: np.ndarray) -> N
     λ and in E[log β] and its copies."""
     # a lazy global's statistics are zero between lazy steps (each step zeroes its rows);
     # the others' are zeroed as SVI zeroes them
-    columnwise = {name for lg in lazy.globals for name, _ in lg.g.lazy.statistics}
-    for role in STATISTICS:
-        for name in model.ROLES.get(role, ()):
-            if lazy.dirty or name not in columnwise:
-                getattr(s, name)[...] = 0.0
+    zero_statistics(model, s, skip=frozenset() if lazy.dirty else frozenset(
+        name for lg in lazy.globals for name, _ in lg.g.lazy.statistics))
     lazy.dirty = False
     for lg in lazy.globals:
         spec = lg.g.lazy

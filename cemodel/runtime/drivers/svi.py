@@ -371,22 +371,19 @@ def step(run: Run, batch: np.ndarray, offset: int, epoch: int) -> None:
 
 def _lazy_step(run: Run, batch: np.ndarray, offset: int, epoch: int, rho: float) -> None:
     """SVI's step with the lazy globals moved at the minibatch's columns (drivers.lazy)."""
-    model, o, state = run.model, run.o, run.lazy
-    if run.source is not None:  # out of core: the minibatch's items, bound on their own
-        run.s = _bind_items(run, run.source.read(batch))
-        batch = run.s.all_items
+    model, state = run.model, run.lazy
+    batch = _minibatch(run, batch)
     s = run.s
-    s.item_weight[...] = 1.0
     lazy.prepare(state, model, s, batch)
     with only_rows(lazy.statistic_rows(state, s)):
         _local_step(run, batch)
-    seen = run.n_total if not o.ramp or epoch > 0 else min(run.n_total, offset + len(batch))
+    scale = _data_scale(run, batch, offset, epoch)
     try:
         for g in state.eager:
             for name in g.lam:
                 run.old[name][...] = getattr(s, name)
-            g.update(s, seen / len(batch), expect=False)
-        hats = lazy.targets(state, s, seen / len(batch))
+            g.update(s, scale, expect=False)
+        hats = lazy.targets(state, s, scale)
         for g in state.eager:
             for name in g.lam:
                 blend(getattr(s, name), run.old[name], rho)
@@ -407,11 +404,8 @@ def _targets(run: Run, batch: np.ndarray, offset: int, epoch: int) -> np.ndarray
     """The local step on ``batch``, then every global's λ̂ in its λ arrays, its current λ in
     ``run.old``; returns the batch's items as the state numbers them."""
     model, o = run.model, run.o
-    if run.source is not None:  # out of core: the minibatch's items, read and bound on their own
-        run.s = _bind_items(run, run.source.read(batch))
-        batch = run.s.all_items
+    batch = _minibatch(run, batch)
     s = run.s
-    s.item_weight[...] = 1.0
     if o.effective_batch_size is not None:  # SVI+: weights 1 + ε_n − ε̄, ε_n ~ N(0, |S|/M − 1)
         size_m = rt.effective_size(o.effective_batch_size, run.step, len(batch))
         s.item_weight[batch] = rt.annealing_weights(run.noise, len(batch), size_m)
@@ -426,14 +420,30 @@ def _targets(run: Run, batch: np.ndarray, offset: int, epoch: int) -> np.ndarray
     # then E[t]
     for name, old in run.old.items():
         old[...] = getattr(s, name)
-    # N, ramped up over the first sweep if asked (SSVI §2.6)
-    seen = run.n_total if not o.ramp or epoch > 0 else min(run.n_total, offset + len(batch))
+    scale = _data_scale(run, batch, offset, epoch)
     try:
         for g in model.GLOBALS:
-            g.update(s, seen / len(batch), expect=False)
+            g.update(s, scale, expect=False)
     except (np.linalg.LinAlgError, errors.CemDataError) as exc:
         raise rt.invalid_step(run.step, o.effective_batch_size, exc) from None
     return batch
+
+
+def _minibatch(run: Run, batch: np.ndarray) -> np.ndarray:
+    """The step's state holding ``batch`` (out of core: its items, read and bound on their
+    own), every item's weight 1; returns the batch's items as the state numbers them."""
+    if run.source is not None:
+        run.s = _bind_items(run, run.source.read(batch))
+        batch = run.s.all_items
+    run.s.item_weight[...] = 1.0
+    return batch
+
+
+def _data_scale(run: Run, batch: np.ndarray, offset: int, epoch: int) -> float:
+    """N/|S|, N ramped up over the first sweep if asked (SSVI §2.6)."""
+    o = run.o
+    seen = run.n_total if not o.ramp or epoch > 0 else min(run.n_total, offset + len(batch))
+    return seen / len(batch)
 
 
 def _adaptive_blend(run: Run) -> float:
