@@ -195,3 +195,21 @@ def test_e_itself_is_left_to_settle_only_where_the_local_step_reads_its_copies(c
     assert lda["beta"].transposed == ("ET_beta_log", "XT_beta_log")
     assert lda["beta"].expected is False
     assert {g.name: g.lazy for g in compiled("hmm").GLOBALS}["phi"].expected is True
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_rows_are_added_and_zeroed_along_any_axis(axis):
+    """``add_rows`` / ``zero_rows`` touch exactly the given entries along ``axis``, whether the
+    moved array has a 2-D view (axis 0, or a last axis) or not (a middle axis of three)."""
+    rng = np.random.default_rng(3)
+    total, part = rng.random((5, 6, 4)), rng.random((5, 6, 4))
+    rows = np.array([0, 3])
+    want_total, want_part = np.moveaxis(total.copy(), axis, 0), np.moveaxis(part.copy(), axis, 0)
+    want_total[rows] += want_part[rows]
+    want_part[rows] = 0.0
+    kernels.add_rows(total, part, axis, rows)
+    np.testing.assert_array_equal(np.moveaxis(total, axis, 0), want_total)
+    np.testing.assert_array_equal(np.moveaxis(part, axis, 0), want_part)
+    kernels.zero_rows(total, axis, rows)
+    want_total[rows] = 0.0
+    np.testing.assert_array_equal(np.moveaxis(total, axis, 0), want_total)

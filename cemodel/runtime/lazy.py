@@ -181,16 +181,47 @@ def dirichlet_columns(lt: np.ndarray, prior: np.ndarray, last: np.ndarray, scale
                 X[r, v] = exps[j * rows + r]
 
 
+def by_rows(a: np.ndarray, axis: int) -> np.ndarray | None:
+    """``a`` as a 2-D view, one row per entry along ``axis`` (None if no view has that
+    shape: then the callers index the moved array instead)."""
+    moved = np.moveaxis(a, axis, 0)
+    flat = moved.reshape(moved.shape[0], -1)
+    return flat if np.may_share_memory(flat, a) else None
+
+
+def zero_rows(acc: np.ndarray, axis: int, columns: np.ndarray) -> None:
+    """acc[v] = 0 for v in columns along ``axis`` (a minibatch's categories)."""
+    flat = by_rows(acc, axis)
+    if flat is None:
+        np.moveaxis(acc, axis, 0)[columns] = 0.0
+    else:
+        _zero_rows(flat, columns)
+
+
+def add_rows(total: np.ndarray, part: np.ndarray, axis: int, rows: np.ndarray) -> None:
+    """total[v] += part[v], then part[v] = 0, for v in rows along ``axis`` (a share's
+    statistics at a minibatch's categories)."""
+    flat_total, flat_part = by_rows(total, axis), by_rows(part, axis)
+    if flat_total is None or flat_part is None:
+        moved_total, moved_part = np.moveaxis(total, axis, 0), np.moveaxis(part, axis, 0)
+        moved_total[rows] += moved_part[rows]
+        moved_part[rows] = 0.0
+    else:
+        _add_rows(flat_total, flat_part, rows)
+
+
+# element by element: a row slice per category (acc[v] += ...) cost a view each, ~0.4 ms
+# per GCIDE minibatch of ~3,000 categories, as much as a quarter of the step
 @jit
-def zero_rows(acc: np.ndarray, columns: np.ndarray) -> None:
-    """acc[v] = 0 for v in columns (the statistics' first axis is the categories')."""
+def _zero_rows(acc: np.ndarray, columns: np.ndarray) -> None:
     for v in columns:
-        acc[v] = 0.0
+        for j in range(acc.shape[1]):
+            acc[v, j] = 0.0
 
 
 @jit
-def add_rows(total: np.ndarray, part: np.ndarray, rows: np.ndarray) -> None:
-    """total[v] += part[v], then part[v] = 0, for v in rows (a share's statistics)."""
+def _add_rows(total: np.ndarray, part: np.ndarray, rows: np.ndarray) -> None:
     for v in rows:
-        total[v] += part[v]
-        part[v] = 0.0
+        for j in range(total.shape[1]):
+            total[v, j] += part[v, j]
+            part[v, j] = 0.0

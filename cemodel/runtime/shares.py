@@ -147,8 +147,7 @@ def run_shares(kernel: Callable, n_shares: int, args: tuple,
         rows = _only_rows.get(id(total))
         for t in range(n_shares):
             if rows is not None:
-                add_rows(np.moveaxis(total, rows[0], 0), np.moveaxis(per_share[t], rows[0], 0),
-                         rows[1])
+                add_rows(total, per_share[t], rows[0], rows[1])
                 continue
             total += per_share[t]
             per_share[t] = 0.0  # zero for the next call: the kernels add to them

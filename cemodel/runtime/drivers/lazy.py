@@ -159,7 +159,7 @@ def blend(lazy: Lazy, s: State, hats: list[np.ndarray], rho: float) -> str | Non
             outside = lg.g.name
         lg.last[lg.columns] = lazy.scale
         for name, axis in lg.g.lazy.statistics:
-            kernels.zero_rows(np.moveaxis(getattr(s, name), axis, 0), lg.columns)
+            kernels.zero_rows(getattr(s, name), axis, lg.columns)
     if lazy.scale < _SMALLEST_SCALE:
         settle(lazy, None, s)
     return outside
