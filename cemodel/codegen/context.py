@@ -324,7 +324,8 @@ class EmitContext:
 
     def all_messages(self) -> dict[str, str]:
         """Overrides for an update from all its messages, the children's included."""
-        return {"with_children": "True", "exp_only": "False", **self.no_sums()}
+        return {"with_children": "True", "exp_only": "False", "entropy": "True",
+                **self.no_sums()}
 
     def call(self, callees: Mapping[str, tuple[str, ...]], kernel: str,
              overrides: dict[str, str], args: ArgRecorder) -> str:
@@ -341,8 +342,11 @@ class EmitContext:
         return f"{kernel}({', '.join(call_args)})"
 
     def call_update(self, callees: Mapping[str, tuple[str, ...]], name: str,
-                    with_children: str, args: ArgRecorder, exp_only: str = "False") -> Line:
-        overrides = {"with_children": with_children, "exp_only": exp_only}
+                    with_children: str, args: ArgRecorder, exp_only: str = "False",
+                    entropy: str = "True") -> Line:
+        """``entropy``: whether a product-form update also writes λ, log Σ_c exp λ_c and H
+        (the ELBO's and the restart guard's), or q alone."""
+        overrides = {"with_children": with_children, "exp_only": exp_only, "entropy": entropy}
         if with_children == "False":
             overrides.update(self.no_sums())
         return Line(self.call(callees, f"update_{name}", overrides, args))

@@ -131,6 +131,7 @@ def update_z(
         E_z_onehot,
         X_theta_log,
         XT_beta_log,
+        entropy,
         tokens_ptr,
 ):
     """q(z[d, n]) = Categorical
@@ -149,14 +150,18 @@ def update_z(
                 total += E_z_onehot[i_tokens - base_tokens, t_c]
             if total > 0.0 and np.isfinite(total):
                 to_mean = 1.0 / total
-                cross = 0.0
-                for t_c in range(n_K):
-                    E_z_onehot[i_tokens - base_tokens, t_c] *= to_mean
-                    lam_z_onehot[i_tokens - base_tokens, t_c] = E_theta_log[i_docs, t_c] + ET_beta_log[obs1_k, t_c]
-                    cross += lam_z_onehot[i_tokens - base_tokens, t_c] * E_z_onehot[i_tokens - base_tokens, t_c]
-                logZ_z[i_tokens - base_tokens] = np.log(total)  # log Σ_c exp λ_c
-                # H = log Σ_c exp λ_c − Σ_c λ_c q_c
-                H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - cross
+                if entropy:
+                    cross = 0.0
+                    for t_c in range(n_K):
+                        E_z_onehot[i_tokens - base_tokens, t_c] *= to_mean
+                        lam_z_onehot[i_tokens - base_tokens, t_c] = E_theta_log[i_docs, t_c] + ET_beta_log[obs1_k, t_c]
+                        cross += lam_z_onehot[i_tokens - base_tokens, t_c] * E_z_onehot[i_tokens - base_tokens, t_c]
+                    logZ_z[i_tokens - base_tokens] = np.log(total)  # log Σ_c exp λ_c
+                    # H = log Σ_c exp λ_c − Σ_c λ_c q_c
+                    H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - cross
+                else:  # q alone: λ, log Σ_c exp λ_c and H only feed the ELBO and the guard
+                    for t_c in range(n_K):
+                        E_z_onehot[i_tokens - base_tokens, t_c] *= to_mean
                 done = True
         if not done:  # in log space: the prior-only start, or after an underflow
             lam_z_onehot[i_tokens - base_tokens] = 0.0
@@ -261,11 +266,11 @@ def local_step(
         w,
         ET_beta_log,
         XT_beta_log,
+        evaluate,
         lgamma_sum_alpha,
         lgamma_alpha,
         guard,
         item_weight,
-        evaluate,
         lam_z_onehot_threads,
         E_z_onehot_threads,
         H_z_threads,
@@ -333,7 +338,7 @@ def local_step(
                     use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z)
                     if not use_sums_z:
                         rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
-                        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, ET_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, tokens_ptr)
+                        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, ET_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, True, tokens_ptr)
                     update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, use_sums_z, S_z, X_theta_log, True, E_theta_log)
                     change += rt.mean_abs_change(lam_theta_log[i_docs], old_theta)
                     if change < local_tol:
@@ -341,14 +346,14 @@ def local_step(
                 # E[log ·] of the item, once its sweeps converged
                 rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
                 # q(z) itself, from the converged sweeps
-                update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, ET_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, tokens_ptr)
+                update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, ET_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, evaluate or guard, tokens_ptr)
                 if guard:
                     if rt.weighted_sum(tokens_weight[tokens_ptr[i_docs]:tokens_ptr[i_docs + 1]], logZ_z[:tokens_ptr[i_docs + 1] - tokens_ptr[i_docs]]) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log) < previous - 1e-12 * abs(previous):
                         # the restart settled lower (beyond round-off): keep the previous state
                         lam_theta_log[i_docs] = keep_lam_theta_log
                         E_theta_log[i_docs] = keep_E_theta_log
                         X_theta_log[i_docs] = keep_X_theta_log
-                        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, ET_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, tokens_ptr)
+                        update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, ET_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, True, tokens_ptr)
             # acc_w_0[k, g0] += onehot(w[docs, tokens]) · q(z[docs, tokens]=g0)  (lda.cem:25:9)
             for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
                 t_k = w[i_tokens]
@@ -760,7 +765,7 @@ def klc_gradient(
                 # H = log Σ_c exp θ_c − Σ_c θ_c q_c
                 H_z[i_tokens - base_tokens] = logZ_z[i_tokens - base_tokens] - rt.frobenius(lam_z_onehot[i_tokens - base_tokens], E_z_onehot[i_tokens - base_tokens])
             # θ̂ = the mean-field target of q(z) given q*(X)
-            update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, ET_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, tokens_ptr)
+            update_z(i_docs, True, lam_z_onehot, n_K, E_theta_log, w, ET_beta_log, logZ_z, H_z, E_z_onehot, X_theta_log, XT_beta_log, True, tokens_ptr)
             for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
                 # g̃ = θ̂ − θ
                 natgrad_z[i_tokens] = lam_z_onehot[i_tokens - base_tokens] - theta_z[i_tokens]
@@ -832,7 +837,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed, bound.missing)
         acc_w_0[...] = 0.0
-        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, X_theta_log, E_theta_log, False, local_sweeps, w, ET_beta_log, XT_beta_log, lgamma_sum_alpha, lgamma_alpha, False, item_weight, False, lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads, acc_w_0_threads,), ((acc_w_0, acc_w_0_threads),))
+        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, X_theta_log, E_theta_log, False, local_sweeps, w, ET_beta_log, XT_beta_log, False, lgamma_sum_alpha, lgamma_alpha, False, item_weight, lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads, acc_w_0_threads,), ((acc_w_0, acc_w_0_threads),))
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, n_K, XT_beta_log, ET_beta_log)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -884,7 +889,7 @@ def run_local_step(
         evaluate=True,
 ):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.lam_z_onehot_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, warm, s.local_sweeps, s.w, s.ET_beta_log, s.XT_beta_log, s.lgamma_sum_alpha, s.lgamma_alpha, guard, s.item_weight, evaluate, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads,), ((s.acc_w_0, s.acc_w_0_threads),))
+    return rt.run_shares(local_step, s.lam_z_onehot_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, warm, s.local_sweeps, s.w, s.ET_beta_log, s.XT_beta_log, evaluate, s.lgamma_sum_alpha, s.lgamma_alpha, guard, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads,), ((s.acc_w_0, s.acc_w_0_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):

@@ -206,8 +206,21 @@ def _sweeps(ctx: EmitContext, callees: Callees, args: ArgRecorder) -> list[Node]
         nodes += finish
     for name in kplan.implicit:
         nodes.append(Comment(f"q({name}) itself, from the converged sweeps"))
-        nodes.append(ctx.call_update(callees, name, "True", args))
+        nodes.append(ctx.call_update(callees, name, "True", args,
+                                     entropy=_entropy_wanted(ctx, name, args)))
     return nodes
+
+
+def _entropy_wanted(ctx: EmitContext, name: str, args: ArgRecorder) -> str:
+    """When the final update of a product-form local needs its λ, log-normaliser and entropy:
+    for the ELBO (``evaluate``) and the restart guard; always for a local kept in the state
+    (its λ is part of the result). A stochastic step needs q alone."""
+    if name not in ctx.layout.scratch:
+        return "True"
+    needed = [args.supply("evaluate")]
+    if ctx.plan.kept_locals:
+        needed.append("guard")  # supplied by emit_local_step with the guard itself
+    return " or ".join(needed)
 
 
 # the restart guard's round-off margin, relative to the item's bound: a sum over an item's

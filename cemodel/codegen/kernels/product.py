@@ -50,6 +50,22 @@ def fused_product(ctx: EmitContext, var: VarDef, product, args: ArgRecorder) -> 
         normalise = [Line("to_mean = 1.0 / total")]
         entropy = Line(f"{H}[{row}] = {logZ}[{row}] - cross",
                        "H = log Σ_c exp λ_c − Σ_c λ_c q_c")
+    mean = [Block(f"for t_c in range({size})", (Line(f"{E}[{row}, t_c] *= to_mean"),))]
+    full: list[Node] = [
+        Line("cross = 0.0"),
+        Block(f"for t_c in range({size})", (
+            Line(f"{E}[{row}, t_c] *= to_mean"),
+            Line(f"{lam}[{row}, t_c] = {' + '.join(log_terms)}"),
+            Line(f"cross += {lam}[{row}, t_c] * {E}[{row}, t_c]"),
+        )),
+        Line(f"{logZ}[{row}] = np.log(total)", "log Σ_c exp λ_c"),
+        entropy,
+    ]
+    if var.name in ctx.kplan.implicit and var.name in ctx.layout.scratch:
+        # the local step's last update may want q alone (local_step._entropy_wanted)
+        full = [Block(f"if {args.supply('entropy')}", tuple(full)),
+                Block("else", tuple(mean), comment="q alone: λ, log Σ_c exp λ_c and H only "
+                      "feed the ELBO and the guard")]
     nodes += [
         Line("total = 0.0"),
         Block(f"for t_c in range({size})", (
@@ -58,14 +74,7 @@ def fused_product(ctx: EmitContext, var: VarDef, product, args: ArgRecorder) -> 
         )),
         Block("if total > 0.0 and np.isfinite(total)", (
             *normalise,
-            Line("cross = 0.0"),
-            Block(f"for t_c in range({size})", (
-                Line(f"{E}[{row}, t_c] *= to_mean"),
-                Line(f"{lam}[{row}, t_c] = {' + '.join(log_terms)}"),
-                Line(f"cross += {lam}[{row}, t_c] * {E}[{row}, t_c]"),
-            )),
-            Line(f"{logZ}[{row}] = np.log(total)", "log Σ_c exp λ_c"),
-            entropy,
+            *full,
             Line("done = True"),
         )),
     ]
