@@ -256,3 +256,37 @@ def test_transpose_exp_is_the_transpose_and_its_exp(nonpositive):
         transpose_exp(E, ET, XT, nonpositive)
         assert np.array_equal(ET, E.T)
         assert np.all(np.abs(XT - np.exp(E).T) <= np.spacing(np.exp(E).T))
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (4, 20), (7, 33), (130, 200)])
+def test_matvec_and_vecmat_match_numpy_by_loops_and_by_blas(shape):
+    """Both ways (loops of four rows with their remainder; BLAS above SMALL_PRODUCT)."""
+    rng = np.random.default_rng(1)
+    M = rng.random(shape)
+    x, y = rng.random(shape[1]), rng.random(shape[0])
+    out, out_t = np.empty(shape[0]), np.empty(shape[1])
+    special.matvec(M, x, out)
+    special.vecmat(y, M, out_t)
+    np.testing.assert_allclose(out, M @ x, rtol=1e-13)
+    np.testing.assert_allclose(out_t, y @ M, rtol=1e-13)
+
+
+@pytest.mark.parametrize("categories", [3, special.SHORT_ROWS, special.SHORT_ROWS + 1, 100])
+def test_gathered_rows_give_the_products_of_the_rows_themselves(categories):
+    """gather_rows stores an item's rows categories × rows (few categories) or rows ×
+    categories; gathered, rows_dot and rows_weighted_sum read either the same way."""
+    rng = np.random.default_rng(2)
+    X = rng.random((40, categories))
+    index = rng.integers(0, 40, 30)
+    start, n = 5, 13
+    B = np.full(30 * categories, np.nan)
+    special.gather_rows(B, X, index, start, n)
+    rows = X[index[start:start + n]]
+    G = special.gathered(B, n, categories)
+    np.testing.assert_array_equal(G.T if categories <= special.SHORT_ROWS else G, rows)
+    a, weights = rng.random(categories), rng.random(n)
+    s, S = np.empty(n), np.empty(categories)
+    special.rows_dot(G, a, s)
+    special.rows_weighted_sum(G, weights, S)
+    np.testing.assert_allclose(s, rows @ a, rtol=1e-13)
+    np.testing.assert_allclose(S, weights @ rows, rtol=1e-13)

@@ -176,8 +176,8 @@ def _buffers(ctx: EmitContext) -> list[Node]:
         body.append(Line(f"S_{name} = np.zeros({size})", f"Σ_rows w·q({name} = c)"))
         if name in kplan.gathered:
             rows = f"rt.max_length({kplan.gathered[name].plate}_ptr)"
-            body.append(Line(f"B_{name} = np.zeros(({rows}, {size}))",
-                             f"one item's per-row factor of q({name})"))
+            body.append(Line(f"B_{name} = np.zeros({rows} * {size})",
+                             f"one item's per-row factors of q({name}) (rt.gather_rows)"))
             body.append(Line(f"s_{name} = np.zeros({rows})", "per-row normalisers"))
     return body
 

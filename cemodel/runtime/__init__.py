@@ -124,6 +124,8 @@ from .source import item_source as item_source
 from .special import blend as blend
 from .special import digamma as digamma
 from .special import frobenius as frobenius
+from .special import gather_rows as gather_rows
+from .special import gathered as gathered
 from .special import inv_from_cholesky as inv_from_cholesky
 from .special import inv_spd as inv_spd
 from .special import lgamma as lgamma
@@ -133,6 +135,8 @@ from .special import logsumexp as logsumexp
 from .special import matvec as matvec
 from .special import mean_abs_change as mean_abs_change
 from .special import multigammaln as multigammaln
+from .special import rows_dot as rows_dot
+from .special import rows_weighted_sum as rows_weighted_sum
 from .special import softmax_inplace as softmax_inplace
 from .special import transpose_exp as transpose_exp
 from .special import trigamma as trigamma

@@ -180,8 +180,7 @@ def update_z(
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr):
     """The item's rows of XT_beta_log, contiguous for sums_z."""
-    for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
-        B_z[i_tokens - tokens_ptr[i_docs]] = XT_beta_log[w[i_tokens]]
+    rt.gather_rows(B_z, XT_beta_log, w, tokens_ptr[i_docs], tokens_ptr[i_docs + 1] - tokens_ptr[i_docs])
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
@@ -193,7 +192,8 @@ def sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s
         A_z[t_c] = X_theta_log[i_docs, t_c]
     base = tokens_ptr[i_docs]
     n = tokens_ptr[i_docs + 1] - base
-    rt.matvec(B_z[:n], A_z, s_z[:n])  # s_n = Σ_c A_c B_nc
+    G = rt.gathered(B_z, n, n_K)  # the item's rows as gather stored them
+    rt.rows_dot(G, A_z, s_z[:n])  # s_n = Σ_c A_c B_nc
     bad = 0  # rows with s_n not positive and finite (no early exit: the loop vectorizes)
     for r in range(n):
         if not (s_z[r] > 0.0 and s_z[r] < np.inf):
@@ -201,7 +201,7 @@ def sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s
         s_z[r] = tokens_weight[base + r] / s_z[r]
     if bad > 0:  # underflow: the caller takes the explicit path
         return False
-    rt.vecmat(s_z[:n], B_z[:n], S_z)  # Σ_n (w_n / s_n) B_nc
+    rt.rows_weighted_sum(G, s_z[:n], S_z)  # Σ_n (w_n / s_n) B_nc
     for t_c in range(n_K):
         S_z[t_c] *= A_z[t_c]
     return True
@@ -214,7 +214,8 @@ def collapsed_z(i_docs, n_K, A_z, B_z, s_z, X_theta_log, tokens_ptr, tokens_weig
         A_z[t_c] = X_theta_log[i_docs, t_c]
     base = tokens_ptr[i_docs]
     n = tokens_ptr[i_docs + 1] - base
-    rt.matvec(B_z[:n], A_z, s_z[:n])  # s_n = Σ_c exp λ_nc
+    G = rt.gathered(B_z, n, n_K)  # the item's rows as gather stored them
+    rt.rows_dot(G, A_z, s_z[:n])  # s_n = Σ_c exp λ_nc
     value = 0.0
     for r in range(n):
         value += tokens_weight[base + r] * np.log(s_z[r])
@@ -812,7 +813,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     logZ_z = np.zeros_like(H_z)  # log Σ_c exp λ_c of each row of q(z)
     A_z = np.zeros(n_K)  # the item-constant part of q(z) (see sums_z)
     S_z = np.zeros(n_K)  # Σ_rows w·q(z = c)
-    B_z = np.zeros((rt.max_length(tokens_ptr), n_K))  # one item's per-row factor of q(z)
+    # one item's per-row factors of q(z) (rt.gather_rows)
+    B_z = np.zeros(rt.max_length(tokens_ptr) * n_K)
     s_z = np.zeros(rt.max_length(tokens_ptr))  # per-row normalisers
     # sufficient statistics the local step hands to the global step (out of core added up over minibatches)
     acc_w_0 = np.zeros((n_V, n_K)) if share is None else share.acc_w_0

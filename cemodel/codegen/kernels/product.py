@@ -82,7 +82,8 @@ def fused_product(ctx: EmitContext, var: VarDef, product, args: ArgRecorder) -> 
 
 
 def emit_gather(ctx: EmitContext, name: str) -> Function:
-    """B[r, c] = exp(E[log ·])[observed index of row r, c] for the item's rows."""
+    """B = exp(E[log ·])[observed index of each of the item's rows], gathered once per item
+    into a flat buffer (``rt.gather_rows``: categories × rows when they are few)."""
     stat, known, plate = ctx.kplan.gathered[name]
     args = ArgRecorder()
     item = args.use(ctx.item)
@@ -90,14 +91,16 @@ def emit_gather(ctx: EmitContext, name: str) -> Function:
     X = args.use(ctx.kplan.exp_arrays[stat][0])
     obs = args.use(known.operands[0].name)
     ptr = args.use(f"{plate}_ptr")
-    row = plate_var(plate)
     body: list[Node] = [
-        Block(f"for {row} in range({ptr}[{item}], {ptr}[{item} + 1])", (
-            Line(f"{B}[{row} - {ptr}[{item}]] = {X}[{obs}[{row}]]"),
-        )),
+        Line(f"rt.gather_rows({B}, {X}, {obs}, {ptr}[{item}], "
+             f"{ptr}[{item} + 1] - {ptr}[{item}])"),
     ]
     return Function(f"gather_{name}", tuple(args.names), tuple(body),
                     f"The item's rows of {X}, contiguous for sums_{name}.", KERNEL)
+
+
+def _gathered_view(B: str, size: str) -> Line:
+    return Line(f"G = rt.gathered({B}, n, {size})", "the item's rows as gather stored them")
 
 
 def emit_sums(ctx: EmitContext, name: str) -> Function:
@@ -144,7 +147,8 @@ def _gathered_sums(ctx: EmitContext, name: str, size: str, args: ArgRecorder) ->
     return [
         Line(f"base = {ptr}[{item}]"),
         Line(f"n = {ptr}[{item} + 1] - base"),
-        Line(f"rt.matvec({B}[:n], {A}, {s}[:n])", "s_n = Σ_c A_c B_nc"),
+        _gathered_view(B, size),
+        Line(f"rt.rows_dot(G, {A}, {s}[:n])", "s_n = Σ_c A_c B_nc"),
         Line("bad = 0", "rows with s_n not positive and finite (no early exit: the loop "
              "vectorizes)"),
         Block("for r in range(n)", (
@@ -153,7 +157,7 @@ def _gathered_sums(ctx: EmitContext, name: str, size: str, args: ArgRecorder) ->
         )),
         Block("if bad > 0", (Line("return False"),),
               comment="underflow: the caller takes the explicit path"),
-        Line(f"rt.vecmat({s}[:n], {B}[:n], {S})", "Σ_n (w_n / s_n) B_nc"),
+        Line(f"rt.rows_weighted_sum(G, {s}[:n], {S})", "Σ_n (w_n / s_n) B_nc"),
         Block(f"for t_c in range({size})", (Line(f"{S}[t_c] *= {A}[t_c]"),)),
         Line("return True"),
     ]
@@ -195,7 +199,8 @@ def emit_collapsed(ctx: EmitContext, name: str) -> Function:
         Block(f"for t_c in range({size})", (Line(f"{A}[t_c] = {' * '.join(factors)}"),)),
         Line(f"base = {ptr}[{item}]"),
         Line(f"n = {ptr}[{item} + 1] - base"),
-        Line(f"rt.matvec({B}[:n], {A}, {s}[:n])", "s_n = Σ_c exp λ_nc"),
+        _gathered_view(B, size),
+        Line(f"rt.rows_dot(G, {A}, {s}[:n])", "s_n = Σ_c exp λ_nc"),
         Line("value = 0.0"),
         Block("for r in range(n)", (Line(f"value += {weight}[base + r] * np.log({s}[r])"),)),
         Line("return value"),
