@@ -363,9 +363,7 @@ def step(run: Run, batch: np.ndarray, offset: int, epoch: int) -> None:
         raise rt.invalid_step(run.step, o.effective_batch_size, exc) from None
     if o.learn:  # empirical Bayes: a step rho towards the batch's maximiser
         model._learn(s, o.learn, rho, batch)
-    for g in model.GLOBALS:  # in update order: the first that left its domain is named
-        rt.check_step({name: getattr(s, name) for name in g.E}, run.step,
-                      o.effective_batch_size, ((g.family, g.lams(s)),), variable=g.name)
+    _check_globals(run, model.GLOBALS)
     run.step += 1
 
 
@@ -392,12 +390,19 @@ def _lazy_step(run: Run, batch: np.ndarray, offset: int, epoch: int, rho: float)
             model.refresh_eager(s)
     except (np.linalg.LinAlgError, errors.CemDataError) as exc:
         raise rt.invalid_step(run.step, None, exc) from None
-    for g in state.eager:
-        rt.check_step({name: getattr(s, name) for name in g.E}, run.step, None,
-                      ((g.family, g.lams(s)),), variable=g.name)
+    _check_globals(run, state.eager)
     if outside is not None:
         raise rt.invalid_step(run.step, None, variable=outside)
     run.step += 1
+
+
+def _check_globals(run: Run, globals_: tuple[Global, ...]) -> None:
+    """Each global's step stayed in its family's domain; in update order, the first that
+    left it is named."""
+    s = run.s
+    for g in globals_:
+        rt.check_step({name: getattr(s, name) for name in g.E}, run.step,
+                      run.o.effective_batch_size, ((g.family, g.lams(s)),), variable=g.name)
 
 
 def _targets(run: Run, batch: np.ndarray, offset: int, epoch: int) -> np.ndarray:
