@@ -112,6 +112,8 @@ class Run:
     other_cores: float = float("nan")  # CPU used by other processes during the fit, in cores
     own_cores: float = float("nan")  # the child's CPU seconds per second during the fit
     shares: list[float] = field(default_factory=list)  # each thread's share of the tokens
+    calls: int = 0  # rt.run_shares calls during the timed fits
+    threaded: int = 0  # of those, the ones that ran in threads
     note: str = ""
 
     @property
@@ -234,6 +236,7 @@ def child(work: Workload, threads: int, iters: int, min_seconds: float = 0.0) ->
 
     import cemodel
     from cemodel import runtime
+    from cemodel.runtime.shares import threaded_calls
 
     run = Run(work, threads)
     run.thread_count = runtime.thread_count()
@@ -263,6 +266,7 @@ def child(work: Workload, threads: int, iters: int, min_seconds: float = 0.0) ->
                 run.local_seconds.append(time.perf_counter() - start)
             return value
 
+        calls_before = threaded_calls()
         memory = Memory()
         memory.start()
         module.run_local_step = timed  # the drivers look it up in the module at every call
@@ -276,6 +280,7 @@ def child(work: Workload, threads: int, iters: int, min_seconds: float = 0.0) ->
         finally:
             module.run_local_step = glue
         memory.stop(run)  # peak_mb, fit_mb, data_mb, other_cores, own_cores
+        run.calls, run.threaded = np.subtract(threaded_calls(), calls_before).tolist()
     run.elbo = float(result.elbo[-1])
     return run
 
@@ -383,47 +388,67 @@ def busy_iterations(n: int) -> int:
     return max(10, min(2000, 400_000 // n))
 
 
-def run_busy(sizes: tuple[int, ...], repeats: int) -> list[Run]:
-    """Every size with one thread and with the default (every core), alternating, ``repeats``
-    times each, while a busy-loop process holds one core."""
+def run_busy(sizes: tuple[int, ...], repeats: int, control: bool = False) -> list[Run]:
+    """Every size with one thread and with the default (every core), ``repeats`` pairs each,
+    the pair's order alternating (1 then the default, the default then 1: a drift of the
+    machine during a size's runs falls on both), while a busy-loop process holds one core.
+    ``control``: one thread against one thread again (an A/A run: the resolution of the
+    measurement, as the same configuration twice)."""
     import subprocess
 
-    default = os.cpu_count() or 1
+    second = 1 if control else (os.cpu_count() or 1)
+
+    def fit(n: int, threads: int, again: bool) -> Run:
+        run = run_in_child(Workload("gmm", 5, n=n, d=2), threads, busy_iterations(n),
+                           BUSY_SECONDS)
+        run.note = run.note or ("again" if again else "")
+        return run
+
     loop = subprocess.Popen([sys.executable, "-c", BUSY_LOOP])
     try:
         time.sleep(0.5)  # the loop is spinning before the first fit
-        return [run_in_child(Workload("gmm", 5, n=n, d=2), threads, busy_iterations(n),
-                             BUSY_SECONDS)
-                for n in sizes for _ in range(repeats) for threads in (1, default)]
+        return [fit(n, threads, again)
+                for n in sizes for pair in range(repeats)
+                for threads, again in ((1, False), (second, control))[::1 - 2 * (pair % 2)]]
     finally:
         loop.kill()
         loop.wait()
 
 
 def render_busy(runs: list[Run], markdown: bool) -> tuple[str, list[str]]:
-    """Per size: the median fit ms/iteration of each thread count, and default / 1 thread."""
+    """Per size: the median fit ms/iteration of each thread count, default / 1 thread, the
+    spread of that ratio over the pairs, and how many local steps ran in threads."""
     header = ["workload", "threads", "iterations", "fits", "fit ms/iter (median)",
-              "local ms/iter (median)", "default vs 1 thread", "own cores", "other load"]
+              "local ms/iter (median)", "default vs 1 thread", "pairs (min-max)",
+              "calls in threads", "own cores", "other load"]
     body, lines = [], []
     for work in dict.fromkeys(r.workload for r in runs):
-        medians = {}
-        for threads in dict.fromkeys(r.threads for r in runs if r.workload == work):
-            group = [r for r in runs if r.workload == work and r.threads == threads]
-            fit = float(np.median([1e3 * r.per_iter for r in group]))
+        ways = sorted({(r.threads, r.note) for r in runs if r.workload == work})
+        groups = {t: [r for r in runs if r.workload == work and (r.threads, r.note) == t]
+                  for t in ways}
+        medians = {t: float(np.median([1e3 * r.per_iter for r in g]))
+                   for t, g in groups.items()}
+        one, default = ways[0], ways[-1]
+        pairs = [a.per_iter / b.per_iter
+                 for a, b in zip(groups[one], groups[default], strict=False)]
+        for threads, group in groups.items():
+            is_one = threads == one
             local = float(np.median([1e3 * r.local / r.iterations for r in group
                                      if r.iterations]))
-            medians[threads] = fit
-            speed = medians[min(medians)] / fit
-            body.append([work.name, str(threads), str(group[0].iterations), str(len(group)),
-                         fmt(fit, ".3f"), fmt(local, ".3f"),
-                         "-" if threads == min(medians) else fmt(speed, ".2f") + "x",
+            body.append([work.name, " ".join(str(x) for x in threads if x),
+                         str(group[0].iterations), str(len(group)),
+                         fmt(medians[threads], ".3f"), fmt(local, ".3f"),
+                         "-" if is_one else fmt(medians[one] / medians[threads], ".2f") + "x",
+                         "-" if is_one else f"{min(pairs):.2f}-{max(pairs):.2f}",
+                         f"{sum(r.threaded for r in group)} of {sum(r.calls for r in group)}",
                          fmt(float(np.median([r.own_cores for r in group])), ".2f"),
                          fmt(float(np.median([r.other_cores for r in group])), ".2f")])
-        one, default = medians[min(medians)], medians[max(medians)]
-        lines.append(f"{work.name}: the default ({max(medians)} threads) at "
-                     f"{fmt(one / default, '.2f')}x of one thread's speed (target >= 1x): "
-                     + ("met" if default <= one else
-                        f"missed by {100 * (1 - one / default):.0f}%"))
+        ratio = medians[one] / medians[default]
+        lines.append(f"{work.name}: {'one thread again' if default[1] else 'the default'} "
+                     f"({default[0]} thread(s)) at {fmt(ratio, '.2f')}x of "
+                     f"one thread's speed (target >= 1x; pairs {min(pairs):.2f}-"
+                     f"{max(pairs):.2f}x): "
+                     + ("met" if ratio >= 1 else f"missed by {100 * (1 - ratio):.0f}%"))
     return table(header, body, markdown), lines
 
 
@@ -435,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="(c) too: the default threads vs one beside a busy-loop process")
     parser.add_argument("--busy-n", type=int, nargs="+", default=list(BUSY_N),
                         help="(c) GMM points")
+    parser.add_argument("--busy-control", action="store_true",
+                        help="(c) as one thread against one thread again (an A/A run): the "
+                             "measurement's resolution")
     parser.add_argument("--busy-repeats", type=int, default=3,
                         help="(c) fits per size and thread count (medians reported)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2],
@@ -466,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     bullet = "- " if args.markdown else ""
     if args.only == "busy" or (args.busy and args.only is None):
         log("(c) a busy machine")
-        runs = run_busy(tuple(args.busy_n), args.busy_repeats)
+        runs = run_busy(tuple(args.busy_n), args.busy_repeats, args.busy_control)
         text, lines = render_busy(runs, args.markdown)
         out += ["(c) A busy machine: gmm.cem (K=5, D=2), the default thread count vs one, "
                 "beside a busy-loop process (one core), each fit in a fresh process", "", text,
@@ -474,7 +502,12 @@ def main(argv: list[str] | None = None) -> int:
         out += [bullet + line for line in lines]
         out += [bullet + "fit ms/iter: the fit loop (FitResult.seconds, set-up excluded) / "
                 "iterations, the median over the fits; default vs 1 thread: one thread's "
-                f"ms/iter / the default's (>= 1: the default is no slower); {LOAD_NOTE}", ""]
+                "ms/iter / the default's (>= 1: the default is no slower); pairs: the same "
+                "ratio for each pair of fits run one after the other (their order "
+                "alternating), the spread the machine gives two runs of one thing; calls in "
+                "threads: the local "
+                "steps (rt.run_shares calls) of the timed fits that ran on the threads, the "
+                f"rest serially in the calling thread; {LOAD_NOTE}", ""]
     if args.only not in ("data", "busy"):
         log("(a) threads")
         works = [Workload("lda", k, corpus=args.corpus, sweeps=n) for k in args.k

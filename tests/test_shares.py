@@ -50,12 +50,16 @@ def test_serial_and_threaded_shares_give_the_same_bits(monkeypatch, n_shares):
         monkeypatch.setattr(shares, "PARALLEL_SECONDS", threshold)
         seen: list = []
         kernel = make_kernel(seen)
+        calls_before, threaded_before = shares.threaded_calls()
         for _ in range(2):
             total, per = np.zeros(()), np.full(n_shares, np.nan)  # stale rows are overwritten
             value = run_shares(kernel, n_shares, (items, values, per), ((total, per),))
             results.append((value, float(total)))
         threads = {name for _, name in seen[n_shares:]}  # the second call
-        assert ("cemodel-share" in " ".join(threads)) == (threshold == 0.0 and n_shares > 1)
+        in_threads = threshold == 0.0 and n_shares > 1
+        assert ("cemodel-share" in " ".join(threads)) == in_threads
+        calls, threaded = shares.threaded_calls()  # the second call's way, counted
+        assert (calls - calls_before, threaded - threaded_before) == (2, int(in_threads))
         assert sorted(t for t, _ in seen) == sorted(list(range(n_shares)) * 2)
     assert len(set(results)) == 1  # bit for bit
     value, total = results[0]

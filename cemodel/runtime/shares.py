@@ -53,6 +53,7 @@ class _Record:
         self.work = 0.0
         self.wall: dict[bool, float] = {}  # in threads? -> seconds
         self.calls = 0
+        self.threaded = 0  # calls that ran in threads (reported by ``threaded_calls``)
         # the kernel ran before (on another number of items): its first call here does not
         # compile, so its time counts, and the ways are known a call sooner
         self.compiled = compiled
@@ -70,6 +71,7 @@ class _Record:
 
     def add(self, threads: bool, wall: float, work: float) -> None:
         self.calls += 1
+        self.threaded += threads
         self.work = work
         if self.calls == 1 and not self.compiled:  # the first call's time is mostly compiling
             return
@@ -94,6 +96,13 @@ def a_core_is_free(loadavg: str = "/proc/loadavg") -> bool:
 # record kept across them chose one thread for a whole corpus from the warm-up's timings)
 _records: dict[tuple[Callable, int], _Record] = {}
 _items_at: dict[Callable, int | None] = {}  # where a kernel's ``items`` is in ``args``
+
+
+def threaded_calls() -> tuple[int, int]:
+    """(calls of ``run_shares`` so far, those that ran in threads), over every kernel: a
+    benchmark's evidence of which way a fit ran."""
+    return (sum(r.calls for r in _records.values()),
+            sum(r.threaded for r in _records.values()))
 
 
 def _items_length(kernel: Callable, args: tuple) -> int:
