@@ -88,7 +88,7 @@ def break_sticks(model: Model) -> Model:
 def _concentration(model: Model, var: VarDef) -> tuple[RExpr, str]:
     """The constant α and the truncation K of ``StickBreaking(alpha, K)``."""
     (arg,) = var.args
-    assert isinstance(arg, RRepeat) and isinstance(arg.dim, str)  # (model.py: F(a, K) only)
+    assert isinstance(arg, RRepeat) and isinstance(arg.dim, str)  # (resolve_vars.py: F(a, K) only)
     if var.observed:
         raise CemModelError(
             f"StickBreaking '{var.name}' cannot be observed: cemodel uses stick-breaking "

@@ -35,9 +35,10 @@ from .conjugacy import Analysis, analyse
 from .errors import CemError, CemInternalError, CemModelError, Source, Span
 from .files import CemCacheWarning, CemWriteError, probe_directory, write_text
 from .limits import deepest_span, too_deep
-from .model import Model, RConst, build_model
+from .model import Model, RConst
 from .options import check_setting, setting_number
 from .plan import InferencePlan, make_plan
+from .resolve import build_model
 from .syntax import declaration_spans, parse, user_name_tokens
 
 

@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 from cemodel.cli import main  # noqa: E402
 from cemodel.compiler import read_source  # noqa: E402
 from cemodel.graph import diagram, layout_diagram, to_dot  # noqa: E402
-from cemodel.model import build_model  # noqa: E402
+from cemodel.resolve import build_model  # noqa: E402
 from cemodel.syntax import parse  # noqa: E402
 
 MODELS = REPO / "stdlib_models"

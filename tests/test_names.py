@@ -43,9 +43,9 @@ from cemodel.codegen import generate as generate_module
 from cemodel.compiler import compile_stages, fitted_model, run_stages
 from cemodel.conjugacy import analyse
 from cemodel.errors import CemError
-from cemodel.model import build_model
 from cemodel.plan import make_plan
 from cemodel.render import _LETTER_POOL
+from cemodel.resolve import build_model
 from cemodel.syntax import parse, user_name_tokens
 
 from .conftest import STDLIB
