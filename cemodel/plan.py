@@ -260,6 +260,9 @@ def _local_steps(model: Model, graph: nx.DiGraph, locals_: tuple[str, ...],
         a, b = coupled
         exact = (f"no: locals '{a}' and '{b}' meet in one factor, so p(locals | data, β) of "
                  "an item does not factorise and has no closed form")
+    elif not locals_:
+        exact = ("yes: the items have no latent local, so there is nothing to approximate "
+                 "(the same step as mf)")
     else:
         exact = ("yes: given the globals each local depends only on data, so the local update "
                  "is its exact conditional p(z_n | y_n, β)")
