@@ -41,7 +41,7 @@ from scipy import sparse
 from .data import check_docword_header, check_sparse_size, single_target, sparse_target
 from .errors import CemDataError
 from .files import CemWriteError, reason
-from .runtime.binding import takes_count_matrix
+from .runtime.data_values import takes_count_matrix
 from .runtime.source import ItemSource
 
 __all__ = ["DiskSource", "open_model_source", "open_source"]

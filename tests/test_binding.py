@@ -10,7 +10,8 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 from cemodel.errors import CemDataError
 from cemodel.runtime import numeric
-from cemodel.runtime.binding import BoundData, bind_data, check_hyper_names, hyper_value
+from cemodel.runtime.binding import BoundData, bind_data
+from cemodel.runtime.hypers import check_hyper_names, hyper_value
 
 
 def _dim(default=None, ragged_over=None):

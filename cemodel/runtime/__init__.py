@@ -4,8 +4,6 @@ from ..errors import CemDataError as CemDataError
 from . import drivers as drivers
 from .binding import BoundData as BoundData
 from .binding import bind_data as bind_data
-from .binding import check_hyper_names as check_hyper_names
-from .binding import hyper_value as hyper_value
 from .chain import chain_posterior as chain_posterior
 from .driver import ElboDecreaseWarning as ElboDecreaseWarning
 from .driver import FitResult as FitResult
@@ -80,6 +78,8 @@ from .families import wishart_log_normalizer as wishart_log_normalizer
 from .families import wishart_natural as wishart_natural
 from .families import wishart_params as wishart_params
 from .gaussian_chain import gaussian_chain_posterior as gaussian_chain_posterior
+from .hypers import check_hyper_names as check_hyper_names
+from .hypers import hyper_value as hyper_value
 from .klc import klc_start as klc_start
 from .klc import riemannian_cg as riemannian_cg
 from .lazy import LazyColumns as LazyColumns
