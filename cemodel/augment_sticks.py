@@ -143,7 +143,7 @@ def _span(expr: RExpr, var: VarDef) -> Span:
 
 
 def stick_log_poly(expander, fn: str, expr: RCall, letters: tuple[str, ...]) -> list:
-    """The expansion of ``fn(stick_breaking(v))_k`` (``conjugacy._Expander``): only the log
+    """The expansion of ``fn(stick_breaking(v))_k`` (``expansion.Expander``): only the log
     view, log π_k = keep_k·log v_k + Σ_j below_kj·log(1 − v_j), keep_k = [k < K],
     below_kj = [j < k] (B&J eq. 20)."""
     (sticks,) = expr.args

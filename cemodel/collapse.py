@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from .conjugacy import Analysis, Stat
+from .terms import Analysis, Stat
 
 
 @dataclass(frozen=True)

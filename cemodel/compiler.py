@@ -31,7 +31,7 @@ from types import ModuleType
 from .augment import augment
 from .blocks import form_blocks
 from .codegen import GeneratedModule, generated_module
-from .conjugacy import Analysis, analyse
+from .conjugacy import analyse
 from .errors import CemError, CemInternalError, CemModelError, Source, Span
 from .files import CemCacheWarning, CemWriteError, probe_directory, write_text
 from .limits import deepest_span, too_deep
@@ -40,6 +40,7 @@ from .options import check_setting, setting_number
 from .plan import InferencePlan, make_plan
 from .resolve import build_model
 from .syntax import declaration_spans, parse, user_name_tokens
+from .terms import Analysis
 
 
 @dataclass(frozen=True)

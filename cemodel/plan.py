@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import networkx as nx
 
 from .collapse import Collapse, CollapseError, choose_collapse
-from .conjugacy import Analysis, Known, Monomial, Slot, Stat, letter_text
 from .errors import CemError, CemModelError
 from .families import CHAIN_POSTERIORS, FAMILIES
 from .model import Model, model_graph
+from .terms import Analysis, Known, Monomial, Slot, Stat, letter_text
 
 
 @dataclass(frozen=True)
@@ -412,6 +412,6 @@ def describe_slot(slot: Slot) -> str:
 
 
 def _render_known_operands(slot: Known) -> str:
-    from .conjugacy import render_expr
+    from .terms import render_expr
 
     return ", ".join(render_expr(o) for o in slot.operands)

@@ -8,11 +8,11 @@ from collections import defaultdict
 
 from .augment_logistic import count_text
 from .augment_sticks import STICK_TEXT
-from .conjugacy import Known, Slot, Stat, letter_text, render_expr
 from .families import FAMILIES
 from .missing import PRESENT
 from .model import RData, RRepeat, RVar, SumIndex
 from .plan import InferencePlan
+from .terms import Known, Slot, Stat, letter_text, render_expr
 
 # usual parameter = scale · λ[stat] + offsets; offsets are (coefficient, symbol) with the
 # symbol "" for the number one and "D" for the variable's dimension

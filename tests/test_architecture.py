@@ -11,9 +11,9 @@ import networkx as nx
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cemodel"
-COMPILER = ("model", "resolve", "resolve_vars", "conjugacy", "plan", "codegen", "families",
-            "syntax", "augment", "blocks", "collapse", "compiler", "graph", "check", "api", "cli",
-            "distributed")
+COMPILER = ("model", "resolve", "resolve_vars", "conjugacy", "terms", "expansion", "plan",
+            "codegen", "families", "syntax", "augment", "blocks", "collapse", "compiler",
+            "graph", "check", "api", "cli", "distributed")
 
 
 def _module_name(path: Path) -> str:

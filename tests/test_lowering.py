@@ -14,7 +14,7 @@ from cemodel.codegen.kernels import emit_kernels
 from cemodel.codegen.lowering import KernelPlan, lower
 from cemodel.codegen.prepare import STATE_KERNELS
 from cemodel.compiler import read_source, run_stages
-from cemodel.conjugacy import Stat
+from cemodel.terms import Stat
 
 from .conftest import STDLIB
 

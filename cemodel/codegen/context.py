@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..conjugacy import Factor, Known, Monomial, Stat, letter_text
 from ..families import CHAIN_POSTERIORS
 from ..model import Model, VarDef
 from ..plan import InferencePlan
 from ..render import conditional_text
+from ..terms import Factor, Known, Monomial, Stat, letter_text
 from .loops import (
     ArgRecorder,
     Contraction,

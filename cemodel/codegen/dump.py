@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from ..conjugacy import Stat, letter_text
 from ..plan import describe_slot
+from ..terms import Stat, letter_text
 from .lowering import Gathered, ImplicitPlan, KernelPlan, ProductMessage
 
 

@@ -4,7 +4,6 @@ numpy expression. ``collect_knowns`` names them once for the whole module (lower
 
 from __future__ import annotations
 
-from ..conjugacy import Known, render_expr
 from ..missing import PRESENT
 from ..model import (
     Model,
@@ -23,6 +22,7 @@ from ..model import (
     data_refs,
 )
 from ..plan import InferencePlan
+from ..terms import Known, render_expr
 from .loops import dim_name, letter_var, plate_var
 
 _NUMPY_FN = {

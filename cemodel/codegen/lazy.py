@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..conjugacy import Known, Stat
 from ..model import PlateIndex, RConst, RHyper, RRepeat, RVar
+from ..terms import Known, Stat
 from .context import EmitContext
 from .loops import dim_name
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..conjugacy import Known, Slot, Stat, letter_text
 from ..model import Model, RConst, RData, RVar, ShapeDim
+from ..terms import Known, Slot, Stat, letter_text
 from .pycode import Block, Line, Node
 
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NamedTuple
 
-from ..conjugacy import Factor, Known, Message, Monomial, Stat
 from ..families import CHAIN_POSTERIORS, FAMILIES
 from ..model import Model, RHyper, RRepeat, VarDef
 from ..plan import InferencePlan
+from ..terms import Factor, Known, Message, Monomial, Stat
 from .knowns import collect_knowns, log_data_names
 from .loops import E_name, lam_name, onehot_binding, plate_var
 from .starts import default_start, drawn_means, family, gamma_products, klc_start, seeded_chains

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..conjugacy import Known, Stat
 from ..missing import PRESENT, missing_rule
 from ..model import RConst, RRepeat, RVar
+from ..terms import Known, Stat
 from .context import EmitContext
 from .loops import E_name, dim_name
 from .pycode import Line, Node

@@ -4,9 +4,9 @@ and ``_learn`` (empirical Bayes for the learnable hyperparameters)."""
 from __future__ import annotations
 
 from ..augment_sticks import stick_variables
-from ..conjugacy import Known
 from ..missing import missing_rule
 from ..model import RBin, RCall, RExpr, RHyper, RNeg, RRepeat, RVector
+from ..terms import Known
 from .context import EmitContext
 from .knowns import known_numpy
 from .pycode import Block, Comment, Function, Line, Node

@@ -5,10 +5,10 @@ pseudo-counts and draws, or the prior (and why), and where KLC-CG's θ starts.
 
 from __future__ import annotations
 
-from ..conjugacy import Stat
 from ..families import FAMILIES
 from ..model import Model, RBin, RCall, RVar, sub_exprs
 from ..plan import InferencePlan
+from ..terms import Stat
 
 
 def family(model: Model, name: str) -> str:

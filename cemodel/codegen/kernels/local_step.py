@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ...conjugacy import letter_text
 from ...model import VarDef
 from ...plan import describe_slot
+from ...terms import letter_text
 from ..context import KERNEL, EmitContext, entry_slots
 from ..loops import (
     ArgRecorder,
