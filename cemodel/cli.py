@@ -6,7 +6,6 @@ traceback, and no output file is left behind.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import warnings
@@ -14,249 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import CemError, CemInternalError, CemOptionError
+from .cli_parser import build_parser
+from .errors import CemError, CemInternalError
 from .files import CemCacheWarning
-from .options import RULES, check_workers
-from .version import __version__
-
-EPILOG = """examples:
-  cemodel check stdlib_models/lda.cem
-  cemodel compile stdlib_models/lda.cem -o lda_vi.py --set K=50
-  cemodel fit stdlib_models/gmm.cem --data points.npz --set K=5 -o posterior.npz
-  cemodel fit stdlib_models/gmm.cem --data points.npz -o fit.nc    # ArviZ InferenceData
-  cemodel graph stdlib_models/lda.cem -o lda.png
-  cemodel plot posterior.npz --model stdlib_models/gmm.cem --data points.npz -o fit.png
-  cemodel summarize posterior.npz --model stdlib_models/gmm.cem
-  cemodel predict stdlib_models/gmm.cem posterior.npz points.npz --set K=5 -o replicated.npz
-"""
-
-GRAPH_EPILOG = """examples:
-  cemodel graph stdlib_models/lda.cem -o lda.png          # PNG, SVG or PDF (matplotlib)
-  cemodel graph stdlib_models/gmm.cem -o gmm.svg --no-hypers
-  cemodel graph stdlib_models/lda.cem -o lda.dot --set K=50   # Graphviz DOT text
-
-Latent variables are white circles, observed ones grey, covariates grey squares and
-hyperparameters small dots; a dashed edge is a categorical index selecting a component
-(beta[z[d, n]]). Plates are boxes labelled with their index and size (tokens n ∈ N[d]).
-A dashed circle is a variable KLC-CG integrates out (the collapse set, as cemodel check
-prints it; --collapse NAME,... to draw another).
-"""
-
-PLOT_EPILOG = """examples:
-  cemodel fit stdlib_models/lda.cem --data corpus.npz --set K=20 -o post.npz
-  cemodel plot post.npz -o post.png --vocab vocab.txt
-  cemodel plot gmm_post.npz --model stdlib_models/gmm.cem --data points.npz -o gmm.png
-
-Panels: the ELBO trace; mixture weights (a global Dirichlet vector such as pi); top words
-of each topic (a global Dirichlet table over a vocabulary, e.g. LDA's beta); and, for 2-D
-Gaussian mixtures, component means with covariance ellipses (MVN means and Wishart
-precisions) over the points of --data. --model makes the recognition exact.
-"""
-
-SUMMARIZE_EPILOG = """examples:
-  cemodel summarize post.npz
-  cemodel summarize post.npz --model stdlib_models/lda.cem --vocab vocab.txt --top 15
-
-Prints the final ELBO and the number of iterations, each array's shape, minimum, mean and
-maximum, each variable's family (and posterior mean when small), then the top words of
-each topic, the mixture weights and the 2-D components, where the posterior has them, and
-the mean, sd and central --prob interval of every scalar marginal of q (closed form).
-"""
-
-PREDICT_EPILOG = """examples:
-  cemodel fit stdlib_models/gmm.cem --data points.npz --set K=3 -o post.npz
-  cemodel predict stdlib_models/gmm.cem post.npz points.npz --set K=3 -o pp.npz
-  cemodel predict stdlib_models/lda.cem post.npz new_docs.npz --new --draws 50 -o pp.npz
-
-Writes one array per observed variable, draws first: globals drawn from the posterior, then
-the model; the locals of DATA's items from the posterior where FIT holds them (the items FIT
-was fitted to), or with --new (new items) from the prior. A bag of words comes back as counts
-(draws × documents × vocabulary). Give the --set values the model was fitted with; the
-hyperparameters are the model file's, not the ones saved in FIT (a learned one is not used).
-"""
 
 GRAPH_SUFFIXES = (".png", ".svg", ".pdf", ".dot")
-
-
-def _typed(name: str):
-    """The argparse type of option ``name``: its rule (cemodel.options, the rule the drivers
-    apply to the same keyword), so a value out of range is refused as the command line is
-    read, with exit status 2 and the option, the range and the value."""
-    rule = RULES[name]
-
-    def parse(text: str):
-        try:
-            return rule.parse(text)
-        except CemOptionError as exc:
-            raise argparse.ArgumentTypeError(exc.message) from None
-
-    parse.__name__ = name
-    return parse
-
-
-def _probability(text: str) -> float:
-    from .intervals import check_prob
-
-    try:
-        return check_prob(float(text))
-    except (ValueError, CemError) as exc:
-        raise argparse.ArgumentTypeError(f"expected a probability between 0 and 1, found "
-                                         f"{text!r}") from exc
-
-
-def _workers(text: str) -> str:
-    try:
-        check_workers(text)
-    except CemOptionError as exc:
-        raise argparse.ArgumentTypeError(exc.message) from None
-    return text
-
-
-def _option(p: argparse.ArgumentParser, name: str, default, help: str, **kw) -> None:  # noqa: A002
-    """``--name`` checked by its rule, the values it takes appended to its help."""
-    p.add_argument(RULES[name].flag, type=_typed(name), default=default,
-                   help=f"{help}; takes {RULES[name].number}", **kw)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="cemodel",
-        description="Compile conjugate-exponential models (.cem) to numba variational inference.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"cemodel {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("model", help="the .cem model file")
-        p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                       help="override a dimension or scalar hyperparameter (repeatable)")
-
-    def collapse(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--collapse", default=None, metavar="NAME,...",
-                       help="klc: the variables to integrate out (default: the model file's "
-                       "'collapse', else every latent but the categorical assignments)")
-
-    p = sub.add_parser("check", help="print each variable's complete conditional and the "
-                       "methods that apply", epilog="example: cemodel check lda.cem")
-    common(p)
-    collapse(p)
-    p = sub.add_parser("compile", help="write the generated Python module",
-                       epilog="example: cemodel compile lda.cem -o lda_vi.py --set K=50")
-    common(p)
-    p.add_argument("-o", "--output", help="output .py file (default: MODEL_vi.py)")
-    p.add_argument("--dump", choices=["kernel-plan"],
-                   help="print a stage's output instead of writing the module: kernel-plan, "
-                   "every decision of the code generator (knowns, hoisted messages, product "
-                   "form, exp arrays, restart guard, default start, array roles)")
-    p = sub.add_parser("fit", help="compile (cached), load data, fit, write the posterior",
-                       epilog="example: cemodel fit lda.cem --data corpus.npz -o post.npz")
-    common(p)
-    p.add_argument("--data", required=True, help=".npz, .npy, .csv, .mtx or UCI docword file")
-    p.add_argument("--method", default="mf",
-                   help="mf: batch coordinate ascent; svi: stochastic VI over the data plate; "
-                   "svi+: SVI with tuneable annealing (needs --effective-batch-size); ssvi-a, "
-                   "ssvi: structured SVI (Hoffman & Blei 2015), globals sampled in the local "
-                   "step, ssvi with the V(β, λ) correction; klc: the KL-corrected collapsed "
-                   "bound by Riemannian conjugate gradients (Hensman et al. 2012)")
-    p.add_argument("--cg", default="fr", choices=["fr", "pr", "hs", "none"],
-                   help="klc: conjugate directions by Fletcher–Reeves, Polak–Ribière, "
-                   "Hestenes–Stiefel, or none (steepest ascent, which is VBEM)")
-    p.add_argument("--line-search", action="store_true",
-                   help="klc: halve a step that lowers the bound before restarting")
-    collapse(p)
-    p.add_argument("--local", default="mf", choices=["mf", "exact", "gibbs", "cvb0"],
-                   help="the local step (E-step): mean field, the exact conditional, Gibbs "
-                   "sampling or CVB0 with local proportions integrated out (see cemodel check)")
-    _option(p, "gibbs_sweeps", 10, "gibbs: sweeps per item")
-    _option(p, "gibbs_burn_in", 5, "gibbs: sweeps discarded before averaging")
-    p.add_argument("--stream", action="store_true",
-                   help="svi methods: read the data from disk a minibatch at a time (out of "
-                        "core: .npy, .npz, .mtx, docword)")
-    p.add_argument("--ramp", action="store_true",
-                   help="svi: grow N over the first epoch as items are seen (SSVI §2.6)")
-    p.add_argument("--threads", type=int, default=None, metavar="N",  # range: in cmd_fit
-                   help="threads for the local step (default: all, NUMBA_NUM_THREADS)")
-    cluster = p.add_mutually_exclusive_group()
-    cluster.add_argument("--dask", metavar="local:N", default=None, type=_workers,
-                         help="run the local step on a Dask LocalCluster of N worker "
-                         "processes (mf, svi, svi+, ssvi-a, ssvi; needs the dask extra)")
-    cluster.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                         help="run the local step on the Dask cluster at ADDRESS "
-                         "(tcp://host:8786)")
-    p.add_argument("--checkpoint", metavar="PATH", default=None,
-                   help="write the fit's state to PATH (atomically) as it goes")
-    _option(p, "checkpoint_every", 1, "with --checkpoint: every N iterations (mf) or epochs",
-            metavar="N")
-    p.add_argument("--resume", metavar="PATH", default=None,
-                   help="continue the fit saved in PATH (same model, data and options)")
-    _option(p, "seed", 0, "the random streams' seed")
-    _option(p, "max_iter", 200, "mf, klc: iterations at most")
-    _option(p, "tol", 1e-6, "mf: stop when the relative change of the ELBO is below this; "
-            "klc: the change of the bound (nats) or the squared gradient norm")
-    _option(p, "epochs", None, "svi: passes over the data (default: 10, or enough steps that "
-            "λ keeps < 1e-3 of its start, at most 200; on a small data set at least 1,000 "
-            "steps)")
-    _option(p, "batch_size", 256, "svi: minibatch size |S|")
-    _option(p, "kappa", None, "svi: step size s·(t + tau)^-kappa (default 0.7; 0.5 on a small "
-            "data set)")
-    _option(p, "tau", None, "svi: step size delay (default 10; 1 on a small data set)")
-    _option(p, "step_scale", 1.0, "svi: step size scale s")
-    p.add_argument("--learning-rate", choices=("decay", "adaptive"), default=None,
-                   help="svi, ssvi-a, svi-avg: 'decay' (s·(t + tau)^-kappa) or 'adaptive' "
-                   "(Ranganath et al. 2013, no schedule); default: decay")
-    p.add_argument("--average", action=argparse.BooleanOptionalAction, default=None,
-                   help="svi, svi+, ssvi-a, ssvi: report the average of the last half's "
-                   "iterates (default: ssvi-a on a small data set only)")
-    _option(p, "effective_batch_size", None, "svi+: the effective batch size M <= |S|")
-    p.add_argument("--learn", default=None, metavar="HYPER,...",
-                   help="hyperparameters to set by empirical Bayes (e.g. alpha,eta); "
-                   "stochastic methods take a step towards the batch's value each step")
-    p.add_argument("-o", "--output", help="the fit: .npz (default: MODEL_posterior.npz), or "
-                   ".nc, ArviZ's InferenceData as netCDF (needs the arviz extra)")
-    _option(p, "draws", 1000, "with -o FILE.nc: exact draws from q in its posterior group")
-    p.add_argument("--quiet", action="store_true", help="no per-iteration progress")
-
-    p = sub.add_parser("graph", help="draw the plate diagram (.png, .svg, .pdf or .dot)",
-                       epilog=GRAPH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    common(p)
-    collapse(p)
-    p.add_argument("-o", "--output", help="output file: .png, .svg, .pdf or .dot "
-                   "(default: MODEL_graph.png)")
-    p.add_argument("--no-hypers", dest="hypers", action="store_false",
-                   help="leave the hyperparameters out")
-
-    def posterior(p: argparse.ArgumentParser) -> None:
-        p.add_argument("posterior", help="a posterior .npz or .nc written by cemodel fit -o")
-        p.add_argument("--model", help="the .cem model that was fitted (exact families)")
-        p.add_argument("--vocab", help="a vocabulary file, one word per line, for topics")
-        _option(p, "top", 10, "words per topic and weights listed (default 10)")
-
-    p = sub.add_parser("plot", help="plot a posterior: ELBO trace, weights, topics, clusters",
-                       epilog=PLOT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    posterior(p)
-    p.add_argument("--data", help="N × 2 points (.npz, .npy or .csv) drawn under 2-D clusters")
-    p.add_argument("-o", "--output",
-                   help="output .png, .svg or .pdf (default: POSTERIOR with .png)")
-    p = sub.add_parser("predict", help="draw replicated data from a posterior (the posterior "
-                       "predictive)", epilog=PREDICT_EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    common(p)
-    p.add_argument("fit", help="the posterior .npz written by cemodel fit -o")
-    p.add_argument("data", help="the items (.npz, .npy, .csv, .mtx or UCI docword): the fit's "
-                   "data, or new items with --new")
-    p.add_argument("--new", action="store_true",
-                   help="the items are new: their locals from the prior, not the posterior")
-    _option(p, "draws", 100, "replicated data sets")
-    _option(p, "seed", 0, "the random stream's seed")
-    p.add_argument("-o", "--output", help="output .npz (default: MODEL_predictive.npz)")
-    p = sub.add_parser("summarize", help="a text report of a posterior",
-                       epilog=SUMMARIZE_EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    posterior(p)
-    p.add_argument("--prob", type=_probability, default=0.94,
-                   help="the probability of the central intervals (default 0.94)")
-    return parser
 
 
 def _stages(args):
@@ -313,37 +74,8 @@ def cmd_fit(args) -> int:
     from .data import load_data
     from .runtime.drivers import DRIVERS
 
-    if args.method not in DRIVERS:
-        raise CemError(f"--method: expected one of {', '.join(DRIVERS)}, found {args.method!r}")
-    stages = _stages(args)
-    why = dict(stages.plan.methods)[args.method]
-    if not why.startswith("yes"):
-        raise CemError(f"--method {args.method} does not apply to this model: "
-                       f"{why.removeprefix('no: ')}")
-    why = dict(stages.plan.local_steps)[args.local]
-    if args.method == "klc" and args.local != "mf":
-        raise CemError(f"--local {args.local}: KLC-CG has no local step (it optimises q(Z) "
-                       "directly)")
-    if args.method == "klc" and (args.checkpoint or args.resume):
-        raise CemError("--checkpoint and --resume are not available for --method klc")
-    if not why.startswith("yes"):
-        raise CemError(f"--local {args.local} does not apply to this model: "
-                       f"{why.removeprefix('no: ')}")
-    if args.method == "svi+" and args.effective_batch_size is None:
-        raise CemError("--method svi+ needs --effective-batch-size M (M < --batch-size)")
-    if args.threads is not None:
-        import numba
-
-        most = numba.config.NUMBA_NUM_THREADS
-        if not 1 <= args.threads <= most:
-            raise CemError(f"--threads: expected 1 to {most} (NUMBA_NUM_THREADS), "
-                           f"found {args.threads}")
-        numba.set_num_threads(args.threads)
-    if args.stream and args.method in ("mf", "klc"):
-        raise CemError(f"--stream: --method {args.method} visits every item at every "
-                       "iteration; out of core applies to svi, svi+, ssvi-a and ssvi")
-    if args.stream and (args.dask or args.scheduler):
-        raise CemError("--stream does not run on Dask: every worker binds the whole data set")
+    stages = _stages(args) if args.method in DRIVERS else None
+    _check_fit_args(args, stages)
     module = compile_stages(stages)
     if args.stream:  # read a minibatch at a time from disk
         from .streaming import open_model_source
@@ -359,69 +91,10 @@ def cmd_fit(args) -> int:
         from .arviz_export import import_arviz
 
         import_arviz()
-
     method = DRIVERS[args.method]
-    unit = "epoch" if method.stochastic else "iter"
-    bar = None
-    if not args.quiet and sys.stderr.isatty():  # a terminal: a progress bar with ELBO and ETA
-        from tqdm import tqdm
-
-        total = args.epochs if method.stochastic else args.max_iter
-        bar = tqdm(total=total, unit=unit, file=sys.stderr, dynamic_ncols=True)
-
-    def progress(iteration: int, elbo: float, seconds: float) -> None:
-        if bar is not None:
-            bar.update(iteration + 1 - bar.n)
-            bar.set_postfix_str(f"elbo {elbo:.6e}")
-        elif not args.quiet:  # a log: one line per iteration
-            print(f"{unit} {iteration + 1:4d}  elbo {elbo: .6e}  {seconds:8.2f} s", flush=True)
-
-    def klc_progress(iteration: int, bound: float, norm: float, seconds: float) -> None:
-        if bar is not None:
-            bar.update(iteration - bar.n)
-            bar.set_postfix_str(f"bound {bound:.6e} |g|² {norm:.2e}")
-        elif not args.quiet:
-            print(f"{unit} {iteration:4d}  bound {bound: .6e}  |g|² {norm:9.3e}  "
-                  f"{seconds:8.2f} s", flush=True)
-
-    extra: dict = {"learn": args.learn} if args.learn else {}
-    if args.checkpoint:
-        extra.update(checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every)
-    if args.resume:
-        extra["resume"] = args.resume
-    if args.learn and not getattr(module, "LEARNABLE", ()):
-        raise CemError("--learn: this model has no hyperparameter empirical Bayes can set")
-    if stages.model.data_plate is not None and args.method != "klc":
-        extra["local"] = args.local
-    if args.local == "gibbs":
-        extra.update(gibbs_sweeps=args.gibbs_sweeps, gibbs_burn_in=args.gibbs_burn_in)
-    runner = None
-    if args.dask or args.scheduler:  # the local step on a Dask cluster, the rest here
-        from functools import partial
-
-        from .distributed import fit as distributed_fit
-
-        if args.method == "klc":
-            raise CemError("--method klc does not run on Dask: it optimises every item's q(z) "
-                           "jointly, with no local step to distribute")
-        runner = partial(distributed_fit, args.model, method=args.method,
-                         client=args.dask or args.scheduler, settings=settings)
-    if args.method == "klc":
-        if args.learn:
-            raise CemError("--learn is not available for --method klc")
-        options = dict(cg=args.cg, max_iter=args.max_iter, tol=args.tol, gtol=args.tol,
-                       seed=args.seed, line_search=args.line_search, callback=klc_progress)
-    elif method.stochastic:
-        options = dict(epochs=args.epochs, batch_size=args.batch_size, kappa=args.kappa,
-                       tau=args.tau, step_scale=args.step_scale, seed=args.seed,
-                       learning_rate=args.learning_rate,
-                       **({} if args.average is None else {"average": args.average}),
-                       callback=progress, ramp=args.ramp, **extra,
-                       effective_batch_size=args.effective_batch_size
-                       if args.method == "svi+" else None)
-    else:
-        options = dict(max_iter=args.max_iter, tol=args.tol, seed=args.seed, callback=progress,
-                       **extra)
+    bar, progress, klc_progress = _progress(args, method.stochastic)
+    options, runner = _fit_options(args, stages, module, method.stochastic, settings,
+                                   progress, klc_progress)
     try:
         if runner is not None:
             result = runner(data, dims=dims, **options)
@@ -451,6 +124,115 @@ def cmd_fit(args) -> int:
     _write_fit(out, stages, module, result, args, None if args.stream else data)
     print(f"wrote {out}")
     return 0
+
+
+def _check_fit_args(args, stages) -> None:
+    """fit's options against each other and the model, before anything is compiled or read
+    (``stages`` is None for an unknown --method)."""
+    from .runtime.drivers import DRIVERS
+
+    if args.method not in DRIVERS:
+        raise CemError(f"--method: expected one of {', '.join(DRIVERS)}, found {args.method!r}")
+    why = dict(stages.plan.methods)[args.method]
+    if not why.startswith("yes"):
+        raise CemError(f"--method {args.method} does not apply to this model: "
+                       f"{why.removeprefix('no: ')}")
+    why = dict(stages.plan.local_steps)[args.local]
+    if args.method == "klc" and args.local != "mf":
+        raise CemError(f"--local {args.local}: KLC-CG has no local step (it optimises q(Z) "
+                       "directly)")
+    if args.method == "klc" and (args.checkpoint or args.resume):
+        raise CemError("--checkpoint and --resume are not available for --method klc")
+    if not why.startswith("yes"):
+        raise CemError(f"--local {args.local} does not apply to this model: "
+                       f"{why.removeprefix('no: ')}")
+    if args.method == "svi+" and args.effective_batch_size is None:
+        raise CemError("--method svi+ needs --effective-batch-size M (M < --batch-size)")
+    if args.threads is not None:
+        import numba
+
+        most = numba.config.NUMBA_NUM_THREADS
+        if not 1 <= args.threads <= most:
+            raise CemError(f"--threads: expected 1 to {most} (NUMBA_NUM_THREADS), "
+                           f"found {args.threads}")
+        numba.set_num_threads(args.threads)
+    if args.stream and args.method in ("mf", "klc"):
+        raise CemError(f"--stream: --method {args.method} visits every item at every "
+                       "iteration; out of core applies to svi, svi+, ssvi-a and ssvi")
+    if args.stream and (args.dask or args.scheduler):
+        raise CemError("--stream does not run on Dask: every worker binds the whole data set")
+
+
+def _progress(args, stochastic: bool):
+    """(a tqdm bar on a terminal or None, the drivers' callback, KLC's callback): a bar with
+    the ELBO and the time left, else one line per iteration or epoch unless --quiet."""
+    unit = "epoch" if stochastic else "iter"
+    bar = None
+    if not args.quiet and sys.stderr.isatty():  # a terminal: a progress bar with ELBO and ETA
+        from tqdm import tqdm
+
+        total = args.epochs if stochastic else args.max_iter
+        bar = tqdm(total=total, unit=unit, file=sys.stderr, dynamic_ncols=True)
+
+    def progress(iteration: int, elbo: float, seconds: float) -> None:
+        if bar is not None:
+            bar.update(iteration + 1 - bar.n)
+            bar.set_postfix_str(f"elbo {elbo:.6e}")
+        elif not args.quiet:  # a log: one line per iteration
+            print(f"{unit} {iteration + 1:4d}  elbo {elbo: .6e}  {seconds:8.2f} s", flush=True)
+
+    def klc_progress(iteration: int, bound: float, norm: float, seconds: float) -> None:
+        if bar is not None:
+            bar.update(iteration - bar.n)
+            bar.set_postfix_str(f"bound {bound:.6e} |g|² {norm:.2e}")
+        elif not args.quiet:
+            print(f"{unit} {iteration:4d}  bound {bound: .6e}  |g|² {norm:9.3e}  "
+                  f"{seconds:8.2f} s", flush=True)
+
+    return bar, progress, klc_progress
+
+
+def _fit_options(args, stages, module, stochastic: bool, settings, progress, klc_progress):
+    """(the driver's keyword options, a Dask runner or None) from fit's command line."""
+    extra: dict = {"learn": args.learn} if args.learn else {}
+    if args.checkpoint:
+        extra.update(checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every)
+    if args.resume:
+        extra["resume"] = args.resume
+    if args.learn and not getattr(module, "LEARNABLE", ()):
+        raise CemError("--learn: this model has no hyperparameter empirical Bayes can set")
+    if stages.model.data_plate is not None and args.method != "klc":
+        extra["local"] = args.local
+    if args.local == "gibbs":
+        extra.update(gibbs_sweeps=args.gibbs_sweeps, gibbs_burn_in=args.gibbs_burn_in)
+    runner = None
+    if args.dask or args.scheduler:  # the local step on a Dask cluster, the rest here
+        from functools import partial
+
+        from .distributed import fit as distributed_fit
+
+        if args.method == "klc":
+            raise CemError("--method klc does not run on Dask: it optimises every item's q(z) "
+                           "jointly, with no local step to distribute")
+        runner = partial(distributed_fit, args.model, method=args.method,
+                         client=args.dask or args.scheduler, settings=settings)
+    if args.method == "klc":
+        if args.learn:
+            raise CemError("--learn is not available for --method klc")
+        options = dict(cg=args.cg, max_iter=args.max_iter, tol=args.tol, gtol=args.tol,
+                       seed=args.seed, line_search=args.line_search, callback=klc_progress)
+    elif stochastic:
+        options = dict(epochs=args.epochs, batch_size=args.batch_size, kappa=args.kappa,
+                       tau=args.tau, step_scale=args.step_scale, seed=args.seed,
+                       learning_rate=args.learning_rate,
+                       **({} if args.average is None else {"average": args.average}),
+                       callback=progress, ramp=args.ramp, **extra,
+                       effective_batch_size=args.effective_batch_size
+                       if args.method == "svi+" else None)
+    else:
+        options = dict(max_iter=args.max_iter, tol=args.tol, seed=args.seed, callback=progress,
+                       **extra)
+    return options, runner
 
 
 def _write_fit(out: Path, stages, module, result, args, data) -> None:
@@ -613,7 +395,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     handler = {"check": cmd_check, "compile": cmd_compile, "fit": cmd_fit, "graph": cmd_graph,
                "plot": cmd_plot, "predict": cmd_predict, "summarize": cmd_summarize
                }[args.command]
