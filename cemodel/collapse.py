@@ -116,6 +116,13 @@ def choose_collapse(analysis: Analysis, graph: nx.DiGraph,
                             "keep in Z")
     if requested is None:
         chosen_by = "default"
+        chains = [v.name for v in model.latents
+                  if v.family == "MarkovChain" and model.is_local(v)]
+        if not assignments and chains:
+            raise CollapseError(f"KLC-CG keeps independent categorical assignments of the data "
+                                f"plate in Z (softmax-parameterised); '{chains[0]}' is a "
+                                "MarkovChain, whose states depend on each other along the "
+                                "steps")
         if not assignments:
             raise CollapseError("KLC-CG keeps the categorical assignments of the data plate in "
                                 "Z (softmax-parameterised), and this model has none")

@@ -25,7 +25,7 @@ METHODS = {
     'svi-avg': 'yes',
     'ssvi-a': 'yes',
     'ssvi': 'yes',
-    'klc': 'no: KLC-CG keeps the categorical assignments of the data plate in Z (softmax-parameterised), and this model has none',
+    'klc': "no: KLC-CG keeps independent categorical assignments of the data plate in Z (softmax-parameterised); 'z' is a MarkovChain, whose states depend on each other along the steps",
 }
 # the E-steps (fit_svi(..., local=...)) and whether each applies
 LOCAL_STEPS = {
