@@ -154,7 +154,7 @@ def _load_npz(path: Path, spec: Mapping[str, Any]) -> dict[str, object]:
         if "pickle" in str(exc):
             raise CemDataError(
                 f"data file '{path}': holds Python objects, expected numeric arrays",
-                hint="save plain numeric arrays with numpy.savez",
+                hint="save plain numeric arrays with numpy.savez" + _ragged_hint(spec),
             ) from None
         raise _unreadable(path, what, exc) from None
     except Exception as exc:  # a damaged archive fails in many ways (zip, zlib, header)
@@ -165,6 +165,20 @@ def _load_npz(path: Path, spec: Mapping[str, Any]) -> dict[str, object]:
             f"{', '.join(_names(spec))}"
         )
     return _split_ragged(spec, path, arrays)
+
+
+def _ragged_hint(spec: Mapping[str, Any]) -> str:
+    """How a file holds a ragged plate (rows of different lengths: an object array cannot be
+    read): its variables flat, one row after another, and the rows' offsets."""
+    ragged = [p for p, info in spec.get("plates", {}).items() if info.get("ragged")]
+    if not ragged:
+        return ""
+    p = ragged[0]
+    tables = {**spec.get("observed", {}), **spec.get("covariates", {})}
+    name = next((n for n, info in tables.items() if p in info.get("plates", ())), "x")
+    return (f"; the rows of ragged plate '{p}' go flat, one after another, with their offsets "
+            f"as '{p}_ptr' (np.savez(path, {name}=np.concatenate(rows), "
+            f"{p}_ptr=np.r_[0, np.cumsum([len(r) for r in rows])]))")
 
 
 def _split_ragged(spec: Mapping[str, Any], path: Path, arrays: dict) -> dict[str, object]:
