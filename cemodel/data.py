@@ -231,8 +231,10 @@ def _load_npy(path: Path, spec: Mapping[str, Any]) -> dict[str, object]:
         raise
     except ValueError as exc:
         if "pickle" in str(exc):
+            ragged = _ragged_hint(spec)
             raise CemDataError(
-                f"data file '{path}': holds Python objects, expected a numeric array"
+                f"data file '{path}': holds Python objects, expected a numeric array",
+                hint=("rows of different lengths go in an .npz" + ragged) if ragged else None,
             ) from None
         raise _unreadable(path, what, exc) from None
     except Exception as exc:  # truncated or damaged file
