@@ -266,7 +266,8 @@ def _output(path: str, suffixes: tuple[str, ...], what: str) -> tuple[Path, str]
 def cmd_graph(args) -> int:
     from .compiler import built_model, parse_settings, read_source
     from .files import write_bytes, write_text
-    from .graph import diagram, layout_diagram, to_dot
+    from .graph import diagram, to_dot
+    from .graph_layout import layout_diagram
 
     if args.output:
         out, fmt = _output(args.output, GRAPH_SUFFIXES, "cemodel graph")

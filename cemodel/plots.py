@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .errors import CemError
-from .graph import (
+from .graph_layout import (
     CAPTION,
     DOT,
     FAMILY_FONT,

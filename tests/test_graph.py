@@ -11,7 +11,8 @@ import pytest  # noqa: E402
 
 from cemodel.cli import main  # noqa: E402
 from cemodel.compiler import read_source  # noqa: E402
-from cemodel.graph import diagram, layout_diagram, to_dot  # noqa: E402
+from cemodel.graph import diagram, to_dot  # noqa: E402
+from cemodel.graph_layout import layout_diagram  # noqa: E402
 from cemodel.resolve import build_model  # noqa: E402
 from cemodel.syntax import parse  # noqa: E402
 
