@@ -31,12 +31,12 @@ import numpy as np
 
 from .compiler import Stages, compile_stages, read_source, run_stages
 from .errors import CemError, CemInternalError
-from .model import GateIndex, PlateIndex, RConst, RHyper, RRepeat, RVar
 from .options import check_options, setting_number
 from .runtime.driver import FitResult, check_applies
 from .runtime.drivers import DRIVERS
 from .runtime.drivers.interface import zero_statistics
 from .runtime.source import ItemSource
+from .topics import TopicStructure, topic_structure
 
 if TYPE_CHECKING:
     from .chains import Smoothed
@@ -413,61 +413,6 @@ def load_result(path: str | Path, model: Model | str | Path) -> Fit:
 def _model(path: str, settings: dict[str, float],
            collapse: tuple[str, ...] | None = None) -> Model:
     return Model(path, collapse=collapse, **settings)
-
-
-# ---------------------------------------------------------------------------------------------
-# Topic models: held-out perplexity by document completion
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TopicStructure:
-    """An LDA-shaped model: bag of words ``words[d, n] ~ Categorical(topics[z[d, n]])``,
-    ``z[d, n] ~ Categorical(proportions[d])``, ``proportions[d] ~ Dirichlet(alpha)``."""
-
-    words: str
-    topics: str
-    proportions: str
-    alpha: str | float  # the hyperparameter's name, or the constant
-
-    def alpha_value(self, hypers: Mapping[str, Any]) -> Any:
-        return hypers[self.alpha] if isinstance(self.alpha, str) else self.alpha
-
-
-def topic_structure(model: Any) -> TopicStructure | None:
-    """The topic-model roles of a built model (``Model.stages.model``), or None."""
-    plate = model.data_plate
-    observed = [v for v in model.variables if v.observed]
-    if plate is None or len(observed) != 1:
-        return None
-    words = observed[0]
-    arg = words.args[0] if words.args else None
-    if (words.family != "Categorical" or len(words.plates) != 2 or words.plates[0] != plate
-            or not isinstance(arg, RVar) or len(arg.indices) != 1
-            or not isinstance(arg.indices[0], GateIndex)
-            or not isinstance(arg.indices[0].var, RVar)):
-        return None
-    topics, assignment = model.var(arg.name), model.var(arg.indices[0].var.name)
-    if topics.family != "Dirichlet" or model.is_local(topics) \
-            or assignment.family != "Categorical" or not model.is_local(assignment):
-        return None
-    probs = assignment.args[0]
-    if not (isinstance(probs, RVar) and len(probs.indices) == 1
-            and isinstance(probs.indices[0], PlateIndex) and probs.indices[0].plate == plate):
-        return None
-    proportions = model.var(probs.name)
-    if proportions.family != "Dirichlet" or proportions.plates != (plate,):
-        return None
-    concentration = proportions.args[0]
-    if isinstance(concentration, RRepeat):
-        concentration = concentration.value
-    if isinstance(concentration, RHyper):
-        alpha: str | float = concentration.name
-    elif isinstance(concentration, RConst):
-        alpha = concentration.value
-    else:
-        return None
-    return TopicStructure(words.name, topics.name, proportions.name, alpha)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ For the N held-out items x_n (the elements of the data plate), with β the globa
   downward, O(1/S): by Jensen's inequality log (1/S) Σ_s p_s ≥ (1/S) Σ_s log p_s, an
   unbiased estimate of E_q[log p(x_n | β)] ≥ ELBO_n, so ``elbo ≤ log_predictive`` but for
   Monte Carlo noise.
-* ``log_likelihood_per_word`` (topic models, ``cemodel.api.topic_structure``): document
+* ``log_likelihood_per_word`` (topic models, ``cemodel.topics.topic_structure``): document
   completion with the topics at q's mean (``cemodel.evaluation``); ``perplexity`` its exp(−·).
 
 Comparing two models (or settings) on the same held-out items: greater is better for elbo
@@ -217,7 +217,7 @@ def item_log_likelihood(world: World, plan: ExactPlan, values: dict[str, Array])
 
 def _completion(topic: Any, post: Posterior, heldout: Mapping[str, Any], seed: int,
                 max_local_iter: int, local_tol: float) -> float | None:
-    """Topic models (``topic``: the roles, ``cemodel.api.topic_structure``): the mean
+    """Topic models (``topic``: the roles, ``cemodel.topics.topic_structure``): the mean
     held-out log likelihood per word by document completion."""
     from .evaluation import completion_log_likelihood_per_word, topics_from_dirichlet
 

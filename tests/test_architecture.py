@@ -13,7 +13,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "cemodel"
 COMPILER = ("model", "resolve", "resolve_vars", "conjugacy", "terms", "expansion", "plan",
             "codegen", "families", "syntax", "augment", "blocks", "collapse", "compiler",
-            "graph", "graph_layout", "check", "api", "cli", "distributed")
+            "graph", "graph_layout", "topics", "check", "api", "cli", "distributed")
 
 
 def _module_name(path: Path) -> str:
