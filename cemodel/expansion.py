@@ -12,7 +12,7 @@ import itertools
 
 from .augment_sticks import STICKS, stick_log_poly
 from .errors import CemConjugacyError, CemError, Span
-from .families import CHAIN_FAMILIES, CHILD, FAMILIES, WRITABLE, FamilySpec, View
+from .families import CHILD, FAMILIES, FamilySpec, View
 from .families.base import SCALE_DOMAIN
 from .families.blocks import FUSED
 from .model import (
@@ -46,6 +46,7 @@ from .terms import (
     Stat,
     Use,
     as_letter,
+    conjugate_priors,
     render_expr,
 )
 
@@ -601,17 +602,3 @@ def uses_of(model: Model, name: str) -> list[Use]:
         except CemError:
             pass
     return [use for use in uses if use.var == name]
-
-
-def conjugate_priors(event_rank: int, uses: list[Use]) -> tuple[str, ...]:
-    """The families a model file may give a latent variable with events of ``event_rank``
-    read by ``uses`` that make it conjugate: each read's statistic is one the family's
-    posterior provides (the rule ``Expander.leaf`` accepts a read by), and its support lies
-    in each read's domain. A chain is not one: it is a sequence along a plate of steps."""
-    return tuple(sorted({
-        family.name for family in FAMILIES.values()
-        if family.name in WRITABLE and family.variational and family.event_rank == event_rank
-        and family.name not in CHAIN_FAMILIES
-        and all(family.provides(use.stat) and (use.domain is None or family.fits(use.domain))
-                for use in uses)
-    }))

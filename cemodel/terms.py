@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import Span
+from .families import CHAIN_FAMILIES, FAMILIES, WRITABLE
 from .model import (
     Model,
     PlateIndex,
@@ -182,3 +183,18 @@ def render_expr(expr: RExpr) -> str:
     if isinstance(expr, RSum):
         return f"sum({render_expr(expr.body)} for {expr.index} in {expr.dim})"
     raise AssertionError(expr)
+
+
+def conjugate_priors(event_rank: int, uses: list[Use]) -> tuple[str, ...]:
+    """The families a model file may give a latent variable with events of ``event_rank``
+    read by ``uses`` that make it conjugate: each read's statistic is one the family's
+    posterior provides (the rule ``expansion.Expander.leaf`` accepts a read by), and its
+    support lies in each read's domain. A chain is not one: it is a sequence along a plate of
+    steps."""
+    return tuple(sorted({
+        family.name for family in FAMILIES.values()
+        if family.name in WRITABLE and family.variational and family.event_rank == event_rank
+        and family.name not in CHAIN_FAMILIES
+        and all(family.provides(use.stat) and (use.domain is None or family.fits(use.domain))
+                for use in uses)
+    }))

@@ -18,9 +18,9 @@ import pytest  # noqa: E402
 
 from cemodel.compiler import fitted_model, run_stages  # noqa: E402
 from cemodel.errors import CemConjugacyError, CemError  # noqa: E402
-from cemodel.expansion import conjugate_priors, uses_of  # noqa: E402
+from cemodel.expansion import uses_of  # noqa: E402
 from cemodel.families import CHAIN_FAMILIES, FAMILIES, WRITABLE  # noqa: E402
-from cemodel.terms import Use  # noqa: E402
+from cemodel.terms import Use, conjugate_priors  # noqa: E402
 
 STDLIB = Path(__file__).resolve().parent.parent / "stdlib_models"
 
