@@ -651,3 +651,13 @@ def test_a_stopping_rule_without_the_elbo_it_reads_is_refused():
 def test_the_registry_refuses_options_that_would_change_the_method(method, option):
     with pytest.raises(CemDataError, match="the method decides this"):
         DRIVERS[method].run(NormalMean(), {"x": NORMAL_X}, epochs=1, **{option: False})
+
+
+def test_a_keyword_the_method_does_not_take_is_refused_with_its_options():
+    """As the stochastic driver does: the method named and every option it takes listed (it
+    was Python's bare 'fit() got an unexpected keyword argument')."""
+    with pytest.raises(TypeError, match=r"epochs for method 'mf'; its options: hypers, dims, "
+                                        r"max_iter"):
+        DRIVERS["mf"].run(LatentCoin(), COIN_DATA, epochs=3)
+    with pytest.raises(TypeError, match=r"max_iter; the options of a stochastic fit"):
+        DRIVERS["svi"].run(LatentCoin(), COIN_DATA, max_iter=3)

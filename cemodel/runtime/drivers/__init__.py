@@ -12,6 +12,7 @@ rule in ``cemodel.plan`` (README, "Adding an inference method").
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -50,7 +51,21 @@ class Method:
                                "number or a function of the step")
         if self.name == "svi" and annealed:
             raise CemDataError("effective_batch_size turns SVI into SVI+", hint="method='svi+'")
+        _check_keywords(self.name, self.driver, options)
         return self.driver(model, data, **options)
+
+
+def _check_keywords(name: str, driver: Callable[..., FitResult], options: Mapping) -> None:
+    """A keyword the driver does not take, refused with the method's options (a driver that
+    takes ``**options`` checks its own: the stochastic ones)."""
+    parameters = inspect.signature(driver).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return
+    taken = [n for n, p in parameters.items() if p.kind is p.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(taken))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)} for method "
+                        f"'{name}'; its options: {', '.join(taken)}")
 
 
 DRIVERS: Mapping[str, Method] = MappingProxyType({
