@@ -137,8 +137,8 @@ class Expander:
             rank = dict(FAMILIES[self.model.var(expr.name).family].stats).get(fn)
             if rank is not None:
                 return shape[:rank] if rank < 2 else (shape[0], shape[0])
-        if fn in ("outer",):
-            return (shape[0], shape[0])
+        if fn == "outer":  # a vector's x xᵀ; a matrix's, row by row (GaussianChainDiag's A)
+            return (shape[0], shape[0]) if len(shape) == 1 else (shape[0], shape[1], shape[1])
         if fn == "square":
             return ()
         return shape

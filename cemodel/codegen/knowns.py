@@ -104,6 +104,8 @@ def known_numpy(model: Model, slot: Known, prefix: str = "") -> tuple[str, str]:
         # log 0 of data is finite (rt.LOG_ZERO) so that 0 · log 0 adds 0; < 0 is refused
         what = "data " + ", ".join(f"'{n}'" for n in data_names(first))
         return _ident("log", *ops), f"rt.log_data({args}, {what!r})"
+    if slot.fn == "outer" and len(slot.tensor) == 3:  # a known matrix's rows' a_i a_iᵀ
+        return _ident("outer", *ops), f"np.einsum('ik,il->ikl', {args}, {args})"
     if slot.fn == "lgamma_sum" and isinstance(first, RRepeat):
         return (_ident("lgamma_sum", first.value),
                 f"rt.gammaln({prefix}{dim_name(first.dim)} * {numpy_expr(first.value, prefix)})")
