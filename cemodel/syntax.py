@@ -390,6 +390,8 @@ def _hint_for_token(tok: lark.Token, expected: set[str]) -> str | None:
         return "a plate header ends with ':'"
     if tok.type == "_INDENT":
         return "only the body of a plate is indented"
+    if "IN" in expected:  # a plate header short of a word: `plate d in D:`
+        return "a plate is written 'plate NAME i in K:' (its name, its index, its dimension)"
     return None
 
 
