@@ -44,11 +44,11 @@ def small_data_defaults(o: Any, n_total: int) -> None:
     warm-up of ``warmup_steps``, after 1,000 steps: 0.02-2.4% (4 of 6 within 0.1%), 0.01%, at
     most 0.04% and at most 0.07%; after 3,000: at most 0.02%, 0.01%, 0.02% and 0.04%."""
     if o.learning_rate != "adaptive" and o.kappa is None and o.tau is None:
-        small = default_epochs(replace(o, kappa=KAPPA, tau=TAU), n_total) > MIN_EPOCHS
+        large_epochs = default_epochs(replace(o, kappa=KAPPA, tau=TAU), n_total)
+        small = large_epochs > MIN_EPOCHS
         if small and o.apply_v and o.epochs is None:  # SSVI: the same schedule, longer
             per_epoch = steps_per_epoch(n_total, o.batch_size)
-            o.epochs = max(default_epochs(replace(o, kappa=KAPPA, tau=TAU), n_total),
-                           -(-SMALL_V_STEPS // per_epoch))
+            o.epochs = max(large_epochs, -(-SMALL_V_STEPS // per_epoch))
         elif small and not o.apply_v:
             o.kappa, o.tau = SMALL_KAPPA, SMALL_TAU
             sampled = o.sample_globals and o.average is None
