@@ -42,7 +42,7 @@ import os
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -262,8 +262,17 @@ class _Distributor:
         self.tasks = self.worker_setups = self.calls = 0
 
     def __getattr__(self, name: str) -> Any:
-        """Everything but _prepare and run_local_step is the module's own."""
+        """Everything but _prepare, run_local_step and GLOBALS is the module's own."""
         return getattr(self.module, name)
+
+    @property
+    def GLOBALS(self) -> tuple[Any, ...]:  # noqa: N802 (the module's name for it)
+        """The module's globals, none of them ``alone`` (SVI's lazy step): the local step runs
+        on the workers' own copies of the data, which compact arrays and renumbered
+        categories made on the client cannot reach."""
+        return tuple(g if g.lazy is None or not g.lazy.alone else
+                     replace(g, lazy=replace(g.lazy, alone=False))
+                     for g in self.module.GLOBALS)
 
     def run(self, method: str, data: Mapping[str, Any], options: dict[str, Any]) -> FitResult:
         """The method's driver over this interface."""

@@ -36,6 +36,15 @@ plate items n in N:
 """
 
 
+# the observed categories x also index another global (mu[x[n], z[n]]): the local step reads
+# E[mu] at x, so it must see the categories as they are (not renumbered, ``alone``)
+READ_ELSEWHERE = CATEGORICAL_MIXTURE.replace("model catmix", "model readx").replace(
+    "plate items n in N:", """plate cats v in V:
+    plate kinds k in K:
+        mu[v, k] ~ Normal(0.0, 1.0)
+plate items n in N:""") + "    observe y[n] ~ Normal(mu[x[n], z[n]], 1.0)\n"
+
+
 def _layout(path: str) -> dict:
     text, filename = read_source(path)
     plan = run_stages(text, filename, {}, None).plan
@@ -61,26 +70,44 @@ def _data(kind: str, rng: np.random.Generator, V: int) -> dict:
         return {"w": [rng.integers(0, V, size=rng.integers(1, 12)) for _ in range(200)]}
     if kind == "sequences":
         return {"x": [rng.integers(0, V, size=rng.integers(2, 15)) for _ in range(80)]}
-    return {"x": rng.integers(0, V, size=600)}
+    x = rng.integers(0, V, size=600)
+    if kind == "dense and read":
+        return {"x": x, "y": rng.normal(x / 10.0, 1.0)}
+    return {"x": x}
 
 
 def _module(name: str, compiled, tmp_path):
-    if name != "catmix":
+    if name not in ("catmix", "readx"):
         return compiled(name)
-    path = tmp_path / "catmix.cem"
-    path.write_text(CATEGORICAL_MIXTURE)
+    path = tmp_path / f"{name}.cem"
+    path.write_text(CATEGORICAL_MIXTURE if name == "catmix" else READ_ELSEWHERE)
     return compile_model(path)
 
 
-@pytest.mark.parametrize("name, kind", [("lda", "ragged"), ("hmm", "sequences"),
-                                        ("catmix", "dense")])
-def test_lazy_steps_follow_the_eager_steps(name, kind, compiled, tmp_path, monkeypatch):
-    """LDA (ragged tokens), an HMM (eager transition globals beside the lazy emissions) and
-    a mixture of categoricals written here (one category per item): traces and posteriors
-    equal to round-off, with the minibatch's N ramped and with the decay renormalised
-    every few steps (a long fit's path)."""
+def _with_layout(module, **changes):
+    """The module's globals with each lazy layout changed (e.g. a path the rule did not
+    choose for it)."""
+    return tuple(g if g.lazy is None else dataclasses.replace(
+        g, lazy=dataclasses.replace(g.lazy, **changes)) for g in module.GLOBALS)
+
+
+@pytest.mark.parametrize("name, kind, layout", [
+    ("lda", "ragged", {}), ("hmm", "sequences", {}), ("catmix", "dense", {}),
+    ("readx", "dense and read", {}),
+    # the paths the rule chose for none of them: the update kernel on the compact statistics
+    # (not direct), and the full-size arrays (not alone)
+    ("lda", "ragged", {"direct": False}), ("lda", "ragged", {"alone": False}),
+    ("hmm", "sequences", {"alone": False, "direct": False})])
+def test_lazy_steps_follow_the_eager_steps(name, kind, layout, compiled, tmp_path,
+                                           monkeypatch):
+    """LDA (ragged tokens), an HMM (eager transition globals beside the lazy emissions), a
+    mixture of categoricals written here (one category per item) and one whose categories
+    index another global too: traces and posteriors equal to round-off, with the
+    minibatch's N ramped and with the decay renormalised every few steps (a long fit's
+    path)."""
     module = _module(name, compiled, tmp_path)
     assert any(g.lazy is not None for g in module.GLOBALS)
+    monkeypatch.setattr(module, "GLOBALS", _with_layout(module, **layout))
     V = 40
     data = _data(kind, np.random.default_rng(0), V)
     eager = tuple(dataclasses.replace(g, lazy=None) for g in module.GLOBALS)
@@ -145,8 +172,9 @@ def test_column_kernels_match_eager_blends_over_many_steps():
         hat = np.full((rows, V), prior_value)
         hat[:, columns] += rng.gamma(1.0, 3.0, (rows, columns.size))
         eager = (1.0 - rho) * eager + rho * hat
-        assert kernels.blend_columns(state.lt, np.ascontiguousarray(hat[:, columns]),
-                                     state.prior, state.excess, columns, rho, -1.0)
+        assert kernels.blend_columns(state.lt, state.lt, np.ascontiguousarray(hat[:, columns]),
+                                     state.prior, state.excess, columns, rho, -1.0, False,
+                                     False, 1.0)
         scale += math.log1p(-rho)
         state.last[columns] = scale
         np.testing.assert_allclose(state.excess, (eager - prior_value).sum(axis=1), rtol=1e-12)
@@ -154,11 +182,16 @@ def test_column_kernels_match_eager_blends_over_many_steps():
     np.testing.assert_allclose(state.lt.T, eager, rtol=1e-12)
 
 
-def test_a_step_leaving_the_domain_is_refused():
+@pytest.mark.parametrize("bad", [-5.0, np.nan])
+def test_a_step_leaving_the_domain_is_refused(bad):
     lt = np.full((3, 2), 0.5)
-    hat = np.array([[0.0, -5.0], [0.0, 0.0]])
-    assert not kernels.blend_columns(lt, hat, np.zeros((3, 1)), np.zeros(2),
-                                     np.array([0, 2]), 0.5, -1.0)
+    hat = np.array([[0.0, bad], [0.0, 0.0]])
+    assert not kernels.blend_columns(lt, lt, hat, np.zeros((3, 1)), np.zeros(2),
+                                     np.array([0, 2]), 0.5, -1.0, False, False, 1.0)
+    # the compact statistic S of a direct global, λ̂ = P + data_scale · S
+    S = np.array([[0.0, 0.0], [bad, 0.0]])
+    assert not kernels.blend_columns(lt, np.full((2, 2), 0.5), S, np.zeros((3, 1)),
+                                     np.zeros(2), np.array([0, 2]), 0.5, -1.0, True, True, 1.0)
 
 
 def test_column_sets_of_ragged_and_dense_items():
@@ -186,6 +219,32 @@ def test_shares_add_up_only_the_minibatchs_categories(compiled, monkeypatch):
     eager = module.fit_svi(data, dims={"V": 40}, epochs=3, batch_size=16, seed=5)
     np.testing.assert_allclose(fit.elbo, eager.elbo, rtol=1e-11)
     np.testing.assert_allclose(fit["beta.alpha"], eager["beta.alpha"], rtol=1e-9)
+
+
+def test_compact_arrays_only_where_nothing_else_reads_the_categories(compiled, tmp_path):
+    """The local step runs on the minibatch's categories renumbered (``alone``) unless
+    another variable reads them: readx's y ~ Normal(mu[x[n], z[n]], 1) makes q(z) read E[mu]
+    at x, and on renumbered categories it would read the wrong rows (the fit differs from
+    the eager step's, which is why the rule refuses it). LDA's update is the one statistic
+    plus the prior (``direct``)."""
+    lda = {g.name: g.lazy for g in compiled("lda").GLOBALS}["beta"]
+    assert lda.alone and lda.direct
+    readx = _module("readx", compiled, tmp_path)
+    phi = {g.name: g.lazy for g in readx.GLOBALS}["phi"]
+    assert not phi.alone and phi.direct
+    data = _data("dense and read", np.random.default_rng(0), 40)
+
+    def fit(globals_):
+        readx.GLOBALS = globals_
+        return readx.fit_svi(data, dims={"V": 40}, epochs=2, batch_size=16, seed=1)
+
+    compiled_globals, forced = readx.GLOBALS, _with_layout(readx, alone=True)
+    try:
+        eager = fit(tuple(dataclasses.replace(g, lazy=None) for g in compiled_globals))
+        wrong = fit(forced)
+    finally:
+        readx.GLOBALS = compiled_globals
+    assert abs(wrong.elbo[-1] - eager.elbo[-1]) > 1e-3 * abs(eager.elbo[-1])
 
 
 def test_e_itself_is_left_to_settle_only_where_the_local_step_reads_its_copies(compiled):

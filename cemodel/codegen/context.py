@@ -218,6 +218,9 @@ class EmitContext:
         """Keep exp(E[log ·]) in step with E wherever E[log ·] is computed (a global's
         transposed copies after its rows, ``exp_after_rows``)."""
         nodes: list[Node] = []
+        # E[log x] ≤ 0 for a probability: exp without a library call, which vectorizes
+        exp = ("rt.exp_nonpositive" if self.family(var.name) in ("dirichlet", "beta")
+               else "np.exp")
         for transposed in sorted(self.kplan.exp_needed.get(var.name, ())):
             if transposed and self.transposed_after_rows(var):
                 continue
@@ -225,18 +228,18 @@ class EmitContext:
             if not transposed:
                 X = args.use(f"X_{var.name}_log")
                 if not var.shape:  # one value per row (a Gamma over plates)
-                    nodes.append(Line(f"{X}[{row}] = np.exp({E}[{row}])"))
+                    nodes.append(Line(f"{X}[{row}] = {exp}({E}[{row}])"))
                     continue
                 size = args.use(dim_name(var.shape[0]))
                 nodes.append(Block(f"for t in range({size})",
-                                   (Line(f"{X}[{row}, t] = np.exp({E}[{row}, t])"),)))
+                                   (Line(f"{X}[{row}, t] = {exp}({E}[{row}, t])"),)))
                 continue
             XT = args.use(f"XT_{var.name}_log")
             ET = args.use(f"ET_{var.name}_log")
             size = args.use(dim_name(var.shape[0]))
             nodes.append(Block(f"for t in range({size})", (
                 Line(f"{ET}[t, {row}] = {E}[{row}, t]"),
-                Line(f"{XT}[t, {row}] = np.exp({E}[{row}, t])"),
+                Line(f"{XT}[t, {row}] = {exp}({E}[{row}, t])"),
             )))
         return nodes
 

@@ -15,13 +15,19 @@ Wabbit's ``--lda`` does). That needs, of the global's update:
 - every other message constant: the prior's, from scalar hyperparameters and numbers;
 - the observed variable's values one per entry of the data plate, or of one ragged plate
   inside it, so that the minibatch's columns are read off its items.
+
+Two further facts let the step do less (``LazyColumns.alone``, ``.direct``): when no other
+variable reads the observed categories and the local step has no loop over them, it can run
+on compact arrays, the minibatch's categories renumbered 0..n−1 (they stay in cache); when the
+only data message is the statistic itself (coefficient 1, no other factor), λ̂ = P +
+data_scale · S needs no update kernel.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model import PlateIndex, RConst, RHyper, RRepeat, RVar
+from ..model import PlateIndex, RConst, RHyper, RRepeat, RVar, VarDef, expr_vars
 from ..terms import Known, Stat
 from .context import EmitContext
 from .loops import dim_name
@@ -38,10 +44,13 @@ class LazyColumns:
     exp: str | None  # exp(E[log β]) kept row-major (X_beta_log)
     transposed: tuple[str, str] | None  # (E[log β]ᵀ, exp(E[log β])ᵀ) copies
     expected: bool = True  # E[log β] itself is read by the local step (else only its copies)
+    alone: bool = False  # the local step reads the categories only through this global
+    direct: bool = False  # λ̂[r, v] = P[r, v] + data_scale · S[v, r], S its one statistic
 
     def literal(self) -> str:
         return (f"rt.LazyColumns({self.size!r}, {self.index!r}, {self.pointer!r}, "
-                f"{self.statistics!r}, {self.exp!r}, {self.transposed!r}, {self.expected!r})")
+                f"{self.statistics!r}, {self.exp!r}, {self.transposed!r}, "
+                f"expected={self.expected!r}, alone={self.alone!r}, direct={self.direct!r})")
 
 
 def lazy_columns(ctx: EmitContext, name: str,
@@ -57,6 +66,8 @@ def lazy_columns(ctx: EmitContext, name: str,
         return None
     statistics: dict[str, int] = {}
     observed: set[str] = set()
+    direct = []  # per data message: is it data_scale · S[v, row] (see LazyColumns.direct)
+    rows = ctx.model.plate(var.plates[0]).dim
     for message, factor, monomial in ctx.messages_to(name):
         acc = ctx.plan.accumulator_for(message.factor, message.monomial)
         letter = message.target.tensor[0] if message.target.tensor else None
@@ -76,6 +87,10 @@ def lazy_columns(ctx: EmitContext, name: str,
             return None
         observed.add(source)
         statistics[acc.name] = acc.key.index(letter)
+        direct.append(monomial.coef == 1.0 and acc.glob == (message.target,)
+                      and not acc.entries and not acc.plates and len(acc.key) == 2
+                      and acc.key[0] == letter and message.target.index == acc.key[1:]
+                      and factor.dim_of(acc.key[1]) == rows)
     if len(observed) != 1 or not statistics:
         return None
     index = observed.pop()
@@ -85,9 +100,14 @@ def lazy_columns(ctx: EmitContext, name: str,
     exps = ctx.kplan.exp_needed.get(name, frozenset())
     transposed = (f"ET_{name}_log", f"XT_{name}_log") if True in exps else None
     E = ctx.layout.E(name, "log")
-    return LazyColumns(dim_name(event), index, pointer, tuple(sorted(statistics.items())),
+    size = dim_name(event)
+    # alone: no other variable reads the observed categories, and the local step has no loop
+    # over them, so it may run on the minibatch's categories renumbered 0..n-1
+    alone = (local_reads is not None and size not in local_reads
+             and not any(_reads(v, index) for v in ctx.model.variables if v.name != index))
+    return LazyColumns(size, index, pointer, tuple(sorted(statistics.items())),
                        f"X_{name}_log" if False in exps else None, transposed,
-                       local_reads is None or E in local_reads)
+                       local_reads is None or E in local_reads, alone, direct == [True])
 
 
 def eager_beside_lazy(ctx: EmitContext) -> tuple[str, ...]:
@@ -97,6 +117,11 @@ def eager_beside_lazy(ctx: EmitContext) -> tuple[str, ...]:
     if not lazy:
         return ()
     return tuple(name for name in ctx.plan.globals if name not in lazy)
+
+
+def _reads(var: VarDef, name: str) -> bool:
+    """Does a parameter of ``var`` mention random variable ``name`` (as a value or gate)?"""
+    return any(ref == name for arg in var.args for ref, _ in expr_vars(arg))
 
 
 def _constant(ctx: EmitContext, slot) -> bool:

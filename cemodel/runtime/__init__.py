@@ -123,6 +123,7 @@ from .source import ItemSource as ItemSource
 from .source import item_source as item_source
 from .special import blend as blend
 from .special import digamma as digamma
+from .special import exp_nonpositive as exp_nonpositive
 from .special import frobenius as frobenius
 from .special import gather_rows as gather_rows
 from .special import gathered as gathered

@@ -763,7 +763,7 @@ def elbo_of_globals(s):
 GLOBALS = (  # the globals as the stochastic drivers move them
     rt.Global('phi', 'dirichlet', lam=('lam_phi_log',), E=('E_phi_log',),
               update=_update_phi, aux_draws=1, after_sample=None,
-              lazy=rt.LazyColumns('n_V', 'w', 'tokens_ptr', (('acc_w_0', 0),), None, None, True)),
+              lazy=rt.LazyColumns('n_V', 'w', 'tokens_ptr', (('acc_w_0', 0),), None, None, expected=True, alone=True, direct=True)),
     rt.Global('pi_sticks', 'beta', lam=('lam_pi_sticks_log', 'lam_pi_sticks_log1m'), E=('E_pi_sticks_log', 'E_pi_sticks_log1m'),
               update=_update_pi_sticks, aux_draws=2, after_sample=None),
 )

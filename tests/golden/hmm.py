@@ -496,7 +496,7 @@ GLOBALS = (  # the globals as the stochastic drivers move them
               update=_update_A, aux_draws=1, after_sample=None),
     rt.Global('phi', 'dirichlet', lam=('lam_phi_log',), E=('E_phi_log',),
               update=_update_phi, aux_draws=1, after_sample=None,
-              lazy=rt.LazyColumns('n_V', 'x', 'steps_ptr', (('acc_x_0', 0),), None, None, True)),
+              lazy=rt.LazyColumns('n_V', 'x', 'steps_ptr', (('acc_x_0', 0),), None, None, expected=True, alone=True, direct=True)),
     rt.Global('pi0', 'dirichlet', lam=('lam_pi0_log',), E=('E_pi0_log',),
               update=_update_pi0, aux_draws=1, after_sample=None),
 )

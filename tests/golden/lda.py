@@ -114,7 +114,7 @@ def update_theta(
     else:
         rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
         for t in range(n_K):
-            X_theta_log[i_docs, t] = np.exp(E_theta_log[i_docs, t])
+            X_theta_log[i_docs, t] = rt.exp_nonpositive(E_theta_log[i_docs, t])
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
@@ -922,7 +922,7 @@ def elbo_of_globals(s):
 GLOBALS = (  # the globals as the stochastic drivers move them
     rt.Global('beta', 'dirichlet', lam=('lam_beta_log',), E=('E_beta_log',),
               update=_update_beta, aux_draws=1, after_sample=_after_sample_beta,
-              lazy=rt.LazyColumns('n_V', 'w', 'tokens_ptr', (('acc_w_0', 0),), None, ('ET_beta_log', 'XT_beta_log'), False)),
+              lazy=rt.LazyColumns('n_V', 'w', 'tokens_ptr', (('acc_w_0', 0),), None, ('ET_beta_log', 'XT_beta_log'), expected=False, alone=True, direct=True)),
 )
 
 

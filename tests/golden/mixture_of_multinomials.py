@@ -647,7 +647,7 @@ def elbo_of_globals(s):
 GLOBALS = (  # the globals as the stochastic drivers move them
     rt.Global('phi', 'dirichlet', lam=('lam_phi_log',), E=('E_phi_log',),
               update=_update_phi, aux_draws=1, after_sample=None,
-              lazy=rt.LazyColumns('n_V', 'w', 'tokens_ptr', (('acc_w_0', 0),), None, None, True)),
+              lazy=rt.LazyColumns('n_V', 'w', 'tokens_ptr', (('acc_w_0', 0),), None, None, expected=True, alone=True, direct=True)),
     rt.Global('pi', 'dirichlet', lam=('lam_pi_log',), E=('E_pi_log',),
               update=_update_pi, aux_draws=1, after_sample=None),
 )

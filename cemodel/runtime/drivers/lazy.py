@@ -9,6 +9,13 @@ up when next read (``catch_up``); ``settle`` brings every entry up to date for w
 reads the whole global (the per-epoch ELBO, a callback, a checkpoint, the result). Only the
 rounding differs from moving every entry at every step.
 
+A global read ``alone`` (``rt.LazyColumns``) hands the local step compact arrays, row j for
+the minibatch's j-th category, and the observed categories renumbered to match: the rows a
+step writes and reads (E[log β]ᵀ and its exp, the statistics, λ caught up) are then 2 MB
+that stay in cache instead of 2,600 scattered rows of 30 MB arrays (GCIDE, K = 100), and
+there is nothing to gather or zero in the full statistics. A ``direct`` one blends straight
+from its compact statistic (λ̂ = P + data_scale · S) without running its update kernel.
+
 It serves plain SVI; SVI+, SSVI, SSVI-A, averaging, adaptive rates and empirical Bayes read
 or perturb the whole λ at every step and keep the eager step.
 """
@@ -16,7 +23,7 @@ or perturb the whole λ at every step and keep the eager step.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -55,6 +62,12 @@ class LazyGlobal:
     last: np.ndarray
     mark: np.ndarray
     columns: np.ndarray | None = None
+    # alone (rt.LazyColumns): each category's row among the minibatch's columns, the index
+    # renumbered by it at the minibatch's entries, and the minibatch's compact statistics
+    position: np.ndarray | None = None
+    renumbered: np.ndarray | None = None
+    compact: dict[str, np.ndarray] = field(default_factory=dict)
+    caught_up: np.ndarray | None = None  # λᵀ at the minibatch's columns, caught up
 
     @property
     def lam(self) -> str:
@@ -96,18 +109,21 @@ def start(model: ModelInterface, s: State) -> Lazy:
         # the row sums as settle computes them: a resumed fit continues bit for bit
         found.append(LazyGlobal(g, lt, prior_t, (prior + 1.0).sum(axis=1),
                                 (lt - prior_t).sum(axis=0), np.zeros(lam.shape[1]),
-                                np.zeros(lam.shape[1], dtype=np.bool_)))
+                                np.zeros(lam.shape[1], dtype=np.bool_),
+                                position=np.zeros(lam.shape[1], dtype=np.int64)))
     return Lazy(tuple(found), tuple(eager))
 
 
-def prepare(lazy: Lazy, model: ModelInterface, s: State, items: np.ndarray) -> None:
+def prepare(lazy: Lazy, model: ModelInterface, s: State, items: np.ndarray) -> State | _Proxy:
     """Before the local step on ``items``: their columns of each lazy global up to date, in
-    λ and in E[log β] and its copies."""
-    # a lazy global's statistics are zero between lazy steps (each step zeroes its rows);
-    # the others' are zeroed as SVI zeroes them
+    λ and in E[log β] and its copies. Returns the state the local step runs on: ``s``, or,
+    with globals read ``alone``, ``s`` with their arrays replaced by compact ones."""
+    # a lazy global's statistics are zero between lazy steps (each step zeroes its rows, or
+    # the compact ones receive them); the others' are zeroed as SVI zeroes them
     zero_statistics(model, s, skip=frozenset() if lazy.dirty else frozenset(
         name for lg in lazy.globals for name, _ in lg.g.lazy.statistics))
     lazy.dirty = False
+    replaced: dict[str, Any] = {}
     for lg in lazy.globals:
         spec = lg.g.lazy
         values = getattr(s, spec.index)
@@ -115,6 +131,9 @@ def prepare(lazy: Lazy, model: ModelInterface, s: State, items: np.ndarray) -> N
             lg.columns = kernels.dense_columns(values[items], lg.mark)
         else:
             lg.columns = kernels.ragged_columns(values, getattr(s, spec.pointer), items, lg.mark)
+        if getattr(spec, "alone", False):
+            replaced.update(_compact(lazy, lg, s, values, items))
+            continue
         E = getattr(s, lg.g.E[0])
         X = getattr(s, spec.exp) if spec.exp is not None else E
         ET, XT = ((getattr(s, spec.transposed[0]), getattr(s, spec.transposed[1]))
@@ -123,41 +142,98 @@ def prepare(lazy: Lazy, model: ModelInterface, s: State, items: np.ndarray) -> N
                                   lg.total_prior, lg.excess, lg.columns, E, X, ET, XT,
                                   spec.expected, spec.exp is not None,
                                   spec.transposed is not None)
+    return _Proxy(s, replaced) if replaced else s
+
+
+def _compact(lazy: Lazy, lg: LazyGlobal, s: State, values: np.ndarray,
+             items: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays of a global read ``alone``, for the local step on ``items``: row j of each
+    for category columns[j] (E[log β] and its copies caught up, the statistics zero), and the
+    index renumbered so at the items' entries."""
+    spec, columns = lg.g.lazy, lg.columns
+    n, rows = columns.shape[0], lg.lt.shape[1]
+    lg.position[columns] = np.arange(n)
+    if lg.renumbered is None or lg.renumbered.shape != values.shape:
+        lg.renumbered = np.empty_like(values)  # read at the minibatch's entries only
+    if spec.pointer is None:
+        lg.renumbered[items] = lg.position[values[items]]
+    else:
+        kernels.remap_ragged(values, getattr(s, spec.pointer), items, lg.position,
+                             lg.renumbered)
+    lg.caught_up = np.empty((n, rows))
+    ET = np.empty((n, rows))
+    exps = spec.exp is not None or spec.transposed is not None
+    XT = np.empty((n, rows) if exps else (0, rows))
+    E = np.empty((rows, n)) if spec.expected else ET
+    X = np.empty((rows, n)) if spec.exp is not None else ET
+    kernels.dirichlet_compact(lg.lt, lg.prior, lg.last, lazy.scale, lg.total_prior,
+                              lg.excess, columns, lg.caught_up, ET, XT, E, X, spec.expected,
+                              spec.exp is not None, spec.transposed is not None)
+    replaced = {spec.index: lg.renumbered}
+    if spec.expected:
+        replaced[lg.g.E[0]] = E
+    if spec.exp is not None:
+        replaced[spec.exp] = X
+    if spec.transposed is not None:
+        replaced[spec.transposed[0]], replaced[spec.transposed[1]] = ET, XT
+    lg.compact = {}
+    for name, axis in spec.statistics:
+        full = getattr(s, name)
+        compact = np.zeros(full.shape[:axis] + (n,) + full.shape[axis + 1:])
+        replaced[name] = lg.compact[name] = compact
+        shares = getattr(s, f"{name}_threads", None)  # the local step's copies per share
+        if shares is not None:
+            replaced[f"{name}_threads"] = (compact[None] if shares.shape[0] == 1 else
+                                           np.zeros((shares.shape[0],) + compact.shape))
+    return replaced
 
 
 def statistic_rows(lazy: Lazy, s: State) -> list[tuple[np.ndarray, int, np.ndarray]]:
     """(statistic, its categories' axis, the minibatch's categories) of each lazy global:
     the only rows its local step can reach (``rt.shares.only_rows``)."""
     return [(getattr(s, name), axis, lg.columns) for lg in lazy.globals
-            for name, axis in lg.g.lazy.statistics]
+            if not lg.compact for name, axis in lg.g.lazy.statistics]
 
 
-def targets(lazy: Lazy, s: State, data_scale: float) -> list[np.ndarray]:
+def targets(lazy: Lazy, s: State, data_scale: float) -> list[np.ndarray | float]:
     """λ̂ of each lazy global at its minibatch's columns (rows × columns), by its update
-    kernel run on those columns alone."""
-    hats = []
+    kernel run on those columns alone; for a ``direct`` global read alone, just
+    ``data_scale`` (``blend`` reads λ̂ off its compact statistic)."""
+    hats: list[np.ndarray | float] = []
     for lg in lazy.globals:
         spec, columns = lg.g.lazy, lg.columns
+        if lg.compact and getattr(spec, "direct", False):
+            hats.append(data_scale)
+            continue
         hat = np.empty((getattr(s, lg.lam).shape[0], columns.shape[0]))
         replaced: dict[str, Any] = {lg.lam: hat, spec.size: int(columns.shape[0])}
         for name, axis in spec.statistics:
-            replaced[name] = np.take(getattr(s, name), columns, axis=axis)
+            replaced[name] = (lg.compact[name] if lg.compact else
+                              np.take(getattr(s, name), columns, axis=axis))
         lg.g.update(_Proxy(s, replaced), data_scale, expect=False)
         hats.append(hat)
     return hats
 
 
-def blend(lazy: Lazy, s: State, hats: list[np.ndarray], rho: float) -> str | None:
+def blend(lazy: Lazy, s: State, hats: list[np.ndarray | float], rho: float) -> str | None:
     """The step at the minibatch's columns (the rest decays in ``scale``), then their
     statistics zeroed for the next step. Returns the first lazy global whose λ left the
     Dirichlet's domain (λ > −1) at the columns, or None."""
     lazy.scale += math.log1p(-rho)
     outside = None
     for lg, hat in zip(lazy.globals, hats, strict=True):
-        if not kernels.blend_columns(lg.lt, hat, lg.prior, lg.excess,
-                                     lg.columns, rho, -1.0) and outside is None:
+        direct = isinstance(hat, float)  # λ̂ = P + data_scale · S (targets)
+        if direct:
+            (statistic,) = lg.compact.values()
+        valid = kernels.blend_columns(
+            lg.lt, lg.caught_up if lg.compact else lg.lt, statistic if direct else hat,
+            lg.prior, lg.excess, lg.columns, rho, -1.0, bool(lg.compact), direct,
+            hat if direct else 1.0)
+        if not valid and outside is None:
             outside = lg.g.name
         lg.last[lg.columns] = lazy.scale
+        if lg.compact:  # the full statistics received nothing
+            continue
         for name, axis in lg.g.lazy.statistics:
             kernels.zero_rows(getattr(s, name), axis, lg.columns)
     if lazy.scale < _SMALLEST_SCALE:

@@ -372,9 +372,9 @@ def _lazy_step(run: Run, batch: np.ndarray, offset: int, epoch: int, rho: float)
     model, state = run.model, run.lazy
     batch = _minibatch(run, batch)
     s = run.s
-    lazy.prepare(state, model, s, batch)
+    local_state = lazy.prepare(state, model, s, batch)
     with only_rows(lazy.statistic_rows(state, s)):
-        _local_step(run, batch)
+        _local_step(run, batch, local_state)
     scale = _data_scale(run, batch, offset, epoch)
     try:
         for g in state.eager:
@@ -518,10 +518,10 @@ def _sample(run: Run, g: Global) -> None:
         g.after_sample(s)
 
 
-def _local_step(run: Run, batch: np.ndarray) -> None:
+def _local_step(run: Run, batch: np.ndarray, s: Any = None) -> None:
     """The chosen E-step on the minibatch: mean field ('exact' when no local depends on
-    another), or the collapsed Gibbs / CVB0 step."""
-    model, o, s = run.model, run.o, run.s
+    another), or the collapsed Gibbs / CVB0 step; on ``s`` (default: the fit's state)."""
+    model, o, s = run.model, run.o, run.s if s is None else s
     if o.local == "gibbs":
         model.run_local_step_gibbs(s, batch, o.gibbs_sweeps, o.gibbs_burn_in)
     elif o.local == "cvb0":
