@@ -105,6 +105,8 @@ from .polyagamma import polyagamma_expected_stats as polyagamma_expected_stats
 from .polyagamma import polyagamma_log_normalizer as polyagamma_log_normalizer
 from .polyagamma import polyagamma_natural as polyagamma_natural
 from .polyagamma import polyagamma_params as polyagamma_params
+from .prefetch import prefetch_row as prefetch_row
+from .prefetch import prefetch_rows as prefetch_rows
 from .sampling import sample_beta as sample_beta
 from .sampling import sample_dirichlet as sample_dirichlet
 from .sampling import sample_gamma as sample_gamma

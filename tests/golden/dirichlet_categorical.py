@@ -91,8 +91,13 @@ def local_step(
     for thread in range(share_start, share_stop):  # one call runs these shares, one after another
         acc_x_0_t = acc_x_0_threads[thread]
         elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_rolls = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(item_weight, items[position + 1])
+                rt.prefetch_row(x, items[position + 1])
             # acc_x_0[k] += onehot(x[rolls]) · present(x[rolls])  (dirichlet_categorical.cem:13:5)
             t_k = x[i_rolls]
             acc_x_0_t[t_k] += item_weight[i_rolls] * present_x[i_rolls]

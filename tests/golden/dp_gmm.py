@@ -198,8 +198,15 @@ def local_step(
         acc_x_1_t = acc_x_1_threads[thread]
         acc_x_2_t = acc_x_2_threads[thread]
         elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_points = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(item_weight, items[position + 1])
+                rt.prefetch_row(lam_z_onehot, items[position + 1])
+                rt.prefetch_row(E_z_onehot, items[position + 1])
+                rt.prefetch_row(x, items[position + 1])
             if seeding:  # k-means++ seed items: seed c is all category c
                 E_z_onehot[i_points] = 0.0
                 if 0 <= seed_category[i_points] < n_K:

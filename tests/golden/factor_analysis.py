@@ -159,8 +159,17 @@ def local_step(
         acc_y_2_t = acc_y_2_threads[thread]
         acc_y_3_t = acc_y_3_threads[thread]
         elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_points = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(item_weight, items[position + 1])
+                rt.prefetch_row(lam_f_value, items[position + 1])
+                rt.prefetch_row(E_f_value, items[position + 1])
+                rt.prefetch_row(lam_f_outer, items[position + 1])
+                rt.prefetch_row(E_f_outer, items[position + 1])
+                rt.prefetch_row(y, items[position + 1])
             update_f(i_points, True, lam_f_value, lam_f_outer, n_K, eye_K, n_P, E_psi_value, y, E_W_value, present_y, E_W_outer, E_f_value, E_f_outer)
             # acc_y_0[@dims] += present(y[points, dims])  (factor_analysis.cem:25:9)
             for i_dims in range(n_P):

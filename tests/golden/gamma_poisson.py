@@ -92,8 +92,13 @@ def local_step(
     shares_total = 0.0
     for thread in range(share_start, share_stop):  # one call runs these shares, one after another
         elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_observations = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(item_weight, items[position + 1])
+                rt.prefetch_row(x, items[position + 1])
             # acc_x_0[] += x[observations] · present(x[observations])  (gamma_poisson.cem:13:5)
             acc_x_0_threads[thread] += item_weight[i_observations] * x[i_observations] * present_x[i_observations]
             # acc_x_1[] += present(x[observations])  (gamma_poisson.cem:13:5)

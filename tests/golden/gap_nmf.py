@@ -304,8 +304,14 @@ def local_step(
         # the item's previous state, for the restart guard
         keep_X_H_log = np.empty_like(X_H_log[0])
         elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_frames = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(item_weight, items[position + 1])
+                rt.prefetch_row(local_sweeps, items[position + 1])
+                rt.prefetch_row(Y, items[position + 1])
             if guard:
                 keep_lam_H_log[...] = lam_H_log[i_frames]
                 keep_E_H_log[...] = E_H_log[i_frames]

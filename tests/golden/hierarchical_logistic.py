@@ -152,8 +152,17 @@ def local_step(
         acc_y_6_t = acc_y_6_threads[thread]
         acc_y_7_t = acc_y_7_threads[thread]
         elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_points = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(item_weight, items[position + 1])
+                rt.prefetch_row(lam_y_omega_value, items[position + 1])
+                rt.prefetch_row(E_y_omega_value, items[position + 1])
+                rt.prefetch_row(y, items[position + 1])
+                rt.prefetch_row(x, items[position + 1])
+                rt.prefetch_row(group, items[position + 1])
             update_y_omega(i_points, True, lam_y_omega_value, n_P, x, E_w_outer, group, E_w_value, E_b_value, E_b_square, E_y_omega_value)
             # acc_y_0[i0] += y[points] · x[points]  (hierarchical_logistic.cem:32:5)
             for t_i0 in range(n_P):

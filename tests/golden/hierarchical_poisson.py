@@ -104,8 +104,15 @@ def local_step(
         acc_x_1_t = acc_x_1_threads[thread]
         acc_x_2_t = acc_x_2_threads[thread]
         elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_counts = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(item_weight, items[position + 1])
+                rt.prefetch_row(x, items[position + 1])
+                rt.prefetch_row(group, items[position + 1])
+                rt.prefetch_row(e, items[position + 1])
             # acc_x_1[g0] += x[counts] · onehot(group[counts]) · present(x[counts])  (hierarchical_poisson.cem:22:5)
             t_g0 = group[i_counts]
             acc_x_1_t[t_g0] += item_weight[i_counts] * x[i_counts] * present_x[i_counts]

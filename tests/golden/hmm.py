@@ -163,8 +163,16 @@ def local_step(
         acc_z_1_t = acc_z_1_threads[thread]
         acc_x_0_t = acc_x_0_threads[thread]
         elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_seqs = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(item_weight, items[position + 1])
+                rt.prefetch_rows(x, steps_ptr[items[position + 1]], steps_ptr[items[position + 1] + 1])
+                rt.prefetch_rows(steps_weight, steps_ptr[items[position + 1]], steps_ptr[items[position + 1] + 1])
+            if position + 2 < stop_position:
+                rt.prefetch_row(steps_ptr, items[position + 2])
             base_steps = steps_ptr[i_seqs]
             if seeding:  # k-means++ seed steps: seed c in state c
                 for i_steps in range(steps_ptr[i_seqs], steps_ptr[i_seqs + 1]):

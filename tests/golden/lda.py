@@ -309,8 +309,20 @@ def local_step(
         # the item's previous state, for the restart guard
         keep_X_theta_log = np.empty_like(X_theta_log[0])
         elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_docs = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(item_weight, items[position + 1])
+                rt.prefetch_row(local_sweeps, items[position + 1])
+                rt.prefetch_row(lam_theta_log, items[position + 1])
+                rt.prefetch_row(E_theta_log, items[position + 1])
+                rt.prefetch_row(X_theta_log, items[position + 1])
+                rt.prefetch_rows(w, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
+                rt.prefetch_rows(tokens_weight, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
+            if position + 2 < stop_position:
+                rt.prefetch_row(tokens_ptr, items[position + 2])
             base_tokens = tokens_ptr[i_docs]
             if seeding:  # k-means++ seed items: seed c is all category c
                 for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
@@ -681,8 +693,19 @@ def klc_stats(
         s_z = s_z_threads[thread]
         acc_w_0_t = acc_w_0_threads[thread]
         elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_docs = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(item_weight, items[position + 1])
+                rt.prefetch_row(lam_theta_log, items[position + 1])
+                rt.prefetch_row(E_theta_log, items[position + 1])
+                rt.prefetch_row(X_theta_log, items[position + 1])
+                rt.prefetch_rows(w, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
+                rt.prefetch_rows(tokens_weight, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
+            if position + 2 < stop_position:
+                rt.prefetch_row(tokens_ptr, items[position + 2])
             base_tokens = tokens_ptr[i_docs]
             # q(z) = softmax(θ) per row
             for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):
@@ -756,8 +779,17 @@ def klc_gradient(
         B_z = B_z_threads[thread]
         s_z = s_z_threads[thread]
         norm = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_docs = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(E_theta_log, items[position + 1])
+                rt.prefetch_row(X_theta_log, items[position + 1])
+                rt.prefetch_rows(w, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
+                rt.prefetch_rows(tokens_weight, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
+            if position + 2 < stop_position:
+                rt.prefetch_row(tokens_ptr, items[position + 2])
             base_tokens = tokens_ptr[i_docs]
             # q(Z) = softmax(θ) per row
             for i_tokens in range(tokens_ptr[i_docs], tokens_ptr[i_docs + 1]):

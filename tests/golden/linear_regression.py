@@ -103,8 +103,14 @@ def local_step(
         acc_y_2_t = acc_y_2_threads[thread]
         acc_y_3_t = acc_y_3_threads[thread]
         elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_points = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(item_weight, items[position + 1])
+                rt.prefetch_row(y, items[position + 1])
+                rt.prefetch_row(x, items[position + 1])
             # acc_y_0[] += present(y[points])  (linear_regression.cem:19:5)
             acc_y_0_threads[thread] += item_weight[i_points] * present_y[i_points]
             # acc_y_1[] += y[points] · y[points] · present(y[points])  (linear_regression.cem:19:5)

@@ -134,8 +134,18 @@ def local_step(
         acc_c_0_t = acc_c_0_threads[thread]
         acc_w_0_t = acc_w_0_threads[thread]
         elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_docs = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(item_weight, items[position + 1])
+                rt.prefetch_row(lam_c_onehot, items[position + 1])
+                rt.prefetch_row(E_c_onehot, items[position + 1])
+                rt.prefetch_rows(w, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
+                rt.prefetch_rows(tokens_weight, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
+            if position + 2 < stop_position:
+                rt.prefetch_row(tokens_ptr, items[position + 2])
             if seeding:  # k-means++ seed items: seed c is all category c
                 E_c_onehot[i_docs] = 0.0
                 if 0 <= seed_category[i_docs] < n_K:
@@ -444,8 +454,18 @@ def klc_stats(
         acc_c_0_t = acc_c_0_threads[thread]
         acc_w_0_t = acc_w_0_threads[thread]
         elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_docs = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(item_weight, items[position + 1])
+                rt.prefetch_row(lam_c_onehot, items[position + 1])
+                rt.prefetch_row(E_c_onehot, items[position + 1])
+                rt.prefetch_rows(w, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
+                rt.prefetch_rows(tokens_weight, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
+            if position + 2 < stop_position:
+                rt.prefetch_row(tokens_ptr, items[position + 2])
             # q(c) = softmax(θ) per row
             lam_c_onehot[i_docs] = theta_c[i_docs]
             rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])
@@ -488,8 +508,17 @@ def klc_gradient(
     shares_total = 0.0
     for thread in range(share_start, share_stop):  # one call runs these shares, one after another
         norm = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_docs = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(lam_c_onehot, items[position + 1])
+                rt.prefetch_row(E_c_onehot, items[position + 1])
+                rt.prefetch_rows(w, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
+                rt.prefetch_rows(tokens_weight, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
+            if position + 2 < stop_position:
+                rt.prefetch_row(tokens_ptr, items[position + 2])
             # q(Z) = softmax(θ) per row
             lam_c_onehot[i_docs] = theta_c[i_docs]
             rt.categorical_expected_stats(lam_c_onehot[i_docs], E_c_onehot[i_docs])

@@ -103,8 +103,13 @@ def local_step(
     shares_total = 0.0
     for thread in range(share_start, share_stop):  # one call runs these shares, one after another
         elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_ratings = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(item_weight, items[position + 1])
+                rt.prefetch_row(y, items[position + 1])
             # acc_y_0[] += present(y[ratings])  (pmf.cem:31:5)
             acc_y_0_threads[thread] += item_weight[i_ratings] * present_y[i_ratings]
             # acc_y_1[] += y[ratings] · y[ratings] · present(y[ratings])  (pmf.cem:31:5)

@@ -154,8 +154,18 @@ def local_step(
         acc_y_3_t = acc_y_3_threads[thread]
         acc_y_4_t = acc_y_4_threads[thread]
         elbo = 0.0
-        for position in range(thread * items.shape[0] // n_threads, (thread + 1) * items.shape[0] // n_threads):
+        stop_position = (thread + 1) * items.shape[0] // n_threads
+        for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_points = items[position]
+            # the next item's memory, asked for while this one computes
+            if position + 1 < stop_position:
+                rt.prefetch_row(item_weight, items[position + 1])
+                rt.prefetch_row(lam_y_scale_log, items[position + 1])
+                rt.prefetch_row(E_y_scale_log, items[position + 1])
+                rt.prefetch_row(lam_y_scale_value, items[position + 1])
+                rt.prefetch_row(E_y_scale_value, items[position + 1])
+                rt.prefetch_row(y, items[position + 1])
+                rt.prefetch_row(x, items[position + 1])
             update_y_scale(i_points, True, lam_y_scale_log, lam_y_scale_value, nu_c, E_tau_value, y, n_P, x, E_w_value, E_w_outer, E_y_scale_log, E_y_scale_value)
             # acc_y_1[] +=   (robust_regression.cem:25:5)
             acc_y_1_threads[thread] += item_weight[i_points]

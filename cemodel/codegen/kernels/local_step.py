@@ -296,9 +296,9 @@ def threaded_kernel(ctx: EmitContext, name: str, per_item: list[Node], args: Arg
         *bind,
         *buffers,
         Line(f"{result} = 0.0"),
-        Block("for position in range(thread * items.shape[0] // n_threads, "
-              "(thread + 1) * items.shape[0] // n_threads)",
-              (Line(f"{ctx.item} = items[position]"), *per_item)),
+        Line("stop_position = (thread + 1) * items.shape[0] // n_threads"),
+        Block("for position in range(thread * items.shape[0] // n_threads, stop_position)",
+              (Line(f"{ctx.item} = items[position]"), *prefetch_next(ctx, args), *per_item)),
         Line(f"shares_total += {result}", "summed in share order, as rt.run_shares sums"),
     ]
     body: list[Node] = [
@@ -316,6 +316,46 @@ def threaded_kernel(ctx: EmitContext, name: str, per_item: list[Node], args: Arg
     return Function(name, tuple(dict.fromkeys(params)), tuple(body), doc, KERNEL,
                     supplied=("share_start", "share_stop", "n_threads", *args.supplied),
                     shares=shares)
+
+
+def prefetch_next(ctx: EmitContext, args: ArgRecorder) -> list[Node]:
+    """Ask for the next item's memory while this one computes (``rt.prefetch_row``): its rows
+    of the per-item arrays the kernel reads and, for a ragged plate inside the item, its
+    entries (the pointer itself two items ahead). SVI draws its minibatches at random, and a
+    random item's rows are cache misses the hardware cannot foresee."""
+    model, item_plate = ctx.model, ctx.model.data_plate
+    used = set(args.names)
+    rows = [n for n in ("item_weight", "local_sweeps") if n in used]
+    for name in ctx.plan.kept_locals:
+        if model.var(name).plates == (item_plate,):
+            arrays = [f(name, st) for st, _ in ctx.stats(name)
+                      for f in (ctx.layout.lam, ctx.layout.E)] + [f"X_{name}_log"]
+            rows += [a for a in arrays if a in used]
+    spans: list[tuple[str, str]] = []
+    for v in (*model.observed, *model.data):
+        if v.name not in used or v.plates[:1] != (item_plate,):
+            continue
+        inner = model.plate(v.plates[1]) if len(v.plates) > 1 else None
+        if inner is None or not inner.ragged:
+            rows.append(v.name)
+        elif inner.parent == item_plate:
+            spans.append((v.name, f"{inner.name}_ptr"))
+    for plate in model.plates:
+        if plate.ragged and plate.parent == item_plate and f"{plate.name}_weight" in used:
+            spans.append((f"{plate.name}_weight", f"{plate.name}_ptr"))
+    if not rows and not spans:
+        return []
+    upcoming = "items[position + 1]"
+    nodes: list[Node] = [Block("if position + 1 < stop_position", (
+        *[Line(f"rt.prefetch_row({a}, {upcoming})") for a in rows],
+        *[Line(f"rt.prefetch_rows({a}, {args.use(ptr)}[{upcoming}], "
+               f"{ptr}[{upcoming} + 1])") for a, ptr in spans],
+    ), comment="the next item's memory, asked for while this one computes")]
+    pointers = sorted({ptr for _, ptr in spans})
+    if pointers:
+        nodes.append(Block("if position + 2 < stop_position", tuple(
+            Line(f"rt.prefetch_row({ptr}, items[position + 2])") for ptr in pointers)))
+    return nodes
 
 
 def emit_hoist_messages(ctx: EmitContext) -> Function | None:

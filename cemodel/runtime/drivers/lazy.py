@@ -94,22 +94,29 @@ def applies(model: ModelInterface, o: Any, first_rho: float) -> bool:
 
 
 def start(model: ModelInterface, s: State) -> Lazy:
-    """The lazy state at the fit's current λ: P from each update with no data."""
+    """The lazy state at the fit's current λ: P from each update with no data, run on one
+    column (the rule, ``cemodel.codegen.lazy``, makes every message but the data's a
+    constant, so P is that column repeated)."""
     found, eager = [], []
     for g in model.GLOBALS:
         if getattr(g, "lazy", None) is None:
             eager.append(g)
             continue
         lam = getattr(s, g.lam[0])
-        prior = np.empty_like(lam)
-        g.update(_Proxy(s, {g.lam[0]: prior}), 0.0, expect=False)
-        shared = np.all(prior == prior[:1])  # one row serves all
+        column = np.empty((lam.shape[0], 1))
+        replaced: dict[str, Any] = {g.lam[0]: column, g.lazy.size: 1}
+        for name, axis in g.lazy.statistics:
+            shape = getattr(s, name).shape
+            replaced[name] = np.zeros(shape[:axis] + (1,) + shape[axis + 1:])
+        g.update(_Proxy(s, replaced), 0.0, expect=False)
+        shared = np.all(column == column[:1])  # one row serves all
+        prior_t = np.repeat(column[:1].T if shared else column.T, lam.shape[1], axis=0)
         lt = np.ascontiguousarray(lam.T)
-        prior_t = np.ascontiguousarray((prior[:1] if shared else prior).T)
-        # the row sums as settle computes them: a resumed fit continues bit for bit
-        found.append(LazyGlobal(g, lt, prior_t, (prior + 1.0).sum(axis=1),
-                                (lt - prior_t).sum(axis=0), np.zeros(lam.shape[1]),
-                                np.zeros(lam.shape[1], dtype=np.bool_),
+        # each row's Σ_v (P_v + 1) and Σ_v (λ_v − P_v) as settle sums them: a resumed fit
+        # continues bit for bit
+        total_prior = np.array([np.full(lam.shape[1], p + 1.0).sum() for p in column[:, 0]])
+        found.append(LazyGlobal(g, lt, prior_t, total_prior, (lt - prior_t).sum(axis=0),
+                                np.zeros(lam.shape[1]), np.zeros(lam.shape[1], dtype=np.bool_),
                                 position=np.zeros(lam.shape[1], dtype=np.int64)))
     return Lazy(tuple(found), tuple(eager))
 
