@@ -94,7 +94,7 @@ def local_step(
         for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_trials = items[position]
             # the next item's memory, asked for while this one computes
-            if position + 1 < stop_position:
+            if position + 1 < stop_position and items[position + 1] != i_trials + 1:
                 rt.prefetch_row(item_weight, items[position + 1])
                 rt.prefetch_row(x, items[position + 1])
             # acc_x_0[] += x[trials] · present(x[trials])  (beta_bernoulli.cem:13:5)

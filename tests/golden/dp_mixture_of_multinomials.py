@@ -155,13 +155,13 @@ def local_step(
         for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_docs = items[position]
             # the next item's memory, asked for while this one computes
-            if position + 1 < stop_position:
+            if position + 1 < stop_position and items[position + 1] != i_docs + 1:
                 rt.prefetch_row(item_weight, items[position + 1])
                 rt.prefetch_row(lam_c_onehot, items[position + 1])
                 rt.prefetch_row(E_c_onehot, items[position + 1])
                 rt.prefetch_rows(w, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
                 rt.prefetch_rows(tokens_weight, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
-            if position + 2 < stop_position:
+            if position + 2 < stop_position and items[position + 2] != i_docs + 2:
                 rt.prefetch_row(tokens_ptr, items[position + 2])
             if seeding:  # k-means++ seed items: seed c is all category c
                 E_c_onehot[i_docs] = 0.0
@@ -558,13 +558,13 @@ def klc_stats(
         for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_docs = items[position]
             # the next item's memory, asked for while this one computes
-            if position + 1 < stop_position:
+            if position + 1 < stop_position and items[position + 1] != i_docs + 1:
                 rt.prefetch_row(item_weight, items[position + 1])
                 rt.prefetch_row(lam_c_onehot, items[position + 1])
                 rt.prefetch_row(E_c_onehot, items[position + 1])
                 rt.prefetch_rows(w, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
                 rt.prefetch_rows(tokens_weight, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
-            if position + 2 < stop_position:
+            if position + 2 < stop_position and items[position + 2] != i_docs + 2:
                 rt.prefetch_row(tokens_ptr, items[position + 2])
             # q(c) = softmax(θ) per row
             lam_c_onehot[i_docs] = theta_c[i_docs]
@@ -619,12 +619,12 @@ def klc_gradient(
         for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_docs = items[position]
             # the next item's memory, asked for while this one computes
-            if position + 1 < stop_position:
+            if position + 1 < stop_position and items[position + 1] != i_docs + 1:
                 rt.prefetch_row(lam_c_onehot, items[position + 1])
                 rt.prefetch_row(E_c_onehot, items[position + 1])
                 rt.prefetch_rows(w, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
                 rt.prefetch_rows(tokens_weight, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
-            if position + 2 < stop_position:
+            if position + 2 < stop_position and items[position + 2] != i_docs + 2:
                 rt.prefetch_row(tokens_ptr, items[position + 2])
             # q(Z) = softmax(θ) per row
             lam_c_onehot[i_docs] = theta_c[i_docs]

@@ -163,7 +163,7 @@ def local_step(
         for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_points = items[position]
             # the next item's memory, asked for while this one computes
-            if position + 1 < stop_position:
+            if position + 1 < stop_position and items[position + 1] != i_points + 1:
                 rt.prefetch_row(item_weight, items[position + 1])
                 rt.prefetch_row(lam_f_value, items[position + 1])
                 rt.prefetch_row(E_f_value, items[position + 1])

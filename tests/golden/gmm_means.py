@@ -159,7 +159,7 @@ def local_step(
         for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_points = items[position]
             # the next item's memory, asked for while this one computes
-            if position + 1 < stop_position:
+            if position + 1 < stop_position and items[position + 1] != i_points + 1:
                 rt.prefetch_row(item_weight, items[position + 1])
                 rt.prefetch_row(lam_z_onehot, items[position + 1])
                 rt.prefetch_row(E_z_onehot, items[position + 1])
@@ -558,7 +558,7 @@ def klc_stats(
         for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_points = items[position]
             # the next item's memory, asked for while this one computes
-            if position + 1 < stop_position:
+            if position + 1 < stop_position and items[position + 1] != i_points + 1:
                 rt.prefetch_row(item_weight, items[position + 1])
                 rt.prefetch_row(lam_z_onehot, items[position + 1])
                 rt.prefetch_row(E_z_onehot, items[position + 1])
@@ -621,7 +621,7 @@ def klc_gradient(
         for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_points = items[position]
             # the next item's memory, asked for while this one computes
-            if position + 1 < stop_position:
+            if position + 1 < stop_position and items[position + 1] != i_points + 1:
                 rt.prefetch_row(lam_z_onehot, items[position + 1])
                 rt.prefetch_row(E_z_onehot, items[position + 1])
                 rt.prefetch_row(x, items[position + 1])

@@ -167,11 +167,11 @@ def local_step(
         for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_seqs = items[position]
             # the next item's memory, asked for while this one computes
-            if position + 1 < stop_position:
+            if position + 1 < stop_position and items[position + 1] != i_seqs + 1:
                 rt.prefetch_row(item_weight, items[position + 1])
                 rt.prefetch_rows(x, steps_ptr[items[position + 1]], steps_ptr[items[position + 1] + 1])
                 rt.prefetch_rows(steps_weight, steps_ptr[items[position + 1]], steps_ptr[items[position + 1] + 1])
-            if position + 2 < stop_position:
+            if position + 2 < stop_position and items[position + 2] != i_seqs + 2:
                 rt.prefetch_row(steps_ptr, items[position + 2])
             base_steps = steps_ptr[i_seqs]
             if seeding:  # k-means++ seed steps: seed c in state c

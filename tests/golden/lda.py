@@ -313,7 +313,7 @@ def local_step(
         for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_docs = items[position]
             # the next item's memory, asked for while this one computes
-            if position + 1 < stop_position:
+            if position + 1 < stop_position and items[position + 1] != i_docs + 1:
                 rt.prefetch_row(item_weight, items[position + 1])
                 rt.prefetch_row(local_sweeps, items[position + 1])
                 rt.prefetch_row(lam_theta_log, items[position + 1])
@@ -321,7 +321,7 @@ def local_step(
                 rt.prefetch_row(X_theta_log, items[position + 1])
                 rt.prefetch_rows(w, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
                 rt.prefetch_rows(tokens_weight, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
-            if position + 2 < stop_position:
+            if position + 2 < stop_position and items[position + 2] != i_docs + 2:
                 rt.prefetch_row(tokens_ptr, items[position + 2])
             base_tokens = tokens_ptr[i_docs]
             if seeding:  # k-means++ seed items: seed c is all category c
@@ -697,14 +697,14 @@ def klc_stats(
         for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_docs = items[position]
             # the next item's memory, asked for while this one computes
-            if position + 1 < stop_position:
+            if position + 1 < stop_position and items[position + 1] != i_docs + 1:
                 rt.prefetch_row(item_weight, items[position + 1])
                 rt.prefetch_row(lam_theta_log, items[position + 1])
                 rt.prefetch_row(E_theta_log, items[position + 1])
                 rt.prefetch_row(X_theta_log, items[position + 1])
                 rt.prefetch_rows(w, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
                 rt.prefetch_rows(tokens_weight, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
-            if position + 2 < stop_position:
+            if position + 2 < stop_position and items[position + 2] != i_docs + 2:
                 rt.prefetch_row(tokens_ptr, items[position + 2])
             base_tokens = tokens_ptr[i_docs]
             # q(z) = softmax(θ) per row
@@ -783,12 +783,12 @@ def klc_gradient(
         for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_docs = items[position]
             # the next item's memory, asked for while this one computes
-            if position + 1 < stop_position:
+            if position + 1 < stop_position and items[position + 1] != i_docs + 1:
                 rt.prefetch_row(E_theta_log, items[position + 1])
                 rt.prefetch_row(X_theta_log, items[position + 1])
                 rt.prefetch_rows(w, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
                 rt.prefetch_rows(tokens_weight, tokens_ptr[items[position + 1]], tokens_ptr[items[position + 1] + 1])
-            if position + 2 < stop_position:
+            if position + 2 < stop_position and items[position + 2] != i_docs + 2:
                 rt.prefetch_row(tokens_ptr, items[position + 2])
             base_tokens = tokens_ptr[i_docs]
             # q(Z) = softmax(θ) per row

@@ -273,11 +273,11 @@ def local_step(
         for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_seqs = items[position]
             # the next item's memory, asked for while this one computes
-            if position + 1 < stop_position:
+            if position + 1 < stop_position and items[position + 1] != i_seqs + 1:
                 rt.prefetch_row(item_weight, items[position + 1])
                 rt.prefetch_rows(y, steps_ptr[items[position + 1]], steps_ptr[items[position + 1] + 1])
                 rt.prefetch_rows(steps_weight, steps_ptr[items[position + 1]], steps_ptr[items[position + 1] + 1])
-            if position + 2 < stop_position:
+            if position + 2 < stop_position and items[position + 2] != i_seqs + 2:
                 rt.prefetch_row(steps_ptr, items[position + 2])
             base_steps = steps_ptr[i_seqs]
             update_x(i_seqs, True, lam_x_value, lam_x_outer, lam_x_start, lam_x_start_value, lam_x_start_outer, lam_x_step, lam_x_step_outer, lam_x_cross, lam_x_prev_outer, logdet_P0, n_D, P0, m0, outer_m0, E_Q_logdet, E_Q_value, A, n_P, E_r_value, y, E_C_value, E_C_outer, steps_ptr, E_x_value, E_x_outer, E_x_start, E_x_start_value, E_x_start_outer, E_x_step, E_x_step_outer, E_x_cross, E_x_prev_outer, H_x)

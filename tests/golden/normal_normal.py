@@ -98,7 +98,7 @@ def local_step(
         for position in range(thread * items.shape[0] // n_threads, stop_position):
             i_observations = items[position]
             # the next item's memory, asked for while this one computes
-            if position + 1 < stop_position:
+            if position + 1 < stop_position and items[position + 1] != i_observations + 1:
                 rt.prefetch_row(item_weight, items[position + 1])
                 rt.prefetch_row(x, items[position + 1])
             # acc_x_2[] += tau · x[observations] · present(x[observations])  (normal_normal.cem:14:5)

@@ -346,15 +346,18 @@ def prefetch_next(ctx: EmitContext, args: ArgRecorder) -> list[Node]:
     if not rows and not spans:
         return []
     upcoming = "items[position + 1]"
-    nodes: list[Node] = [Block("if position + 1 < stop_position", (
-        *[Line(f"rt.prefetch_row({a}, {upcoming})") for a in rows],
-        *[Line(f"rt.prefetch_rows({a}, {args.use(ptr)}[{upcoming}], "
-               f"{ptr}[{upcoming} + 1])") for a, ptr in spans],
-    ), comment="the next item's memory, asked for while this one computes")]
+    # an item next to this one (MF runs the items in order) is the hardware prefetcher's
+    nodes: list[Node] = [Block(
+        f"if position + 1 < stop_position and {upcoming} != {ctx.item} + 1", (
+            *[Line(f"rt.prefetch_row({a}, {upcoming})") for a in rows],
+            *[Line(f"rt.prefetch_rows({a}, {args.use(ptr)}[{upcoming}], "
+                   f"{ptr}[{upcoming} + 1])") for a, ptr in spans],
+        ), comment="the next item's memory, asked for while this one computes")]
     pointers = sorted({ptr for _, ptr in spans})
     if pointers:
-        nodes.append(Block("if position + 2 < stop_position", tuple(
-            Line(f"rt.prefetch_row({ptr}, items[position + 2])") for ptr in pointers)))
+        nodes.append(Block(
+            f"if position + 2 < stop_position and items[position + 2] != {ctx.item} + 2",
+            tuple(Line(f"rt.prefetch_row({ptr}, items[position + 2])") for ptr in pointers)))
     return nodes
 
 
