@@ -16,6 +16,7 @@ Models, each with its general kernels (no model is special-cased anywhere in cem
 
     python benchmarks/before_after.py --against eccc3b1           # every model
     python benchmarks/before_after.py --against HEAD~3 --only gmm pmf --repeats 5
+    python benchmarks/before_after.py --against eccc3b1 --method svi   # SVI epochs instead
 """
 
 from __future__ import annotations
@@ -70,8 +71,9 @@ def make_data(config: str) -> tuple[dict, dict]:
     return {"y": y, "user": user, "item": item}, {}
 
 
-def child(config: str) -> None:
-    """Runs in a child whose sys.path starts at the tree under test: prints its JSON timing."""
+def child(config: str, method: str) -> None:
+    """Runs in a child whose sys.path starts at the tree under test: prints its JSON timing
+    (MF: seconds per iteration; SVI: per epoch of minibatches of 256, its ELBO included)."""
     import cemodel
 
     model, dims, iters = CONFIGS[config]
@@ -81,16 +83,26 @@ def child(config: str) -> None:
              for name, value in data.items()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        module.fit(small, dims=dims, hypers=hypers, max_iter=2, tol=0.0, seed=0)
-        result = module.fit(data, dims=dims, hypers=hypers, max_iter=iters, tol=0.0, seed=0)
+        if method == "svi":
+            module.fit_svi(small, dims=dims, hypers=hypers, epochs=1, batch_size=8, seed=0)
+            result = module.fit_svi(data, dims=dims, hypers=hypers, epochs=SVI_EPOCHS,
+                                    batch_size=256, seed=0)
+        else:
+            module.fit(small, dims=dims, hypers=hypers, max_iter=2, tol=0.0, seed=0)
+            result = module.fit(data, dims=dims, hypers=hypers, max_iter=iters, tol=0.0,
+                                seed=0)
     print(json.dumps({"per_iter": result.seconds / result.iterations,
                       "elbo": float(result.elbo[-1]), "iterations": int(result.iterations)}))
 
 
-def run_child(tree: Path, cache: Path, config: str) -> dict:
+SVI_EPOCHS = 2  # --method svi: epochs of each fit
+
+
+def run_child(tree: Path, cache: Path, config: str, method: str) -> dict:
     env = {**os.environ, "CEMODEL_TREE": str(tree), "CEMODEL_CACHE": str(cache),
            "CEMODEL_MODEL_DIR": str(REPO / "stdlib_models"), "PYTHONPATH": str(tree)}
-    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", config],
+    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", config,
+                          "--method", method],
                          env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"{config} in {tree}: {out.stderr[-2000:]}")
@@ -102,12 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", default="HEAD", help="the reference commit")
     parser.add_argument("--only", nargs="+", choices=sorted(CONFIGS), default=sorted(CONFIGS))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--method", choices=("mf", "svi"), default="mf",
+                        help="time MF iterations (default) or SVI epochs")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--markdown", action="store_true",
                         help="accepted for run_all.py: the table is always markdown")
     args = parser.parse_args(argv)
     if args.child:
-        child(args.child)
+        child(args.child, args.method)
         return 0
     import numpy as np
 
@@ -130,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             for repeat in range(args.repeats):
                 for side in ("reference", "current") if repeat % 2 == 0 else ("current",
                                                                                "reference"):
-                    got = run_child(*trees[side], config)
+                    got = run_child(*trees[side], config, args.method)
                     times[side].append(got["per_iter"])
                     elbos[side] = got["elbo"]
                     print(f"  {config} {side}: {got['per_iter']:.4f} s/iter", flush=True)
@@ -147,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.cpu_count()} CPUs at the end; {time.strftime('%Y-%m-%d %H:%M')}")
     print(f"reference {sha} vs the working tree; medians of {args.repeats} fresh processes each, "
           "alternating\n")
-    print("| model | reference s/iter | current s/iter | speedup | ELBO reference | "
+    unit = "s/epoch (SVI)" if args.method == "svi" else "s/iter"
+    print(f"| model | reference {unit} | current {unit} | speedup | ELBO reference | "
           "ELBO current |\n|---|---:|---:|---:|---:|---:|")
     for config, before, after, ratio, elbos in rows:
         print(f"| {config} | {before:.4f} | {after:.4f} | {ratio:.2f}x | "
