@@ -129,6 +129,25 @@ def test_lazy_steps_follow_the_eager_steps(name, kind, layout, compiled, tmp_pat
             np.testing.assert_allclose(mine.posterior[key], value, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("local", ["gibbs", "cvb0"])
+def test_collapsed_local_steps_run_on_the_compact_arrays(local, compiled, monkeypatch):
+    """The collapsed E-steps read the renumbered words and write the compact statistics like
+    the mean-field one: the same fit as the eager step's."""
+    module = compiled("lda")
+    data = _data("ragged", np.random.default_rng(2), 40)
+
+    def fit():
+        return module.fit_svi(data, dims={"V": 40}, epochs=3, batch_size=16, seed=1,
+                              local=local)
+
+    lazy_fit = fit()
+    monkeypatch.setattr(module, "GLOBALS",
+                        tuple(dataclasses.replace(g, lazy=None) for g in module.GLOBALS))
+    eager_fit = fit()
+    np.testing.assert_allclose(lazy_fit.elbo, eager_fit.elbo, rtol=1e-11)
+    np.testing.assert_allclose(lazy_fit["beta.alpha"], eager_fit["beta.alpha"], rtol=1e-9)
+
+
 def test_lazy_step_is_chosen_for_plain_svi_only(compiled):
     module = compiled("lda")
     data = _data("ragged", np.random.default_rng(1), 30)
