@@ -44,7 +44,7 @@ class LazyColumns:
     minibatch category, and ``index`` renumbered to match (``dirichlet_compact``);
     ``direct`` whether its update is λ̂[r, v] = P[r, v] + data_scale · S[v, r] with S its one
     statistic (categories × rows): then the step blends from S without the update kernel
-    (``blend_direct``)."""
+    (``blend_columns`` with ``direct``)."""
 
     size: str
     index: str
@@ -194,7 +194,7 @@ def dirichlet_compact(lt: np.ndarray, prior: np.ndarray, last: np.ndarray, scale
                       transposed: bool) -> None:
     """``dirichlet_columns`` into compact arrays, row j of them for category columns[j]:
     LC (columns × rows) = λᵀ there caught up (λᵀ itself and ``last`` are left for
-    ``blend_compact``, which writes the step's result), ET = E[log β]ᵀ there, XT = exp of it
+    ``blend_columns``, which writes the step's result), ET = E[log β]ᵀ there, XT = exp of it
     (with ``transposed`` or ``plain_exp``), E and X (rows × columns) the same row-major (with
     ``expected``, ``plain_exp``). ET is written in any case (the flat buffer digamma and exp
     run over). The compact arrays stay in cache for the local step and the blend that read
