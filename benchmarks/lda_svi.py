@@ -120,7 +120,7 @@ class KernelTimer:
     KERNELS = ("local_step", "update_beta", "refresh_globals", "elbo_global")
     # the lazy SVI step's runtime kernels (cemodel.runtime.drivers.lazy calls them through
     # these modules' namespaces)
-    RUNTIME = {"cemodel.runtime.lazy": ("dirichlet_columns", "dirichlet_compact",
+    RUNTIME = {"cemodel.runtime.lazy": ("dirichlet_compact", "scatter_columns",
                                         "blend_columns", "catch_up",
                                         "ragged_columns", "dense_columns", "remap_ragged",
                                         "zero_rows"),

@@ -182,8 +182,13 @@ def test_column_kernels_match_eager_blends_over_many_steps():
     for t in range(1, 60):
         rho = (t + 2.0) ** -0.6
         columns = np.unique(rng.integers(0, V, size=6))
-        kernels.dirichlet_columns(state.lt, state.prior, state.last, scale, state.total_prior,
-                                  state.excess, columns, E, E, E.T, E.T, True, False, False)
+        n = columns.size
+        caught_up, ET, E_columns = np.empty((n, rows)), np.empty((n, rows)), np.empty((rows, n))
+        kernels.dirichlet_compact(state.lt, state.prior, state.last, scale, state.total_prior,
+                                  state.excess, columns, caught_up, ET, ET[:0], E_columns, ET,
+                                  True, False, False)
+        kernels.scatter_columns(columns, ET, ET[:0], E_columns, ET, E, E, E, E, True, False,
+                                False)
         totals = (eager + 1.0).sum(axis=1)
         expected = np.array([[digamma(eager[r, v] + 1.0) - digamma(totals[r])
                               for v in columns] for r in range(rows)])
@@ -191,9 +196,8 @@ def test_column_kernels_match_eager_blends_over_many_steps():
         hat = np.full((rows, V), prior_value)
         hat[:, columns] += rng.gamma(1.0, 3.0, (rows, columns.size))
         eager = (1.0 - rho) * eager + rho * hat
-        assert kernels.blend_columns(state.lt, state.lt, np.ascontiguousarray(hat[:, columns]),
-                                     state.prior, state.excess, columns, rho, -1.0, False,
-                                     False, 1.0)
+        assert kernels.blend_columns(state.lt, caught_up, np.ascontiguousarray(hat[:, columns]),
+                                     state.prior, state.excess, columns, rho, -1.0, False, 1.0)
         scale += math.log1p(-rho)
         state.last[columns] = scale
         np.testing.assert_allclose(state.excess, (eager - prior_value).sum(axis=1), rtol=1e-12)
@@ -205,12 +209,13 @@ def test_column_kernels_match_eager_blends_over_many_steps():
 def test_a_step_leaving_the_domain_is_refused(bad):
     lt = np.full((3, 2), 0.5)
     hat = np.array([[0.0, bad], [0.0, 0.0]])
-    assert not kernels.blend_columns(lt, lt, hat, np.zeros((3, 1)), np.zeros(2),
-                                     np.array([0, 2]), 0.5, -1.0, False, False, 1.0)
+    caught_up = np.full((2, 2), 0.5)  # lt's rows 0 and 2
+    assert not kernels.blend_columns(lt, caught_up, hat, np.zeros((3, 1)), np.zeros(2),
+                                     np.array([0, 2]), 0.5, -1.0, False, 1.0)
     # the compact statistic S of a direct global, λ̂ = P + data_scale · S
     S = np.array([[0.0, 0.0], [bad, 0.0]])
-    assert not kernels.blend_columns(lt, np.full((2, 2), 0.5), S, np.zeros((3, 1)),
-                                     np.zeros(2), np.array([0, 2]), 0.5, -1.0, True, True, 1.0)
+    assert not kernels.blend_columns(lt, caught_up, S, np.zeros((3, 1)), np.zeros(2),
+                                     np.array([0, 2]), 0.5, -1.0, True, 1.0)
 
 
 def test_column_sets_of_ragged_and_dense_items():

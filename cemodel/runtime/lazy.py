@@ -6,7 +6,7 @@ gets λ̂_v = P_v, so its step is λ_v ← P_v + (1 − ρ_t)(λ_v − P_v). The
 of their last visit and ``last[v]``, log Π(1 − ρ_s) then; ``scale`` is that sum now, so
 λ_v = P_v + (λ_v^stored − P_v)·exp(scale − last[v]) (``catch_up``). Each row's total
 Σ_v α_v = Σ_v (P_v + 1) + Σ_v (λ_v − P_v) keeps its second part, ``excess``, up to date by
-the same step (``blend_columns``), which is all ψ(Σ_v α_v) needs (``dirichlet_columns``).
+the same step (``blend_columns``), which is all ψ(Σ_v α_v) needs (``dirichlet_compact``).
 """
 
 from __future__ import annotations
@@ -116,53 +116,6 @@ def _factors(last: np.ndarray, scale: float, columns: np.ndarray) -> np.ndarray:
     return factors
 
 
-@uncached_fast_jit
-def dirichlet_columns(lt: np.ndarray, prior: np.ndarray, last: np.ndarray, scale: float,
-                      total_prior: np.ndarray, excess: np.ndarray, columns: np.ndarray,
-                      E: np.ndarray, X: np.ndarray, ET: np.ndarray, XT: np.ndarray,
-                      expected: bool, plain_exp: bool, transposed: bool) -> None:
-    """The columns caught up (``catch_up``, in the same pass), then E[log β_rv] =
-    ψ(λ_rv + 1) − ψ(Σ_v α_rv) there, the row totals from ``total_prior`` + ``excess``; with
-    ``plain_exp`` X = exp(E), with ``transposed`` ET = Eᵀ and XT = exp(E)ᵀ there, E itself
-    only with ``expected`` (else ``settle`` writes it). On the columns of λᵀ (a column of
-    the row-major λ would take a cache line per row), gathered into one flat buffer so that
-    digamma and exp run as long vectorized loops (a row of 20 topics is too short)."""
-    rows, n = lt.shape[1], columns.shape[0]
-    factors = _factors(last, scale, columns)
-    one = prior.shape[1] == 1
-    psi_total = np.empty(rows)
-    for r in range(rows):
-        psi_total[r] = digamma(total_prior[r] + excess[r])
-    values = np.empty(n * rows)
-    for j in range(n):
-        v = columns[j]
-        for r in range(rows):
-            p = prior[v, 0] if one else prior[v, r]
-            current = p + (lt[v, r] - p) * factors[j]
-            lt[v, r] = current
-            values[j * rows + r] = current + 1.0
-    for i in range(n * rows):
-        values[i] = digamma_shifted(values[i])
-    for j in range(n):
-        for r in range(rows):
-            values[j * rows + r] -= psi_total[r]
-    exps = np.empty(n * rows if plain_exp or transposed else 0)
-    for i in range(exps.shape[0]):
-        exps[i] = exp_nonpositive(values[i])
-    for j in range(n):
-        v = columns[j]
-        if expected:
-            for r in range(rows):
-                E[r, v] = values[j * rows + r]
-        if transposed:
-            for r in range(rows):
-                ET[v, r] = values[j * rows + r]
-                XT[v, r] = exps[j * rows + r]
-        if plain_exp:
-            for r in range(rows):
-                X[r, v] = exps[j * rows + r]
-
-
 @jit
 def remap_ragged(values: np.ndarray, pointer: np.ndarray, items: np.ndarray,
                  position: np.ndarray, out: np.ndarray) -> None:
@@ -192,14 +145,16 @@ def dirichlet_compact(lt: np.ndarray, prior: np.ndarray, last: np.ndarray, scale
                       LC: np.ndarray, ET: np.ndarray, XT: np.ndarray, E: np.ndarray,
                       X: np.ndarray, expected: bool, plain_exp: bool,
                       transposed: bool) -> None:
-    """``dirichlet_columns`` into compact arrays, row j of them for category columns[j]:
-    LC (columns × rows) = λᵀ there caught up (λᵀ itself and ``last`` are left for
-    ``blend_columns``, which writes the step's result), ET = E[log β]ᵀ there, XT = exp of it
-    (with ``transposed`` or ``plain_exp``), E and X (rows × columns) the same row-major (with
-    ``expected``, ``plain_exp``). ET is written in any case (the flat buffer digamma and exp
-    run over). The compact arrays stay in cache for the local step and the blend that read
-    them; full-size copies cost a cache miss per row written and read (GCIDE, K = 100: 2,600
-    rows of a 38,000-row array per minibatch)."""
+    """The minibatch's columns caught up, then E[log β_rv] = ψ(λ_rv + 1) − ψ(Σ_v α_rv)
+    there, the row totals from ``total_prior`` + ``excess``; into compact arrays, row j of
+    them for category columns[j]: LC (columns × rows) = λᵀ there caught up (λᵀ itself and
+    ``last`` are left for ``blend_columns``, which writes the step's result), ET = E[log β]ᵀ
+    there, XT = exp of it (with ``transposed`` or ``plain_exp``), E and X (rows × columns)
+    the same row-major (with ``expected``, ``plain_exp``). ET is written in any case: it is
+    the flat buffer digamma and exp run over as long vectorized loops (a row of 20 topics is
+    too short). A global read ``alone`` hands these to the local step, where they stay in
+    cache (full-size copies cost a cache miss per row: GCIDE, K = 100, 2,600 rows of a
+    38,000-row array per minibatch); the others' are scattered (``scatter_columns``)."""
     rows, n = lt.shape[1], columns.shape[0]
     one = prior.shape[1] == 1
     psi_total = np.empty(rows)
@@ -231,13 +186,34 @@ def dirichlet_compact(lt: np.ndarray, prior: np.ndarray, last: np.ndarray, scale
                 X[r, j] = exps[j * rows + r]
 
 
+@jit
+def scatter_columns(columns: np.ndarray, ET: np.ndarray, XT: np.ndarray, E: np.ndarray,
+                    X: np.ndarray, E_full: np.ndarray, X_full: np.ndarray,
+                    ET_full: np.ndarray, XT_full: np.ndarray, expected: bool, plain_exp: bool,
+                    transposed: bool) -> None:
+    """``dirichlet_compact``'s rows into the full-size arrays at their categories: E and X
+    (rows × categories) with ``expected``, ``plain_exp``; Eᵀ and exp(E)ᵀ with ``transposed``
+    (for a global not read ``alone``)."""
+    rows = ET.shape[1]
+    for j in range(columns.shape[0]):
+        v = columns[j]
+        for r in range(rows):
+            if expected:
+                E_full[r, v] = E[r, j]
+            if plain_exp:
+                X_full[r, v] = X[r, j]
+            if transposed:
+                ET_full[v, r] = ET[j, r]
+                XT_full[v, r] = XT[j, r]
+
+
 @fast_jit
-def blend_columns(lt: np.ndarray, old: np.ndarray, hat: np.ndarray, prior: np.ndarray,
+def blend_columns(lt: np.ndarray, LC: np.ndarray, hat: np.ndarray, prior: np.ndarray,
                   excess: np.ndarray, columns: np.ndarray, rho: float, bound: float,
-                  caught_up: bool, direct: bool, data_scale: float) -> bool:
-    """The step at the minibatch's columns, λᵀ[v] ← (1 − ρ)·old + ρ·λ̂[:, j] for
-    v = columns[j], with old = λᵀ[v] itself (``old`` is ``lt``), or, ``caught_up``, row j of
-    ``dirichlet_compact``'s caught-up rows. λ̂ is ``hat`` (rows × columns), or, ``direct``,
+                  direct: bool, data_scale: float) -> bool:
+    """The step at the minibatch's columns, λᵀ[v] ← (1 − ρ)·LC[j] + ρ·λ̂[:, j] for
+    v = columns[j], LC the caught-up rows of ``dirichlet_compact``. λ̂ is ``hat`` (rows ×
+    columns), or, ``direct``,
     P[v] + data_scale · hat[j] (hat the compact statistic, columns × rows). Each row's
     Σ_v (λ_v − P_v) moves the same way: elsewhere λ̂ − P is 0, so the sum becomes
     (1 − ρ)·sum + ρ·Σ_j (λ̂_j − P_v). Returns whether every new λ > ``bound`` there (the
@@ -264,12 +240,11 @@ def blend_columns(lt: np.ndarray, old: np.ndarray, hat: np.ndarray, prior: np.nd
                     block[j - start, r] = hat[r, j]
         for j in range(start, stop):
             v = columns[j]
-            at = j if caught_up else v
             for r in range(rows):
                 p = prior[v, 0] if one else prior[v, r]
                 h = block[j - start, r]
                 added[r] += h - p
-                new = keep * old[at, r] + rho * h
+                new = keep * LC[j, r] + rho * h
                 lt[v, r] = new
                 valid &= new > bound  # NaN fails it too
     for r in range(rows):

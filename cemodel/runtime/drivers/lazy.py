@@ -122,9 +122,10 @@ def start(model: ModelInterface, s: State) -> Lazy:
 
 
 def prepare(lazy: Lazy, model: ModelInterface, s: State, items: np.ndarray) -> State | _Proxy:
-    """Before the local step on ``items``: their columns of each lazy global up to date, in
-    λ and in E[log β] and its copies. Returns the state the local step runs on: ``s``, or,
-    with globals read ``alone``, ``s`` with their arrays replaced by compact ones."""
+    """Before the local step on ``items``: their columns of each lazy global caught up (kept
+    for ``blend``) and E[log β] and its copies there. Returns the state the local step runs
+    on: ``s``, or, with globals read ``alone``, ``s`` with their arrays replaced by compact
+    ones."""
     # a lazy global's statistics are zero between lazy steps (each step zeroes its rows, or
     # the compact ones receive them); the others' are zeroed as SVI zeroes them
     zero_statistics(model, s, skip=frozenset() if lazy.dirty else frozenset(
@@ -138,35 +139,20 @@ def prepare(lazy: Lazy, model: ModelInterface, s: State, items: np.ndarray) -> S
             lg.columns = kernels.dense_columns(values[items], lg.mark)
         else:
             lg.columns = kernels.ragged_columns(values, getattr(s, spec.pointer), items, lg.mark)
-        if getattr(spec, "alone", False):
-            replaced.update(_compact(lazy, lg, s, values, items))
-            continue
-        E = getattr(s, lg.g.E[0])
-        X = getattr(s, spec.exp) if spec.exp is not None else E
-        ET, XT = ((getattr(s, spec.transposed[0]), getattr(s, spec.transposed[1]))
-                  if spec.transposed is not None else (E, E))
-        kernels.dirichlet_columns(lg.lt, lg.prior, lg.last, lazy.scale,
-                                  lg.total_prior, lg.excess, lg.columns, E, X, ET, XT,
-                                  spec.expected, spec.exp is not None,
-                                  spec.transposed is not None)
+        compact = _caught_up(lazy, lg)
+        if spec.alone:
+            replaced.update(_compact(lg, s, values, items, *compact))
+        else:
+            kernels.scatter_columns(lg.columns, *compact, *_full(lg, s), spec.expected,
+                                    spec.exp is not None, spec.transposed is not None)
     return _Proxy(s, replaced) if replaced else s
 
 
-def _compact(lazy: Lazy, lg: LazyGlobal, s: State, values: np.ndarray,
-             items: np.ndarray) -> dict[str, np.ndarray]:
-    """The arrays of a global read ``alone``, for the local step on ``items``: row j of each
-    for category columns[j] (E[log β] and its copies caught up, the statistics zero), and the
-    index renumbered so at the items' entries."""
-    spec, columns = lg.g.lazy, lg.columns
-    n, rows = columns.shape[0], lg.lt.shape[1]
-    lg.position[columns] = np.arange(n)
-    if lg.renumbered is None or lg.renumbered.shape != values.shape:
-        lg.renumbered = np.empty_like(values)  # read at the minibatch's entries only
-    if spec.pointer is None:
-        lg.renumbered[items] = lg.position[values[items]]
-    else:
-        kernels.remap_ragged(values, getattr(s, spec.pointer), items, lg.position,
-                             lg.renumbered)
+def _caught_up(lazy: Lazy, lg: LazyGlobal) -> tuple[np.ndarray, ...]:
+    """The global at the minibatch's columns caught up (``lg.caught_up``) and its E[log β]
+    there, compact (``rt.lazy.dirichlet_compact``): (Eᵀ, exp(E)ᵀ, E, exp(E))."""
+    spec = lg.g.lazy
+    n, rows = lg.columns.shape[0], lg.lt.shape[1]
     lg.caught_up = np.empty((n, rows))
     ET = np.empty((n, rows))
     exps = spec.exp is not None or spec.transposed is not None
@@ -174,8 +160,36 @@ def _compact(lazy: Lazy, lg: LazyGlobal, s: State, values: np.ndarray,
     E = np.empty((rows, n)) if spec.expected else ET
     X = np.empty((rows, n)) if spec.exp is not None else ET
     kernels.dirichlet_compact(lg.lt, lg.prior, lg.last, lazy.scale, lg.total_prior,
-                              lg.excess, columns, lg.caught_up, ET, XT, E, X, spec.expected,
+                              lg.excess, lg.columns, lg.caught_up, ET, XT, E, X, spec.expected,
                               spec.exp is not None, spec.transposed is not None)
+    return ET, XT, E, X
+
+
+def _full(lg: LazyGlobal, s: State) -> tuple[np.ndarray, ...]:
+    """The global's full-size E, exp(E), Eᵀ, exp(E)ᵀ (E itself where a copy is not kept)."""
+    spec = lg.g.lazy
+    E = getattr(s, lg.g.E[0])
+    X = getattr(s, spec.exp) if spec.exp is not None else E
+    ET, XT = ((getattr(s, spec.transposed[0]), getattr(s, spec.transposed[1]))
+              if spec.transposed is not None else (E, E))
+    return E, X, ET, XT
+
+
+def _compact(lg: LazyGlobal, s: State, values: np.ndarray, items: np.ndarray,
+             ET: np.ndarray, XT: np.ndarray, E: np.ndarray,
+             X: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays of a global read ``alone``, for the local step on ``items``: row j of each
+    for category columns[j] (E[log β] and its copies, the statistics zero), and the index
+    renumbered so at the items' entries."""
+    spec, columns = lg.g.lazy, lg.columns
+    lg.position[columns] = np.arange(columns.shape[0])
+    if lg.renumbered is None or lg.renumbered.shape != values.shape:
+        lg.renumbered = np.empty_like(values)  # read at the minibatch's entries only
+    if spec.pointer is None:
+        lg.renumbered[items] = lg.position[values[items]]
+    else:
+        kernels.remap_ragged(values, getattr(s, spec.pointer), items, lg.position,
+                             lg.renumbered)
     replaced = {spec.index: lg.renumbered}
     if spec.expected:
         replaced[lg.g.E[0]] = E
@@ -186,7 +200,7 @@ def _compact(lazy: Lazy, lg: LazyGlobal, s: State, values: np.ndarray,
     lg.compact = {}
     for name, axis in spec.statistics:
         full = getattr(s, name)
-        compact = np.zeros(full.shape[:axis] + (n,) + full.shape[axis + 1:])
+        compact = np.zeros(full.shape[:axis] + (columns.shape[0],) + full.shape[axis + 1:])
         replaced[name] = lg.compact[name] = compact
         shares = getattr(s, f"{name}_threads", None)  # the local step's copies per share
         if shares is not None:
@@ -209,7 +223,7 @@ def targets(lazy: Lazy, s: State, data_scale: float) -> list[np.ndarray | float]
     hats: list[np.ndarray | float] = []
     for lg in lazy.globals:
         spec, columns = lg.g.lazy, lg.columns
-        if lg.compact and getattr(spec, "direct", False):
+        if lg.compact and spec.direct:
             hats.append(data_scale)
             continue
         hat = np.empty((getattr(s, lg.lam).shape[0], columns.shape[0]))
@@ -229,13 +243,13 @@ def blend(lazy: Lazy, s: State, hats: list[np.ndarray | float], rho: float) -> s
     lazy.scale += math.log1p(-rho)
     outside = None
     for lg, hat in zip(lazy.globals, hats, strict=True):
-        direct = isinstance(hat, float)  # λ̂ = P + data_scale · S (targets)
-        if direct:
+        if isinstance(hat, float):  # direct: λ̂ = P + data_scale · S (targets)
             (statistic,) = lg.compact.values()
-        valid = kernels.blend_columns(
-            lg.lt, lg.caught_up if lg.compact else lg.lt, statistic if direct else hat,
-            lg.prior, lg.excess, lg.columns, rho, -1.0, bool(lg.compact), direct,
-            hat if direct else 1.0)
+            valid = kernels.blend_columns(lg.lt, lg.caught_up, statistic, lg.prior, lg.excess,
+                                          lg.columns, rho, -1.0, True, hat)
+        else:
+            valid = kernels.blend_columns(lg.lt, lg.caught_up, hat, lg.prior, lg.excess,
+                                          lg.columns, rho, -1.0, False, 1.0)
         if not valid and outside is None:
             outside = lg.g.name
         lg.last[lg.columns] = lazy.scale
