@@ -16,6 +16,7 @@ from numpy.testing import assert_allclose
 from cemodel import runtime as rt
 from cemodel.errors import CemDataError
 from cemodel.runtime import families as fam
+from cemodel.runtime import parameters as par
 from cemodel.runtime import sampling
 
 SEEDS = [0, 1, 2, 3]
@@ -52,11 +53,11 @@ def _nw_usual(rng: np.random.Generator, d: int, shape: tuple = ()) -> tuple:
 
 
 def _ng_natural(*usual) -> tuple:
-    return tuple(float(x) for x in fam.normal_gamma_natural(*usual))
+    return tuple(float(x) for x in par.normal_gamma_natural(*usual))
 
 
 def _nw_natural(*usual) -> tuple:
-    lam_v, lam_ld, lam_pm, lam_q = fam.normal_wishart_natural(*usual)
+    lam_v, lam_ld, lam_pm, lam_q = par.normal_wishart_natural(*usual)
     return np.ascontiguousarray(lam_v), float(lam_ld), np.ascontiguousarray(lam_pm), float(lam_q)
 
 
@@ -81,7 +82,8 @@ def test_exports():
         "normal_gamma_params", "normal_wishart_expected_stats", "normal_wishart_log_normalizer",
         "normal_wishart_natural", "normal_wishart_params",
     ]:
-        assert getattr(rt, name) is getattr(fam, name)
+        module = par if name.endswith(("_natural", "_params")) else fam
+        assert getattr(rt, name) is getattr(module, name)
     assert rt.sample_normal_gamma is sampling.SAMPLERS["normal_gamma"]
     assert rt.sample_normal_wishart is sampling.SAMPLERS["normal_wishart"]
 
@@ -95,19 +97,19 @@ def test_exports():
 @pytest.mark.parametrize("batch", [(), (5,), (4, 3)])
 def test_normal_gamma_round_trip(seed, batch):
     usual = _ng_usual(np.random.default_rng(600 + seed), batch)
-    lam = fam.normal_gamma_natural(*usual)
+    lam = par.normal_gamma_natural(*usual)
     assert isinstance(lam, tuple) and len(lam) == 4
-    back = fam.normal_gamma_params(*lam)
+    back = par.normal_gamma_params(*lam)
     assert isinstance(back, tuple) and len(back) == 4
     for a, b in zip(back, usual, strict=True):
         assert np.shape(a) == np.shape(b)
         assert_allclose(a, b, rtol=1e-10, atol=1e-12)
-    for a, b in zip(fam.normal_gamma_natural(*back), lam, strict=True):
+    for a, b in zip(par.normal_gamma_natural(*back), lam, strict=True):
         assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
 def test_normal_gamma_natural_values():
-    lam = fam.normal_gamma_natural(1.5, 2.0, 3.0, 4.0)
+    lam = par.normal_gamma_natural(1.5, 2.0, 3.0, 4.0)
     assert_allclose(lam, (3.0 - 0.5, -4.0 - 2.0 * 1.5**2 / 2, 2.0 * 1.5, -1.0), rtol=1e-15)
 
 
@@ -116,25 +118,25 @@ def test_normal_gamma_natural_values():
 @pytest.mark.parametrize("batch", [(), (5,), (4, 3)])
 def test_normal_wishart_round_trip(seed, d, batch):
     usual = _nw_usual(np.random.default_rng(700 + seed), d, batch)
-    lam = fam.normal_wishart_natural(*usual)
+    lam = par.normal_wishart_natural(*usual)
     assert isinstance(lam, tuple) and len(lam) == 4
     assert lam[0].shape == (*batch, d, d) and np.shape(lam[1]) == batch
     assert lam[2].shape == (*batch, d) and np.shape(lam[3]) == batch
-    back = fam.normal_wishart_params(*lam)
+    back = par.normal_wishart_params(*lam)
     assert isinstance(back, tuple) and len(back) == 4
     for a, b in zip(back, usual, strict=True):
         assert np.shape(a) == np.shape(b)
         assert_allclose(a, b, rtol=1e-9, atol=1e-11)
-    for a, b in zip(fam.normal_wishart_natural(*back), lam, strict=True):
+    for a, b in zip(par.normal_wishart_natural(*back), lam, strict=True):
         assert_allclose(a, b, rtol=1e-9, atol=1e-11)
 
 
 def test_normal_wishart_params_ignore_antisymmetric_part():
     rng = np.random.default_rng(5)
-    lam = list(fam.normal_wishart_natural(*_nw_usual(rng, 3, (2,))))
+    lam = list(par.normal_wishart_natural(*_nw_usual(rng, 3, (2,))))
     skewed = list(lam)
     skewed[0] = lam[0] + 0.4 * np.stack([_antisym(rng, 3), _antisym(rng, 3)])
-    for a, b in zip(fam.normal_wishart_params(*skewed), fam.normal_wishart_params(*lam),
+    for a, b in zip(par.normal_wishart_params(*skewed), par.normal_wishart_params(*lam),
                     strict=True):
         assert_allclose(a, b, rtol=1e-12, atol=1e-13)
 
@@ -281,7 +283,7 @@ def test_normal_gamma_sampler_batch_shape_and_tiny_shape():
     rng = np.random.default_rng(41)
     usual = list(_ng_usual(rng, (4, 3)))
     usual[2][0, 0] = 1e-3
-    lam = fam.normal_gamma_natural(*usual)
+    lam = par.normal_gamma_natural(*usual)
     out = [np.empty((4, 3)) for _ in range(4)]
     sampling.sample_normal_gamma(*lam, rng, *out)
     for o in out:
@@ -311,7 +313,7 @@ def test_normal_wishart_monte_carlo(seed, d):
 
 def test_normal_wishart_sampler_batch_shape():
     rng = np.random.default_rng(51)
-    lam = fam.normal_wishart_natural(*_nw_usual(rng, 2, (3, 2)))
+    lam = par.normal_wishart_natural(*_nw_usual(rng, 2, (3, 2)))
     out = [np.empty((3, 2, 2, 2)), np.empty((3, 2)), np.empty((3, 2, 2)), np.empty((3, 2))]
     sampling.sample_normal_wishart(*lam, rng, *out)
     assert_allclose(np.linalg.slogdet(out[0])[1], out[1], rtol=1e-12)

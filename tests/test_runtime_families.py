@@ -17,6 +17,7 @@ import scipy.stats as st
 from numpy.testing import assert_allclose
 
 from cemodel.runtime import families as fam
+from cemodel.runtime import parameters as par
 
 SEEDS = [0, 1, 2, 3]
 
@@ -61,7 +62,7 @@ def _mvn_stats(lam_v, lam_o):
 
 
 def _mvn_natural(mean, prec):
-    lam_v, lam_o = fam.mvn_natural(mean, prec)
+    lam_v, lam_o = par.mvn_natural(mean, prec)
     return lam_v, np.ascontiguousarray(lam_o)
 
 
@@ -72,7 +73,7 @@ def _wishart_stats(lam_v, lam_ld):
 
 
 def _wishart_natural(dof, scale):
-    lam_v, lam_ld = fam.wishart_natural(dof, scale)
+    lam_v, lam_ld = par.wishart_natural(dof, scale)
     return np.ascontiguousarray(lam_v), float(lam_ld)
 
 
@@ -103,7 +104,7 @@ def _make_families() -> dict[str, Family]:
         Family(
             "dirichlet",
             lambda rng: (np.concatenate([[0.07, 40.0], rng.gamma(2.0, 1.5, size=3) + 0.2]),),
-            lambda alpha: fam.dirichlet_natural(alpha),
+            lambda alpha: par.dirichlet_natural(alpha),
             _dirichlet_stats,
             fam.dirichlet_log_normalizer,
             lambda alpha: st.dirichlet(alpha).entropy(),
@@ -112,7 +113,7 @@ def _make_families() -> dict[str, Family]:
         Family(
             "beta",
             lambda rng: (float(rng.uniform(0.2, 20.0)), float(rng.uniform(0.2, 20.0))),
-            lambda a, b: tuple(float(x) for x in fam.beta_natural(a, b)),
+            lambda a, b: tuple(float(x) for x in par.beta_natural(a, b)),
             fam.beta_expected_stats,
             fam.beta_log_normalizer,
             lambda a, b: st.beta(a, b).entropy(),
@@ -121,7 +122,7 @@ def _make_families() -> dict[str, Family]:
         Family(
             "gamma",
             lambda rng: (float(rng.uniform(0.3, 30.0)), float(rng.uniform(0.1, 10.0))),
-            lambda a, b: tuple(float(x) for x in fam.gamma_natural(a, b)),
+            lambda a, b: tuple(float(x) for x in par.gamma_natural(a, b)),
             fam.gamma_expected_stats,
             fam.gamma_log_normalizer,
             lambda a, b: st.gamma(a, scale=1.0 / b).entropy(),
@@ -130,7 +131,7 @@ def _make_families() -> dict[str, Family]:
         Family(
             "normal",
             lambda rng: (float(rng.normal(0.0, 3.0)), float(rng.uniform(0.05, 20.0))),
-            lambda m, tau: tuple(float(x) for x in fam.normal_natural(m, tau)),
+            lambda m, tau: tuple(float(x) for x in par.normal_natural(m, tau)),
             fam.normal_expected_stats,
             fam.normal_log_normalizer,
             lambda m, tau: st.norm(m, 1.0 / np.sqrt(tau)).entropy(),
@@ -166,7 +167,7 @@ def _make_families() -> dict[str, Family]:
         Family(
             "categorical",
             lambda rng: (rng.dirichlet(np.full(5, 0.7)),),
-            lambda p: (fam.categorical_natural(p)[0] + 3.7,),  # lam is unnormalised
+            lambda p: (par.categorical_natural(p)[0] + 3.7,),  # lam is unnormalised
             _categorical_stats,
             fam.categorical_log_normalizer,
             lambda p: st.multinomial(1, p).entropy(),
@@ -175,7 +176,7 @@ def _make_families() -> dict[str, Family]:
         Family(
             "bernoulli",
             lambda rng: (float(rng.uniform(0.01, 0.99)),),
-            lambda p: (float(fam.bernoulli_natural(p)[0]),),
+            lambda p: (float(par.bernoulli_natural(p)[0]),),
             lambda lam: (fam.bernoulli_expected_stats(lam),),
             fam.bernoulli_log_normalizer,
             lambda p: st.bernoulli(p).entropy(),
@@ -319,7 +320,7 @@ def test_dirichlet_beta_gamma_monte_carlo(seed):
     (alpha,) = FAMILIES["dirichlet"].sample(rng)
     alpha = alpha[2:]  # tiny alpha gives samples that underflow to 0
     x = st.dirichlet(alpha).rvs(size=N_MC, random_state=rng)
-    _assert_mc(np.log(x), _dirichlet_stats(*fam.dirichlet_natural(alpha))[0])
+    _assert_mc(np.log(x), _dirichlet_stats(*par.dirichlet_natural(alpha))[0])
 
     a, b = FAMILIES["beta"].sample(rng)
     x = st.beta(a, b).rvs(size=N_MC, random_state=rng)
@@ -386,8 +387,8 @@ def _round_trip_cases(rng: np.random.Generator) -> dict[str, tuple]:
     "name", ["dirichlet", "beta", "gamma", "normal", "mvn", "wishart", "categorical", "bernoulli"]
 )
 def test_params_natural_round_trip(name, seed):
-    params = getattr(fam, f"{name}_params")
-    natural = getattr(fam, f"{name}_natural")
+    params = getattr(par, f"{name}_params")
+    natural = getattr(par, f"{name}_natural")
     usual = _round_trip_cases(np.random.default_rng(600 + seed))[name]
     lam = natural(*usual)
     assert isinstance(lam, tuple)
@@ -404,9 +405,9 @@ def test_params_natural_round_trip(name, seed):
 
 
 def test_scalar_conversions():
-    assert fam.gamma_params(*fam.gamma_natural(2.0, 3.0)) == (2.0, 3.0)
-    assert_allclose(fam.bernoulli_params(*fam.bernoulli_natural(0.25)), 0.25, rtol=1e-15)
-    mean, prec = fam.normal_params(*fam.normal_natural(1.5, 4.0))
+    assert par.gamma_params(*par.gamma_natural(2.0, 3.0)) == (2.0, 3.0)
+    assert_allclose(par.bernoulli_params(*par.bernoulli_natural(0.25)), 0.25, rtol=1e-15)
+    mean, prec = par.normal_params(*par.normal_natural(1.5, 4.0))
     assert_allclose((mean, prec), (1.5, 4.0), rtol=1e-15)
 
 
@@ -414,12 +415,12 @@ def test_batched_conversions_match_row_kernels():
     """Batched numpy helpers and row-level numba kernels agree on the same parameters."""
     rng = np.random.default_rng(7)
     mean, prec = rng.normal(size=(6, 3)), _batch_spd(rng, (6,), 3)
-    lam_v, lam_o = fam.mvn_natural(mean, prec)
+    lam_v, lam_o = par.mvn_natural(mean, prec)
     for i in range(6):
         e_x, _ = _mvn_stats(lam_v[i], np.ascontiguousarray(lam_o[i]))
         assert_allclose(e_x, mean[i], rtol=1e-11, atol=1e-12)
     dof, scale = rng.uniform(2.5, 9.0, size=6), _batch_spd(rng, (6,), 3)
-    lam_v, lam_ld = fam.wishart_natural(dof, scale)
+    lam_v, lam_ld = par.wishart_natural(dof, scale)
     for i in range(6):
         e_value, _ = _wishart_stats(np.ascontiguousarray(lam_v[i]), float(lam_ld[i]))
         assert_allclose(e_value, dof[i] * scale[i], rtol=1e-11, atol=1e-12)

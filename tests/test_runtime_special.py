@@ -243,6 +243,22 @@ def test_dirichlet_exp_row_vectorizes():
     assert "x double>" in _vectorized(families.dirichlet_exp_expected, "dirichlet_exp_expected")
 
 
+def test_dirichlet_exp_row_every_length_and_layout():
+    """The row's tail (the last 8 entries recomputed, its width read from the stride) gives
+    every entry for every length, on contiguous rows and on strided and reversed views."""
+    from cemodel.runtime import families
+
+    rng = np.random.default_rng(3)
+    for n in range(1, 41):
+        lam = rng.gamma(1.0, 5.0, n) - 0.95
+        ref = np.exp(sps.digamma(lam + 1.0) - sps.digamma(np.sum(lam + 1.0)))
+        wide = np.full((n, 3), np.nan)
+        for out in (np.full(n, np.nan), wide[:, 1], np.full(n, np.nan)[::-1]):
+            families.dirichlet_exp_expected(lam, out)
+            assert_allclose(out, ref, rtol=1e-13, err_msg=f"n = {n}, strides {out.strides}")
+        assert np.isnan(wide[:, [0, 2]]).all()  # nothing written beside the column
+
+
 @pytest.mark.parametrize("nonpositive", [True, False])
 def test_transpose_exp_is_the_transpose_and_its_exp(nonpositive):
     """rt.transpose_exp by tiles of 64 columns: every entry, for sizes that are not a

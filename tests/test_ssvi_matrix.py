@@ -9,6 +9,7 @@ from numpy.testing import assert_allclose
 from scipy.special import gammainc, gammaincc, gammainccinv, gammaincinv
 
 from cemodel.runtime import families as fam
+from cemodel.runtime import parameters as par
 from cemodel.runtime import ssvi
 
 SPD2 = np.array([[1.0, 0.3], [0.3, 0.5]])
@@ -16,13 +17,13 @@ SPD3 = np.array([[2.0, 0.4, -0.3], [0.4, 1.0, 0.2], [-0.3, 0.2, 0.6]])
 
 # λ of single distributions, in statistic order (families.<fam>_natural)
 CASES = {
-    "mvn": [fam.mvn_natural(np.array([1.0, -2.0]), np.array([[2.0, 0.5], [0.5, 1.0]])),
-            fam.mvn_natural(np.array([1.5, 0.3, -1.0]), 4.0 * SPD3)],
-    "wishart": [fam.wishart_natural(3.5, SPD2), fam.wishart_natural(2.4, SPD3),
-                fam.wishart_natural(30.0, 0.1 * SPD2)],
-    "normal_wishart": [fam.normal_wishart_natural(np.array([1.0, -1.0]), 2.0, 3.0, SPD2),
-                       fam.normal_wishart_natural(np.array([4.0, 2.0, -3.0]), 0.1, 2.5, SPD3),
-                       fam.normal_wishart_natural(np.array([0.5, 2.0]), 30.0, 40.0,
+    "mvn": [par.mvn_natural(np.array([1.0, -2.0]), np.array([[2.0, 0.5], [0.5, 1.0]])),
+            par.mvn_natural(np.array([1.5, 0.3, -1.0]), 4.0 * SPD3)],
+    "wishart": [par.wishart_natural(3.5, SPD2), par.wishart_natural(2.4, SPD3),
+                par.wishart_natural(30.0, 0.1 * SPD2)],
+    "normal_wishart": [par.normal_wishart_natural(np.array([1.0, -1.0]), 2.0, 3.0, SPD2),
+                       par.normal_wishart_natural(np.array([4.0, 2.0, -3.0]), 0.1, 2.5, SPD3),
+                       par.normal_wishart_natural(np.array([0.5, 2.0]), 30.0, 40.0,
                                                   0.05 * SPD2)],
 }
 N_AUX = {"mvn": 1, "wishart": 1, "normal_wishart": 2}
@@ -127,15 +128,15 @@ def bartlett(dof, aux, levels):
 def t_fixed(family, lam, aux, levels):
     """t(R(u, λ)) of one distribution with the aux sampler's noise held fixed."""
     if family == "mvn":
-        mean, prec = fam.mvn_params(*lam)
+        mean, prec = par.mvn_params(*lam)
         x = mean + np.linalg.cholesky(np.linalg.inv(prec)) @ aux[0]
         return [x, np.outer(x, x)]
     if family == "wishart":
-        dof, scale = fam.wishart_params(*lam)
+        dof, scale = par.wishart_params(*lam)
         chol = np.linalg.cholesky(scale) @ bartlett(dof, aux[0], levels)
         draw_ = chol @ chol.T
         return [draw_, np.array(np.linalg.slogdet(draw_)[1])]
-    mean, beta, dof, scale = fam.normal_wishart_params(*lam)
+    mean, beta, dof, scale = par.normal_wishart_params(*lam)
     chol = np.linalg.cholesky(scale) @ bartlett(dof, aux[0], levels)
     draw_ = chol @ chol.T
     mu = mean + np.linalg.solve(chol.T, np.diagonal(aux[1])) / np.sqrt(beta)
@@ -248,7 +249,7 @@ def test_one_dimensional_cases_are_the_scalar_families():
     Normal-Wishart the Normal-Gamma; with the same aux draws V is the scalar family's V."""
     rng = np.random.default_rng(3)
     mean, prec = np.array([[0.7], [-2.0]]), np.array([[[3.0]], [[0.2]]])
-    lam = fam.mvn_natural(mean, prec)
+    lam = par.mvn_natural(mean, prec)
     _, aux = draw("mvn", lam, 1)
     g = [rng.normal(size=(2, 1)), rng.normal(size=(2, 1, 1))]
     got = apply_v("mvn", lam, aux, g)
@@ -258,26 +259,26 @@ def test_one_dimensional_cases_are_the_scalar_families():
     assert_allclose(flat([got[0][:, 0], got[1][:, 0, 0]]), flat(want), rtol=1e-12)
 
     dof, scale = np.array([0.4, 40.0]), np.array([[[0.5]], [[2.0]]])
-    lam = fam.wishart_natural(dof, scale)
+    lam = par.wishart_natural(dof, scale)
     stats, aux = draw("wishart", lam, 2)
     assert_allclose(stats[0][:, 0, 0], 2.0 * scale[:, 0, 0] * np.exp(aux[0][:, 0, 0]),
                     rtol=1e-12)
     g = [rng.normal(size=(2, 1, 1)), rng.normal(size=2)]
     got = apply_v("wishart", lam, aux, g)
     want = [np.zeros(2), np.zeros(2)]
-    ssvi.ssvi_gamma(*fam.gamma_natural(dof / 2, 0.5 / scale[:, 0, 0]), aux[0][:, 0, 0], g[1],
+    ssvi.ssvi_gamma(*par.gamma_natural(dof / 2, 0.5 / scale[:, 0, 0]), aux[0][:, 0, 0], g[1],
                     g[0][:, 0, 0], *want)
     assert_allclose(flat([got[1], got[0][:, 0, 0]]), flat(want), rtol=1e-12)
 
     m, beta, dof, scale = (np.array([0.5, -3.0]), np.array([2.0, 0.2]), np.array([0.6, 80.0]),
                            np.array([0.7, 0.05]))
-    lam = fam.normal_wishart_natural(m[:, None], beta, dof, scale[:, None, None])
+    lam = par.normal_wishart_natural(m[:, None], beta, dof, scale[:, None, None])
     _, aux = draw("normal_wishart", lam, 3)
     g = [rng.normal(size=(2, 1, 1)), rng.normal(size=2), rng.normal(size=(2, 1)),
          rng.normal(size=2)]
     got = apply_v("normal_wishart", lam, aux, g)
     want = [np.zeros(2) for _ in range(4)]
-    ssvi.ssvi_normal_gamma(*fam.normal_gamma_natural(m, beta, dof / 2, 0.5 / scale),
+    ssvi.ssvi_normal_gamma(*par.normal_gamma_natural(m, beta, dof / 2, 0.5 / scale),
                            aux[0][:, 0, 0], aux[1][:, 0, 0], g[1], g[0][:, 0, 0], g[2][:, 0],
                            g[3], *want)
     assert_allclose(flat([got[1], got[0][:, 0, 0], got[2][:, 0], got[3]]), flat(want),

@@ -10,6 +10,7 @@ from scipy.special import gammainc, gammaincc, gammainccinv, gammaincinv
 from cemodel.errors import CemError
 from cemodel.runtime import driver, sampling, ssvi
 from cemodel.runtime import families as fam
+from cemodel.runtime import parameters as par
 
 # (mean m, β, shape a, rate b): a small shape, a large one, a large |m| with a small β
 PARAMS = [(0.5, 2.0, 0.3, 1.5), (-3.0, 0.2, 40.0, 10.0), (1.0, 10.0, 3.0, 0.5),
@@ -19,7 +20,7 @@ PARAMS = [(0.5, 2.0, 0.3, 1.5), (-3.0, 0.2, 40.0, 10.0), (1.0, 10.0, 3.0, 0.5),
 def natural(params):
     """The coefficient-form λ (4 arrays) of a list of (m, β, a, b)."""
     m, beta, a, b = (np.array(v, dtype=float) for v in zip(*params, strict=True))
-    return fam.normal_gamma_natural(m, beta, a, b)
+    return par.normal_gamma_natural(m, beta, a, b)
 
 
 def draw(lam, seed):
@@ -49,7 +50,7 @@ def test_aux_sampler_matches_plain_sampler():
     stats, (log_g, eps) = draw(lam, 7)
     for p, s in zip(plain, stats, strict=True):
         assert_array_equal(s, p)
-    m, beta, a, b = fam.normal_gamma_params(*lam)
+    m, beta, a, b = par.normal_gamma_params(*lam)
     tau = np.exp(log_g) / b
     mu = m + eps / np.sqrt(beta * tau)
     assert_allclose(stats[0], log_g - np.log(b), rtol=1e-14)
@@ -80,7 +81,7 @@ def quantile(a, u, q):
 
 def t_at_fixed_draw(lam_i, u, q, eps):
     """t(R(u, λ)) with the Gamma quantile at level u and the same ε."""
-    m, beta, a, b = fam.normal_gamma_params(*lam_i)
+    m, beta, a, b = par.normal_gamma_params(*lam_i)
     tau = quantile(a, u, q) / b
     mu = m + eps / np.sqrt(beta * tau)
     return np.array([np.log(tau), tau, tau * mu, tau * mu * mu])
@@ -271,7 +272,7 @@ def test_blend_shortens_a_step_that_makes_the_rate_negative():
     for o, p, b in zip(old, new, blended, strict=True):
         assert b[0] == pytest.approx(o[0] + 0.5 * 0.75 * (p[0] - o[0]), rel=1e-12)
         assert_array_equal(b[1:], o[1:] + rho * (p[1:] - o[1:]))
-    m, beta, a, b = fam.normal_gamma_params(*(v[0] for v in blended))
+    m, beta, a, b = par.normal_gamma_params(*(v[0] for v in blended))
     assert (m, beta, a) == pytest.approx((0.5, 2.0, 3.0)) and b == pytest.approx(0.75)
 
 

@@ -7,6 +7,7 @@ from numpy.testing import assert_allclose
 from scipy.special import gammainc, gammaincc, gammainccinv, gammaincinv, polygamma, psi
 
 from cemodel.runtime import families as fam
+from cemodel.runtime import parameters as par
 from cemodel.runtime import sampling, ssvi
 
 # ---------------------------------------------------------------------------------------------
@@ -78,11 +79,11 @@ def test_shape_derivative_broadcasts():
 # family → natural parameters (coefficient form) of a small batch; the matrix families (MVN,
 # Wishart, Normal-Wishart: statistics of several shapes) are tested in test_ssvi_matrix.py
 LAMS = {
-    "dirichlet": fam.dirichlet_natural(np.array([[0.3, 1.0, 4.0], [50.0, 2.0, 0.01]])),
-    "beta": fam.beta_natural(np.array([0.3, 5.0, 80.0]), np.array([2.0, 0.7, 60.0])),
-    "gamma": fam.gamma_natural(np.array([0.3, 5.0, 800.0]), np.array([2.0, 0.5, 10.0])),
-    "normal": fam.normal_natural(np.array([1.5, -3.0, 0.0]), np.array([4.0, 0.1, 100.0])),
-    "normal_gamma": fam.normal_gamma_natural(
+    "dirichlet": par.dirichlet_natural(np.array([[0.3, 1.0, 4.0], [50.0, 2.0, 0.01]])),
+    "beta": par.beta_natural(np.array([0.3, 5.0, 80.0]), np.array([2.0, 0.7, 60.0])),
+    "gamma": par.gamma_natural(np.array([0.3, 5.0, 800.0]), np.array([2.0, 0.5, 10.0])),
+    "normal": par.normal_natural(np.array([1.5, -3.0, 0.0]), np.array([4.0, 0.1, 100.0])),
+    "normal_gamma": par.normal_gamma_natural(
         np.array([1.5, -3.0, 0.0]), np.array([4.0, 0.1, 100.0]),
         np.array([0.3, 5.0, 800.0]), np.array([2.0, 0.5, 10.0])),
 }
@@ -128,12 +129,12 @@ def test_aux_samplers_match_plain_samplers(family):
     elif family == "gamma":
         assert_allclose(stats[0], aux[0] - np.log(-lam[1]), rtol=1e-14)
     elif family == "normal_gamma":  # τ = G / rate, τμ with μ = m + ε / √(βτ)
-        mean, beta, _, rate = fam.normal_gamma_params(*lam)
+        mean, beta, _, rate = par.normal_gamma_params(*lam)
         tau = np.exp(aux[0]) / rate
         assert_allclose(stats[1], tau, rtol=1e-12)
         assert_allclose(stats[2], tau * (mean + aux[1] / np.sqrt(beta * tau)), rtol=1e-12)
     else:
-        mean, prec = fam.normal_params(*lam)
+        mean, prec = par.normal_params(*lam)
         assert_allclose(stats[0], mean + aux[0] / np.sqrt(prec), rtol=1e-14)
 
 
@@ -178,22 +179,22 @@ def assert_identity(mean, stderr):
 @pytest.mark.parametrize("alpha", [[0.3, 0.3, 0.3, 0.3], [50.0, 50.0, 50.0, 50.0],
                                    [0.3, 1.0, 4.0, 50.0], [0.05, 0.3, 2.0, 150.0]])
 def test_dirichlet_v_is_identity_in_expectation(alpha):
-    assert_identity(*mean_v("dirichlet", fam.dirichlet_natural(np.array(alpha))))
+    assert_identity(*mean_v("dirichlet", par.dirichlet_natural(np.array(alpha))))
 
 
 @pytest.mark.parametrize("a, b", [(0.3, 2.0), (5.0, 0.7), (60.0, 40.0)])
 def test_beta_v_is_identity_in_expectation(a, b):
-    assert_identity(*mean_v("beta", fam.beta_natural(np.array([a]), np.array([b]))))
+    assert_identity(*mean_v("beta", par.beta_natural(np.array([a]), np.array([b]))))
 
 
 @pytest.mark.parametrize("shape, rate", [(0.3, 2.0), (3.0, 0.5), (30.0, 10.0)])
 def test_gamma_v_is_identity_in_expectation(shape, rate):
-    assert_identity(*mean_v("gamma", fam.gamma_natural(np.array([shape]), np.array([rate]))))
+    assert_identity(*mean_v("gamma", par.gamma_natural(np.array([shape]), np.array([rate]))))
 
 
 @pytest.mark.parametrize("mean, precision", [(1.5, 4.0), (-3.0, 0.1), (0.0, 100.0)])
 def test_normal_v_is_identity_in_expectation(mean, precision):
-    lam = fam.normal_natural(np.array([mean]), np.array([precision]))
+    lam = par.normal_natural(np.array([mean]), np.array([precision]))
     assert_identity(*mean_v("normal", lam))
 
 
@@ -228,7 +229,7 @@ def test_dirichlet_matches_dense_reference():
     """J = ∂ log β/∂λ at fixed u (scipy's inverse) and F = ∂E[log β]/∂λ (finite differences
     of the family's expected statistics), V g = F⁻¹ Jᵀ g, row by row."""
     alpha = np.array([[0.7, 2.0, 5.0, 30.0], [0.2, 0.5, 80.0, 1.5], [3.0, 3.0, 3.0, 3.0]])
-    lam = fam.dirichlet_natural(alpha)[0]
+    lam = par.dirichlet_natural(alpha)[0]
     rng = np.random.default_rng(1)
     out_log, aux = np.zeros_like(lam), np.zeros_like(lam)
     ssvi.sample_dirichlet_aux(lam, rng, out_log, aux)
@@ -275,7 +276,7 @@ def scalar_family_case(family, lam, expected_stats, make_t):
 
 
 def test_beta_matches_dense_reference():
-    lam = fam.beta_natural(np.array([0.4, 3.0, 70.0]), np.array([2.5, 0.6, 45.0]))
+    lam = par.beta_natural(np.array([0.4, 3.0, 70.0]), np.array([2.5, 0.6, 45.0]))
 
     def make_t(lam_i, aux_i):
         ua = uniforms(lam_i[0] + 1.0, aux_i[0])
@@ -292,7 +293,7 @@ def test_beta_matches_dense_reference():
 
 
 def test_gamma_matches_dense_reference():
-    lam = fam.gamma_natural(np.array([0.3, 4.0, 900.0]), np.array([2.0, 0.5, 30.0]))
+    lam = par.gamma_natural(np.array([0.3, 4.0, 900.0]), np.array([2.0, 0.5, 30.0]))
 
     def make_t(lam_i, aux_i):
         u = uniforms(lam_i[0] + 1.0, aux_i[0])
@@ -307,7 +308,7 @@ def test_gamma_matches_dense_reference():
 
 
 def test_normal_matches_dense_reference():
-    lam = fam.normal_natural(np.array([1.5, -3.0, 0.2]), np.array([4.0, 0.1, 50.0]))
+    lam = par.normal_natural(np.array([1.5, -3.0, 0.2]), np.array([4.0, 0.1, 50.0]))
 
     def make_t(lam_i, aux_i):
         def t(v):

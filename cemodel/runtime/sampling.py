@@ -17,7 +17,7 @@ import numpy as np
 import scipy.stats
 
 from ..errors import CemDataError
-from .families import normal_gamma_params, normal_wishart_params
+from .parameters import normal_gamma_params, normal_wishart_params
 from .special import _NOT_POSITIVE_DEFINITE
 
 

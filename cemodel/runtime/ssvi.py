@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .families import normal_gamma_params
 from .gamma_quantile import (  # noqa: F401 (re-exported: ssvi.gamma_log_quantile_…)
     _a_trigamma_minus_one,
     _derivative_and_trigamma,
@@ -60,6 +59,7 @@ from .gamma_quantile import (  # noqa: F401 (re-exported: ssvi.gamma_log_quantil
     _trigamma,
     gamma_log_quantile_shape_derivative,
 )
+from .parameters import normal_gamma_params
 from .sampling import log_gamma_draws, sample_normal_gamma
 from .special import all_above, all_below
 from .ssvi_matrix import (

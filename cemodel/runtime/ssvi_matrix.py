@@ -260,7 +260,7 @@ def ssvi_wishart(lam_value: np.ndarray, lam_logdet: np.ndarray, aux_bartlett: np
 
 
 def _normal_wishart_usual(lam_value, lam_logdet, lam_prec_mean, lam_quad):
-    """(β, m, ν, W⁻¹, W, chol(W)) of the coefficients (``families.normal_wishart_params``)."""
+    """(β, m, ν, W⁻¹, W, chol(W)) of the coefficients (``parameters.normal_wishart_params``)."""
     beta = -2.0 * np.asarray(lam_quad, dtype=float)
     mean = np.asarray(lam_prec_mean, dtype=float) / beta[..., None]
     shifted = np.asarray(lam_value, dtype=float) + 0.5 * beta[..., None, None] * _outer(mean,
