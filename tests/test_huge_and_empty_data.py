@@ -129,3 +129,32 @@ def test_streaming_a_docword_file_without_entries_is_refused(tmp_path, compiled)
     with pytest.raises(CemDataError, match="NNZ=0: no word counts") as info:
         open_model_source(lda, "docs", path)
     assert "docword.none.txt" in info.value.message
+
+
+GROUPED = """model grouped
+dim K = 2
+dim G
+dim N[G]
+plate comps k in K:
+    rate[k] ~ Gamma(1.0, 0.1)
+plate groups g in G:
+    pi[g] ~ Dirichlet(1.0, K)
+    plate items n in N[g]:
+        z[g, n] ~ Categorical(pi[g])
+        observe x[g, n] ~ Poisson(rate[z[g, n]])
+"""
+
+
+def test_groups_without_points_fit_wherever_they_lie():
+    """A ragged data plate whose last group, or every group, has no points: the seeds' features
+    failed in np.add.reduceat (an IndexError traceback from `cemodel fit`). Every group empty
+    leaves the prior: rate's mean a / b = 10 and an ELBO of 0 (no data, q = prior)."""
+    module = compile_stages(run_stages(GROUPED, "grouped.cem", {}, None))
+    empty = np.array([], dtype=np.int64)
+    for groups in ([np.array([1, 2, 30]), empty], [empty, np.array([1, 2, 30]), empty]):
+        result = module.fit({"x": groups}, max_iter=20)
+        assert np.isfinite(result.elbo).all() and len(result.elbo) > 0
+    prior = module.fit({"x": [empty] * 3}, max_iter=5)
+    shape, rate = prior["rate.shape"], prior["rate.rate"]
+    np.testing.assert_allclose(shape / rate, 10.0)
+    assert abs(prior.elbo[-1]) < 1e-9

@@ -43,3 +43,22 @@ def test_chain_seed_steps_fall_one_per_rate():
     found = [_components_seeded(z, seed_chain_steps(spec, arrays, ("seqs", "steps"), 3, seed))
              for seed in range(20)]
     assert found == [3] * 20, found
+
+
+def test_item_features_of_ragged_values_with_empty_items():
+    """An item with no values has features 0 wherever it lies (first, between, last, all),
+    and the others their mean: np.add.reduceat alone gave an empty item the next row and
+    failed on a trailing one (a grouped mixture whose last group had no points)."""
+    from cemodel.runtime.seeding import item_features
+
+    spec = {"observed": {"x": {"plates": ["groups", "items"], "support": "count"}},
+            "plates": {"groups": {"ragged": False}, "items": {"ragged": True}}}
+    values = np.array([1.0, 3.0, 5.0, 10.0])
+    for ptr, expected in (([0, 0, 2, 2, 4, 4], [0, 2, 0, 7.5, 0]),
+                          ([0, 4, 4], [4.75, 0]),
+                          ([0, 0, 0], [0, 0])):
+        ptr = np.array(ptr)
+        x = values[:ptr[-1]]
+        arrays = {"x": x, "items_ptr": ptr, "items_weight": np.ones(len(x))}
+        features = item_features(spec, arrays, "groups", len(ptr) - 1)
+        np.testing.assert_allclose(features.ravel(), expected)

@@ -40,10 +40,9 @@ def item_features(spec: dict, arrays: dict[str, np.ndarray], data_plate: str,
                 totals[totals == 0] = 1.0
                 blocks.append(sp.diags(1.0 / totals) @ counts)
             else:
-                flat = values.reshape(len(values), -1) * weight[:, None]
-                sums = np.add.reduceat(flat, ptr[:-1], axis=0) if len(flat) else flat
-                lengths = np.maximum(np.diff(ptr), 1)[:, None]
-                blocks.append(sums / lengths)
+                width = int(np.prod(values.shape[1:], dtype=np.int64))
+                flat = values.reshape(len(values), width) * weight[:, None]
+                blocks.append(_item_means(flat, ptr, n_items))
             continue
         flat = values.reshape(n_items, -1).astype(float)
         blocks.append(_compared(flat, info["support"]))
@@ -52,6 +51,17 @@ def item_features(spec: dict, arrays: dict[str, np.ndarray], data_plate: str,
     if any(sp.issparse(b) for b in blocks):
         return sp.hstack([sp.csr_matrix(b) for b in blocks]).tocsr()
     return np.hstack(blocks)
+
+
+def _item_means(flat: np.ndarray, ptr: np.ndarray, n_items: int) -> np.ndarray:
+    """The mean row of each item's span ``flat[ptr[i]:ptr[i + 1]]``, 0 for an empty span
+    (``np.add.reduceat`` alone would give an empty span the next row, or fail past the end)."""
+    lengths = np.diff(ptr)
+    sums = np.zeros((n_items, flat.shape[1]))
+    filled = np.flatnonzero(lengths > 0)
+    if filled.size:
+        sums[filled] = np.add.reduceat(flat, ptr[filled], axis=0)
+    return sums / np.maximum(lengths, 1)[:, None]
 
 
 def _compared(values: np.ndarray, support: str) -> np.ndarray:
