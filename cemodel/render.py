@@ -85,11 +85,14 @@ class _Renderer:
         self.substituted: set[str] = set()
 
     def substitute_data_indices(self, others: tuple[Slot, ...], target: Stat) -> tuple:
-        """[w = l]·f_l summed over l is f at l = w: show the observed index itself."""
+        """[w = l]·f_l summed over l is f at l = w: show the observed index itself. Not when
+        l is the target's own index (``lam[z[n]]`` with z observed, at lam[k]): nothing is
+        summed over k, and the indicator [z[n] = k] stays."""
         kept = []
         for slot in others:
             if (isinstance(slot, Known) and slot.fn == "onehot" and isinstance(
-                    slot.operands[0], (RVar, RData)) and slot.tensor[0] not in target.tensor):
+                    slot.operands[0], (RVar, RData)) and slot.tensor[0] not in target.tensor
+                    and slot.tensor[0] not in self.bound):
                 first = slot.operands[0]
                 self.names[slot.tensor[0]] = self.ref(first.name,
                                                       tuple(i.plate for i in first.indices))

@@ -40,6 +40,10 @@ def test_every_latent_has_a_conditional(name):
     ("normal_normal", ["precision = t0 + Σ_{n} tau", "precision·mean = t0·m0 + Σ_{n} tau·x[n]"]),
     ("gmm", ["dof = nu0 + Σ_{n} q(z[n] = k)", "precision_vi = P0_vi + Σ_{n} "
              "E[Lambda[k]]_vi·q(z[n] = k)"]),
+    # an index that is data keeps its indicator at the target's own index (it was dropped:
+    # "shape = a + Σ_{n} x[n]", as if every point belonged to every group)
+    ("hierarchical_poisson", ["shape = a + Σ_{n} x[n]·[group[n] = g]",
+                              "rate = E[beta] + Σ_{n} e[n]·[group[n] = g]"]),
 ])
 def test_conditionals_read_as_math(name, expected):
     out = report(name)

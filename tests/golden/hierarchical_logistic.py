@@ -293,8 +293,8 @@ def update_b(
         n_G,
 ):
     """q(b[g]) = Normal(mean, precision)
-        precision = E[tau] + Σ_{n} E[y_omega[n]]
-        precision·mean = E[tau]·E[mu] + Σ_{n} y[n] - 0.5·Σ_{n} 1 - Σ_{n,j} E[y_omega[n]]·x[n]_j·E[w]_j
+        precision = E[tau] + Σ_{n} E[y_omega[n]]·[group[n] = g]
+        precision·mean = E[tau]·E[mu] + Σ_{n} y[n]·[group[n] = g] - 0.5·Σ_{n} [group[n] = g] - Σ_{n,j} E[y_omega[n]]·x[n]_j·E[w]_j·[group[n] = g]
 
     (hierarchical_logistic.cem:28:5)
     """

@@ -251,8 +251,8 @@ def update_theta(
         n_G,
 ):
     """q(theta[g]) = Normal(mean, precision)
-        precision = E[tau_b] + Σ_{n} E[tau_w]
-        precision·mean = E[tau_b·mu] + Σ_{n} E[tau_w]·y[n]
+        precision = E[tau_b] + Σ_{n} E[tau_w]·[group[n] = g]
+        precision·mean = E[tau_b·mu] + Σ_{n} E[tau_w]·y[n]·[group[n] = g]
 
     (hierarchical_normal.cem:27:5)
     """

@@ -180,8 +180,8 @@ def update_lam(
         n_G,
 ):
     """q(lam[g]) = Gamma(shape, rate)
-        shape = a + Σ_{n} x[n]
-        rate = E[beta] + Σ_{n} e[n]
+        shape = a + Σ_{n} x[n]·[group[n] = g]
+        rate = E[beta] + Σ_{n} e[n]·[group[n] = g]
 
     (hierarchical_poisson.cem:18:5)
     """

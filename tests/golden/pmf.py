@@ -204,8 +204,8 @@ def update_u(
         n_U,
 ):
     """q(u[i]) = MultivariateNormal(mean, precision)
-        precision_vl = (eye(K) * c)_vl + Σ_{n} E[tau]·E[v[item[n]] v[item[n]]ᵀ]_vl
-        precision·mean_v = Σ_{n} E[tau]·y[n]·E[v[item[n]]]_v
+        precision_vl = (eye(K) * c)_vl + Σ_{n} E[tau]·E[v[item[n]] v[item[n]]ᵀ]_vl·[user[n] = i]
+        precision·mean_v = Σ_{n} E[tau]·y[n]·E[v[item[n]]]_v·[user[n] = i]
 
     (pmf.cem:24:5)
     """
@@ -255,8 +255,8 @@ def update_v(
         n_I,
 ):
     """q(v[j]) = MultivariateNormal(mean, precision)
-        precision_vl = (eye(K) * c)_vl + Σ_{n} E[tau]·E[u[user[n]] u[user[n]]ᵀ]_vl
-        precision·mean_v = Σ_{n} E[tau]·y[n]·E[u[user[n]]]_v
+        precision_vl = (eye(K) * c)_vl + Σ_{n} E[tau]·E[u[user[n]] u[user[n]]ᵀ]_vl·[item[n] = j]
+        precision·mean_v = Σ_{n} E[tau]·y[n]·E[u[user[n]]]_v·[item[n] = j]
 
     (pmf.cem:26:5)
     """
