@@ -158,3 +158,15 @@ def test_groups_without_points_fit_wherever_they_lie():
     shape, rate = prior["rate.shape"], prior["rate.rate"]
     np.testing.assert_allclose(shape / rate, 10.0)
     assert abs(prior.elbo[-1]) < 1e-9
+
+
+def test_a_chain_of_empty_sequences_fits_its_prior(compiled):
+    """Every sequence of an HMM empty: the chain's seed steps reshaped zero steps into rows
+    (a ValueError traceback); now nothing is seeded and q is the prior (ELBO 0). One empty
+    sequence beside a full one fits as before."""
+    module = compiled("hmm")
+    empty = np.array([], dtype=np.int64)
+    prior = module.fit({"x": [empty] * 3}, dims={"V": 3}, max_iter=5)
+    assert abs(prior.elbo[-1]) < 1e-9
+    mixed = module.fit({"x": [np.array([0, 1, 2, 1, 0]), empty]}, dims={"V": 3}, max_iter=5)
+    assert np.isfinite(mixed.elbo).all()

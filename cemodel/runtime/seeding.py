@@ -190,6 +190,8 @@ def seed_chain_steps(spec: dict, arrays: dict[str, np.ndarray], plates: tuple[st
     a mixture's is; its steps, not its sequences, are what a state explains."""
     shape, observed = _chain_layout(spec, arrays, plates)
     n_steps = int(np.prod(shape))
+    if n_steps == 0:  # every sequence empty: no step to seed
+        return np.full(shape, -1, dtype=np.int64)
     blocks = []
     for name in observed:
         values = arrays[name].reshape(n_steps, -1).astype(float)
