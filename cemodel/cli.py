@@ -126,6 +126,50 @@ def cmd_fit(args) -> int:
     return 0
 
 
+_STOCHASTIC = ("svi", "svi+", "ssvi-a", "ssvi", "svi-avg")
+# fit's options that belong to some methods only: given with another they are refused, not
+# ignored (their parser default is None; _FIT_DEFAULTS fills in the ones not given)
+_METHOD_OPTIONS = {
+    "max_iter": ("mf", "klc"), "tol": ("mf", "klc"), "cg": ("klc",), "line_search": ("klc",),
+    "epochs": _STOCHASTIC, "batch_size": _STOCHASTIC, "kappa": _STOCHASTIC,
+    "tau": _STOCHASTIC, "step_scale": _STOCHASTIC, "learning_rate": _STOCHASTIC,
+    "average": _STOCHASTIC, "ramp": _STOCHASTIC,
+    # the annealed step of Paisley's SVI+; with structured or averaged SVI too, as in Python
+    "effective_batch_size": ("svi+", "ssvi-a", "ssvi", "svi-avg"),
+}
+_FIT_DEFAULTS = {"max_iter": 200, "tol": 1e-6, "cg": "fr", "line_search": False,
+                 "batch_size": 256, "step_scale": 1.0, "ramp": False, "stream": False,
+                 "gibbs_sweeps": 10, "gibbs_burn_in": 5, "checkpoint_every": 1, "draws": 1000}
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _check_owned_options(args) -> None:
+    """An option of another method, local step or output is refused, naming whose it is."""
+    for dest, methods in _METHOD_OPTIONS.items():
+        if getattr(args, dest) is None or args.method in methods:
+            continue
+        if dest == "effective_batch_size" and args.method == "svi":
+            raise CemError("--effective-batch-size turns SVI into SVI+: use --method svi+")
+        raise CemError(f"{_flag(dest)} does not apply to --method {args.method}: it is an "
+                       f"option of {', '.join(methods)}")
+    for dest in ("gibbs_sweeps", "gibbs_burn_in"):
+        if getattr(args, dest) is not None and args.local != "gibbs":
+            raise CemError(f"{_flag(dest)} is an option of --local gibbs, found --local "
+                           f"{args.local}")
+    if args.checkpoint_every is not None and not args.checkpoint:
+        raise CemError("--checkpoint-every needs --checkpoint PATH")
+    out = args.output or ""
+    if args.draws is not None and not out.lower().endswith(".nc"):
+        raise CemError("--draws sets the draws of an -o FILE.nc (ArviZ's InferenceData); "
+                       f"found {'-o ' + out if out else 'no -o'}")
+    for dest, value in _FIT_DEFAULTS.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, value)
+
+
 def _check_fit_args(args, stages) -> None:
     """fit's options against each other and the model, before anything is compiled or read
     (``stages`` is None for an unknown --method)."""
@@ -133,6 +177,7 @@ def _check_fit_args(args, stages) -> None:
 
     if args.method not in DRIVERS:
         raise CemError(f"--method: expected one of {', '.join(DRIVERS)}, found {args.method!r}")
+    _check_owned_options(args)
     why = dict(stages.plan.methods)[args.method]
     if not why.startswith("yes"):
         raise CemError(f"--method {args.method} does not apply to this model: "
@@ -227,8 +272,7 @@ def _fit_options(args, stages, module, stochastic: bool, settings, progress, klc
                        learning_rate=args.learning_rate,
                        **({} if args.average is None else {"average": args.average}),
                        callback=progress, ramp=args.ramp, **extra,
-                       effective_batch_size=args.effective_batch_size
-                       if args.method == "svi+" else None)
+                       effective_batch_size=args.effective_batch_size)
     else:
         options = dict(max_iter=args.max_iter, tol=args.tol, seed=args.seed, callback=progress,
                        **extra)

@@ -149,21 +149,23 @@ def _fit(sub) -> None:
                    "ssvi: structured SVI (Hoffman & Blei 2015), globals sampled in the local "
                    "step, ssvi with the V(β, λ) correction; klc: the KL-corrected collapsed "
                    "bound by Riemannian conjugate gradients (Hensman et al. 2012)")
-    p.add_argument("--cg", default="fr", choices=["fr", "pr", "hs", "none"],
-                   help="klc: conjugate directions by Fletcher–Reeves, Polak–Ribière, "
-                   "Hestenes–Stiefel, or none (steepest ascent, which is VBEM)")
-    p.add_argument("--line-search", action="store_true",
+    # a method's own options default to None (filled in by cemodel.cli): given with another
+    # method, they are refused rather than ignored
+    p.add_argument("--cg", default=None, choices=["fr", "pr", "hs", "none"],
+                   help="klc: conjugate directions by Fletcher–Reeves (the default), "
+                   "Polak–Ribière, Hestenes–Stiefel, or none (steepest ascent, which is VBEM)")
+    p.add_argument("--line-search", action="store_true", default=None,
                    help="klc: halve a step that lowers the bound before restarting")
     _collapse(p)
     p.add_argument("--local", default="mf", choices=["mf", "exact", "gibbs", "cvb0"],
                    help="the local step (E-step): mean field, the exact conditional, Gibbs "
                    "sampling or CVB0 with local proportions integrated out (see cemodel check)")
-    _option(p, "gibbs_sweeps", 10, "gibbs: sweeps per item")
-    _option(p, "gibbs_burn_in", 5, "gibbs: sweeps discarded before averaging")
-    p.add_argument("--stream", action="store_true",
+    _option(p, "gibbs_sweeps", None, "gibbs: sweeps per item (default 10)")
+    _option(p, "gibbs_burn_in", None, "gibbs: sweeps discarded before averaging (default 5)")
+    p.add_argument("--stream", action="store_true", default=None,
                    help="svi methods: read the data from disk a minibatch at a time (out of "
                         "core: .npy, .npz, .mtx, docword)")
-    p.add_argument("--ramp", action="store_true",
+    p.add_argument("--ramp", action="store_true", default=None,
                    help="svi: grow N over the first epoch as items are seen (SSVI §2.6)")
     p.add_argument("--threads", type=int, default=None, metavar="N",  # range: in cmd_fit
                    help="threads for the local step (default: all, NUMBA_NUM_THREADS)")
@@ -181,36 +183,38 @@ def _fit_run(p: argparse.ArgumentParser) -> None:
     """fit's options of the run itself: checkpoints, the schedule, empirical Bayes, output."""
     p.add_argument("--checkpoint", metavar="PATH", default=None,
                    help="write the fit's state to PATH (atomically) as it goes")
-    _option(p, "checkpoint_every", 1, "with --checkpoint: every N iterations (mf) or epochs",
-            metavar="N")
+    _option(p, "checkpoint_every", None, "with --checkpoint: every N iterations (mf) or "
+            "epochs (default 1)", metavar="N")
     p.add_argument("--resume", metavar="PATH", default=None,
                    help="continue the fit saved in PATH (same model, data and options)")
     _option(p, "seed", 0, "the random streams' seed")
-    _option(p, "max_iter", 200, "mf, klc: iterations at most")
-    _option(p, "tol", 1e-6, "mf: stop when the relative change of the ELBO is below this; "
-            "klc: the change of the bound (nats) or the squared gradient norm")
+    _option(p, "max_iter", None, "mf, klc: iterations at most (default 200)")
+    _option(p, "tol", None, "mf: stop when the relative change of the ELBO is below this; "
+            "klc: the change of the bound (nats) or the squared gradient norm (default 1e-6)")
     _option(p, "epochs", None, "svi: passes over the data (default: 10, or enough steps that "
             "λ keeps < 1e-3 of its start, at most 200; on a small data set at least 1,000 "
             "steps, ssvi 3,000, ssvi-a 10,000)")
-    _option(p, "batch_size", 256, "svi: minibatch size |S|")
+    _option(p, "batch_size", None, "svi: minibatch size |S| (default 256)")
     _option(p, "kappa", None, "svi: step size s·(t + tau)^-kappa (default 0.7; 0.5 on a small "
             "data set, except for ssvi)")
     _option(p, "tau", None, "svi: step size delay (default 10; 1 on a small data set, except "
             "for ssvi)")
-    _option(p, "step_scale", 1.0, "svi: step size scale s")
+    _option(p, "step_scale", None, "svi: step size scale s (default 1)")
     p.add_argument("--learning-rate", choices=("decay", "adaptive"), default=None,
                    help="svi, ssvi-a, svi-avg: 'decay' (s·(t + tau)^-kappa) or 'adaptive' "
                    "(Ranganath et al. 2013, no schedule); default: decay")
     p.add_argument("--average", action=argparse.BooleanOptionalAction, default=None,
                    help="svi, svi+, ssvi-a, ssvi: report the average of the last half's "
                    "iterates (default: ssvi-a on a small data set only)")
-    _option(p, "effective_batch_size", None, "svi+: the effective batch size M <= |S|")
+    _option(p, "effective_batch_size", None, "svi+ (and ssvi-a, ssvi, svi-avg annealed): the "
+            "effective batch size M <= |S|")
     p.add_argument("--learn", default=None, metavar="HYPER,...",
                    help="hyperparameters to set by empirical Bayes (e.g. alpha,eta); "
                    "stochastic methods take a step towards the batch's value each step")
     p.add_argument("-o", "--output", help="the fit: .npz (default: MODEL_posterior.npz), or "
                    ".nc, ArviZ's InferenceData as netCDF (needs the arviz extra)")
-    _option(p, "draws", 1000, "with -o FILE.nc: exact draws from q in its posterior group")
+    _option(p, "draws", None, "with -o FILE.nc: exact draws from q in its posterior group "
+            "(default 1000)")
     p.add_argument("--quiet", action="store_true", help="no per-iteration progress")
 
 

@@ -163,6 +163,48 @@ def test_fit_beta_bernoulli_matches_closed_form(tmp_path, capsys):
         assert post["elbo"].ndim == 1 and post["elbo"].size >= 1
 
 
+@pytest.mark.parametrize("options, expected", [
+    (["--epochs", "5"], "--epochs does not apply to --method mf: it is an option of svi"),
+    (["--batch-size", "10"], "--batch-size does not apply to --method mf"),
+    (["--method", "svi", "--max-iter", "5"], "--max-iter does not apply to --method svi"),
+    (["--method", "svi", "--tol", "0.1"], "--tol does not apply to --method svi"),
+    (["--method", "svi", "--cg", "pr"], "--cg does not apply to --method svi: it is an option "
+                                        "of klc"),
+    (["--method", "svi", "--effective-batch-size", "3"], "turns SVI into SVI+: use --method "
+                                                         "svi+"),
+    (["--method", "svi", "--learning-rate", "adaptive", "--effective-batch-size", "3"],
+     "turns SVI into SVI+"),
+    (["--gibbs-sweeps", "3"], "--gibbs-sweeps is an option of --local gibbs, found --local mf"),
+    (["--checkpoint-every", "2"], "--checkpoint-every needs --checkpoint PATH"),
+    (["--draws", "10"], "--draws sets the draws of an -o FILE.nc"),
+])
+def test_fit_refuses_an_option_of_another_method(tmp_path, capsys, options, expected):
+    """An option the chosen method does not take was dropped without a word (the fit ran as
+    if it had not been given); now exit 2 naming it and whose option it is, before any
+    work and without writing the output."""
+    data, _ = _coin_data(tmp_path)
+    out = tmp_path / "post.npz"
+    status = main(["fit", str(BETA_BERNOULLI), "--data", str(data), "-o", str(out), *options])
+    assert status == 2
+    assert expected in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_an_annealed_step_is_passed_to_the_structured_and_averaged_methods(tmp_path, capsys):
+    """--effective-batch-size with ssvi-a or svi-avg anneals them (as fit_svi does from Python);
+    it was dropped on the command line for every method but svi+."""
+    data, _ = _coin_data(tmp_path)
+    base = ["fit", str(BETA_BERNOULLI), "--data", str(data), "--method", "svi-avg",
+            "--batch-size", "10", "--epochs", "3", "--quiet"]
+    elbos = []
+    for extra in ([], ["--effective-batch-size", "3"]):
+        out = tmp_path / f"p{len(extra)}.npz"
+        assert main([*base, *extra, "-o", str(out)]) == 0
+        with np.load(out) as post:
+            elbos.append(float(post["elbo"][-1]))
+    assert elbos[0] != elbos[1]
+
+
 def test_a_second_fit_compiles_nothing(tmp_path):
     """Two `cemodel fit` processes on one fresh kernel cache: the first writes the generated
     module and numba's compiled kernels, the second adds no file to the cache."""
