@@ -83,6 +83,32 @@ def test_a_checkpoint_of_other_data_or_another_method_is_refused(compiled, tmp_p
         lda.fit({"w": _corpus()}, max_iter=3, resume=tmp_path / "junk.ckpt")
 
 
+def test_a_checkpoint_of_other_options_is_refused(compiled, tmp_path):
+    """A checkpoint continues one trajectory: SSVI's resumed as SVI, SVI+, or with another
+    minibatch ran without a word and mixed two methods in one trace; now each is refused,
+    naming the option, its value there and here. Only the epochs or iterations grow."""
+    lda = compiled("lda", K=3)
+    data = {"w": _corpus(1)}
+    path = tmp_path / "ssvi.ckpt"
+    lda.fit_ssvi(data, epochs=2, batch_size=16, checkpoint=path)
+    for run, options, named in (
+            (lda.fit_svi, {"batch_size": 16}, "apply_v True there, False here"),
+            (lda.fit_svi, {"batch_size": 16, "effective_batch_size": 8}, "effective_batch_size"),
+            (lda.fit_ssvi, {"batch_size": 20}, "batch_size 16 there, 20 here"),
+            (lda.fit_ssvi, {"batch_size": 16, "kappa": 0.9}, "kappa 0.7 there, 0.9 here"),
+            (lda.fit_ssvi, {"batch_size": 16, "local": "cvb0"}, "local 'mf' there, 'cvb0'")):
+        with pytest.raises(CemDataError, match="written with other options") as error:
+            run(data, epochs=4, resume=path, **options)
+        assert named in str(error.value)
+    assert len(lda.fit_ssvi(data, epochs=4, batch_size=16, resume=path).elbo) == 4
+    mf = tmp_path / "mf.ckpt"
+    lda.fit(data, max_iter=2, tol=0.0, checkpoint=mf)
+    with pytest.raises(CemDataError, match="local_tol 0.001 there, 0.01 here"):
+        lda.fit(data, max_iter=4, tol=0.0, local_tol=1e-2, resume=mf)
+    with pytest.raises(CemDataError, match="warm_start False there, True here"):
+        lda.fit(data, max_iter=4, tol=0.0, warm_start=True, resume=mf)
+
+
 WRITER = """
 import sys, numpy as np
 from cemodel import runtime as rt

@@ -371,6 +371,21 @@ def load_checkpoint(path, s: State, source_sha: str, method: str, *, source=None
     return progress
 
 
+def check_same_trajectory(path, saved: dict | None, current: dict) -> None:
+    """A checkpoint continues one trajectory: the options that shape it (the step sizes, the
+    minibatch, the method's kind of step, the local step) must be those it was written with.
+    ``saved`` is None for a checkpoint written before they were recorded (not checked)."""
+    if saved is None:
+        return
+    differ = [f"{name} {saved.get(name)!r} there, {value!r} here"
+              for name, value in current.items() if saved.get(name) != value]
+    if differ:
+        raise CemDataError(f"resume: {path} was written with other options: "
+                           f"{'; '.join(differ)}",
+                           hint="resume with the method and options of the fit that wrote it "
+                                "(only the number of epochs or iterations may grow)")
+
+
 def damaged_checkpoint(path, what: str) -> CemDataError:
     """The error of a checkpoint that is not whole, naming it and what is wrong."""
     return CemDataError(f"resume: cannot read the checkpoint {path}: {what}",

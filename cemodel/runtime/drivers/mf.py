@@ -55,10 +55,14 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
     trace: list[float] = []
     converged = False
     first = 0
+    # what a resumed fit must share with its checkpoint (JSON values)
+    trajectory = {"max_local_iter": int(max_local_iter), "local_tol": float(local_tol),
+                  "warm_start": bool(warm_start), "learn": sorted(learn)}
     if resume is not None:  # continue the same trajectory
         progress = rt.load_checkpoint(resume, s, model.SOURCE_SHA256, "fit",
                                       needs={"trace": list, "iteration": int},
                                       scratch=model.ROLES.get("thread", ()))
+        rt.check_same_trajectory(resume, progress.get("options"), trajectory)
         trace, first = progress["trace"], progress["iteration"]
         # a fit that had stopped is over: resuming it returns it as it was (an old
         # checkpoint has no "converged": it had not)
@@ -91,7 +95,8 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
         # atomic: a crash keeps the previous one; the last one records that the fit stopped
         if checkpoint is not None and ((iteration + 1) % checkpoint_every == 0 or converged):
             rt.save_checkpoint(checkpoint, s, model.SOURCE_SHA256, "fit",
-                               iteration=iteration + 1, trace=trace, converged=converged)
+                               iteration=iteration + 1, trace=trace, converged=converged,
+                               options=trajectory)
         if converged:
             break
     if checkpoint is not None:

@@ -34,7 +34,7 @@ from ..shares import only_rows
 from ..source import ItemSource, item_source
 from ..special import blend
 from ..ssvi import SSVI_FAMILIES, in_domain, ssvi_blend
-from . import lazy
+from . import checkpoints, lazy
 from .adaptive import AdaptiveRate
 from .averaging import Average
 from .interface import (
@@ -225,7 +225,7 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
     first = 0
     average = Average(run) if o.average else None
     if resume is not None:  # continue the same trajectory: state, counters and random streams
-        first, converged = _resume(run, resume, average)
+        first, converged = checkpoints.resume(run, resume, average)
         if stop is not None:  # the stopping rule where it was: it reads the whole trace
             for value in run.trace:
                 stop.update(value)
@@ -251,14 +251,7 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
         converged = o.evaluate and stop is not None and stop.update(run.trace[-1])
         # atomic: a crash keeps the previous one; the last one records that the fit stopped
         if o.checkpoint is not None and ((epoch + 1) % o.checkpoint_every == 0 or converged):
-            rt.save_checkpoint(
-                o.checkpoint, run.s, model.SOURCE_SHA256, "fit_svi", source=run.source,
-                keep=_global_state(model), epoch=epoch + 1, step=run.step, trace=run.trace,
-                **({"shortened": run.shortened} if _v_applies(model)
-                   or o.effective_batch_size is not None else {}),
-                streams=[g.bit_generator.state for g in (run.rng, run.noise, run.sampler)],
-                converged=converged,
-                **({"average": average.progress()} if average is not None else {}))
+            checkpoints.save(run, epoch, converged, average)
         if converged:
             break
     if o.checkpoint is not None:
@@ -275,53 +268,12 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
     return result
 
 
-def _resume(run: Run, path: Any, average: Average | None) -> tuple[int, bool]:
-    """Put ``run`` where the checkpoint ``path`` left it (state, trace, step counter, random
-    streams, the running average); returns its next epoch and whether the fit had stopped
-    (an old checkpoint has no "converged": it had not)."""
-    progress = rt.load_checkpoint(path, run.s, run.model.SOURCE_SHA256, "fit_svi",
-                                  source=run.source, keep=_global_state(run.model),
-                                  needs={"trace": list, "step": int, "epoch": int,
-                                         "streams": list},
-                                  scratch=run.model.ROLES.get("thread", ()))
-    run.trace, run.step = progress["trace"], progress["step"]
-    run.shortened = progress.get("shortened", 0)
-    converged = progress.get("converged") is True
-    if converged and not run.trace:
-        raise rt.damaged_checkpoint(path, "a fit that stopped with no ELBO value")
-    streams = progress["streams"]
-    try:
-        for g, state in zip((run.rng, run.noise, run.sampler), streams, strict=True):
-            rt.restore_generator(g, state)
-    except (TypeError, ValueError, KeyError) as exc:
-        raise rt.damaged_checkpoint(path, f"its random streams cannot be restored ({exc})"
-                                    ) from None
-    if (average is None) != ("average" not in progress):
-        raise errors.CemDataError(
-            f"resume: {path} is a checkpoint of a fit {'with' if average is None else 'without'}"
-            " averaged iterates, and this one is not", hint="the same 'average' as the fit "
-            "that wrote it (SSVI-A averages by default on a small data set)")
-    if average is not None:
-        average.restore(progress["average"], progress["epoch"], path)
-    return progress["epoch"], converged
-
-
-def _global_state(model: ModelInterface) -> tuple[str, ...]:
-    """The arrays an out-of-core checkpoint keeps: the globals' (its state holds one
-    minibatch's items)."""
-    return (*model.ROLES.get("global", ()), *model.ROLES.get("global_exp", ()))
-
-
 def _bind_items(run: Run, data: dict[str, Any]) -> rt.State:
     """Out of core: the state of one minibatch (``data`` holding its items only), its
     globals, hyperparameters and statistics the fit's, shared (``_prepare(share=)``)."""
     dims = {k: v for k, v in run.s.bound.dims.items() if k not in run.model.ITEM_DIMS}
     return run.model._prepare(data, None, dims, run.o.seed, None, None, run.o.max_local_iter,
                               run.o.local_tol, share=run.s)
-
-
-def _v_applies(model: ModelInterface) -> bool:
-    return model.METHODS.get("ssvi", "no").startswith("yes")
 
 
 def _v_needed(model: ModelInterface) -> bool:
