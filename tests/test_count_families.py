@@ -78,7 +78,8 @@ def test_multinomial_dirichlet_is_exact(tmp_path):
     assert result.elbo[-1] == pytest.approx(evidence, rel=TOL)
     wrong = total.copy()
     wrong[3] += 1
-    with pytest.raises(CemDataError, match=r"adding up to \d+ with n = \d+ at \[3\]"):
+    with pytest.raises(CemDataError, match=r"Multinomial data 'x' \(trials 'total'\): "
+                       r".* adding up to \d+ with \d+ trials at docs\[3\]"):
         model.fit({"x": x, "total": wrong})
 
 

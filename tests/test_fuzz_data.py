@@ -320,9 +320,22 @@ plate trials n in N:
 """
 
 
+def test_binomial_trials_below_zero_are_named():
+    """Trials read as whole numbers of any sign (`data m[n] : int`) reach the base measure:
+    negative ones are refused there as trials, not as successes out of range."""
+    from cemodel import runtime as rt
+
+    with pytest.raises(CemDataError, match=r"^error: Binomial data 'k' \(trials 'm'\): "
+                       r"expected numbers of trials ≥ 0, found -8 at items\[1\]$"):
+        rt.log_binom(np.array([3.0, -8.0]), np.array([1.0, 0.0]),
+                     "Binomial data 'k' (trials 'm')", ("items",))
+
+
 @pytest.mark.parametrize(("tries", "x", "found"), [
-    pytest.param([3, 1, 2], [1, 2, 0], "found k = 2 with n = 1 at [1]", id="more-than-trials"),
-    pytest.param([0, 0], [0, 1], "found k = 1 with n = 0 at [1]", id="zero-trials"),
+    pytest.param([3, 1, 2], [1, 2, 0], "expected successes between 0 and the number of "
+                 "trials, found 2 successes in 1 trials at trials[1]", id="more-than-trials"),
+    pytest.param([0, 0], [0, 1], "found 1 successes in 0 trials at trials[1]",
+                 id="zero-trials"),
 ])
 def test_binomial_successes_beyond_the_trials_are_refused(tries, x, found):
     """k > n has probability 0: refused before any kernel runs, not a NaN ELBO."""
@@ -331,5 +344,5 @@ def test_binomial_successes_beyond_the_trials_are_refused(tries, x, found):
     module = compile_stages(run_stages(BINOMIAL, "binomial.cem", {}))
     with pytest.raises(CemDataError) as info:
         module.fit({"tries": np.array(tries), "x": np.array(x)}, max_iter=1)
-    assert "expected successes k between 0 and the number of trials n" in str(info.value)
+    assert "Binomial data 'x' (trials 'tries')" in str(info.value)  # names both
     assert found in str(info.value)

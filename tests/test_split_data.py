@@ -175,7 +175,9 @@ def test_a_positive_count_whose_rate_has_a_zero_factor_is_refused(tmp_path, meth
     x = np.array([[1.0, 0.5, 0.0], [0.0, 0.0, 0.0], [2.0, 1.0, 1.0]])
     data = {"y": np.array([2.0, 3.0, 4.0]), "x": x}
     fit = model.fit if method == "mf" else model.fit_svi
-    with pytest.raises(CemDataError, match=r"probability 0 under the model.*data 'x' hold zeros"):
+    # the covariate that holds a zero, and where the first is (it named every logged one)
+    with pytest.raises(CemDataError, match=r"probability 0 under the model.*data 'x' holds "
+                                           r"zeros \(the first at \[0, 2\]\)"):
         fit(data, max_iter=5) if method == "mf" else fit(data, epochs=2)
     data["y"][1] = 0.0  # the same zeros with a count of 0 are possible
     assert np.isfinite((model.fit(data, max_iter=5)).elbo).all()

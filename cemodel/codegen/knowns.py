@@ -104,12 +104,32 @@ def known_numpy(model: Model, slot: Known, prefix: str = "") -> tuple[str, str]:
         # log 0 of data is finite (rt.LOG_ZERO) so that 0 · log 0 adds 0; < 0 is refused
         what = "data " + ", ".join(f"'{n}'" for n in data_names(first))
         return _ident("log", *ops), f"rt.log_data({args}, {what!r})"
+    if slot.fn in ("log_binom", "log_multinomial"):  # the counts checked, named
+        return _ident(slot.fn, *ops), (f"rt.{slot.fn}({args}, "
+                                       f"{_counts_label(model, slot.fn, *ops)})")
     if slot.fn == "outer" and len(slot.tensor) == 3:  # a known matrix's rows' a_i a_iᵀ
         return _ident("outer", *ops), f"np.einsum('ik,il->ikl', {args}, {args})"
     if slot.fn == "lgamma_sum" and isinstance(first, RRepeat):
         return (_ident("lgamma_sum", first.value),
                 f"rt.gammaln({prefix}{dim_name(first.dim)} * {numpy_expr(first.value, prefix)})")
     return _ident(slot.fn, *ops), _NUMPY_FN[slot.fn].format(args)
+
+
+def _counts_label(model: Model, fn: str, trials: RExpr, counts: RExpr) -> str:
+    """``what, plates`` of a Binomial's or Multinomial's counts for ``rt.log_binom``'s
+    message: "Binomial data 'k' (trials 'm')" and the plates of the counts' leading axes
+    (none where a ragged plate flattens them)."""
+    family = "Binomial" if fn == "log_binom" else "Multinomial"
+    name = counts.name if isinstance(counts, (RVar, RData)) else render_expr(counts)
+    given = (f"'{trials.name}'" if isinstance(trials, (RData, RVar, RHyper))
+             else render_expr(trials))
+    what = f"{family} data '{name}' (trials {given})"
+    plates: tuple[str, ...] = ()
+    if isinstance(counts, RVar):
+        own = model.var(counts.name).plates
+        if not any(model.plate(p).ragged for p in own):
+            plates = tuple(own)
+    return f"{what!r}, {plates!r}"
 
 
 def log_data_names(slots) -> tuple[str, ...]:

@@ -79,12 +79,12 @@ def check_elbo_increase(trace: list[float], warn: bool, rtol: float = 1e-9,
 def check_possible(elbo: float, log_data: tuple[str, ...]) -> None:
     """Refuse data the model gives probability 0: a positive count whose rate has a known
     factor of 0 (an exposure, a loading) adds count · log 0 = count · rt.LOG_ZERO to the
-    ELBO, which no fit of possible data comes near."""
+    ELBO, which no fit of possible data comes near. ``log_data``: where the zeros are, as
+    the message shows them ("'x' holds zeros (the first at [3, 0])", or the names)."""
     if elbo <= LOG_ZERO / 2:
-        names = ", ".join(f"'{n}'" for n in log_data)
         raise CemDataError(
             f"the data have probability 0 under the model: a positive count meets a rate "
-            f"with a known factor of 0 (data {names} hold zeros)",
+            f"with a known factor of 0 (data {', '.join(log_data)})",
             hint="a count can be positive only where its rate can: drop those observations "
                  "or correct the zeros")
 

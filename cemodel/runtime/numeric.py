@@ -32,9 +32,15 @@ def gammaln(x):
     return _sps.gammaln(x)
 
 
-def _first(bad: np.ndarray) -> tuple[tuple[int, ...], str]:
-    """The index of the first True in ``bad``, and its text for a message (" at [i, j]")."""
+def _first(bad: np.ndarray, plates: tuple[str, ...] = ()) -> tuple[tuple[int, ...], str]:
+    """The index of the first True in ``bad``, and its text for a message: " at items[3]"
+    where the leading axes' plates are known, else " at [i, j]"."""
     at = tuple(int(i) for i in np.argwhere(bad)[0])
+    if plates and len(at) >= len(plates):
+        parts = [f"{p}[{i}]" for p, i in zip(plates, at, strict=False)]
+        if len(at) > len(plates):
+            parts.append(f"entry [{', '.join(map(str, at[len(plates):]))}]")
+        return at, " at " + ", ".join(parts)
     return at, (f" at [{', '.join(map(str, at))}]" if at else "")
 
 
@@ -62,20 +68,21 @@ def log_negbin(r, x):
     return out[()] if np.ndim(out) == 0 else out
 
 
-def log_multinomial(n, x):
+def log_multinomial(n, x, what: str = "Multinomial data", plates: tuple[str, ...] = ()):
     """log n! − Σ_k log x_k! over the last axis of the counts x: the base measure of
     Multinomial(n, p). The counts must add up to n: anything else has probability 0, and is
-    refused with ``CemDataError``."""
+    refused with ``CemDataError`` naming ``what`` (the data) and the place (``plates``:
+    the names of the counts' leading axes, where known)."""
     n = np.asarray(n, dtype=np.float64)
     x = np.asarray(x, dtype=np.float64)
     total = x.sum(axis=-1)
     n_b, total_b = np.broadcast_arrays(n, total)
     bad = n_b != total_b
     if np.any(bad):
-        at, where = _first(bad)
+        at, where = _first(bad, plates)
         raise CemDataError(
-            f"Multinomial data: expected counts adding up to the number of trials n, found "
-            f"counts adding up to {total_b[at]:g} with n = {n_b[at]:g}{where}")
+            f"{what}: expected counts adding up to the number of trials, found counts adding "
+            f"up to {total_b[at]:g} with {n_b[at]:g} trials{where}")
     out = _sps.gammaln(n + 1.0) - _sps.gammaln(x + 1.0).sum(axis=-1)
     return out[()] if np.ndim(out) == 0 else out
 
@@ -90,21 +97,25 @@ def lbeta(a, b):
     return _sps.betaln(a, b)
 
 
-def log_binom(n, k):
+def log_binom(n, k, what: str = "Binomial data", plates: tuple[str, ...] = ()):
     """log C(n, k) = log n! - log k! - log (n-k)!, elementwise (n, k may be real).
 
-    The successes k of a Binomial must lie in [0, n]: anything else has probability 0, and is
-    refused with ``CemDataError`` rather than turned into NaN."""
+    The trials n must be ≥ 0 and the successes k lie in [0, n]: anything else has
+    probability 0, and is refused with ``CemDataError`` naming ``what`` and the place
+    (``plates``, as ``log_multinomial``) rather than turned into NaN."""
     n = np.asarray(n, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
-    bad = ~((0.0 <= k) & (k <= n))  # also catches NaN
+    n_b, k_b = np.broadcast_arrays(n, k)
+    no_trials = ~(n_b >= 0.0)  # also catches NaN
+    if np.any(no_trials):
+        at, where = _first(no_trials, plates)
+        raise CemDataError(f"{what}: expected numbers of trials ≥ 0, found {n_b[at]:g}{where}")
+    bad = ~((0.0 <= k_b) & (k_b <= n_b))  # also catches NaN
     if np.any(bad):
-        n_b, k_b = np.broadcast_arrays(n, k)
-        at, where = _first(np.broadcast_to(bad, n_b.shape))
+        at, where = _first(bad, plates)
         raise CemDataError(
-            f"Binomial data: expected successes k between 0 and the number of trials n, "
-            f"found k = {k_b[at]:g} with n = {n_b[at]:g}{where}"
-        )
+            f"{what}: expected successes between 0 and the number of trials, found "
+            f"{k_b[at]:g} successes in {n_b[at]:g} trials{where}")
     out = -np.log1p(n) - _sps.betaln(n - k + 1.0, k + 1.0)
     return out[()] if out.ndim == 0 else out
 

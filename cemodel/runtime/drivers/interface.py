@@ -19,6 +19,7 @@ import numpy as np
 from ...errors import CemDataError
 from ..driver import FitResult, State
 from ..driver import check_possible as check_possible_elbo
+from ..numeric import LOG_ZERO
 
 
 @dataclass(frozen=True)
@@ -112,13 +113,25 @@ def kept_locals(model: ModelInterface) -> tuple[str, ...]:
     return tuple(model.ROLES.get("kept_local", ()))
 
 
-def check_possible(model: ModelInterface, elbo: float) -> None:
+def check_possible(model: ModelInterface, elbo: float, s: State | None = None) -> None:
     """Where covariates enter through their log (SPEC: nonnegative), refuse data of
-    probability 0: a positive count where its rate has a known factor of 0."""
+    probability 0: a positive count where its rate has a known factor of 0. With the state
+    ``s``, the message names the covariates that hold a zero, and where the first is."""
     logged = tuple(name for name, spec in model.SPEC["covariates"].items()
                    if spec.get("nonnegative"))
-    if logged:
-        check_possible_elbo(elbo, logged)
+    if not logged or elbo > LOG_ZERO / 2:
+        return
+    zeros = []
+    if s is not None:
+        for name in logged:
+            values = np.asarray(getattr(s, name, np.nan))
+            if values.size and np.any(values == 0.0):
+                at = ", ".join(str(int(i)) for i in np.argwhere(values == 0.0)[0])
+                zeros.append(f"'{name}' holds zeros (the first at [{at}])" if at
+                             else f"'{name}' is 0")
+    # without the state, or where its arrays are a minibatch's, every covariate logged
+    named = tuple(zeros) if zeros else (", ".join(f"'{n}'" for n in logged) + " hold zeros",)
+    check_possible_elbo(elbo, named)
 
 
 def check_finite(model: ModelInterface, s: State, elbo: float, where: str) -> None:
@@ -132,7 +145,7 @@ def check_finite(model: ModelInterface, s: State, elbo: float, where: str) -> No
                None)
     if bad is None and math.isfinite(elbo):
         return
-    check_possible(model, elbo)
+    check_possible(model, elbo, s)
     what = f"q({bad})" if bad is not None else _nonfinite_local(model, s)
     raise CemDataError(
         f"the fit stopped at {where}: {what} is not finite (NaN or inf), so there is no "

@@ -83,7 +83,7 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
             sweeps.append(float(s.local_sweeps.mean()))
         rt.check_elbo_increase(trace, warn_decrease,
                                resumed=resume if iteration == first else None)
-        check_possible(model, elbo)
+        check_possible(model, elbo, s)
         check_finite(model, s, elbo, f"iteration {iteration + 1}")
         if callback is not None:
             callback(iteration, elbo, time.perf_counter() - clock)

@@ -512,7 +512,7 @@ def record_epoch(run: Run, epoch: int, seconds: float, where: str | None = None)
     probability 0, a state no longer finite: ``where`` names the place), then the callback."""
     elbo = full_elbo(run)
     run.trace.append(elbo)
-    check_possible(run.model, elbo)
+    check_possible(run.model, elbo, run.s if run.source is None else None)
     check_finite(run.model, run.s, elbo, where or f"epoch {epoch + 1}")
     if run.o.callback is not None:
         run.o.callback(epoch, elbo, seconds)
