@@ -106,9 +106,13 @@ def cmd_fit(args) -> int:
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()
-        kept = (f"; {args.checkpoint} holds the last complete checkpoint: continue with "
-                f"--resume {args.checkpoint}" if args.checkpoint else
-                "; use --checkpoint PATH to keep a fit's progress")
+        if args.checkpoint and Path(args.checkpoint).is_file():
+            kept = (f"; {args.checkpoint} holds the last complete checkpoint: continue with "
+                    f"--resume {args.checkpoint}")
+        elif args.checkpoint:  # interrupted before the first one was written
+            kept = f"; no checkpoint was written yet to {args.checkpoint}"
+        else:
+            kept = "; use --checkpoint PATH to keep a fit's progress"
         print(f"interrupted: {out} not written{kept}", file=sys.stderr)
         return 130
     if bar is not None:

@@ -6,7 +6,8 @@ so the rename cannot cross file systems) and renamed over the target with ``os.r
 a reader sees the old file or the new one, never half of one. An OS error (a full or
 read-only file system, a directory at the path, a path under a regular file, a name too
 long) becomes ``CemWriteError`` — ``error: cannot write PATH: REASON`` — and the temporary
-file is removed, so nothing partial is left.
+file is removed, so nothing partial is left. A path that exists and is not a regular
+file (``/dev/null``, a FIFO) is written into, never replaced.
 """
 
 from __future__ import annotations
@@ -89,6 +90,10 @@ def write_bytes(path: str | Path, data: bytes, *, sync: bool = False) -> None:
     try:
         if path.is_dir():  # before any temporary file is made
             raise OSError(errno.EISDIR, "")
+        if path.exists() and not path.is_file():  # /dev/null, a FIFO: written into, as
+            with open(path, "wb") as handle:      # a shell's > does (a rename would put a
+                _write(handle, data)              # regular file in the device's place)
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.fchmod(fd, _MODE)  # mkstemp's is 0600: the file gets the mode open() would give

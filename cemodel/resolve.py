@@ -15,7 +15,7 @@ import numpy as np
 
 from . import syntax as ast
 from .errors import CemModelError, CemOptionError, Span, did_you_mean
-from .families import CHAIN_FAMILIES, FamilySpec
+from .families import CHAIN_FAMILIES, FAMILIES, FamilySpec
 from .families.base import Param
 from .model import (
     DataDef,
@@ -31,6 +31,7 @@ from .model import (
     RHyper,
     RNeg,
     RRepeat,
+    RVar,
     RVector,
     Shape,
     VarDef,
@@ -47,6 +48,19 @@ from .resolve_vars import (
 )
 
 _DATA_KINDS = {"real": 0, "int": 0, "count": 0, "vector": 1}
+# the signs a variable's value takes, by its support (a matrix's: positive definite or not)
+_SUPPORT_SIGNS = {"positive": frozenset({1}), "unit": frozenset({1}), "spd": frozenset({1}),
+                  "count": frozenset({0, 1}), "binary": frozenset({0, 1}),
+                  "trials": frozenset({1}), "simplex": frozenset({0, 1})}
+
+
+def _sum_signs(x: int, y: int) -> frozenset[int]:
+    """The signs of a + b where a has sign x and b sign y."""
+    if x == y or y == 0:
+        return frozenset({x})
+    if x == 0:
+        return frozenset({y})
+    return frozenset({-1, 0, 1})
 
 
 class _Builder(VariableResolution):
@@ -336,6 +350,34 @@ class _Builder(VariableResolution):
             return {"+": a + b, "-": a - b, "*": a * b}[expr.op]
         return None
 
+    def signs(self, expr: RExpr) -> frozenset[int] | None:
+        """The signs (−1, 0, 1) an expression can take, from its constants and the supports
+        of the variables it reads (a Gamma's value is positive, a count ≥ 0; eye(n) and a
+        Wishart's value count as positive definite); None where that says nothing (data,
+        a real-valued variable, a call)."""
+        number = self.constant(expr)
+        if number is not None:
+            return frozenset({int(np.sign(number))})
+        if isinstance(expr, RCall) and expr.func == "eye":
+            return frozenset({1})
+        if isinstance(expr, RVar) and expr.name in self.decls:
+            support = FAMILIES[self.decls[expr.name][0].dist.id].support
+            return _SUPPORT_SIGNS.get(support)
+        if isinstance(expr, RNeg):
+            inner = self.signs(expr.operand)
+            return None if inner is None else frozenset(-x for x in inner)
+        if not isinstance(expr, RBin):
+            return None
+        a, b = self.signs(expr.left), self.signs(expr.right)
+        if a is None or b is None:
+            return None
+        if expr.op == "*" or (expr.op == "/" and 0 not in b):
+            return frozenset(x * y for x in a for y in b)
+        if expr.op in "+-":
+            b = b if expr.op == "+" else frozenset(-y for y in b)
+            return frozenset().union(*(_sum_signs(x, y) for x in a for y in b))
+        return None
+
     def _check_divisor(self, op: str, right: RExpr) -> None:
         if op == "/" and self.constant(right) == 0:
             raise self.error("division by zero", right.span,
@@ -345,8 +387,22 @@ class _Builder(VariableResolution):
         """A parameter the model file fixes to a value outside its domain (``Beta(0, 1)``,
         ``Gamma(a, b)`` with ``hyper b = -1``, ``Dirichlet(zeros(K))``, a shape of 1e-20) is
         refused here."""
+        if param.domain == "spd":
+            found = self.signs(value)
+            if found is not None and 1 not in found:
+                raise self.error(f"the {param.name} of {family.name} must be positive "
+                                 "definite, and this matrix never is", span,
+                                 hint="eye(n) scaled by a positive number is")
+            return
         if param.domain != "positive":
             return
+        found = self.signs(value)
+        if found is not None and 1 not in found and self.constant(value) is None:
+            raise self.error(
+                f"the {param.name} of {family.name} must be positive, and this expression "
+                "never is (by the signs of its constants and the supports of its variables)",
+                span, hint="a positive rate, precision or shape times a negative number is "
+                           "negative: drop the sign")
         param_name = param.name
         hint = None
         if isinstance(value, RRepeat):

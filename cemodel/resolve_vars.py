@@ -154,7 +154,22 @@ class VariableResolution:
                 )
             self._check_domain(family, param, value, arg.span)
             resolved.append(value)
+        if family.name == "Wishart":
+            self._check_wishart_dof(resolved[0], resolved[1], args[0].span)
         return tuple(resolved)
+
+    def _check_wishart_dof(self, dof: RExpr, scale: RExpr, span) -> None:
+        """ν > D − 1 where the file fixes both (a Wishart(1.0, eye(2)) has no density)."""
+        number = self.constant(dof)
+        sizes = [self.dims[d].default if isinstance(d, str) and d in self.dims else None
+                 for d in self.matrix_shape(scale)]
+        if number is None or not sizes or sizes[-1] is None:
+            return
+        if not number > sizes[-1] - 1:
+            raise self.error(
+                f"the dof of Wishart must be above D − 1 = {sizes[-1] - 1} for a "
+                f"{sizes[-1]} × {sizes[-1]} scale, found {number:g}", span,
+                hint=f"a dof of at least {sizes[-1]} (D) is the usual weakest prior")
 
     def _whole_matrix(self, family: FamilySpec, param: Param, arg: ast.Expr) -> RVar | None:
         """``MarkovChain(pi0, A)``: a variable with one plate, named without indices where a

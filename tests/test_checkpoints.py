@@ -79,8 +79,11 @@ def test_a_checkpoint_of_other_data_or_another_method_is_refused(compiled, tmp_p
         compiled("mixture_of_multinomials", K=3).fit({"w": _corpus()}, max_iter=3,
                                                      resume=path)
     (tmp_path / "junk.ckpt").write_bytes(b"not a checkpoint")
-    with pytest.raises(CemDataError, match="cannot read"):
+    # numpy read it as a pickle and advised loading it "unsafely using allow_pickle="
+    with pytest.raises(CemDataError, match="cannot read .*junk.ckpt: it is not a NumPy "
+                                           "archive") as error:
         lda.fit({"w": _corpus()}, max_iter=3, resume=tmp_path / "junk.ckpt")
+    assert "pickle" not in str(error.value)
 
 
 def test_a_checkpoint_of_other_options_is_refused(compiled, tmp_path):
@@ -200,6 +203,36 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_last_checkpoint(tmp_path):
     assert not out.exists()
     with np.load(ckpt) as archive:  # a whole, loadable checkpoint
         assert "meta" in archive.files and "state.lam_beta_log" in archive.files
+
+
+def test_ctrl_c_before_the_first_checkpoint_says_none_was_written(tmp_path):
+    """Interrupted before its first checkpoint, fit pointed at a file that did not exist
+    ("continue with --resume lda.ckpt"); now it says none was written yet."""
+    import scipy.sparse as sp
+
+    data = tmp_path / "w.npz"
+    sp.save_npz(data, sp.csr_matrix(_corpus(2, D=200)))
+    ckpt = tmp_path / "lda.ckpt"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cemodel.cli", "fit", "stdlib_models/lda.cem", "--data",
+         str(data), "--set", "K=3", "--tol", "-1", "--max-iter", "100000", "--checkpoint",
+         str(ckpt), "--checkpoint-every", "100000", "-o", str(tmp_path / "post.npz")],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "NUMBA_NUM_THREADS": "1"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        line = proc.stdout.readline()  # the first iteration's progress line: fitting
+        assert line.startswith("iter"), line
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert proc.returncode == 130, err
+    assert f"no checkpoint was written yet to {ckpt}" in err and "--resume" not in err
+    assert not ckpt.exists()
 
 
 @pytest.mark.parametrize("method, length", [("fit", "max_iter"), ("fit_svi", "epochs")])

@@ -559,6 +559,10 @@ def test_svi_plus_needs_an_effective_batch_size_and_svi_refuses_one():
         DRIVERS["svi+"].run(BetaBernoulli(), {"x": X}, epochs=1)
     with pytest.raises(CemDataError, match="turns SVI into SVI\\+"):
         DRIVERS["svi"].run(BetaBernoulli(), {"x": X}, epochs=1, effective_batch_size=2)
+    # an M above the batch was capped at it without a word (plain SVI under SVI+'s name)
+    with pytest.raises(CemDataError, match="expected M ≤ batch_size = 4, found 10"):
+        DRIVERS["svi+"].run(BetaBernoulli(), {"x": X}, epochs=1, batch_size=4,
+                            effective_batch_size=10)
 
 
 @pytest.mark.parametrize("method", ["mf", *STOCHASTIC, "klc"])

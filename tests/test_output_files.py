@@ -114,6 +114,29 @@ def test_the_writer_replaces_a_file_whole(tmp_path):
 # -- the kernel cache ---------------------------------------------------------------------------
 
 
+def test_a_device_or_fifo_at_the_path_is_written_into_not_replaced(tmp_path):
+    """`-o /dev/null` (run as root) renamed a regular file over the device: the machine's
+    /dev/null became a zip archive. A path that is not a regular file is written into, as a
+    shell's `>` does; a FIFO gets the bytes through."""
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    files.write_bytes(fifo, b"posterior")
+    reader.join(timeout=10)
+    assert received == [b"posterior"] and fifo.is_fifo()
+    if os.geteuid() == 0:  # a private null device (mknod needs root), not the machine's
+        import stat
+
+        null = tmp_path / "null"
+        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        files.write_bytes(null, b"discarded")
+        assert null.is_char_device()
+
+
 def test_settings_share_the_compiled_kernels(tmp_path, monkeypatch):
     """Two compilations that differ only in a setting (here the prior's a) are two modules
     with their own defaults, importing one kernels file: numba compiles and caches the

@@ -138,6 +138,26 @@ CASES = [
     ("zero-precision",
      src(*HEAD, "mu ~ Normal(0, 1)", "plate points n in N:", "    observe y[n] ~ Normal(mu, 0)"),
      CemModelError, 5, 31, "the precision of Normal must be positive, found 0", None),
+    # a sign the constants and the supports fix (the fit failed later, at a log of −2 or
+    # with "left its domain")
+    ("negative-factor-of-a-rate",
+     src(*HEAD, "r ~ Gamma(1, 1)", "plate points n in N:", "    observe x[n] ~ Poisson(-2.0 * r)"),
+     CemModelError, 5, 28, "the rate of Poisson must be positive, and this expression never is",
+     "drop the sign"),
+    ("negative-precision-through-a-variable",
+     src(*HEAD, "t ~ Gamma(1, 1)", "plate points n in N:",
+         "    observe y[n] ~ Normal(0.0, 0.0 - t)"),
+     CemModelError, 5, 32, "the precision of Normal must be positive, and this", None),
+    ("negative-definite-precision",
+     src("model m", "dim P = 2", "dim N", "w ~ MultivariateNormal(zeros(P), eye(P) * -1.0)",
+         "plate points n in N:", "    observe y[n] ~ MultivariateNormal(w, eye(P))"),
+     CemModelError, 4, 34, "the precision of MultivariateNormal must be positive definite, "
+     "and this matrix never is", "eye(n) scaled by a positive number is"),
+    ("wishart-dof-below-its-dimension",
+     src("model m", "dim P = 2", "dim N", "L ~ Wishart(1.0, eye(P))",
+         "plate points n in N:", "    observe y[n] ~ MultivariateNormal(zeros(P), L)"),
+     CemModelError, 4, 13, "the dof of Wishart must be above D − 1 = 1 for a 2 × 2 scale, "
+     "found 1", "a dof of at least 2"),
     ("division-by-zero",
      src(*HEAD, "hyper a = 1 / 0", *BB),
      CemModelError, 3, 15, "division by zero", "always 0"),
@@ -385,3 +405,19 @@ def test_a_literal_vector_against_a_dimension_says_how_to_write_it():
         run_stages(text, "m.cem", {})
     assert "'z' takes 3 values but plate 'comps' of 'lam' has K elements" in str(info.value)
     assert "declare the hyperparameter over K (ones(K)" in info.value.hint
+
+
+def test_a_hyperparameter_scaling_a_positive_variable_is_checked_positive():
+    """Poisson(c * lam), lam a Gamma: the rate has c's sign, so a fit given c = -2 (by
+    hypers= or --set) is refused naming c, as a hyperparameter that is the rate itself
+    is; a product with a real-valued factor is left alone (its sign is not c's)."""
+    from cemodel.codegen.lowering import lower
+    from cemodel.compiler import run_stages
+
+    scaled = "\n".join(("model m", "dim N", "hyper c = 2.0", "hyper d = 1.0",
+                        "lam ~ Gamma(1.0, 1.0)", "mu ~ Normal(0.0, 1.0)",
+                        "plate points n in N:", "    observe y[n] ~ Poisson(c * lam)",
+                        "    observe x[n] ~ Normal(d * mu, 1.0)")) + "\n"
+    domains = lower(run_stages(scaled, "m.cem").plan).hyper_domains
+    assert domains.get("c") == "positive"
+    assert "d" not in domains

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from ..families import CHAIN_POSTERIORS, FAMILIES
-from ..model import Model, RHyper, RRepeat, VarDef
+from ..model import Model, RBin, RConst, RHyper, RRepeat, RVar, VarDef
 from ..plan import InferencePlan
 from ..terms import Factor, Known, Message, Monomial, Stat
 from .knowns import collect_knowns, log_data_names
@@ -506,4 +506,27 @@ def _hyper_domains(plan: InferencePlan) -> dict[str, str]:
                 domain = "shape" if param.smallest > 0 else param.domain
                 if found.get(inner.name) != "shape":
                     found[inner.name] = domain
+            elif param.domain == "positive":  # c · lam: positive only where c is
+                scale = _sole_hyper_factor(plan.model, inner)
+                if scale is not None:
+                    found.setdefault(scale, "positive")
     return found
+
+
+def _sole_hyper_factor(model: Model, expr) -> str | None:
+    """The one hyperparameter among the factors of a product whose other factors are
+    positive (constants, variables of positive support): the product's sign is its sign."""
+    factors, stack = [], [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, RBin) and node.op in "*/":
+            stack += [node.left, node.right]
+        else:
+            factors.append(node)
+    hypers = [f for f in factors if isinstance(f, RHyper)]
+    positive = all(
+        (isinstance(f, RConst) and f.value > 0)
+        or (isinstance(f, RVar) and FAMILIES[model.var(f.name).family].support
+            in ("positive", "unit"))
+        for f in factors if not isinstance(f, RHyper))
+    return hypers[0].name if len(factors) > 1 and len(hypers) == 1 and positive else None

@@ -407,6 +407,11 @@ def _read_checkpoint(path) -> tuple[dict, dict[str, np.ndarray]]:
     try:
         # our handle: numpy leaves its own open when the file is not an archive
         with open(path, "rb") as handle:
+            # numpy reads anything that is neither a zip nor an .npy as a pickle, and says
+            # so ("load it unsafely using allow_pickle="): not a checkpoint, said plainly
+            if not handle.read(6).startswith((b"PK\x03\x04", b"\x93NUMPY")):
+                raise damaged_checkpoint(path, "it is not a NumPy archive (.npz)")
+            handle.seek(0)
             archive = np.load(handle, allow_pickle=False)
             if not isinstance(archive, np.lib.npyio.NpzFile):
                 raise damaged_checkpoint(path, "it holds one array, not a checkpoint's archive")

@@ -195,6 +195,13 @@ def _check_options(model: ModelInterface, o: Options) -> None:
     if o.effective_batch_size is None or callable(o.effective_batch_size):  # checked per step
         del values["effective_batch_size"]
     check_options(**values)
+    annealed = values.get("effective_batch_size")
+    if annealed is not None and o.batch_size is not None and annealed > o.batch_size:
+        # SVI+'s noise has variance |S|/M − 1: an M above |S| is no annealing (a schedule
+        # M_t may grow past it: there the step is plain SVI's, as Paisley's ends)
+        raise errors.CemDataError(f"effective_batch_size: expected M ≤ batch_size = "
+                                  f"{o.batch_size}, found {annealed:g}",
+                                  hint="M = batch_size is plain SVI; smaller M anneals more")
     if o.learning_rate not in (None, "decay", "adaptive"):
         raise errors.CemDataError(f"learning_rate: expected 'decay' or 'adaptive', found "
                                   f"{o.learning_rate!r}")
