@@ -104,12 +104,23 @@ def test_a_checkpoint_of_other_options_is_refused(compiled, tmp_path):
             run(data, epochs=4, resume=path, **options)
         assert named in str(error.value)
     assert len(lda.fit_ssvi(data, epochs=4, batch_size=16, resume=path).elbo) == 4
+    plain = tmp_path / "svi.ckpt"
+    lda.fit_svi(data, epochs=2, batch_size=16, checkpoint=plain)
+    with pytest.raises(CemDataError, match="a fit without averaged iterates, and this one "
+                                           "averages"):
+        lda.fit_svi(data, epochs=4, batch_size=16, average=True, resume=plain)
     mf = tmp_path / "mf.ckpt"
     lda.fit(data, max_iter=2, tol=0.0, checkpoint=mf)
     with pytest.raises(CemDataError, match="local_tol 0.001 there, 0.01 here"):
         lda.fit(data, max_iter=4, tol=0.0, local_tol=1e-2, resume=mf)
     with pytest.raises(CemDataError, match="warm_start False there, True here"):
         lda.fit(data, max_iter=4, tol=0.0, warm_start=True, resume=mf)
+    # a hyperparameter given anew was dropped for the checkpoint's, without a word
+    with pytest.raises(CemDataError, match=r"hypers \{'alpha': 0.1, 'eta': 0.01\} there, "
+                                           r"\{'alpha': 3.0, 'eta': 0.01\} here"):
+        lda.fit(data, max_iter=4, tol=0.0, hypers={"alpha": 3.0}, resume=mf)
+    with pytest.raises(CemDataError, match="hypers"):
+        lda.fit_ssvi(data, epochs=4, batch_size=16, hypers={"eta": 0.5}, resume=path)
 
 
 WRITER = """

@@ -24,7 +24,7 @@ def save(run: Any, epoch: int, converged: bool, average: Any) -> None:
         o.checkpoint, run.s, model.SOURCE_SHA256, "fit_svi", source=run.source,
         keep=global_state(model), epoch=epoch + 1, step=run.step, trace=run.trace,
         **shortened, streams=[g.bit_generator.state for g in (run.rng, run.noise, run.sampler)],
-        converged=converged, options=trajectory(o),
+        converged=converged, options=trajectory(run),
         **({"average": average.progress()} if average is not None else {}))
 
 
@@ -36,7 +36,7 @@ def resume(run: Any, path: Any, average: Any) -> tuple[int, bool]:
                                   needs={"trace": list, "step": int, "epoch": int,
                                          "streams": list},
                                   scratch=run.model.ROLES.get("thread", ()))
-    rt.check_same_trajectory(path, progress.get("options"), trajectory(run.o))
+    rt.check_same_trajectory(path, progress.get("options"), trajectory(run))
     run.trace, run.step = progress["trace"], progress["step"]
     run.shortened = progress.get("shortened", 0)
     converged = progress.get("converged") is True
@@ -50,18 +50,22 @@ def resume(run: Any, path: Any, average: Any) -> tuple[int, bool]:
         raise rt.damaged_checkpoint(path, f"its random streams cannot be restored ({exc})"
                                     ) from None
     if (average is None) != ("average" not in progress):
+        saved, here = (("with", "does not average")) if average is None else (
+            "without", "averages")
         raise errors.CemDataError(
-            f"resume: {path} is a checkpoint of a fit {'with' if average is None else 'without'}"
-            " averaged iterates, and this one is not", hint="the same 'average' as the fit "
+            f"resume: {path} is a checkpoint of a fit {saved} averaged iterates, and this one "
+            f"{here}", hint="the same 'average' (and method: svi-avg averages) as the fit "
             "that wrote it (SSVI-A averages by default on a small data set)")
     if average is not None:
         average.restore(progress["average"], progress["epoch"], path)
     return progress["epoch"], converged
 
 
-def trajectory(o: Any) -> dict:
-    """The options (``svi.Options``) a resumed fit must share with its checkpoint: the step
-    sizes, the minibatch, the kind of step (SSVI-A, SSVI, SVI+) and the local step."""
+def trajectory(run: Any) -> dict:
+    """What a resumed fit must share with its checkpoint: the options (``svi.Options``) of
+    the step sizes, the minibatch, the kind of step (SSVI-A, SSVI, SVI+) and the local step,
+    and the hyperparameters it was given."""
+    o = run.o
     annealed = o.effective_batch_size
     options = {"batch_size": o.batch_size, "kappa": o.kappa, "tau": o.tau,
                "step_scale": o.step_scale, "sample_globals": o.sample_globals,
@@ -69,7 +73,7 @@ def trajectory(o: Any) -> dict:
                else annealed, "learning_rate": o.learning_rate, "local": o.local,
                "ramp": o.ramp, "control_variate": o.control_variate,
                "max_local_iter": o.max_local_iter, "local_tol": o.local_tol,
-               "learn": sorted(o.learn)}
+               "learn": sorted(o.learn), "hypers": run.hypers}
     return {k: v.item() if isinstance(v, np.generic) else v for k, v in options.items()}
 
 

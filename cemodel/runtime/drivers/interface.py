@@ -108,6 +108,13 @@ def zero_statistics(model: ModelInterface, s: State, roles: tuple[str, ...] = ST
                 getattr(s, name)[...] = 0.0
 
 
+def given_hypers(model: ModelInterface, s: State) -> dict[str, Any]:
+    """The hyperparameters a fit starts from (JSON values): what a checkpoint records, so
+    that a resumed fit given others is refused instead of continuing with the saved ones."""
+    return {name: np.asarray(getattr(s, name)).tolist()
+            for name in model.ROLES.get("hyper", ())}
+
+
 def kept_locals(model: ModelInterface) -> tuple[str, ...]:
     """The per-item arrays a warm start continues from (the kept locals' q)."""
     return tuple(model.ROLES.get("kept_local", ()))

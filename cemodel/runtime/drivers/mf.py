@@ -21,7 +21,13 @@ from ...files import remove_stale_temporaries
 from ...options import check_options
 from .. import driver as rt
 from . import svi
-from .interface import ModelInterface, check_finite, check_possible, zero_statistics
+from .interface import (
+    ModelInterface,
+    check_finite,
+    check_possible,
+    given_hypers,
+    zero_statistics,
+)
 
 
 def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: int = 200,
@@ -57,7 +63,8 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
     first = 0
     # what a resumed fit must share with its checkpoint (JSON values)
     trajectory = {"max_local_iter": int(max_local_iter), "local_tol": float(local_tol),
-                  "warm_start": bool(warm_start), "learn": sorted(learn)}
+                  "warm_start": bool(warm_start), "learn": sorted(learn),
+                  "hypers": given_hypers(model, s)}
     if resume is not None:  # continue the same trajectory
         progress = rt.load_checkpoint(resume, s, model.SOURCE_SHA256, "fit",
                                       needs={"trace": list, "iteration": int},

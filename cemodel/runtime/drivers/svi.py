@@ -42,6 +42,7 @@ from .interface import (
     ModelInterface,
     check_finite,
     check_possible,
+    given_hypers,
     kept_locals,
     zero_statistics,
 )
@@ -112,6 +113,7 @@ class Run:
     warmup: int = 0  # SSVI: the first steps, SVI's (warmup_steps)
     rates: dict[str, AdaptiveRate] = field(default_factory=dict)  # learning_rate='adaptive'
     lazy: lazy.Lazy | None = None  # plain SVI moving some globals by columns (drivers.lazy)
+    hypers: dict[str, Any] = field(default_factory=dict)  # as given (checkpoints compare)
 
 
 def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None, start=None,
@@ -147,7 +149,8 @@ def begin(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None
     small_data_defaults(o, n_total)
     _check_averaging(o)
     run = Run(model, s, o, source, n_total, np.random.default_rng([o.seed, 1]),
-              np.random.default_rng([o.seed, 2]), np.random.default_rng([o.seed, 3]))
+              np.random.default_rng([o.seed, 2]), np.random.default_rng([o.seed, 3]),
+              hypers=given_hypers(model, s))
     if o.apply_v:  # the draws behind β that V(β, λ) needs; SVI's steps first
         run.warmup = warmup_steps(o, o.epochs * steps_per_epoch(n_total, o.batch_size))
         run.aux = {g.name: tuple(np.empty_like(getattr(s, g.lam[0]))
