@@ -130,9 +130,9 @@ def test_cli_nc_reloads_with_the_means_of_the_npz(tmp_path, capsys):
     data = tmp_path / "points.npz"
     np.savez(data, **dataset.data)
     path = str(model.path)
-    for out in ("fit.nc", "fit.npz"):
+    for out, draws in (("fit.nc", ["--draws", "30"]), ("fit.npz", [])):  # .nc's option
         assert main(["fit", path, "--data", str(data), "--quiet", "--max-iter", "5",
-                     "-o", str(tmp_path / out), "--draws", "30"]) == 0
+                     "-o", str(tmp_path / out), *draws]) == 0
     tree = xr.open_datatree(tmp_path / "fit.nc")
     assert set(tree.children) >= {"posterior", "observed_data", "sample_stats", "variational"}
     assert tree["posterior"]["mu"].dims == ("chain", "draw", "components", "D")
