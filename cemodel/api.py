@@ -171,11 +171,33 @@ class Model:
         result = DRIVERS[method].run(self.module, data, **options)
         return Fit.of(result, method, local, self, options.get("seed", 0))
 
+    def _check_fit(self, fit: FitResult, what: str) -> None:
+        """A fit of another model, or of this source compiled with other sizes, is refused
+        naming both (it surfaced as "unknown hyperparameter 'a'", or was read at the wrong K)."""
+        other = getattr(fit, "model", None)
+        if isinstance(other, Model) and other.stages.model.source.text != (
+                self.stages.model.source.text):
+            raise CemError(f"{what}: the fit is of model '{other.name}' ({other.path}), not "
+                           f"of this one, '{self.name}' ({self.path})")
+        hypers = set(self.module.ROLES.get("hyper", ()))
+        if set(fit.hypers) != hypers:
+            theirs = ", ".join(sorted(fit.hypers)) or "none"
+            mine = ", ".join(sorted(hypers)) or "none"
+            raise CemError(f"{what}: the fit's hyperparameters ({theirs}) are not this "
+                           f"model's ({mine}): it is a fit of another model")
+        fixed = {d.name: d.default for d in self.stages.model.dims if d.default is not None}
+        for name, size in fit.dims.items():
+            if name in fixed and fixed[name] != size:
+                raise CemError(f"{what}: the fit has {name} = {size}, and this model has "
+                               f"{name} = {fixed[name]}", hint=f"the model it was fitted "
+                               f"with: Model(..., {name}={size})")
+
     def infer(self, data: Mapping[str, Any], fit: FitResult, *, max_local_iter: int = 100,
               local_tol: float = 1e-3) -> Inference:
         """The local step (mean field) on new data with ``fit``'s globals held fixed: the
         items' local posteriors and their part of the ELBO. Nothing of ``fit`` changes."""
         check_options(max_local_iter=max_local_iter, local_tol=local_tol)
+        self._check_fit(fit, "infer")
         if self.data_plate is None:
             raise CemError("infer: the model has no data plate, so new data has no local "
                            "variables (every latent variable is global)")
@@ -212,6 +234,7 @@ class Model:
         globals: the Kalman/RTS smoother of a linear dynamical system (``cemodel.chains``)."""
         from .chains import smoothed_states
 
+        self._check_fit(fit, "smoothed_states")
         return smoothed_states(self.module, self.stages.model, data, fit)
 
     # -- after the fit: cemodel.predictive, cemodel.scoring ------------------------------------
@@ -226,6 +249,7 @@ class Model:
         q, or ``new=True`` items with their locals from the prior (``cemodel.predictive``)."""
         from .predictive import sample_posterior_predictive
 
+        self._check_fit(result, "sample_posterior_predictive")
         return sample_posterior_predictive(self, result, draws, seed, data=data, new=new,
                                            dims=dims)
 
@@ -235,6 +259,7 @@ class Model:
         same draws for the same seed)."""
         from .predictive import posterior_draws
 
+        self._check_fit(result, "posterior_draws")
         return posterior_draws(self, result, draws, seed)
 
     def score(self, result: FitResult, heldout: Mapping[str, Any], *, draws: int = 100,
@@ -263,7 +288,15 @@ def load_result(path: str | Path, model: Model | str | Path) -> Fit:
     from .saved import read_saved
 
     model = model if isinstance(model, Model) else Model(model)
-    return Fit(**read_saved(path, model.stages.model.source), model=model)
+    saved = read_saved(path, model.stages.model.source)
+    fixed = {d.name: d.default for d in model.stages.model.dims if d.default is not None}
+    for name, size in saved["dims"].items():  # the same source compiled with another K
+        if name in fixed and fixed[name] != size:
+            raise CemError(f"cannot load {path}: it was fitted with {name} = {size}, and this "
+                           f"model has {name} = {fixed[name]}",
+                           hint=f"load it with the model it was fitted with: Model(..., "
+                                f"{name}={size})")
+    return Fit(**saved, model=model)
 
 
 def _model(path: str, settings: dict[str, float],

@@ -207,3 +207,30 @@ def test_a_fit_result_lists_its_names_and_suggests_one_for_a_slip(compiled):
     assert list(result.keys())[:2] == ["p.a", "p.b"] and "p.a" in result
     with pytest.raises(KeyError, match=r"no 'p.alpha' .*did you mean 'p.a'\?.*it holds: p.a, p.b"):
         result["p.alpha"]
+
+
+def test_a_fit_of_another_model_or_other_sizes_is_refused(tmp_path):
+    """A K = 3 fit loaded or used with the K = 4 model was read at the wrong K without a
+    word (load_result, infer, score, the predictive); a fit of another model surfaced as
+    "unknown hyperparameter 'a'". Each now names both."""
+    from cemodel import load_result
+    from cemodel.errors import CemError
+
+    points = _points()
+    three, four = Model("gmm", K=3), Model("gmm", K=4)
+    fit = three.fit({"x": points}, max_iter=20)
+    path = fit.save(tmp_path / "fit3.npz")
+    with pytest.raises(CemError, match="fitted with K = 3, and this model has K = 4"):
+        load_result(path, four)
+    assert load_result(path, three).dims["K"] == 3
+    for use in (lambda: four.infer({"x": points}, fit),
+                lambda: four.score(fit, {"x": points}),
+                lambda: four.sample_posterior_predictive(fit, 3, 0)):
+        with pytest.raises(CemError, match="the fit has K = 3, and this model has K = 4"):
+            use()
+    counts = Model("poisson_mixture").fit({"x": np.arange(60) % 7}, max_iter=5)
+    with pytest.raises(CemError, match="the fit is of model 'poisson_mixture'"):
+        three.infer({"x": points}, counts)
+    raw = Model("poisson_mixture").module.fit({"x": np.arange(60) % 7}, max_iter=5)
+    with pytest.raises(CemError, match="hyperparameters .* are not this model's"):
+        three.infer({"x": points}, raw)
