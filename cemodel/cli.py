@@ -143,7 +143,7 @@ _METHOD_OPTIONS = {
 }
 _FIT_DEFAULTS = {"max_iter": 200, "tol": 1e-6, "cg": "fr", "line_search": False,
                  "batch_size": 256, "step_scale": 1.0, "ramp": False, "stream": False,
-                 "gibbs_sweeps": 10, "gibbs_burn_in": 5, "checkpoint_every": 1, "draws": 1000}
+                 "gibbs_sweeps": 10, "checkpoint_every": 1, "draws": 1000}
 
 
 def _flag(dest: str) -> str:

@@ -161,7 +161,8 @@ def _fit(sub) -> None:
                    help="the local step (E-step): mean field, the exact conditional, Gibbs "
                    "sampling or CVB0 with local proportions integrated out (see cemodel check)")
     _option(p, "gibbs_sweeps", None, "gibbs: sweeps per item (default 10)")
-    _option(p, "gibbs_burn_in", None, "gibbs: sweeps discarded before averaging (default 5)")
+    _option(p, "gibbs_burn_in", None, "gibbs: sweeps discarded before averaging (default: "
+            "half the sweeps)")
     p.add_argument("--stream", action="store_true", default=None,
                    help="svi methods: read the data from disk a minibatch at a time (out of "
                         "core: .npy, .npz, .mtx, docword)")

@@ -128,7 +128,7 @@ RULES: Mapping[str, Rule] = MappingProxyType({rule.name: rule for rule in (
     Rule("max_local_iter", whole=True, low=1),
     Rule("local_tol", whole=False, note="below 0: always max_local_iter sweeps"),
     Rule("gibbs_sweeps", whole=True, low=1),
-    Rule("gibbs_burn_in", whole=True, low=0),
+    Rule("gibbs_burn_in", whole=True, low=0, none="half the sweeps"),
     # everything else
     Rule("seed", whole=True, low=0, high=SEED_LARGEST),
     Rule("checkpoint_every", whole=True, low=1),

@@ -112,6 +112,9 @@ def test_a_local_step_that_does_not_apply_is_refused_with_its_reason(lda3):
         lda3.fit_svi({"w": X}, local="gibs")
     with pytest.raises(CemDataError, match="burn-in"):
         lda3.fit_svi({"w": X}, local="gibbs", gibbs_sweeps=3, gibbs_burn_in=3)
+    # the burn-in left to its default is half the sweeps: 2 sweeps were refused against a
+    # burn-in of 5 the user never gave
+    assert len(lda3.fit_svi({"w": X}, local="gibbs", gibbs_sweeps=2, epochs=1).elbo) == 1
     gp = compile_model(REPO / "stdlib_models" / "gamma_poisson.cem")
     with pytest.raises(CemDataError, match="no categorical local"):
         gp.fit_svi({"x": np.arange(5)}, local="cvb0")

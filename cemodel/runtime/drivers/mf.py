@@ -34,7 +34,7 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
         tol: float = 1e-6, max_local_iter: int = 100, local_tol: float = 1e-3, seed: int = 0,
         callback=None, warn_decrease: bool = True, init=None, start=None,
         warm_start: bool = False, checkpoint=None, checkpoint_every: int = 1, resume=None,
-        learn=(), local: str = "mf", gibbs_sweeps: int = 10, gibbs_burn_in: int = 5,
+        learn=(), local: str = "mf", gibbs_sweeps: int = 10, gibbs_burn_in: int | None = None,
         on_iteration=None) -> rt.FitResult:
     """Fit ``model`` by coordinate ascent; the options are the generated ``fit``'s (see its
     docstring): stops when the relative change of the ELBO falls below ``tol``.

@@ -82,7 +82,7 @@ class Options:
     checkpoint: Any = None
     checkpoint_every: int = 1
     gibbs_sweeps: int = 10
-    gibbs_burn_in: int = 5
+    gibbs_burn_in: int | None = None  # None: half the sweeps (5 of the default 10)
     warm_start: bool = False
     learn: tuple[str, ...] = ()
     sample_globals: bool = False
@@ -143,6 +143,8 @@ def begin(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None
     o.local = rt.check_local_step(o.local, model.LOCAL_STEPS)
     o.learn = rt.check_learn(o.learn, model.LEARNABLE)
     if o.local == "gibbs":
+        if o.gibbs_burn_in is None:
+            o.gibbs_burn_in = o.gibbs_sweeps // 2
         rt.check_sweeps(o.gibbs_sweeps, o.gibbs_burn_in)
     n_total = len(s.all_items) if source is None else source.n_items
     o.batch_size = n_total if o.batch_size is None else min(int(o.batch_size), n_total)
