@@ -362,3 +362,5 @@ def test_a_flat_ragged_array_is_refused_with_the_two_forms_that_work(hmm):
         hmm.fit({"x": np.array([0, 1, 2, 1, 0, 1])})
     assert "one array per element of seqs" in info.value.hint
     assert "'steps_ptr' (length S + 1)" in info.value.hint
+    # what was given, not its first element's shape ("found an array of shape ()")
+    assert "found one array of shape (6,) (its elements would be the seqs)" in str(info.value)

@@ -204,11 +204,14 @@ class Readers:
                 if arr.size == 0:
                     continue
                 flat = isinstance(value, np.ndarray) and value.ndim == want
+                # a flat array is read as its elements: say what was given, not its first
+                found = (f"one array of shape {shape_text(value.shape)} (its elements would "
+                         f"be the {parent})" if flat else
+                         f"an array of shape {shape_text(arr.shape)}{where}")
                 raise CemDataError(
                     f"{var.label}: expected one {want}-dimensional array per element of "
                     f"{parent} (axes {', '.join([var.ragged, *var.plates[2:]])}"
-                    f"{''.join(', ' + str(e) for e in var.event)}), found an array of shape "
-                    f"{shape_text(arr.shape)}{where}",
+                    f"{''.join(', ' + str(e) for e in var.event)}), found {found}",
                     hint=f"give a list with one array per element of {parent}; in an .npz "
                          f"file, the flat array may come with its offsets as "
                          f"'{var.ragged}_ptr' (length {self._dim_of(parent)} + 1)"
