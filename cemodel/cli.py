@@ -207,7 +207,7 @@ def _check_fit_args(args, stages) -> None:
         numba.set_num_threads(args.threads)
     if args.stream and args.method in ("mf", "klc"):
         raise CemError(f"--stream: --method {args.method} visits every item at every "
-                       "iteration; out of core applies to svi, svi+, ssvi-a and ssvi")
+                       "iteration; out of core applies to svi, svi+, svi-avg, ssvi-a and ssvi")
     if args.stream and (args.dask or args.scheduler):
         raise CemError("--stream does not run on Dask: every worker binds the whole data set")
 

@@ -131,6 +131,13 @@ def choose_collapse(analysis: Analysis, graph: nx.DiGraph,
         for name in requested:
             if name in observed:
                 raise CollapseError(f"'{name}' is observed; only latent variables are collapsed")
+            joint = next((b for b in model.blocks if name in (b.mean.name, b.precision.name)),
+                         None)
+            if joint is not None and name not in latents:  # fitted as one factor with another
+                raise CollapseError(f"'{name}' is fitted jointly with its "
+                                    f"{'precision' if name == joint.mean.name else 'mean'} as "
+                                    f"'{joint.name}' (one factor q({joint.mean.name}, "
+                                    f"{joint.precision.name})): collapse '{joint.name}'")
             if name not in latents:
                 raise CollapseError(f"'{name}' is not a variable of the model; its latent "
                                     f"variables are: {', '.join(latents)}")

@@ -295,3 +295,29 @@ plate obs n in N:
     mass, _ = integrate.dblquad(lambda mu, tau: np.exp(log_joint(mu, tau) - top),
                                 0.05, 5.0, 0.5, 1.6, epsabs=1e-12)
     assert res.elbo[-1] == pytest.approx(top + np.log(mass), abs=1e-6)
+
+
+NG_MIXTURE = """model ngmix
+dim K = 2
+dim N
+pi ~ Dirichlet(1.0, K)
+plate comps k in K:
+    tau[k] ~ Gamma(1.0, 1.0)
+    mu[k] ~ Normal(0.0, 0.1 * tau[k])
+plate pts n in N:
+    z[n] ~ Categorical(pi)
+    observe x[n] ~ Normal(mu[z[n]], tau[z[n]])
+"""
+
+
+@pytest.mark.parametrize("member, other", [("mu", "precision"), ("tau", "mean")])
+def test_collapsing_a_member_of_a_block_names_the_block(tmp_path, member, other):
+    """--collapse mu said "'mu' is not a variable of the model": it is, fitted as one factor
+    with tau; the error names the block to collapse instead."""
+    from cemodel.errors import CemError
+
+    with pytest.raises(CemError, match=f"'{member}' is fitted jointly with its {other} as "
+                                       "'mu_tau'.*collapse 'mu_tau'"):
+        run_stages(*read_source(_write(tmp_path, NG_MIXTURE)), None, (member,))
+    plan = run_stages(*read_source(_write(tmp_path, NG_MIXTURE)), None, ("pi", "mu_tau")).plan
+    assert set(plan.collapse.collapsed) == {"pi", "mu_tau"}

@@ -236,7 +236,8 @@ def check_learn(learn, learnable: tuple[str, ...]) -> tuple[str, ...]:
                 f"learn: '{name}' cannot be learned in this model; learnable: "
                 f"{', '.join(learnable) or 'none'}",
                 hint=did_you_mean(name, learnable) or "a learnable hyperparameter is the "
-                "symmetric concentration of a Dirichlet or the shape or rate of a Gamma, used once")
+                "symmetric concentration of a Dirichlet, the shape or rate of a Gamma or a "
+                "parameter of a Beta, used once")
     return learn
 
 
