@@ -7,9 +7,10 @@ fractions where whole numbers are expected, text, empty). The CLI runs in-proces
 write no output file.
 
 Fits run ``beta_bernoulli`` on 40 coin flips (a few ms each once its kernels are cached); an
-iteration count is always capped by a later ``--max-iter 3 --epochs 2`` (argparse still checks
-the drawn value first), so a valid huge count cannot run long. ``derandomize=True`` checks the
-same cases every run; ``CEMODEL_FUZZ_SCALE=10`` checks ten times as many.
+iteration count is always capped by a later ``--max-iter 3`` or ``--epochs 2`` (the drawn
+method's; argparse still checks the drawn value first), so a valid huge count cannot run long.
+``derandomize=True`` checks the same cases every run; ``CEMODEL_FUZZ_SCALE=10`` checks ten
+times as many.
 """
 
 from __future__ import annotations
@@ -117,19 +118,45 @@ def _value(draw, name: str | None = None) -> str:
                 st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=8))
 
 
+_STOCHASTIC = ("svi", "svi+", "ssvi-a", "ssvi", "svi-avg")
+
+
+def _takes(name: str, method: str, local: str) -> bool:
+    """Does ``cemodel fit --method METHOD --local LOCAL`` take the flag of ``name``? (Another
+    method's flag is refused with exit 2: drawn now and then, not as the rule.)"""
+    if name in ("max_iter", "tol"):
+        return method in ("mf", "klc")
+    if name in ("epochs", "batch_size", "kappa", "tau", "step_scale"):
+        return method in _STOCHASTIC
+    if name == "effective_batch_size":
+        return method in ("svi+", "ssvi-a", "ssvi", "svi-avg")
+    if name in ("gibbs_sweeps", "gibbs_burn_in"):
+        return local == "gibbs"
+    return name == "seed"  # checkpoint_every needs --checkpoint: always another's here
+
+
 @st.composite
 def fit_arguments(draw) -> list[str]:
-    args: list[str] = []
-    for name in draw(st.lists(st.sampled_from(FIT_FLAGS), min_size=1, max_size=4, unique=True)):
+    method = draw(st.sampled_from(CHOICES["--method"]))
+    local = draw(st.sampled_from(CHOICES["--local"]))
+    own = [n for n in FIT_FLAGS if _takes(n, method, local)] or ["seed"]
+    names = draw(st.lists(st.sampled_from(own), min_size=1, max_size=3, unique=True))
+    if draw(st.integers(0, 4)) == 0:  # now and then a flag of another method
+        names.append(draw(st.sampled_from([n for n in FIT_FLAGS if n not in names])))
+    args: list[str] = ["--method", method, "--local", local]
+    for name in names:
         args += [RULES[name].flag, _value(draw, name)]
-    for flag in draw(st.lists(st.sampled_from(sorted(CHOICES)), max_size=2, unique=True)):
+    others = sorted(set(CHOICES) - {"--method", "--local"})
+    for flag in draw(st.lists(st.sampled_from(others), max_size=2, unique=True)):
         args += [flag, draw(st.sampled_from(CHOICES[flag]))]
     if draw(st.integers(0, 3)) == 0:
         args += ["--set", f"{draw(st.sampled_from(['a', 'b', 'N', 'q']))}="
                           f"{draw(st.sampled_from(NUMBERS + ['0.5', '2', '7.5']))}"]
     if draw(st.integers(0, 4)) == 0:
         args += ["--quiet"]
-    return args + ["--max-iter", "3", "--epochs", "2", "--gibbs-sweeps", "2"]
+    # the counts capped with the flags the drawn method and local step take
+    caps = ["--epochs", "2"] if method in _STOCHASTIC else ["--max-iter", "3"]
+    return args + caps + (["--gibbs-sweeps", "2"] if local == "gibbs" else [])
 
 
 @fuzz_settings("fit")

@@ -104,6 +104,10 @@ def known_numpy(model: Model, slot: Known, prefix: str = "") -> tuple[str, str]:
         # log 0 of data is finite (rt.LOG_ZERO) so that 0 · log 0 adds 0; < 0 is refused
         what = "data " + ", ".join(f"'{n}'" for n in data_names(first))
         return _ident("log", *ops), f"rt.log_data({args}, {what!r})"
+    if slot.fn == "wishart_lognorm":  # a prior's dof and scale checked, named
+        dof, scale = (render_expr(o) for o in ops)
+        labels = f"'Wishart scale matrix {scale}', 'Wishart degrees of freedom {dof}'"
+        return _ident(slot.fn, *ops), f"rt.wishart_lognorm({args}, {labels})"
     if slot.fn in ("log_binom", "log_multinomial"):  # the counts checked, named
         return _ident(slot.fn, *ops), (f"rt.{slot.fn}({args}, "
                                        f"{_counts_label(model, slot.fn, *ops)})")

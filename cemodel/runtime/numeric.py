@@ -168,15 +168,16 @@ def multigammaln(a, D: int):
     return out[()] if out.ndim == 0 else out
 
 
-def wishart_lognorm(nu, W, name: str = "Wishart scale matrix"):
-    """log of the Wishart normaliser: (νD/2) log 2 + (ν/2) log|W| + log Γ_D(ν/2)."""
+def wishart_lognorm(nu, W, name: str = "Wishart scale matrix",
+                    dof: str = "Wishart degrees of freedom"):
+    """log of the Wishart normaliser: (νD/2) log 2 + (ν/2) log|W| + log Γ_D(ν/2); ``name``
+    and ``dof`` say what W and ν are in a refusal (the hyperparameters they were given as)."""
     W = np.asarray(W, dtype=np.float64)
     D = W.shape[-1] if W.ndim >= 2 else 0
     nu = np.asarray(nu, dtype=np.float64)
     if not np.all(np.isfinite(nu)) or np.any(nu <= D - 1):
         raise CemDataError(
-            f"Wishart degrees of freedom: expected ν > D - 1 = {D - 1}, found "
-            f"{np.min(nu) if nu.size else nu}"
+            f"{dof}: expected ν > D - 1 = {D - 1}, found {np.min(nu) if nu.size else nu}"
         )
     out = 0.5 * nu * D * _LOG_2 + 0.5 * nu * logdet(W, name) + multigammaln(0.5 * nu, D)
     return out[()] if np.ndim(out) == 0 else out

@@ -696,7 +696,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     dim_mu = n_D  # dim(mu[components])
     dim_Lambda = n_D  # dim(Lambda[components])
     inv_W0 = rt.inv(W0)  # inv(W0)
-    wishart_lognorm_nu0_W0 = rt.wishart_lognorm(nu0, W0)  # wishart_lognorm(nu0, W0)
+    # wishart_lognorm(nu0, W0)
+    wishart_lognorm_nu0_W0 = rt.wishart_lognorm(nu0, W0, 'Wishart scale matrix W0', 'Wishart degrees of freedom nu0')
     present_x = rt.present(bound, 'x')  # present(x[points])
     dim_x = n_D  # dim(x[points])
     # variational parameters (natural, coefficient form) and E[t]

@@ -742,7 +742,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     log_kappa0 = np.log(kappa0)  # log(kappa0)
     outer_m0 = np.outer(m0, m0)  # outer(m0)
     inv_W0 = rt.inv(W0)  # inv(W0)
-    wishart_lognorm_nu0_W0 = rt.wishart_lognorm(nu0, W0)  # wishart_lognorm(nu0, W0)
+    # wishart_lognorm(nu0, W0)
+    wishart_lognorm_nu0_W0 = rt.wishart_lognorm(nu0, W0, 'Wishart scale matrix W0', 'Wishart degrees of freedom nu0')
     present_x = rt.present(bound, 'x')  # present(x[points])
     dim_x = n_D  # dim(x[points])
     # variational parameters (natural, coefficient form) and E[t]

@@ -634,7 +634,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     # known quantities: functions of hyperparameters and data
     dim_Q = n_D  # dim(Q)
     inv_W0 = rt.inv(W0)  # inv(W0)
-    wishart_lognorm_nu0_W0 = rt.wishart_lognorm(nu0, W0)  # wishart_lognorm(nu0, W0)
+    # wishart_lognorm(nu0, W0)
+    wishart_lognorm_nu0_W0 = rt.wishart_lognorm(nu0, W0, 'Wishart scale matrix W0', 'Wishart degrees of freedom nu0')
     logdet_eye_D_c = rt.logdet((np.eye(n_D) * c))  # logdet((eye(D) * c))
     eye_D_c = (np.eye(n_D) * c)  # value((eye(D) * c))
     dim_C = n_D  # dim(C[outputs])

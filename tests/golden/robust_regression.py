@@ -356,7 +356,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     rt.check_memory(bound, {(1,): 6, (1, 'P'): 2, (1, 'P', 'P'): 2, ('N',): 7, ('threads',): 2, ('P',): 1, ('threads', 'P'): 1, ('P', 'P'): 1, ('threads', 'P', 'P'): 1})
     y, x = bound.arrays['y'], bound.arrays['x']
     # hyperparameters (defaults from the model file; out of core the fit's current values)
-    nu = rt.hyper_value(hypers, 'nu', 4.0, ()) if share is None else share.nu
+    nu = rt.hyper_value(hypers, 'nu', 4.0, (), domain='positive') if share is None else share.nu
     c = rt.hyper_value(hypers, 'c', 0.01, ()) if share is None else share.c
     a0 = rt.hyper_value(hypers, 'a0', 1.0, (), domain='shape') if share is None else share.a0
     b0 = rt.hyper_value(hypers, 'b0', 1.0, (), domain='positive') if share is None else share.b0
