@@ -172,8 +172,9 @@ class Model:
         return Fit.of(result, method, local, self, options.get("seed", 0))
 
     def _check_fit(self, fit: FitResult, what: str) -> None:
-        """A fit of another model, or of this source compiled with other sizes, is refused
-        naming both (it surfaced as "unknown hyperparameter 'a'", or was read at the wrong K)."""
+        """A fit of another model is refused naming both (it surfaced as "unknown
+        hyperparameter 'a'"). Sizes are the fit's own (``fit(dims={"K": 3})`` on a model
+        whose file says K = 20): they are read from it, not compared."""
         other = getattr(fit, "model", None)
         if isinstance(other, Model) and other.stages.model.source.text != (
                 self.stages.model.source.text):
@@ -185,12 +186,6 @@ class Model:
             mine = ", ".join(sorted(hypers)) or "none"
             raise CemError(f"{what}: the fit's hyperparameters ({theirs}) are not this "
                            f"model's ({mine}): it is a fit of another model")
-        fixed = {d.name: d.default for d in self.stages.model.dims if d.default is not None}
-        for name, size in fit.dims.items():
-            if name in fixed and fixed[name] != size:
-                raise CemError(f"{what}: the fit has {name} = {size}, and this model has "
-                               f"{name} = {fixed[name]}", hint=f"the model it was fitted "
-                               f"with: Model(..., {name}={size})")
 
     def infer(self, data: Mapping[str, Any], fit: FitResult, *, max_local_iter: int = 100,
               local_tol: float = 1e-3) -> Inference:
@@ -288,15 +283,7 @@ def load_result(path: str | Path, model: Model | str | Path) -> Fit:
     from .saved import read_saved
 
     model = model if isinstance(model, Model) else Model(model)
-    saved = read_saved(path, model.stages.model.source)
-    fixed = {d.name: d.default for d in model.stages.model.dims if d.default is not None}
-    for name, size in saved["dims"].items():  # the same source compiled with another K
-        if name in fixed and fixed[name] != size:
-            raise CemError(f"cannot load {path}: it was fitted with {name} = {size}, and this "
-                           f"model has {name} = {fixed[name]}",
-                           hint=f"load it with the model it was fitted with: Model(..., "
-                                f"{name}={size})")
-    return Fit(**saved, model=model)
+    return Fit(**read_saved(path, model.stages.model.source), model=model)
 
 
 def _model(path: str, settings: dict[str, float],
