@@ -348,6 +348,12 @@ class _Builder(VariableResolution):
             if expr.op == "/":
                 return a / b if b != 0 else None
             return {"+": a + b, "-": a - b, "*": a * b}[expr.op]
+        if isinstance(expr, RCall) and expr.func in ("exp", "log") and len(expr.args) == 1:
+            a = self.constant(expr.args[0])
+            if a is None or (expr.func == "log" and not a > 0):
+                return None
+            return float(np.exp(a)) if expr.func == "exp" and a < 710 else (
+                float("inf") if expr.func == "exp" else float(np.log(a)))
         return None
 
     def signs(self, expr: RExpr) -> frozenset[int] | None:
@@ -422,6 +428,9 @@ class _Builder(VariableResolution):
             items = [value]
         for item in items:
             number = self.constant(item)
+            if number is not None and not np.isfinite(number):
+                raise self.error(f"the {param_name} of {family.name} must be finite, found "
+                                 f"{number:g}", span, hint=hint)
             if number is not None and not number > 0:
                 raise self.error(
                     f"the {param_name} of {family.name} must be positive, found {number:g}",

@@ -60,13 +60,16 @@ def test_negative_binomial_beta_is_exact(tmp_path):
     assert result.elbo[-1] == pytest.approx(evidence, rel=TOL)
 
 
+MULTINOMIAL_DIRICHLET = ("model mult\ndim V = 5\ndim D\nhyper alpha = 0.5\n"
+                         "p ~ Dirichlet(alpha, V)\nplate docs d in D:\n"
+                         "    data total[d] : int\n"
+                         "    observe x[d] ~ Multinomial(total[d], p)\n")
+
+
 def test_multinomial_dirichlet_is_exact(tmp_path):
     """Count vectors with their totals: q(p) = Dirichlet(α + Σ_d x_d), ELBO = Σ_d log
     multinomial coefficient + log B(α + Σ x) − log B(α); totals that do not add up are refused."""
-    model = _compile(tmp_path, "model mult\ndim V = 5\ndim D\nhyper alpha = 0.5\n"
-                               "p ~ Dirichlet(alpha, V)\nplate docs d in D:\n"
-                               "    data total[d] : int\n"
-                               "    observe x[d] ~ Multinomial(total[d], p)\n")
+    model = _compile(tmp_path, MULTINOMIAL_DIRICHLET)
     rng = np.random.default_rng(2)
     total = rng.integers(5, 30, 40)
     x = np.stack([rng.multinomial(t, [0.1, 0.2, 0.3, 0.25, 0.15]) for t in total])
@@ -141,3 +144,38 @@ def test_an_unknown_distribution_lists_only_what_a_model_may_write(tmp_path):
     text = str(info.value)
     assert "Multinomial" in text and "NegativeBinomial" in text and "Geometric" in text
     assert "split" not in text.lower()
+
+
+def test_a_missing_multinomial_row_is_summed_out_not_checked(tmp_path):
+    """A count vector given as NaN (or masked) is missing as a whole, as `check` says: it was
+    refused as counts adding up to 0 against its trials. Its factor drops out, so the fit is
+    the fit without that row (no local: exactly)."""
+    model = _compile(tmp_path, MULTINOMIAL_DIRICHLET)
+    rng = np.random.default_rng(5)
+    total = rng.integers(5, 30, 20)
+    x = np.stack([rng.multinomial(t, [0.1, 0.2, 0.3, 0.25, 0.15]) for t in total]).astype(float)
+    holed = x.copy()
+    holed[7] = np.nan
+    kept = np.arange(20) != 7
+    with_hole = model.fit({"x": holed, "total": total}, max_iter=5)
+    without = model.fit({"x": x[kept], "total": total[kept]}, max_iter=5)
+    np.testing.assert_allclose(with_hole["p.alpha"], without["p.alpha"], rtol=1e-12)
+    assert with_hole.elbo[-1] == pytest.approx(without.elbo[-1], rel=1e-12)
+
+
+def test_a_known_probability_of_zero_is_a_component_never_used(tmp_path):
+    """Categorical(pi) with pi = (0.5, 0.5, 0) given (a left-to-right chain's A alike): log 0
+    made every fit's ELBO NaN ("rescale the data"). Now 0 · log 0 adds 0: the third component
+    takes no item and keeps its prior; a negative entry is refused naming pi."""
+    model = _compile(tmp_path, "model fixedpi\ndim K = 3\ndim N\nhyper pi = full(K, 1.0 / K)\n"
+                               "plate comps k in K:\n    rate[k] ~ Gamma(1.0, 0.1)\n"
+                               "plate items n in N:\n    z[n] ~ Categorical(pi)\n"
+                               "    observe x[n] ~ Poisson(rate[z[n]])\n")
+    x = np.random.default_rng(0).poisson(np.repeat([2.0, 20.0], 50))
+    fit = model.fit({"x": x}, hypers={"pi": [0.5, 0.5, 0.0]}, max_iter=50)
+    assert np.isfinite(fit.elbo).all()
+    assert fit.posterior["z.probs"][:, 2].max() == 0.0
+    assert fit["rate.shape"][2] / fit["rate.rate"][2] == pytest.approx(10.0)
+    with pytest.raises(CemDataError, match=r"hyperparameter 'pi': expected values ≥ 0 "
+                                           r"\(the model takes their log\), found -0.2"):
+        model.fit({"x": x}, hypers={"pi": [0.5, 0.7, -0.2]})

@@ -100,17 +100,22 @@ def known_numpy(model: Model, slot: Known, prefix: str = "") -> tuple[str, str]:
             raise AssertionError(first)
         shape = model.var(first.name).shape
         return f"dim_{_ident('', first).strip('_')}", prefix + dim_name(shape[0])
-    if slot.fn == "log" and data_names(first):
-        # log 0 of data is finite (rt.LOG_ZERO) so that 0 · log 0 adds 0; < 0 is refused
-        what = "data " + ", ".join(f"'{n}'" for n in data_names(first))
+    if slot.fn == "log" and (data_names(first) or isinstance(first, RHyper)):
+        # log 0 of data, or of a known probability (a left-to-right chain's A, a weight of
+        # 0), is finite (rt.LOG_ZERO) so that 0 · log 0 adds 0; < 0 is refused
+        what = ("data " + ", ".join(f"'{n}'" for n in data_names(first))
+                if data_names(first) else f"hyperparameter '{first.name}'")
         return _ident("log", *ops), f"rt.log_data({args}, {what!r})"
     if slot.fn == "wishart_lognorm":  # a prior's dof and scale checked, named
         dof, scale = (render_expr(o) for o in ops)
         labels = f"'Wishart scale matrix {scale}', 'Wishart degrees of freedom {dof}'"
         return _ident(slot.fn, *ops), f"rt.wishart_lognorm({args}, {labels})"
     if slot.fn in ("log_binom", "log_multinomial"):  # the counts checked, named
+        counts = ops[1]
+        given = (f", rt.given_entries({prefix}bound, {counts.name!r})"
+                 if isinstance(counts, RVar) else "")  # a missing row is not checked
         return _ident(slot.fn, *ops), (f"rt.{slot.fn}({args}, "
-                                       f"{_counts_label(model, slot.fn, *ops)})")
+                                       f"{_counts_label(model, slot.fn, *ops)}{given})")
     if slot.fn == "outer" and len(slot.tensor) == 3:  # a known matrix's rows' a_i a_iᵀ
         return _ident("outer", *ops), f"np.einsum('ik,il->ikl', {args}, {args})"
     if slot.fn == "lgamma_sum" and isinstance(first, RRepeat):

@@ -68,6 +68,7 @@ from .learning import learn_gamma_rate as learn_gamma_rate
 from .learning import learn_gamma_shape as learn_gamma_shape
 from .learning import learn_symmetric_dirichlet as learn_symmetric_dirichlet
 from .memory import check_memory as check_memory
+from .missing import given_entries as given_entries
 from .missing import missing_posteriors as missing_posteriors
 from .missing import present as present
 from .numeric import LOG_ZERO as LOG_ZERO

@@ -87,6 +87,16 @@ def present(bound: Any, name: str) -> np.ndarray:
     return np.ascontiguousarray(1.0 - missing[name].astype(np.float64))
 
 
+def given_entries(bound: Any, name: str) -> np.ndarray | None:
+    """Where observed variable ``name`` is given (True), over its plates, when some entry is
+    missing; None when every entry is given (what a data check such as ``log_binom`` skips:
+    a missing entry is held as 0 and its factor drops out)."""
+    missing = getattr(bound, "missing", {}).get(name)
+    if missing is None or not np.any(missing):
+        return None
+    return ~np.asarray(missing, dtype=bool)
+
+
 def _operand(s: Any, name: str, sub: str, rows: np.ndarray, data: str
              ) -> tuple[np.ndarray, str]:
     """One array of a term as einsum reads it: E[t] (a variable in no plate: its row 0), a

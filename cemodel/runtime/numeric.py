@@ -32,6 +32,13 @@ def gammaln(x):
     return _sps.gammaln(x)
 
 
+def _given(bad: np.ndarray, given) -> np.ndarray:
+    """``bad`` where the data are given (``given`` None: everywhere)."""
+    if given is None:
+        return bad
+    return bad & np.broadcast_to(np.asarray(given, dtype=bool), bad.shape)
+
+
 def _first(bad: np.ndarray, plates: tuple[str, ...] = ()) -> tuple[tuple[int, ...], str]:
     """The index of the first True in ``bad``, and its text for a message: " at items[3]"
     where the leading axes' plates are known, else " at [i, j]"."""
@@ -68,16 +75,18 @@ def log_negbin(r, x):
     return out[()] if np.ndim(out) == 0 else out
 
 
-def log_multinomial(n, x, what: str = "Multinomial data", plates: tuple[str, ...] = ()):
+def log_multinomial(n, x, what: str = "Multinomial data", plates: tuple[str, ...] = (),
+                    given=None):
     """log n! − Σ_k log x_k! over the last axis of the counts x: the base measure of
     Multinomial(n, p). The counts must add up to n: anything else has probability 0, and is
     refused with ``CemDataError`` naming ``what`` (the data) and the place (``plates``:
-    the names of the counts' leading axes, where known)."""
+    the names of the counts' leading axes, where known); ``given``: where the counts are
+    given, None for everywhere (a missing row is not checked: its factor drops out)."""
     n = np.asarray(n, dtype=np.float64)
     x = np.asarray(x, dtype=np.float64)
     total = x.sum(axis=-1)
     n_b, total_b = np.broadcast_arrays(n, total)
-    bad = n_b != total_b
+    bad = _given(n_b != total_b, given)
     if np.any(bad):
         at, where = _first(bad, plates)
         raise CemDataError(
@@ -97,20 +106,20 @@ def lbeta(a, b):
     return _sps.betaln(a, b)
 
 
-def log_binom(n, k, what: str = "Binomial data", plates: tuple[str, ...] = ()):
+def log_binom(n, k, what: str = "Binomial data", plates: tuple[str, ...] = (), given=None):
     """log C(n, k) = log n! - log k! - log (n-k)!, elementwise (n, k may be real).
 
     The trials n must be ≥ 0 and the successes k lie in [0, n]: anything else has
     probability 0, and is refused with ``CemDataError`` naming ``what`` and the place
-    (``plates``, as ``log_multinomial``) rather than turned into NaN."""
+    (``plates``, ``given``: as ``log_multinomial``) rather than turned into NaN."""
     n = np.asarray(n, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
     n_b, k_b = np.broadcast_arrays(n, k)
-    no_trials = ~(n_b >= 0.0)  # also catches NaN
+    no_trials = _given(~(n_b >= 0.0), given)  # also catches NaN
     if np.any(no_trials):
         at, where = _first(no_trials, plates)
         raise CemDataError(f"{what}: expected numbers of trials ≥ 0, found {n_b[at]:g}{where}")
-    bad = ~((0.0 <= k_b) & (k_b <= n_b))  # also catches NaN
+    bad = _given(~((0.0 <= k_b) & (k_b <= n_b)), given)  # also catches NaN
     if np.any(bad):
         at, where = _first(bad, plates)
         raise CemDataError(

@@ -194,7 +194,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     a = rt.hyper_value(hypers, 'a', 2.0, (), domain='shape') if share is None else share.a
     b = rt.hyper_value(hypers, 'b', 1.0, (), domain='positive') if share is None else share.b
     # known quantities: functions of hyperparameters and data
-    log_b = np.log(b)  # log(b)
+    log_b = rt.log_data(b, "hyperparameter 'b'")  # log(b)
     lgamma_a = rt.gammaln(a)  # lgamma(a)
     present_x = rt.present(bound, 'x')  # present(x[observations])
     lgamma1p_x = rt.gammaln(x + 1.0)  # lgamma1p(x[observations])
@@ -230,7 +230,7 @@ def _learn(s, learn, rho=1.0, items=slice(None)):
     if 'b' in learn:  # the prior of rate
         s.b = (1.0 - rho) * s.b + rho * rt.learn_gamma_rate(s.a, s.E_rate_value)
     # known quantities that depend on hyperparameters
-    s.log_b = np.log(s.b)
+    s.log_b = rt.log_data(s.b, "hyperparameter 'b'")
     s.lgamma_a = rt.gammaln(s.a)
 
 

@@ -581,9 +581,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     log_alpha_c = np.log((alpha * c))  # log((alpha * c))
     lgamma_alpha_K = rt.gammaln((alpha / n_K))  # lgamma((alpha / K))
     alpha_c = (alpha * c)  # value((alpha * c))
-    log_a = np.log(a)  # log(a)
+    log_a = rt.log_data(a, "hyperparameter 'a'")  # log(a)
     lgamma_a = rt.gammaln(a)  # lgamma(a)
-    log_b = np.log(b)  # log(b)
+    log_b = rt.log_data(b, "hyperparameter 'b'")  # log(b)
     lgamma_b = rt.gammaln(b)  # lgamma(b)
     lgamma1p_Y = rt.gammaln(Y + 1.0)  # lgamma1p(Y[frames, bins])
     # variational parameters (natural, coefficient form) and E[t]

@@ -739,7 +739,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
     lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))
     dim_mu_Lambda = n_D  # dim(mu_Lambda[components])
-    log_kappa0 = np.log(kappa0)  # log(kappa0)
+    log_kappa0 = rt.log_data(kappa0, "hyperparameter 'kappa0'")  # log(kappa0)
     outer_m0 = np.outer(m0, m0)  # outer(m0)
     inv_W0 = rt.inv(W0)  # inv(W0)
     # wishart_lognorm(nu0, W0)

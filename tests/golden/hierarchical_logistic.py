@@ -508,8 +508,8 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     logdet_eye_P_c = rt.logdet((np.eye(n_P) * c))  # logdet((eye(P) * c))
     eye_P_c = (np.eye(n_P) * c)  # value((eye(P) * c))
     dim_w = n_P  # dim(w)
-    log_k0 = np.log(k0)  # log(k0)
-    log_b0 = np.log(b0)  # log(b0)
+    log_k0 = rt.log_data(k0, "hyperparameter 'k0'")  # log(k0)
+    log_b0 = rt.log_data(b0, "hyperparameter 'b0'")  # log(b0)
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
     # variational parameters (natural, coefficient form) and E[t]
     lam_mu_value, E_mu_value = (np.zeros((1,)), np.zeros((1,))) if share is None else (share.lam_mu_value, share.E_mu_value)
@@ -563,7 +563,7 @@ def _learn(s, learn, rho=1.0, items=slice(None)):
     if 'b0' in learn:  # the prior of tau
         s.b0 = (1.0 - rho) * s.b0 + rho * rt.learn_gamma_rate(s.a0, s.E_tau_value)
     # known quantities that depend on hyperparameters
-    s.log_b0 = np.log(s.b0)
+    s.log_b0 = rt.log_data(s.b0, "hyperparameter 'b0'")
     s.lgamma_a0 = rt.gammaln(s.a0)
 
 

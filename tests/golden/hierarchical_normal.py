@@ -393,9 +393,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     a0 = rt.hyper_value(hypers, 'a0', 1.0, (), domain='shape') if share is None else share.a0
     b0 = rt.hyper_value(hypers, 'b0', 1.0, (), domain='positive') if share is None else share.b0
     # known quantities: functions of hyperparameters and data
-    log_k0 = np.log(k0)  # log(k0)
+    log_k0 = rt.log_data(k0, "hyperparameter 'k0'")  # log(k0)
     square_m0 = np.square(m0)  # square(m0)
-    log_b0 = np.log(b0)  # log(b0)
+    log_b0 = rt.log_data(b0, "hyperparameter 'b0'")  # log(b0)
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
     present_y = rt.present(bound, 'y')  # present(y[observations])
     # variational parameters (natural, coefficient form) and E[t]

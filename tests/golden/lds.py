@@ -639,7 +639,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     logdet_eye_D_c = rt.logdet((np.eye(n_D) * c))  # logdet((eye(D) * c))
     eye_D_c = (np.eye(n_D) * c)  # value((eye(D) * c))
     dim_C = n_D  # dim(C[outputs])
-    log_b0 = np.log(b0)  # log(b0)
+    log_b0 = rt.log_data(b0, "hyperparameter 'b0'")  # log(b0)
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
     logdet_P0 = rt.logdet(P0)  # logdet(P0)
     outer_m0 = np.outer(m0, m0)  # outer(m0)
@@ -711,7 +711,7 @@ def _learn(s, learn, rho=1.0, items=slice(None)):
     if 'b0' in learn:  # the prior of r
         s.b0 = (1.0 - rho) * s.b0 + rho * rt.learn_gamma_rate(s.a0, s.E_r_value)
     # known quantities that depend on hyperparameters
-    s.log_b0 = np.log(s.b0)
+    s.log_b0 = rt.log_data(s.b0, "hyperparameter 'b0'")
     s.lgamma_a0 = rt.gammaln(s.a0)
 
 

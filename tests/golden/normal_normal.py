@@ -197,9 +197,9 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     t0 = rt.hyper_value(hypers, 't0', 0.01, (), domain='positive') if share is None else share.t0
     tau = rt.hyper_value(hypers, 'tau', 1.0, (), domain='positive') if share is None else share.tau
     # known quantities: functions of hyperparameters and data
-    log_t0 = np.log(t0)  # log(t0)
+    log_t0 = rt.log_data(t0, "hyperparameter 't0'")  # log(t0)
     square_m0 = np.square(m0)  # square(m0)
-    log_tau = np.log(tau)  # log(tau)
+    log_tau = rt.log_data(tau, "hyperparameter 'tau'")  # log(tau)
     present_x = rt.present(bound, 'x')  # present(x[observations])
     # variational parameters (natural, coefficient form) and E[t]
     lam_mu_value, E_mu_value = (np.zeros((1,)), np.zeros((1,))) if share is None else (share.lam_mu_value, share.E_mu_value)

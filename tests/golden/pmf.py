@@ -424,7 +424,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     a0 = rt.hyper_value(hypers, 'a0', 1.0, (), domain='shape') if share is None else share.a0
     b0 = rt.hyper_value(hypers, 'b0', 1.0, (), domain='positive') if share is None else share.b0
     # known quantities: functions of hyperparameters and data
-    log_b0 = np.log(b0)  # log(b0)
+    log_b0 = rt.log_data(b0, "hyperparameter 'b0'")  # log(b0)
     lgamma_a0 = rt.gammaln(a0)  # lgamma(a0)
     logdet_eye_K_c = rt.logdet((np.eye(n_K) * c))  # logdet((eye(K) * c))
     eye_K_c = (np.eye(n_K) * c)  # value((eye(K) * c))
@@ -478,7 +478,7 @@ def _learn(s, learn, rho=1.0, items=slice(None)):
     if 'b0' in learn:  # the prior of tau
         s.b0 = (1.0 - rho) * s.b0 + rho * rt.learn_gamma_rate(s.a0, s.E_tau_value)
     # known quantities that depend on hyperparameters
-    s.log_b0 = np.log(s.b0)
+    s.log_b0 = rt.log_data(s.b0, "hyperparameter 'b0'")
     s.lgamma_a0 = rt.gammaln(s.a0)
 
 

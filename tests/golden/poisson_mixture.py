@@ -585,7 +585,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     # known quantities: functions of hyperparameters and data
     lgamma_sum_alpha = rt.gammaln(n_K * alpha)  # lgamma_sum(repeat(alpha, K))
     lgamma_alpha = rt.gammaln(alpha)  # lgamma(repeat(alpha, K))
-    log_b = np.log(b)  # log(b)
+    log_b = rt.log_data(b, "hyperparameter 'b'")  # log(b)
     lgamma_a = rt.gammaln(a)  # lgamma(a)
     present_x = rt.present(bound, 'x')  # present(x[points])
     lgamma1p_x = rt.gammaln(x + 1.0)  # lgamma1p(x[points])
@@ -645,7 +645,7 @@ def _learn(s, learn, rho=1.0, items=slice(None)):
     # known quantities that depend on hyperparameters
     s.lgamma_sum_alpha = rt.gammaln(s.n_K * s.alpha)
     s.lgamma_alpha = rt.gammaln(s.alpha)
-    s.log_b = np.log(s.b)
+    s.log_b = rt.log_data(s.b, "hyperparameter 'b'")
     s.lgamma_a = rt.gammaln(s.a)
 
 
