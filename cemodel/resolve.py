@@ -279,7 +279,10 @@ class _Builder(VariableResolution):
             items = tuple(self.resolve_hyper_expr(i) for i in expr.items)
             for item in items:
                 if self.hyper_shape(item) != ():
-                    raise self.error("vector literals hold numbers", item.span)
+                    raise self.error(
+                        "vector literals hold numbers (a matrix is not written as a literal)",
+                        item.span, hint="declare a matrix by a default such as eye(D) * x, "
+                                        "and give its entries with fit(..., hypers={...})")
             return RVector(items, expr.span)
         if isinstance(expr, ast.Neg):
             return RNeg(self.resolve_hyper_expr(expr.operand), expr.span)

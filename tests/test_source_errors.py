@@ -148,6 +148,11 @@ CASES = [
      src(*HEAD, "t ~ Gamma(1, 1)", "plate points n in N:",
          "    observe y[n] ~ Normal(0.0, 0.0 - t)"),
      CemModelError, 5, 32, "the precision of Normal must be positive, and this", None),
+    ("matrix-literal",
+     src("model m", "dim N", "hyper W = [[1.0, 0.0], [0.0, 1.0]]", "p ~ Beta(1, 1)",
+         "plate trials n in N:", "    observe x[n] ~ Bernoulli(p)"),
+     CemModelError, 3, 12, "vector literals hold numbers (a matrix is not written as a "
+     "literal)", "eye(D) * x"),
     ("log-of-a-constant-below-one",  # log(0.5) < 0 was not read as a constant
      src(*HEAD, "r ~ Gamma(log(0.5), 1.0)", "plate points n in N:",
          "    observe x[n] ~ Poisson(r)"),
