@@ -16,7 +16,7 @@ import numpy as np
 from . import syntax as ast
 from .errors import CemModelError, CemOptionError, Span, did_you_mean
 from .families import CHAIN_FAMILIES, FAMILIES, FamilySpec
-from .families.base import Param
+from .families.base import Param, support_signs
 from .model import (
     DataDef,
     DimDef,
@@ -48,10 +48,6 @@ from .resolve_vars import (
 )
 
 _DATA_KINDS = {"real": 0, "int": 0, "count": 0, "vector": 1}
-# the signs a variable's value takes, by its support (a matrix's: positive definite or not)
-_SUPPORT_SIGNS = {"positive": frozenset({1}), "unit": frozenset({1}), "spd": frozenset({1}),
-                  "count": frozenset({0, 1}), "binary": frozenset({0, 1}),
-                  "trials": frozenset({1}), "simplex": frozenset({0, 1})}
 
 
 def _sum_signs(x: int, y: int) -> frozenset[int]:
@@ -370,8 +366,7 @@ class _Builder(VariableResolution):
         if isinstance(expr, RCall) and expr.func == "eye":
             return frozenset({1})
         if isinstance(expr, RVar) and expr.name in self.decls:
-            support = FAMILIES[self.decls[expr.name][0].dist.id].support
-            return _SUPPORT_SIGNS.get(support)
+            return support_signs(FAMILIES[self.decls[expr.name][0].dist.id].support)
         if isinstance(expr, RNeg):
             inner = self.signs(expr.operand)
             return None if inner is None else frozenset(-x for x in inner)

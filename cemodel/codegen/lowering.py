@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from ..families import CHAIN_POSTERIORS, FAMILIES
+from ..families.base import support_signs
 from ..model import Model, RBin, RConst, RHyper, RRepeat, RVar, VarDef
 from ..plan import InferencePlan
 from ..terms import Factor, Known, Message, Monomial, Stat
@@ -526,7 +527,7 @@ def _sole_hyper_factor(model: Model, expr) -> str | None:
     hypers = [f for f in factors if isinstance(f, RHyper)]
     positive = all(
         (isinstance(f, RConst) and f.value > 0)
-        or (isinstance(f, RVar) and FAMILIES[model.var(f.name).family].support
-            in ("positive", "unit"))
+        or (isinstance(f, RVar)
+            and support_signs(FAMILIES[model.var(f.name).family].support) == {1})
         for f in factors if not isinstance(f, RHyper))
     return hypers[0].name if len(factors) > 1 and len(hypers) == 1 and positive else None

@@ -67,6 +67,19 @@ SUPPORT_WITHIN: dict[str, frozenset[str]] = {
     "category": frozenset({"category"}),
 }
 
+
+def support_signs(support: str) -> frozenset[int] | None:
+    """The signs a value of ``support`` takes, read from ``SUPPORT_WITHIN``: positive (a
+    matrix: positive definite) where it lies in the positive or SPD domain, 0 or positive in
+    the count or simplex domain; None where that says nothing (a real)."""
+    within = SUPPORT_WITHIN.get(support, frozenset())
+    if within & {"positive", "spd"}:
+        return frozenset({1})
+    if within & {"count", "simplex"}:
+        return frozenset({0, 1})
+    return None
+
+
 # The domain of a scalar that multiplies an array read in a domain (``t * eye(D)`` as a
 # precision matrix: t > 0); in any other domain a factor of a product is read in the
 # product's.
