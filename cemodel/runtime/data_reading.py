@@ -22,6 +22,7 @@ from .data_values import (
     kind_problem,
     shape_text,
     to_numeric,
+    where_text,
 )
 from .missing import split_missing
 
@@ -253,7 +254,7 @@ class Readers:
             event = idx[len(var.plates):]
         else:
             parts, event = [], idx[1:]
-        return self._where_text(parts, event)
+        return where_text(parts, event)
 
     def _where_ragged(self, var: DataVar, idx: tuple[int, ...], ptr: np.ndarray) -> str:
         flat = idx[0]
@@ -261,10 +262,4 @@ class Readers:
         parts = [f"{var.plates[0]}[{d}]", f"{var.ragged}[{flat - int(ptr[d])}]"]
         rest = var.plates[2:]
         parts += [f"{p}[{i}]" for p, i in zip(rest, idx[1:], strict=False)]
-        return self._where_text(parts, idx[1 + len(rest):])
-
-    @staticmethod
-    def _where_text(parts: list[str], event: tuple[int, ...]) -> str:
-        if event:
-            parts = [*parts, f"entry [{', '.join(str(e) for e in event)}]"]
-        return " at " + ", ".join(parts) if parts else ""
+        return where_text(parts, idx[1 + len(rest):])

@@ -122,6 +122,14 @@ def suggest(word: str, candidates: Sequence[str] | Mapping[str, object]) -> str 
     return did_you_mean(str(word), names)
 
 
+def where_text(parts: list[str], event: tuple[int, ...]) -> str:
+    """The place of a value in a message: " at items[3], entry [1]" (``parts``: each plate
+    with its index; ``event``: the index within the value, if any)."""
+    if event:
+        parts = [*parts, f"entry [{', '.join(str(e) for e in event)}]"]
+    return " at " + ", ".join(parts) if parts else ""
+
+
 def first_index(mask: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in np.argwhere(mask)[0])
 

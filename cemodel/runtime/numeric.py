@@ -14,6 +14,7 @@ import numpy as np
 from scipy import special as _sps
 
 from ..errors import CemDataError
+from .data_values import first_index, where_text
 
 __all__ = ["LOG_ZERO", "gammaln", "inv", "lbeta", "lgamma_sum", "log_binom", "log_data",
            "log_multinomial", "log_negbin", "logdet", "wishart_lognorm"]
@@ -42,12 +43,10 @@ def _given(bad: np.ndarray, given) -> np.ndarray:
 def _first(bad: np.ndarray, plates: tuple[str, ...] = ()) -> tuple[tuple[int, ...], str]:
     """The index of the first True in ``bad``, and its text for a message: " at items[3]"
     where the leading axes' plates are known, else " at [i, j]"."""
-    at = tuple(int(i) for i in np.argwhere(bad)[0])
+    at = first_index(bad)
     if plates and len(at) >= len(plates):
-        parts = [f"{p}[{i}]" for p, i in zip(plates, at, strict=False)]
-        if len(at) > len(plates):
-            parts.append(f"entry [{', '.join(map(str, at[len(plates):]))}]")
-        return at, " at " + ", ".join(parts)
+        return at, where_text([f"{p}[{i}]" for p, i in zip(plates, at, strict=False)],
+                              at[len(plates):])
     return at, (f" at [{', '.join(map(str, at))}]" if at else "")
 
 
