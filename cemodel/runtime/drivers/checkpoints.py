@@ -50,7 +50,7 @@ def resume(run: Any, path: Any, average: Any) -> tuple[int, bool]:
         raise rt.damaged_checkpoint(path, f"its random streams cannot be restored ({exc})"
                                     ) from None
     if (average is None) != ("average" not in progress):
-        saved, here = (("with", "does not average")) if average is None else (
+        saved, here = ("with", "does not average") if average is None else (
             "without", "averages")
         raise errors.CemDataError(
             f"resume: {path} is a checkpoint of a fit {saved} averaged iterates, and this one "
