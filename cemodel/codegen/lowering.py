@@ -18,6 +18,7 @@ from typing import NamedTuple
 from ..families import CHAIN_POSTERIORS, FAMILIES
 from ..families.base import support_signs
 from ..model import Model, RBin, RConst, RHyper, RRepeat, RVar, VarDef
+from ..numerics import NATURAL_BOX
 from ..plan import InferencePlan
 from ..terms import Factor, Known, Message, Monomial, Stat
 from .knowns import collect_knowns, log_data_names
@@ -74,6 +75,7 @@ class KernelPlan:
     hoisted: Mapping[tuple[str, int], str]  # (local, message) -> pre_ array
     partial: Mapping[tuple[str, int], PartialMessage]
     needs_start: tuple[str, ...]  # locals a sweep reads before updating them
+    extrapolated: tuple[str, ...]  # the iterated locals SQUAREM moves (empty: plain sweeps)
     fast_guard: str | None  # the scratch local the restart guard collapses
     kept_arrays: tuple[str, ...]  # state arrays of the kept locals (warm start)
     guard_arrays: tuple[str, ...]  # arrays the restart guard keeps (empty: no guard)
@@ -142,6 +144,7 @@ def lower(plan: InferencePlan) -> KernelPlan:
         hoisted=MappingProxyType(hoisted),
         partial=MappingProxyType(_partial(plan, implicit_plans, hoisted)),
         needs_start=needs_start,
+        extrapolated=_extrapolated(plan, needs_start),
         fast_guard=_fast_guard(plan, scratch, implicit_plans, gathered),
         kept_arrays=kept_arrays,
         guard_arrays=kept_arrays if guarded else (),
@@ -158,6 +161,27 @@ def lower(plan: InferencePlan) -> KernelPlan:
                             and any(n in plan.kept_locals for n in needs_start)),
         roles=MappingProxyType(array_roles(plan, knowns, exp_needed, thread_private)),
     )
+
+
+def _extrapolated(plan: InferencePlan, needs_start: tuple[str, ...]) -> tuple[str, ...]:
+    """The locals whose sweeps SQUAREM extrapolates (runtime/extrapolation.py): every local
+    the sweeps iterate, when each is kept per item with a row of at most one axis and a
+    family whose natural parameters range over a box (``NATURAL_BOX``: the point is checked
+    entry by entry), and a sweep reads no scratch local before updating it (so a sweep is a
+    map of the kept locals alone). Otherwise none: a matrix family's domain (positive
+    definite) would need a factorisation per point, and a scratch local's rows are the
+    whole scratch array."""
+    model = plan.model
+    if not (plan.local_iterations and plan.kept_locals) or model.data_plate is None:
+        return ()
+    if any(n not in plan.kept_locals for n in needs_start):
+        return ()
+    for name in plan.kept_locals:
+        inner = len(model.var(name).plates) - 1
+        if family(model, name) not in NATURAL_BOX or any(
+                inner + rank > 1 for _, rank in stats(model, name)):
+            return ()
+    return plan.kept_locals
 
 
 ROLES = ("data", "hyper", "known", "global", "global_exp", "local", "kept_local", "item",

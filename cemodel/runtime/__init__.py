@@ -32,6 +32,10 @@ from .driver import thread_copies as thread_copies
 from .driver import thread_count as thread_count
 from .drivers import Global as Global
 from .drivers import ModelView as ModelView
+from .extrapolation import backtrack as backtrack
+from .extrapolation import squarem_norms as squarem_norms
+from .extrapolation import squarem_point as squarem_point
+from .extrapolation import squarem_step as squarem_step
 from .families import bernoulli_expected_stats as bernoulli_expected_stats
 from .families import bernoulli_log_normalizer as bernoulli_log_normalizer
 from .families import beta_expected_stats as beta_expected_stats

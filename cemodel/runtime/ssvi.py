@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..numerics import NATURAL_BOX
 from .gamma_quantile import (  # noqa: F401 (re-exported: ssvi.gamma_log_quantile_…)
     _a_trigamma_minus_one,
     _derivative_and_trigamma,
@@ -359,16 +360,6 @@ so ``stats`` may be overwritten between the two calls.
 """
 
 
-# Where each family's coefficients are valid: (lower, upper) per statistic, None = unbounded.
-# Dirichlet/Beta/Gamma shapes α = λ + 1 > 0; Gamma rate b = −λ > 0; Normal precision −2λ > 0.
-_DOMAIN = {
-    "dirichlet": ((-1.0, None),),
-    "beta": ((-1.0, None), (-1.0, None)),
-    "gamma": ((-1.0, None), (None, 0.0)),
-    "normal": ((None, None), (None, 0.0)),
-}
-
-
 # Normal-Gamma (lam_log, lam_value, lam_prec_mean, lam_quad): the box part of its domain,
 # shape a = lam_log + ½ > 0 and β = −2·lam_quad > 0; the rate b > 0 is not a box constraint:
 # with lam_quad < 0, b = −lam_value + lam_prec_mean²/(4·lam_quad) > 0 ⇔
@@ -386,7 +377,7 @@ def all_in_domain(family: str, lams) -> bool:
     temporaries (every stochastic step checks every global)."""
     if family in MATRIX_FAMILIES or family == "normal_gamma":
         return bool(np.all(in_domain(family, lams)))
-    for lam, (low, high) in zip(lams, _DOMAIN.get(family, ()), strict=False):
+    for lam, (low, high) in zip(lams, NATURAL_BOX.get(family, ()), strict=False):
         lam = np.asarray(lam, dtype=float)
         if low is not None and not all_above(lam, low):
             return False
@@ -408,7 +399,7 @@ def in_domain(family: str, lams) -> np.ndarray | bool:
         return ((lam_log > -0.5) & (lam_quad < 0.0)
                 & (_normal_gamma_rate_form(lam_value, lam_prec_mean, lam_quad) > 0.0))
     ok = True
-    for lam, (low, high) in zip(lams, _DOMAIN.get(family, ()), strict=False):
+    for lam, (low, high) in zip(lams, NATURAL_BOX.get(family, ()), strict=False):
         lam = np.asarray(lam)
         if low is not None:
             ok = ok & (lam > low)
@@ -459,7 +450,7 @@ def ssvi_blend(family: str, rho: float, olds: tuple, news: tuple, margin: float 
     limit = np.full(shape, np.inf)
     if family == "normal_gamma":
         limit = np.minimum(limit, _normal_gamma_rate_limit(olds, news))
-    box = _NORMAL_GAMMA_BOX if family == "normal_gamma" else _DOMAIN[family]
+    box = _NORMAL_GAMMA_BOX if family == "normal_gamma" else NATURAL_BOX[family]
     for old, new, (low, high) in zip(olds, news, box, strict=True):
         delta = new - old
         for bound, sign in ((low, -1.0), (high, 1.0)):

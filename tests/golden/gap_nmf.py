@@ -234,6 +234,45 @@ def item_elbo(
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
+def extrapolate(
+        i_frames,
+        first_lam_H_log,
+        middle_lam_H_log,
+        lam_H_log,
+        first_lam_H_value,
+        middle_lam_H_value,
+        lam_H_value,
+        point_lam_H_log,
+        point_lam_H_value,
+        E_H_log,
+        E_H_value,
+        X_H_log,
+        n_K,
+):
+    """SQUAREM (Varadhan & Roland 2008, SqS3) on the item's iterated locals: from s₀
+    (first_*), s₁ = F(s₀) (middle_*) and s₂ = F(s₁) (the state) of the last two sweeps,
+    s′ = s₀ − 2α·r + α²·v with r = s₁ − s₀, v = s₂ − 2·s₁ + s₀, α = −‖r‖/‖v‖ ≤ −1, halved
+    towards −1 until every natural parameter is in its family's domain; then E[t] of s′.
+    """
+    r2, v2 = rt.squarem_norms(first_lam_H_log, middle_lam_H_log, lam_H_log[i_frames])
+    more_r2, more_v2 = rt.squarem_norms(first_lam_H_value, middle_lam_H_value, lam_H_value[i_frames])
+    r2 += more_r2
+    v2 += more_v2
+    step = rt.squarem_step(r2, v2)
+    while step < -1.0:
+        inside = rt.squarem_point(first_lam_H_log, middle_lam_H_log, lam_H_log[i_frames], step, point_lam_H_log, -1.0, np.inf)
+        inside = rt.squarem_point(first_lam_H_value, middle_lam_H_value, lam_H_value[i_frames], step, point_lam_H_value, -np.inf, 0.0) and inside
+        if inside:
+            lam_H_log[i_frames] = point_lam_H_log
+            lam_H_value[i_frames] = point_lam_H_value
+            for i_activations in range(n_K):
+                E_H_log[i_frames, i_activations], E_H_value[i_frames, i_activations] = rt.gamma_expected_stats(lam_H_log[i_frames, i_activations], lam_H_value[i_frames, i_activations])
+                X_H_log[i_frames, i_activations] = np.exp(E_H_log[i_frames, i_activations])
+            return
+        step = rt.backtrack(step)  # outside a domain: α halfway towards −1 (the plain sweeps' s₂)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -303,6 +342,12 @@ def local_step(
         keep_E_H_value = np.empty_like(E_H_value[0])
         # the item's previous state, for the restart guard
         keep_X_H_log = np.empty_like(X_H_log[0])
+        first_lam_H_log = np.empty_like(lam_H_log[0])  # SQUAREM: s₀ of the cycle
+        middle_lam_H_log = np.empty_like(lam_H_log[0])  # SQUAREM: s₁ = F(s₀)
+        point_lam_H_log = np.empty_like(lam_H_log[0])  # SQUAREM: the extrapolated s′
+        first_lam_H_value = np.empty_like(lam_H_value[0])  # SQUAREM: s₀ of the cycle
+        middle_lam_H_value = np.empty_like(lam_H_value[0])  # SQUAREM: s₁ = F(s₀)
+        point_lam_H_value = np.empty_like(lam_H_value[0])  # SQUAREM: the extrapolated s′
         elbo = 0.0
         stop_position = (thread + 1) * items.shape[0] // n_threads
         for position in range(thread * items.shape[0] // n_threads, stop_position):
@@ -329,11 +374,19 @@ def local_step(
                 local_sweeps[i_frames] += 1
                 change = 0.0
                 old_H[...] = lam_H_log[i_frames]
+                if sweep % 2 == 0:  # SQUAREM: a cycle starts
+                    first_lam_H_log[...] = lam_H_log[i_frames]
+                    first_lam_H_value[...] = lam_H_value[i_frames]
+                else:
+                    middle_lam_H_log[...] = lam_H_log[i_frames]
+                    middle_lam_H_value[...] = lam_H_value[i_frames]
                 update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
                 update_H(i_frames, True, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, pre_H_4, E_H_log, E_H_value, X_H_log, n_K)
                 change += rt.mean_abs_change(lam_H_log[i_frames], old_H)
                 if change < local_tol:
                     break
+                if sweep % 2 == 1 and sweep + 1 < max_local_iter:
+                    extrapolate(i_frames, first_lam_H_log, middle_lam_H_log, lam_H_log, first_lam_H_value, middle_lam_H_value, lam_H_value, point_lam_H_log, point_lam_H_value, E_H_log, E_H_value, X_H_log, n_K)
             if guard:
                 if item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split) < previous - 1e-12 * abs(previous):
                     # the restart settled lower (beyond round-off): keep the previous state

@@ -246,6 +246,31 @@ def item_elbo_without_z(
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
+def extrapolate(
+        i_docs,
+        first_lam_theta_log,
+        middle_lam_theta_log,
+        lam_theta_log,
+        point_lam_theta_log,
+        X_theta_log,
+):
+    """SQUAREM (Varadhan & Roland 2008, SqS3) on the item's iterated locals: from s₀
+    (first_*), s₁ = F(s₀) (middle_*) and s₂ = F(s₁) (the state) of the last two sweeps,
+    s′ = s₀ − 2α·r + α²·v with r = s₁ − s₀, v = s₂ − 2·s₁ + s₀, α = −‖r‖/‖v‖ ≤ −1, halved
+    towards −1 until every natural parameter is in its family's domain; then E[t] of s′.
+    """
+    r2, v2 = rt.squarem_norms(first_lam_theta_log, middle_lam_theta_log, lam_theta_log[i_docs])
+    step = rt.squarem_step(r2, v2)
+    while step < -1.0:
+        inside = rt.squarem_point(first_lam_theta_log, middle_lam_theta_log, lam_theta_log[i_docs], step, point_lam_theta_log, -1.0, np.inf)
+        if inside:
+            lam_theta_log[i_docs] = point_lam_theta_log
+            rt.dirichlet_exp_expected(lam_theta_log[i_docs], X_theta_log[i_docs])
+            return
+        step = rt.backtrack(step)  # outside a domain: α halfway towards −1 (the plain sweeps' s₂)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract", "arcp"})
 def local_step(
         share_start,
         share_stop,
@@ -308,6 +333,9 @@ def local_step(
         keep_E_theta_log = np.empty_like(E_theta_log[0])
         # the item's previous state, for the restart guard
         keep_X_theta_log = np.empty_like(X_theta_log[0])
+        first_lam_theta_log = np.empty_like(lam_theta_log[0])  # SQUAREM: s₀ of the cycle
+        middle_lam_theta_log = np.empty_like(lam_theta_log[0])  # SQUAREM: s₁ = F(s₀)
+        point_lam_theta_log = np.empty_like(lam_theta_log[0])  # SQUAREM: the extrapolated s′
         elbo = 0.0
         stop_position = (thread + 1) * items.shape[0] // n_threads
         for position in range(thread * items.shape[0] // n_threads, stop_position):
@@ -348,6 +376,10 @@ def local_step(
                     local_sweeps[i_docs] += 1
                     change = 0.0
                     old_theta[...] = lam_theta_log[i_docs]
+                    if sweep % 2 == 0:  # SQUAREM: a cycle starts
+                        first_lam_theta_log[...] = lam_theta_log[i_docs]
+                    else:
+                        middle_lam_theta_log[...] = lam_theta_log[i_docs]
                     use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z)
                     if not use_sums_z:
                         rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
@@ -356,6 +388,8 @@ def local_step(
                     change += rt.mean_abs_change(lam_theta_log[i_docs], old_theta)
                     if change < local_tol:
                         break
+                    if sweep % 2 == 1 and sweep + 1 < max_local_iter:
+                        extrapolate(i_docs, first_lam_theta_log, middle_lam_theta_log, lam_theta_log, point_lam_theta_log, X_theta_log)
                 # E[log ·] of the item, once its sweeps converged
                 rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
                 # q(z) itself, from the converged sweeps

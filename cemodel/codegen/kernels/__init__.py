@@ -14,6 +14,7 @@ from ..lazy import eager_beside_lazy
 from ..pycode import Function
 from . import globals as global_kernels
 from .assignments import emit_assignment_step, emit_evidence
+from .extrapolation import emit_extrapolate
 from .klc import emit_klc_gradient, emit_klc_stats
 from .local import emit_item_elbo, emit_update_local
 from .local_step import emit_hoist_messages, emit_local_step
@@ -39,6 +40,8 @@ def emit_kernels(ctx: EmitContext) -> list[Function]:
                 kernels.append(emit_item_elbo(ctx, (kplan.fast_guard,)))
             else:
                 kernels.append(emit_item_elbo(ctx))
+        if kplan.extrapolated:
+            kernels.append(emit_extrapolate(ctx))
         kernels.append(emit_local_step(ctx, _params(kernels)))
         if plan.assignment_locals:
             kernels += [emit_evidence(ctx, name) for name in plan.assignment_locals]

@@ -21,6 +21,7 @@ from ..loops import (
     plate_var,
 )
 from ..pycode import Block, Comment, Function, Line, Node, Shares
+from . import extrapolation
 
 Callees = Mapping[str, tuple[str, ...]]  # kernel -> its parameters, for calls to it
 
@@ -85,6 +86,7 @@ def _buffers(ctx: EmitContext) -> tuple[Node, ...]:
         for a in ctx.kplan.guard_arrays:
             buffers.append(Line(f"keep_{a} = np.empty_like({a}{_row(scalar, a, '0')})",
                                 "the item's previous state, for the restart guard"))
+        buffers += extrapolation.buffer_lines(ctx)
     return tuple(buffers)
 
 
@@ -178,6 +180,7 @@ def _sweeps(ctx: EmitContext, callees: Callees, args: ArgRecorder) -> list[Node]
     sweep: list[Node] = [Line(f"{counter} += 1"), Line("change = 0.0")]
     for name in tracked:
         sweep.append(Line(f"old_{name}[...] = {_tracked(ctx, name, args)}"))
+    sweep += extrapolation.save_nodes(ctx, args)
     finish = [ctx.expect_line(ctx.var(n), ctx.item, args) for n in kplan.exp_only]
     for name in reversed(plan.locals):
         if name in kplan.implicit:
@@ -192,6 +195,7 @@ def _sweeps(ctx: EmitContext, callees: Callees, args: ArgRecorder) -> list[Node]
                           f"old_{name})"))
     mean = "change" if len(tracked) == 1 else f"change / {len(tracked)}"
     sweep.append(Block(f"if {mean} < local_tol", (Line("break"),)))
+    sweep += extrapolation.step_nodes(ctx, callees, args)
     gathers: list[Node] = [Line(ctx.call(callees, f"gather_{n}", {}, args))
                            for n in kplan.implicit if n in kplan.gathered]
     if gathers and kplan.fast_guard is not None and plan.kept_locals:
