@@ -32,7 +32,7 @@ from .augment_sticks import stick_variables
 from .compiler import Stages, built_model
 from .distributions import JOINT, Q_NAMES, categorical_rows, numeric
 from .errors import CemError
-from .families import CHAIN_FAMILIES
+from .families import CHAIN_FAMILIES, FAMILIES
 from .forward import Evaluator, Layout, Scope, blocks, in_order
 from .model import Model as ModelIR
 from .options import check_options
@@ -209,8 +209,6 @@ def _hypers(model: ModelIR, layout: Layout, given: Mapping[str, Any]) -> dict[st
 
 
 def _q_params(post: Posterior, name: str, family: str) -> tuple[Array, ...]:
-    from .families import FAMILIES
-
     rename = Q_NAMES.get(family, {})
     keys = [f"{name}.{rename.get(p.name, p.name)}" for p in FAMILIES[family].params]
     missing = [k for k in keys if k not in post.params]
@@ -232,7 +230,7 @@ def draw_q(world: World, post: Posterior, names: tuple[str, ...], draws: int,
     its layout...)}; a joint block gives its two members."""
     out: dict[str, Array] = {}
     for name in names:
-        family = world.fitted.var(name).family
+        family = FAMILIES[world.fitted.var(name).family].posterior_family
         params = tuple(np.broadcast_to(p, (draws,) + p.shape)
                        for p in _q_params(post, name, family))
         block = world.fitted.block(name)

@@ -47,6 +47,28 @@ def test_gamma_poisson_replicates_are_negative_binomial():
     _within(x[:, 0], a / b, a / b * (1.0 + 1.0 / b))
 
 
+def test_an_exponential_prior_draws_from_its_gamma_posterior(tmp_path):
+    """q(λ) of an Exponential(2) prior under Poisson data is Gamma(1 + Σx, 2 + N): the draws,
+    the replicates (negative binomial) and the held-out log predictive read that Gamma, not
+    an Exponential of its rate."""
+    from scipy import stats
+
+    path = tmp_path / "expprior.cem"
+    path.write_text("model expprior\ndim N\nlam ~ Exponential(2.0)\n"
+                    "plate obs n in N:\n    observe x[n] ~ Poisson(lam)\n")
+    model = Model(path)
+    x = np.random.default_rng(0).poisson(3, 20)
+    fit = model.fit({"x": x})
+    a, b = 1 + x.sum(), 2 + x.size
+    _within(model.posterior_draws(fit, DRAWS, 0)["lam"], a / b, a / b**2)
+    _within(model.sample_posterior_predictive(fit, DRAWS, 1)["x"][:, 0], a / b,
+            a / b * (1.0 + 1.0 / b))
+    held_out = np.array([1, 3, 8])
+    exact = stats.nbinom(a, b / (b + 1)).logpmf(held_out).mean()
+    score = model.score(fit, {"x": held_out}, draws=20000, seed=0)
+    assert score.log_predictive == pytest.approx(exact, abs=0.01)
+
+
 def test_normal_normal_replicates_are_normal():
     """x_rep[n] ~ Normal(m', 1/t' + 1/τ)."""
     model = Model("normal_normal")

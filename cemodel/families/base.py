@@ -106,11 +106,19 @@ class FamilySpec:
     latent_hint: str = ""
     # what else to write where a latent argument enters a term twice (refused by conjugacy)
     twice_hint: str = ""
+    # the family whose parameters q holds, where it is not this one (an Exponential prior's q
+    # is a Gamma: fit.posterior holds its shape and rate)
+    posterior: str | None = None
 
     def provides(self, stat: str) -> bool:
         """Whether the posterior of a variable with this prior provides E[stat]: the one rule
         by which a term reading a latent variable is accepted (``cemodel.conjugacy``)."""
         return stat in dict(self.stats)
+
+    @property
+    def posterior_family(self) -> str:
+        """The name of the family q takes (its draws, its parameters in fit.posterior)."""
+        return self.posterior or self.name
 
     def fits(self, domain: str) -> bool:
         """Whether every value of this family lies in a parameter ``domain``."""

@@ -9,6 +9,7 @@ SPEC = FamilySpec(
     support="positive",
     event_rank=0,
     variational="gamma",
+    posterior="Gamma",
     stats=(("log", 0), ("value", 0)),
     # log p = log r − r x
     log_density=(
