@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 from scipy.special import logsumexp
 
 from .augment_sticks import stick_variables
@@ -215,7 +216,7 @@ def item_log_likelihood(world: World, plan: ExactPlan, values: dict[str, Array])
     return total
 
 
-def _completion(topic: Any, post: Posterior, heldout: Mapping[str, Any], seed: int,
+def _completion(topic: Any, post: Posterior, world: World, seed: int,
                 max_local_iter: int, local_tol: float) -> float | None:
     """Topic models (``topic``: the roles, ``cemodel.topics.topic_structure``): the mean
     held-out log likelihood per word by document completion."""
@@ -223,10 +224,26 @@ def _completion(topic: Any, post: Posterior, heldout: Mapping[str, Any], seed: i
 
     if topic is None:
         return None
+    topics = topics_from_dirichlet(post.params[f"{topic.topics}.alpha"])
     return completion_log_likelihood_per_word(
-        topics_from_dirichlet(post.params[f"{topic.topics}.alpha"]),
-        topic.alpha_value(post.hypers), heldout[topic.words], seed=seed,
+        topics, topic.alpha_value(post.hypers),
+        _count_matrix(world, topic.words, topics.shape[-1]), seed=seed,
         max_iter=max_local_iter, tol=local_tol)
+
+
+def _count_matrix(world: World, words: str, n_words: int) -> sparse.csr_matrix:
+    """The held-out documents as a documents × words count matrix, read from the bound
+    data, so from any form the data may take (a count matrix, a list of token-id arrays)."""
+    plate = world.model.var(words).plates[-1]
+    ids = np.asarray(world.data[words])
+    if plate in world.layout.ptrs:  # ragged: a bag of words, or token lists
+        ptr, counts = world.layout.ptrs[plate], world.weights[plate]
+    else:  # every document the same number of tokens
+        ptr = np.arange(ids.shape[0] + 1) * ids.shape[1]
+        ids, counts = ids.ravel(), np.ones(ids.size)
+    matrix = sparse.csr_matrix((counts, ids, ptr), shape=(len(ptr) - 1, n_words))
+    matrix.sum_duplicates()
+    return matrix
 
 
 def score(model: Compiled, fit: Any, heldout: Mapping[str, Any], inference: Any,
@@ -239,7 +256,7 @@ def score(model: Compiled, fit: Any, heldout: Mapping[str, Any], inference: Any,
     post = Posterior.of(fit)
     world = World.of(model, post, heldout)
     plan = exact_plan(world)
-    completion = _completion(topic, post, heldout, seed, max_local_iter, local_tol)
+    completion = _completion(topic, post, world, seed, max_local_iter, local_tol)
     n = max(inference.items, 1)
     if isinstance(plan, str):
         return Score(inference.items, inference.elbo / n, None, None, draws, plan, completion)

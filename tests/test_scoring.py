@@ -181,6 +181,11 @@ def test_lda_scores_document_completion_as_evaluation_does():
                                      fit.hypers["alpha"], heldout["w"], seed=4)
     assert score.perplexity == pytest.approx(expected, rel=1e-12)
     assert score.elbo < 0 and score.items == 20
+    # the same documents as lists of token ids (a form the Data section accepts)
+    counts = sparse.csr_matrix(heldout["w"])
+    tokens = [np.repeat(row.indices, row.data.astype(int)) for row in counts]
+    assert model.score(fit, {"w": tokens}, seed=4).perplexity == pytest.approx(expected,
+                                                                               rel=1e-12)
 
 
 TOKEN_MIXTURE = """model tokens
