@@ -95,6 +95,7 @@ def test_lda_streamed_from_every_sparse_format_equals_in_memory(tmp_path, lda, c
     same_fit(memory, streamed, ["beta.alpha", "E[log beta]"])
     assert "theta.alpha" not in streamed.posterior  # one minibatch's locals are not a result
     assert len(streamed.elbo) == 3
+    assert streamed.dims == memory.dims  # every item counted, not the last minibatch's
 
 
 @pytest.mark.parametrize("method, options", [
@@ -144,6 +145,8 @@ def test_gaussian_mixture_from_npy_rows(tmp_path):
     memory = gmm.fit({"x": x}, "svi", **SVI)
     streamed = gmm.fit(source, "svi", **SVI)
     same_fit(memory, streamed, ["mu.mean", "Lambda.scale", "pi.alpha"])
+    assert streamed.dims == memory.dims and streamed.dims["N"] == 180
+    assert gmm.sample_posterior_predictive(streamed, 2, 0)["x"].shape == (2, 180, 2)
 
 
 def test_index_sizes_come_from_the_whole_file(tmp_path):

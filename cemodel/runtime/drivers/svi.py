@@ -255,8 +255,7 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
             lazy.settle(run.lazy, model, run.s)
         if o.on_epoch is not None:
             paused = time.perf_counter()
-            o.on_epoch(epoch, model._result(run.s, run.trace, False, paused - clock,
-                                            items=run.source is None))
+            o.on_epoch(epoch, _result(run, False, paused - clock))
             clock += time.perf_counter() - paused  # not part of the fit's time
         if o.evaluate:
             record_epoch(run, epoch, time.perf_counter() - clock)
@@ -271,12 +270,21 @@ def _loop(run: Run, resume: Any) -> rt.FitResult:
     if average is not None:  # λ ← λ̄, its expectations, and the ELBO there
         average.put()
         record_epoch(run, o.epochs, time.perf_counter() - clock, "the average of the iterates")
-    result = model._result(run.s, run.trace, converged, time.perf_counter() - clock,
-                           items=run.source is None)
+    result = _result(run, converged, time.perf_counter() - clock)
     if o.apply_v or o.effective_batch_size is not None:  # rows whose step was shortened
         result.notes["shortened_steps"] = run.shortened
     if average is not None:
         result.notes["averaged_steps"] = average.count
+    return result
+
+
+def _result(run: Run, converged: bool, seconds: float) -> rt.FitResult:
+    """The fit's result; out of core the globals only, with the number of items the
+    source's (the state is bound to one minibatch)."""
+    result = run.model._result(run.s, run.trace, converged, seconds,
+                               items=run.source is None)
+    if run.source is not None and run.model.ITEM_DIMS:
+        result.dims[run.model.ITEM_DIMS[0]] = run.source.n_items
     return result
 
 
