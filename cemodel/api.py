@@ -316,7 +316,8 @@ class CemEstimator(TransformerMixin, BaseEstimator):
     K : the size of dimension ``K`` (components, topics), given to ``fit`` as ``dims``, so
         every K shares one compiled module; None keeps the model file's default.
     method, local : the global and local step (``Model.fit``).
-    max_iter : iterations (``mf``) or epochs (the stochastic methods); None: the default.
+    max_iter : iterations (``mf``, ``klc``) or epochs (the stochastic methods); None: the
+        default.
     seed : the fit's seed (starts, minibatches); also seeds the perplexity split.
     hypers : hyperparameter values, e.g. ``{"alpha": 0.1}``.
     learn : hyperparameters to set by empirical Bayes, e.g. ``("alpha",)``.
@@ -402,7 +403,8 @@ class CemEstimator(TransformerMixin, BaseEstimator):
         if self.K is not None:
             options["dims"] = {**options.get("dims", {}), "K": int(self.K)}
         if self.max_iter is not None:
-            options["max_iter" if self.method == "mf" else "epochs"] = int(self.max_iter)
+            batch = self.method in ("mf", "klc")  # iterations; the stochastic methods' epochs
+            options["max_iter" if batch else "epochs"] = int(self.max_iter)
         if self.seed is not None:
             options["seed"] = self.seed
         if self.hypers is not None:

@@ -67,6 +67,14 @@ def test_the_package_exports_the_api():
         cemodel.no_such_name  # noqa: B018
 
 
+@pytest.mark.parametrize("method", ["mf", "klc", "svi"])
+def test_estimator_max_iter_is_each_method_s_count(method):
+    """max_iter is the iterations of the batch methods (mf, klc), the epochs of the others."""
+    options = {"batch_size": 10} if method == "svi" else {"tol": 0.0}
+    est = CemEstimator(model="poisson_mixture", method=method, max_iter=3, fit_options=options)
+    assert est.fit(np.random.default_rng(0).poisson(3, 50)).result_.iterations == 3
+
+
 def test_get_params_set_params_clone_round_trip(lda):
     params = dict(model="lda", K=4, method="svi", local="cvb0", max_iter=3, seed=7,
                   hypers={"alpha": 0.5}, learn=("alpha",), settings=None,
