@@ -134,8 +134,12 @@ class Model:
 
     @property
     def item_locals(self) -> tuple[str, ...]:
-        """Locals with one posterior per item of the data plate (LDA: theta; GMM: z)."""
-        return tuple(self.stages.plan.kept_locals)
+        """Locals with one posterior per item of the data plate (LDA: theta; GMM: z), as the
+        model file declares them: not a variable cemodel introduced (a Pólya-Gamma ω,
+        Student-t's precision scale), which is part of the method, not of the model."""
+        from .predictive import declared_kept
+
+        return declared_kept(self.stages.plan)
 
     def stream(self, path: str | Path) -> ItemSource:
         """The data file ``path`` read out of core: ``fit(model.stream(path), method="svi")``

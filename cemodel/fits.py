@@ -67,6 +67,9 @@ class _Posterior:
             return np.asarray(p["dof"])[..., None, None] * p["scale"]
         if "p" in p:  # Bernoulli
             return p["p"]
+        if p:  # a family without a mean here (a Pólya-Gamma ω of the logistic augmentation)
+            raise KeyError(f"no posterior mean of {var!r} (its posterior holds "
+                           f"{', '.join(sorted(p))})")
         raise KeyError(f"no posterior for {var!r}; variables: {', '.join(self.variables)}")
 
 

@@ -114,7 +114,7 @@ class World:
         plan = model.stages.plan
         return cls(declared, model.stages.model, spec, layout,
                    _hypers(declared, layout, post.hypers), arrays, weights,
-                   tuple(plan.globals), _kept(plan))
+                   tuple(plan.globals), declared_kept(plan))
 
     @classmethod
     def bare(cls, model: Compiled, post: Posterior) -> World:
@@ -126,13 +126,13 @@ class World:
         declared = _declared(model)
         plan = model.stages.plan
         return cls(declared, model.stages.model, spec, Layout(declared, sizes, {}), {}, {},
-                   {}, tuple(plan.globals), _kept(plan))
+                   {}, tuple(plan.globals), declared_kept(plan))
 
     def observed(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.model.observed)
 
 
-def _kept(plan) -> tuple[str, ...]:
+def declared_kept(plan: Any) -> tuple[str, ...]:
     """The kept locals the model file declares: a variable cemodel introduced (a Pólya-Gamma
     ω, Student-t's precision scale) is integrated out of the declared model, so the walk
     draws afresh."""

@@ -67,6 +67,21 @@ def test_the_package_exports_the_api():
         cemodel.no_such_name  # noqa: B018
 
 
+def test_item_locals_are_the_declared_ones_not_introduced_ones():
+    """A Pólya-Gamma ω or Student-t's scale is the method's, not a feature of an item."""
+    assert Model("logistic_regression").item_locals == ()
+    assert Model("robust_regression").item_locals == ()
+    assert Model("lda").item_locals == ("theta",)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(80, 2))
+    est = CemEstimator(model="logistic_regression", max_iter=5,
+                       fit_options={"tol": 0.0}).fit({"x": x, "y": (x[:, 0] > 0).astype(int)})
+    with pytest.raises(CemError, match="no local variable per item"):
+        est.transform({"x": x})
+    with pytest.raises(KeyError, match="no posterior mean of 'y_omega'"):
+        est.result_.mean("y_omega")
+
+
 @pytest.mark.parametrize("method", ["mf", "klc", "svi"])
 def test_estimator_max_iter_is_each_method_s_count(method):
     """max_iter is the iterations of the batch methods (mf, klc), the epochs of the others."""
