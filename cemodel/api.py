@@ -179,6 +179,9 @@ class Model:
         """A fit of another model is refused naming both (it surfaced as "unknown
         hyperparameter 'a'"). Sizes are the fit's own (``fit(dims={"K": 3})`` on a model
         whose file says K = 20): they are read from it, not compared."""
+        if not isinstance(fit, FitResult):  # e.g. score's arguments in infer's order
+            raise CemError(f"{what}: expected a fit (from Model.fit or cemodel.load_result), "
+                           f"found {type(fit).__name__}", hint=f"call {_USAGE[what]}")
         other = getattr(fit, "model", None)
         if isinstance(other, Model) and other.stages.model.source.text != (
                 self.stages.model.source.text):
@@ -271,12 +274,24 @@ class Model:
         from .scoring import score
 
         checked_draws(draws, seed)
+        self._check_fit(result, "score")
         if self.data_plate is None:
             raise CemError("score: the model has no data plate, so no held-out items")
         inference = self.infer(heldout, result, max_local_iter=max_local_iter,
                                local_tol=local_tol)
         return score(self, result, heldout, inference, topic_structure(self.stages.model),
                      draws, seed, max_local_iter, local_tol)
+
+
+# how each method that reads a fit takes it (its message when given something else)
+_USAGE = {
+    "infer": "model.infer(data, fit)",
+    "score": "model.score(fit, heldout)",
+    "smoothed_states": "model.smoothed_states(data, fit)",
+    "sample_posterior_predictive": "model.sample_posterior_predictive(fit, draws, seed, "
+                                   "data=...)",
+    "posterior_draws": "model.posterior_draws(fit, draws, seed)",
+}
 
 
 def load_result(path: str | Path, model: Model | str | Path) -> Fit:

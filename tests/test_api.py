@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -252,3 +253,22 @@ def test_a_fit_of_another_model_is_refused_and_sizes_are_the_fit_s(tmp_path):
     raw = Model("poisson_mixture").module.fit({"x": np.arange(60) % 7}, max_iter=5)
     with pytest.raises(CemError, match="hyperparameters .* are not this model's"):
         three.infer({"x": points}, raw)
+
+
+@pytest.mark.parametrize("call, usage", [
+    (lambda m, fit, data: m.infer(fit, data), r"model.infer\(data, fit\)"),
+    (lambda m, fit, data: m.score(data, fit), r"model.score\(fit, heldout\)"),
+    (lambda m, fit, data: m.sample_posterior_predictive(data, 5), "sample_posterior_predictive"),
+    (lambda m, fit, data: m.posterior_draws(data), r"posterior_draws\(fit"),
+])
+def test_arguments_in_the_wrong_order_are_a_clear_error(call, usage):
+    """infer takes (data, fit) and score (fit, heldout): swapped, a dict where the fit
+    belongs was an AttributeError traceback."""
+    from cemodel.errors import CemError
+
+    model = Model("gmm", K=2)
+    data = {"x": _points()}
+    fit = model.fit(data, max_iter=3)
+    with pytest.raises(CemError, match="expected a fit .*found dict") as error:
+        call(model, fit, data)
+    assert re.search(usage, error.value.hint or "")
