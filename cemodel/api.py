@@ -203,13 +203,11 @@ class Model:
         if self.data_plate is None:
             raise CemError("infer: the model has no data plate, so new data has no local "
                            "variables (every latent variable is global)")
+        from .predictive import fit_sizes
+
         module = self.module
-        spec = module.SPEC
-        item_dim = spec["plates"][self.data_plate]["dim"]
         # sizes that do not count items (K, V, features) are the fit's
-        dims = {name: size for name, size in fit.dims.items()
-                if name != item_dim and name in spec["dims"]
-                and spec["dims"][name].get("ragged_over") is None}
+        dims = fit_sizes(module.SPEC, fit.dims, self.data_plate)
         clock = time.perf_counter()
         s = module._prepare(data=data, hypers=fit.hypers, dims=dims, seed=0, init=fit.state,
                             start=None, max_local_iter=max_local_iter, local_tol=local_tol)

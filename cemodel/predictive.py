@@ -31,12 +31,12 @@ import numpy as np
 from .augment_sticks import stick_variables
 from .compiler import Stages, built_model
 from .distributions import JOINT, Q_NAMES, categorical_rows, numeric
-from .errors import CemError
+from .errors import CemDataError, CemError
 from .families import CHAIN_FAMILIES, FAMILIES
 from .forward import Evaluator, Layout, Scope, blocks, in_order
 from .model import Model as ModelIR
 from .options import check_options
-from .runtime.binding import bind_data
+from .runtime.binding import SizesFrom, bind_data
 from .runtime.sticks import weights_of_sticks
 
 Array = np.ndarray
@@ -95,8 +95,10 @@ class World:
         entries (a word and its count) as that many tokens, for drawing."""
         spec = model.module.SPEC
         declared = _declared(model)
-        sizes = _sizes(spec, post, data, model.data_plate)
-        sizes.update(dims or {})
+        if data is not None and not isinstance(data, Mapping):
+            raise CemDataError(f"data: expected a mapping from variable names to arrays, "
+                               f"found {type(data).__name__}")
+        sizes = fit_sizes(spec, post.dims, model.data_plate, data is not None, dims)
         given = {} if data is None else dict(data)
         if data is None:
             _refuse_unsized(spec)
@@ -152,14 +154,17 @@ def _plates(spec: Mapping[str, Any], name: str) -> tuple[str, ...]:
     return ()
 
 
-def _sizes(spec: Mapping[str, Any], post: Posterior, data: Mapping[str, Any] | None,
-           data_plate: str | None) -> dict[str, int]:
-    """The fit's sizes the items share: all of them for the fit's own items (``data`` None),
-    else those that do not count items (as ``Model.infer``)."""
+def fit_sizes(spec: Mapping[str, Any], fit_dims: Mapping[str, int], data_plate: str | None,
+              new_items: bool = True, given: Mapping[str, int] | None = None) -> SizesFrom:
+    """The fit's sizes that items are bound with (``given`` over them): those that do not
+    count items (K, V, features) for new items, all of them for the fit's own; each named
+    as the fit's in binding errors."""
     item_dim = spec["plates"][data_plate]["dim"] if data_plate else None
-    return {name: int(size) for name, size in post.dims.items()
-            if name in spec["dims"] and spec["dims"][name].get("ragged_over") is None
-            and (data is None or name != item_dim)}
+    sizes = {name: int(size) for name, size in fit_dims.items()
+             if name in spec["dims"] and spec["dims"][name].get("ragged_over") is None
+             and not (new_items and name == item_dim)}
+    given = dict(given or {})
+    return SizesFrom({**sizes, **given}, {k: "the fit" for k in sizes if k not in given})
 
 
 def _refuse_unsized(spec: Mapping[str, Any]) -> None:

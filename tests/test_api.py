@@ -255,6 +255,32 @@ def test_a_fit_of_another_model_is_refused_and_sizes_are_the_fit_s(tmp_path):
         three.infer({"x": points}, raw)
 
 
+def test_new_data_that_disagrees_with_the_fit_names_the_fit_not_dims():
+    """Sizes new items are read with are the fit's: an error names the fit, and its hint
+    does not ask to change dims the user never gave (or score does not take)."""
+    from cemodel.errors import CemError
+
+    rng = np.random.default_rng(0)
+    X = rng.poisson(0.8, (40, 30))
+    lda = Model("lda", K=3)
+    fit = lda.fit({"w": X}, max_iter=3)
+    for call in (lambda: lda.infer({"w": X[:5, :-1]}, fit),
+                 lambda: lda.score(fit, {"w": X[:5, :-1]})):
+        with pytest.raises(CemError, match="'V' is 30 from the fit but 29 from data 'w'") as e:
+            call()
+        assert "dims" not in str(e.value.hint) and "V=30" in e.value.hint
+    user, item = rng.integers(0, 6, 60), rng.integers(0, 5, 60)
+    pmf = Model("pmf", K=2)
+    ratings = pmf.fit({"y": rng.normal(size=60), "user": user, "item": item}, max_iter=3)
+    with pytest.raises(CemError, match=r"ids in \[0, U=6\), found 6") as e:
+        pmf.score(ratings, {"y": np.array([0.1]), "user": np.array([6]), "item": np.array([0])})
+    assert "the fit's" in e.value.hint and "dims" not in e.value.hint
+    gmm = Model("gmm", K=2)
+    points = gmm.fit({"x": rng.normal(size=(50, 2))}, max_iter=3)
+    with pytest.raises(CemError, match="data: expected a mapping .* found ndarray"):
+        gmm.sample_posterior_predictive(points, 2, 0, data=rng.normal(size=(5, 2)), new=True)
+
+
 @pytest.mark.parametrize("call, usage", [
     (lambda m, fit, data: m.infer(fit, data), r"model.infer\(data, fit\)"),
     (lambda m, fit, data: m.score(data, fit), r"model.score\(fit, heldout\)"),

@@ -80,6 +80,16 @@ _SIMPLEX_TOL = 1e-6
 # ---------------------------------------------------------------------------------------------
 
 
+class SizesFrom(dict):
+    """Sizes for ``bind_data``'s ``dims`` that say where each came from (``sources``: dim ->
+    "the fit"), so that a disagreement with the data names that, not the user's ``dims``
+    (``Model.infer`` and ``score`` bind new items with the fit's sizes)."""
+
+    def __init__(self, sizes: Mapping[str, int], sources: Mapping[str, str]) -> None:
+        super().__init__(sizes)
+        self.sources = {k: v for k, v in sources.items() if k in self}
+
+
 def bind_data(
     spec: Mapping[str, Any],
     data: Mapping[str, object],
@@ -121,6 +131,8 @@ class _Binder(Readers):
         self.plates: Mapping[str, Mapping[str, Any]] = spec.get("plates", {})
         self.vars = spec_vars(spec)
         self.user_dims = self._read_user_dims(dims)
+        # where a given size came from, where not the user's dims (SizesFrom)
+        self.dim_sources: dict[str, str] = dict(getattr(dims, "sources", {}))
         # dim -> [(size, where it came from)]
         self.found: dict[str, list[tuple[int, str]]] = {}
         # ragged dim -> [(lengths, where they came from)]
@@ -333,7 +345,8 @@ class _Binder(Readers):
             found = self.found.get(name, [])
             default = info.get("default")
             if name in self.user_dims:
-                size, source = self.user_dims[name], f"dims['{name}'] (--set {name}=...)"
+                size = self.user_dims[name]
+                source = self.dim_sources.get(name, f"dims['{name}'] (--set {name}=...)")
             elif found:
                 size, source = found[0]
             elif default is not None:
@@ -353,6 +366,8 @@ class _Binder(Readers):
             for other, other_source in checks:
                 if other != size:
                     hint = (
+                        f"items are read with {source}'s {name}={size}: give data of that size"
+                        if name in self.dim_sources else
                         f"the data has {name}={other}; change or drop dims['{name}']"
                         if name in self.user_dims else
                         f"make them agree, or set the size explicitly with "
@@ -429,6 +444,8 @@ class _Binder(Readers):
                     f"{var.label}: expected category ids in [0, {bound}), found "
                     f"{fmt_value(values[idx])}{where}",
                     hint=None if not isinstance(cats, str) else
+                    f"{cats}={n_cat} is {self.dim_sources[cats]}'s: ids count from 0 and stay "
+                    f"below it" if cats in self.dim_sources else
                     f"ids count from 0; if there are more categories, pass dims={{'{cats}': ...}}",
                 )
         return values
