@@ -113,6 +113,15 @@ def test_a_checkpoint_of_other_options_is_refused(compiled, tmp_path):
     lda.fit(data, max_iter=2, tol=0.0, checkpoint=mf)
     with pytest.raises(CemDataError, match="local_tol 0.001 there, 0.01 here"):
         lda.fit(data, max_iter=4, tol=0.0, local_tol=1e-2, resume=mf)
+    gibbs = tmp_path / "gibbs.ckpt"  # the Gibbs E-step's sweeps and burn-in
+    lda.fit(data, max_iter=2, tol=0.0, local="gibbs", gibbs_sweeps=6, checkpoint=gibbs)
+    for options, named in (({"gibbs_sweeps": 8}, "gibbs_sweeps 6 there, 8 here"),
+                           ({"gibbs_sweeps": 6, "gibbs_burn_in": 2},
+                            "gibbs_burn_in 3 there, 2 here")):
+        with pytest.raises(CemDataError, match=named):
+            lda.fit(data, max_iter=4, tol=0.0, local="gibbs", resume=gibbs, **options)
+    assert len(lda.fit(data, max_iter=4, tol=0.0, local="gibbs", gibbs_sweeps=6,
+                       resume=gibbs).elbo) == 4
     with pytest.raises(CemDataError, match="warm_start False there, True here"):
         lda.fit(data, max_iter=4, tol=0.0, warm_start=True, resume=mf)
     # a hyperparameter given anew was dropped for the checkpoint's, without a word

@@ -63,8 +63,8 @@ def resume(run: Any, path: Any, average: Any) -> tuple[int, bool]:
 
 def trajectory(run: Any) -> dict:
     """What a resumed fit must share with its checkpoint: the options (``svi.Options``) of
-    the step sizes, the minibatch, the kind of step (SSVI-A, SSVI, SVI+) and the local step,
-    and the hyperparameters it was given."""
+    the step sizes, the minibatch, the kind of step (SSVI-A, SSVI, SVI+) and the local step
+    (a Gibbs E-step's sweeps and burn-in too), and the hyperparameters it was given."""
     o = run.o
     annealed = o.effective_batch_size
     options = {"batch_size": o.batch_size, "kappa": o.kappa, "tau": o.tau,
@@ -74,6 +74,8 @@ def trajectory(run: Any) -> dict:
                "ramp": o.ramp, "control_variate": o.control_variate,
                "max_local_iter": o.max_local_iter, "local_tol": o.local_tol,
                "learn": sorted(o.learn), "hypers": run.hypers}
+    if o.local == "gibbs":  # its sweeps and burn-in shape every E-step
+        options.update(gibbs_sweeps=o.gibbs_sweeps, gibbs_burn_in=o.gibbs_burn_in)
     return {k: v.item() if isinstance(v, np.generic) else v for k, v in options.items()}
 
 
