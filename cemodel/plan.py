@@ -125,9 +125,16 @@ def make_plan(analysis: Analysis, collapse: tuple[str, ...] | None = None) -> In
     overrides the model file's ``collapse``); an invalid one is refused with the reason."""
     model = analysis.model
     graph = model_graph(model)
-    order = [n for n in nx.lexicographical_topological_sort(graph)]
     latent_names = [v.name for v in model.latents]
     local_set = {v.name for v in model.latents if model.is_local(v)}
+
+    def scratch_last(name: str) -> tuple[bool, str]:
+        # among locals the graph leaves unordered (co-parents of one factor), the kept ones
+        # first: a sweep runs the reverse, so a scratch local is computed from the kept
+        # locals' start (their prior, or their previous q) and never itself started blind
+        return name in local_set and not _kept(model, name), name
+
+    order = list(nx.lexicographical_topological_sort(graph, key=scratch_last))
     globals_ = tuple(n for n in order if n in latent_names and n not in local_set)
     locals_ = tuple(n for n in order if n in local_set)
     kept = tuple(n for n in locals_ if _kept(model, n))
