@@ -210,6 +210,9 @@ def test_hyper_value_checks_the_domain():
 
     assert hyper_value({"a": 2.0}, "a", 1.0, (), "positive") == 2.0
     assert np.array_equal(hyper_value({}, "W", np.eye(2), (2, 2), "spd"), np.eye(2))
+    assert hyper_value({"p": 0.0}, "p", 1.0, (), "unit") == 0.0  # a probability of 0 is one
+    rows = np.array([[0.2, 0.8], [1.0, 0.0]])
+    assert np.array_equal(hyper_value({"A": rows}, "A", 0.0, (2, 2), "simplex"), rows)
     refused = [
         ({"a": 0.0}, (), "positive", "hyperparameter 'a': expected positive numbers, found 0"),
         ({"a": np.array([1.0, -1.0])}, (2,), "positive", "found -1 at [1]"),
@@ -217,6 +220,10 @@ def test_hyper_value_checks_the_domain():
         ({"a": np.array([[1.0, 2.0], [0.0, 1.0]])}, (2, 2), "spd", "not symmetric"),
         ({"a": 1e-20}, (), "shape", "expected shapes of at least 2.22e-16"),
         ({}, (), "positive", "its default from the model file divides by zero"),
+        ({"a": 1.5}, (), "unit", "expected probabilities (in [0, 1]), found 1.5"),
+        ({"a": np.full(3, 0.5)}, (3,), "simplex", "summing to 1, found a sum of 1.5"),
+        ({"a": np.eye(2) * 0.9}, (2, 2), "simplex", "found a sum of 0.9 (row [0])"),
+        ({"a": np.array([1.2, -0.2])}, (2,), "simplex", "found -0.2 at [1]"),
     ]
     for hypers, shape, domain, text in refused:
         with pytest.raises(CemDataError) as info:

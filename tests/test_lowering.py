@@ -161,6 +161,12 @@ def test_thread_private_arrays():
 def test_hyper_domains():
     assert kplan("gmm").hyper_domains == {"alpha": "shape", "P0": "spd", "nu0": "positive",
                                           "W0": "spd"}
+    known = ("model known\ndim K = 3\ndim N\nhyper p = full(K, 0.5)\nhyper q = 0.5\n"
+             "hyper r = 2.0\nplate comps k in K:\n    mu[k] ~ Normal(0.0, r)\n"
+             "plate items n in N:\n    z[n] ~ Categorical(p)\n"
+             "    observe x[n] ~ Normal(mu[z[n]], 1.0)\n    observe b[n] ~ Bernoulli(q)\n")
+    assert lower(run_stages(known, "known.cem").plan).hyper_domains == {
+        "p": "simplex", "q": "unit", "r": "positive"}
 
 
 def test_seeded_chains():

@@ -520,16 +520,21 @@ def _thread_private(plan: InferencePlan, scratch, product, implicit_plans,
 
 
 # -- hyperparameter domains --------------------------------------------------------------------
+# a hyperparameter read as parameters of several domains is checked in the strictest
+_DOMAIN_RANK = {"positive": 0, "spd": 0, "shape": 1, "unit": 2, "simplex": 2}
+
+
 def _hyper_domains(plan: InferencePlan) -> dict[str, str]:
-    """Hyperparameters used directly as a positive or SPD family parameter: checked to be
-    in that domain when a fit binds them (a Dirichlet concentration of 0, a negative rate)."""
+    """Hyperparameters used directly as a positive, SPD or probability family parameter:
+    checked to be in that domain when a fit binds them (a Dirichlet concentration of 0, a
+    negative rate, probabilities summing to 1.5)."""
     found: dict[str, str] = {}
     for var in plan.model.variables:
         for param, arg in zip(FAMILIES[var.family].params, var.args, strict=True):
             inner = arg.value if isinstance(arg, RRepeat) else arg
-            if isinstance(inner, RHyper) and param.domain in ("positive", "spd"):
+            if isinstance(inner, RHyper) and param.domain in _DOMAIN_RANK:
                 domain = "shape" if param.smallest > 0 else param.domain
-                if found.get(inner.name) != "shape":
+                if _DOMAIN_RANK[domain] >= _DOMAIN_RANK.get(found.get(inner.name), -1):
                     found[inner.name] = domain
             elif param.domain == "positive":  # c · lam: positive only where c is
                 scale = _sole_hyper_factor(plan.model, inner)

@@ -35,8 +35,9 @@ def hyper_value(
     """``hypers[name]`` if given, else ``default`` (a value, or a function that computes it),
     checked finite, of ``shape`` and, when
     ``domain`` is given, in it: ``positive`` (every entry > 0), ``shape`` (positive and at
-    least SHAPE_SMALLEST: a shape held as α − 1) or ``spd`` (a symmetric positive-definite
-    matrix), the domains of the family parameters it is used as.
+    least SHAPE_SMALLEST: a shape held as α − 1), ``spd`` (a symmetric positive-definite
+    matrix), ``unit`` (a probability) or ``simplex`` (probabilities summing to 1), the
+    domains of the family parameters it is used as.
 
     A scalar shape ``()`` returns a Python float; anything else a float64 array. A scalar
     default is broadcast to ``shape`` (a user's value must have the shape exactly).
@@ -87,9 +88,37 @@ def hyper_value(
                 f"{fmt_value(float(np.linalg.eigvalsh(out)[0]))}")
             raise CemDataError(f"{label}: expected a symmetric positive-definite matrix, "
                                f"found {found}")
+    if domain in ("unit", "simplex"):
+        _check_probabilities(label, out, domain)
     if not shape:
         return float(out)
     return out
+
+
+# how far a known probability vector's sum may be from 1 (values typed or saved in decimal)
+SIMPLEX_TOL = 1e-6
+
+
+def _check_probabilities(label: str, out: np.ndarray, domain: str) -> None:
+    """A known probability (``unit``: each entry in [0, 1]) or probability vector
+    (``simplex``: entries ≥ 0 summing to 1 along the last axis, a row each for a matrix):
+    anything else makes the ELBO no bound (a Categorical of p summing to 1.5), so it is
+    refused, not normalised."""
+    bad = (out < 0) | (out > 1) if domain == "unit" else out < 0
+    if bad.any():
+        idx = first_index(bad) if out.ndim else ()
+        at = f" at [{', '.join(map(str, idx))}]" if idx else ""
+        raise CemDataError(f"{label}: expected probabilities (in [0, 1]), found "
+                           f"{fmt_value(out[idx])}{at}")
+    if domain == "simplex" and out.ndim:
+        sums = out.sum(axis=-1)
+        off = np.abs(sums - 1.0) > SIMPLEX_TOL
+        if off.any():
+            idx = first_index(off) if sums.ndim else ()
+            row = f" (row [{', '.join(map(str, idx))}])" if idx else ""
+            raise CemDataError(
+                f"{label}: expected probabilities summing to 1, found a sum of "
+                f"{fmt_value(sums[idx])}{row}", hint="normalise it: p / p.sum(axis=-1)")
 
 
 def check_hyper_names(hypers: Mapping[str, object] | None,
