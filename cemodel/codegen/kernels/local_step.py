@@ -170,6 +170,9 @@ def _sweeps(ctx: EmitContext, callees: Callees, args: ArgRecorder) -> list[Node]
     nodes: list[Node] = []
     starts: list[Node] = []
     for name in kplan.needs_start:
+        if _corner_start_applies(ctx, name):
+            starts += _corner_start(ctx, callees, name, args)
+            continue
         start = ctx.call_update(callees, name, "False", args)
         (starts if name in plan.kept_locals else nodes).append(start)
     if starts:
@@ -213,6 +216,32 @@ def _sweeps(ctx: EmitContext, callees: Callees, args: ArgRecorder) -> list[Node]
         nodes.append(ctx.call_update(callees, name, "True", args,
                                      entropy=_entropy_wanted(ctx, name, args)))
     return nodes
+
+
+def _corner_start_applies(ctx: EmitContext, name: str) -> bool:
+    """The one kept local, a categorical the sweeps read before updating it, beside scratch
+    locals (recomputed from it, as the restart guard does), whose item bound
+    (``item_elbo``) reads its q alone (not a product form's λ or entropy array)."""
+    return (ctx.family(name) == "categorical" and ctx.plan.kept_locals == (name,)
+            and len(ctx.var(name).plates) == 1 and len(ctx.plan.locals) > 1
+            and ctx.kplan.fast_guard is None and name not in ctx.kplan.product_form)
+
+
+def _corner_start(ctx: EmitContext, callees: Callees, name: str,
+                  args: ArgRecorder) -> list[Node]:
+    """q(name = c) ∝ exp(the item's bound with name = c and the other locals at their
+    optimum given c): the softmax of its corners' bounds. From its prior alone, coupled
+    locals (split counts under a mixture's z) settle item by item in a wrong component."""
+    var = ctx.var(name)
+    row = ctx.row_index(var, args)
+    E, lam = args.use(ctx.layout.E(name, "onehot")), args.use(ctx.layout.lam(name, "onehot"))
+    others = [ctx.call_update(callees, n, "True", args)  # the scratch locals, given c
+              for n in reversed(ctx.plan.locals) if n != name]
+    corner = (Line(f"{E}[{row}] = 0.0"), Line(f"{E}[{row}, corner] = 1.0"), *others,
+              Line(f"{lam}[{row}, corner] = " + ctx.call(callees, "item_elbo", {}, args)))
+    return [Block(f"for corner in range({args.use(ctx.categories(var))})", corner,
+                  comment=f"start: q({name}) ∝ exp(the item's bound at each {name})"),
+            Line(f"rt.categorical_expected_stats({lam}[{row}], {E}[{row}])")]
 
 
 def _entropy_wanted(ctx: EmitContext, name: str, args: ArgRecorder) -> str:
