@@ -36,6 +36,7 @@ from .latents import (
     kept,
     latents,
     owner,
+    plate_axes,
     safe_name,
 )
 from .model import Model
@@ -152,11 +153,12 @@ def data_arrays(model: Model, spec: Mapping[str, Any], data: Mapping[str, Any],
             if int(np.prod(value.shape)) > DISCRETE_LIMIT:
                 continue
             value = value.toarray()
+        plates = plate_axes(model, var.plates)
         if isinstance(value, (list, tuple)) and value and np.ndim(value[0]) >= 1:
-            outer, inner = var.plates[0], var.plates[min(1, len(var.plates) - 1)]
+            outer, inner = plates[0], plates[min(1, len(plates) - 1)]
             joined = np.concatenate([np.asarray(v) for v in value])
             # the steps, then the plates inside them (an LDS's outputs y[s, t, j]), then events
-            axes = (inner, *var.plates[2:])[:joined.ndim]
+            axes = (inner, *plates[2:])[:joined.ndim]
             axes += tuple(f"{safe_name(name)}_dim_{k}" for k in range(len(axes), joined.ndim))
             group[name] = (axes, joined)
             groups[2][f"{outer}_index"] = ((inner,), np.repeat(
@@ -164,7 +166,7 @@ def data_arrays(model: Model, spec: Mapping[str, Any], data: Mapping[str, Any],
             continue
         value = np.asarray(value)
         dims = axis_names(model, var, name, value.shape, sizes)
-        counts = tuple(var.plates[:-1]) + event_names(model, var)  # items × categories
+        counts = plates[:-1] + event_names(model, var)  # items × categories
         generic = bool(dims) and dims[0].startswith(safe_name(name) + "_dim_")
         if generic and [sizes.get(d) for d in counts] == list(value.shape):
             dims = counts

@@ -4,7 +4,10 @@ One description serves the ArviZ export, the interval table and saved fits. Axes
 after the model: a variable's plate axes after its plates (``topics``, ``docs``); an event
 axis after the one top-level plate over its dimension, else the dimension (LDA's θ[d] over K
 topics: ``(docs, topics)``; β[k] over V words: ``(topics, V)``; a Wishart's D × D:
-``(D, D_2)``); a literal size or an array that fits none of these, ``NAME_dim_i``.
+``(D, D_2)``); a literal size or an array that fits none of these, ``NAME_dim_i``. A plate
+whose name is also that of a dimension it does not run over, or of a variable or data,
+names its axis ``NAME_plate`` (``plate_axis``): xarray takes one size per axis name, and
+turns a variable named like an axis into that axis's coordinate.
 """
 
 from __future__ import annotations
@@ -61,10 +64,28 @@ class Latent:
         return dict(self.params)
 
 
+def plate_axis(model: Model, name: str) -> str:
+    """The axis name of plate ``name``: its own, or ``NAME_plate`` (repeated until free) when a
+    dimension it does not run over, a variable, data or another plate has it."""
+    dim = model.plate(name).dim
+    taken = ({d.name for d in model.dims if d.name != dim} | {v.name for v in model.variables}
+             | {d.name for d in model.data} | {p.name for p in model.plates if p.name != name})
+    axis = name
+    while axis in taken:
+        axis += "_plate"
+    return axis
+
+
+def plate_axes(model: Model, plates: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(plate_axis(model, p) for p in plates)
+
+
 def dim_sizes(model: Model, dims: Mapping[str, int]) -> dict[str, int]:
-    """The size of every dimension and plate name of ``model`` in a fit with ``dims``."""
+    """The size of every dimension and plate axis (``plate_axis``) of ``model`` in a fit with
+    ``dims``."""
     sizes = {name: int(size) for name, size in dims.items()}
-    sizes.update({p.name: sizes[p.dim] for p in model.plates if p.dim in sizes and not p.ragged})
+    sizes.update({plate_axis(model, p.name): sizes[p.dim] for p in model.plates
+                  if p.dim in sizes and not p.ragged})
     return sizes
 
 
@@ -72,7 +93,7 @@ def _axis_name(model: Model, dim: str | int, var: VarDef, i: int) -> str:
     if isinstance(dim, int):
         return f"{var.name}_dim_{i}"
     top = [p.name for p in model.plates if p.dim == dim and p.parent is None]
-    return top[0] if len(top) == 1 else dim
+    return plate_axis(model, top[0]) if len(top) == 1 else dim
 
 
 def event_names(model: Model, var: VarDef) -> tuple[str, ...]:
@@ -86,7 +107,7 @@ def axis_names(model: Model, var: VarDef | DataDef, key: str, shape: tuple[int, 
                sizes: Mapping[str, int]) -> tuple[str, ...]:
     """Names for the axes of ``key``, an array of variable ``var`` with ``shape``: its plates,
     then its event axes (a matrix parameter of a vector repeats the last, suffixed ``_2``)."""
-    plates = tuple(var.plates[:len(shape)])
+    plates = plate_axes(model, var.plates[:len(shape)])
     event = event_names(model, var) or (None,)
     names: list[str] = list(plates)
     for i in range(len(shape) - len(plates)):
@@ -103,17 +124,22 @@ def axis_names(model: Model, var: VarDef | DataDef, key: str, shape: tuple[int, 
 
 
 def axis_coords(model: Model, coords: Mapping[str, Any]) -> dict[str, Any]:
-    """``coords`` by axis name; labels given for a dimension also label its plates' axes. A
-    name that is no dimension or plate of the model is refused (a typo labels nothing)."""
-    names = [d.name for d in model.dims] + [p.name for p in model.plates]
+    """``coords`` by axis name; labels given for a dimension also label its plates' axes, a
+    plate's label its axis (``plate_axis``; a name both a dimension's and a plate's is the
+    dimension's). A name that is no dimension, plate or axis of the model is refused (a typo
+    labels nothing)."""
+    dims = [d.name for d in model.dims]
+    axes = {p.name: plate_axis(model, p.name) for p in model.plates}
+    names = list(dict.fromkeys(dims + list(axes) + list(axes.values())))
     for key in coords:
         if key not in names:
             raise CemError(f"coords: {key!r} is no dimension or plate of model {model.name}",
                            hint=f"its dimensions and plates: {', '.join(names)}")
-    out = dict(coords)
+    out = {key if key in dims else axes.get(key, key): labels
+           for key, labels in coords.items()}
     for plate in model.plates:
-        if plate.dim in coords and plate.name not in coords:
-            out[plate.name] = coords[plate.dim]
+        if plate.dim in coords and axes[plate.name] not in out:
+            out[axes[plate.name]] = coords[plate.dim]
     return out
 
 
@@ -147,7 +173,7 @@ def latents(model: Model, names: tuple[str, ...], posterior: Mapping[str, np.nda
                    else (("", var),))
         parts = []
         for part, member in members:
-            shape = tuple(sizes.get(p, 0) for p in member.plates) + tuple(
+            shape = tuple(sizes.get(p, 0) for p in plate_axes(model, member.plates)) + tuple(
                 sizes.get(d, d) if isinstance(d, str) else d for d in member.shape)
             parts.append(Part(part, member.name, axis_names(model, member, member.name,
                                                             shape, sizes)))

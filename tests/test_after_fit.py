@@ -251,3 +251,43 @@ def test_stick_breaking_weights_are_drawn_with_their_sticks():
     assert pi.dims == sticks.dims
     np.testing.assert_allclose(pi.sum(pi.dims[-1]), 1.0, rtol=1e-12)
     np.testing.assert_allclose(pi.values[..., 0], sticks.values[..., 0])  # π_1 = v_1
+
+
+PLATE_NAMES = """model clash
+dim K = 3
+dim D
+dim N
+hyper m0 = zeros(D)
+hyper nu0 = D + 2
+
+pi ~ Dirichlet(1.0, K)
+plate pi k in K:
+    mu[k] ~ MultivariateNormal(m0, eye(D) * 0.01)
+    Lambda[k] ~ Wishart(nu0, eye(D))
+
+plate D n in N:
+    z[n] ~ Categorical(pi)
+    observe x[n] ~ MultivariateNormal(mu[z[n]], Lambda[z[n]])
+"""
+
+
+def test_plates_named_like_a_dimension_or_a_variable_get_their_own_axes(tmp_path):
+    """`plate D n in N` beside `dim D`, `plate pi` beside the variable pi: the language takes
+    them, so the export does too, the plates' axes named NAME_plate (xarray wants one size per
+    axis name, and would make the variable pi the coordinate of an axis pi)."""
+    source = tmp_path / "clash.cem"
+    source.write_text(PLATE_NAMES)
+    model = cemodel.Model(source)
+    x = np.random.default_rng(0).normal(size=(40, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = model.fit({"x": x}, max_iter=5)
+    idata = fit.to_arviz(draws=5, seed=0, data={"x": x}, coords={"pi": ["a", "b", "c"]})
+    assert idata.posterior["z"].dims == ("chain", "draw", "D_plate")
+    assert idata.posterior["Lambda"].dims == ("chain", "draw", "pi_plate", "D", "D_2")
+    assert idata.posterior["pi"].dims == ("chain", "draw", "pi_plate")
+    assert list(idata.posterior["pi_plate"].values) == ["a", "b", "c"]
+    assert idata.observed_data["x"].dims == ("D_plate", "D")
+    assert "mu[b, 1]" in fit.summary(coords={"pi": ["a", "b", "c"]}).index
+    saved = cemodel.load_result(fit.save(tmp_path / "fit.nc", draws=5), model)
+    np.testing.assert_array_equal(saved.mean("mu"), fit.mean("mu"))
