@@ -28,8 +28,10 @@ from .augment_sticks import stick_variables
 from .errors import CemError
 from .latents import (
     DISCRETE_LIMIT,
+    AxisLabels,
     Latent,
     axis_coords,
+    axis_labels,
     axis_names,
     dim_sizes,
     event_names,
@@ -81,7 +83,7 @@ def posterior_draws(factors: tuple[Latent, ...], draws: int, rng: np.random.Gene
 
 
 def _dataset(xr: Any, arrays: Mapping[str, tuple[tuple[str, ...], np.ndarray]],
-             coords: Mapping[str, Any], attrs: Mapping[str, Any]) -> Any:
+             coords: Mapping[str, AxisLabels], attrs: Mapping[str, Any]) -> Any:
     ds = xr.Dataset({name: (dims, value) for name, (dims, value) in arrays.items()},
                     attrs=dict(attrs))
     used = {d: n for a in ds.data_vars.values() for d, n in zip(a.dims, a.shape, strict=True)}
@@ -94,18 +96,10 @@ def _unnamed(arrays: Mapping[str, Any]) -> dict[str, tuple[tuple[str, ...], np.n
             for k, v in arrays.items()}
 
 
-def _labels(coords: Mapping[str, Any], dim: str, size: int) -> Any:
-    """The labels of axis ``dim``: coords[dim], or of the dimension it derives from
-    (``V`` for ``V_2``), else 0..size-1; labels of another length are an error."""
-    base = dim.removesuffix("_2")
-    labels = coords.get(dim, coords.get(base))
-    if labels is None:
-        return np.arange(size)
-    labels = np.asarray(labels)
-    if labels.shape != (size,):
-        raise CemError(f"coords[{base!r}]: {labels.shape[0] if labels.ndim else 0} labels "
-                       f"for an axis of {size}")
-    return labels
+def _labels(coords: Mapping[str, AxisLabels], dim: str, size: int) -> np.ndarray:
+    """The labels of axis ``dim`` (``latents.axis_labels``), else 0..size-1."""
+    labels = axis_labels(coords, dim, size)
+    return np.arange(size) if labels is None else labels
 
 
 def named_arrays(model: Model, arrays: Mapping[str, np.ndarray], sizes: Mapping[str, int]

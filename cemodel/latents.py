@@ -123,7 +123,15 @@ def axis_names(model: Model, var: VarDef | DataDef, key: str, shape: tuple[int, 
     return tuple(names)
 
 
-def axis_coords(model: Model, coords: Mapping[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class AxisLabels:
+    """Labels of one axis, with the key of ``coords`` they were given under (errors name it)."""
+
+    key: str
+    values: np.ndarray
+
+
+def axis_coords(model: Model, coords: Mapping[str, Any]) -> dict[str, AxisLabels]:
     """``coords`` by axis name; labels given for a dimension also label its plates' axes, a
     plate's label its axis (``plate_axis``; a name both a dimension's and a plate's is the
     dimension's). A name that is no dimension, plate or axis of the model is refused (a typo
@@ -135,12 +143,26 @@ def axis_coords(model: Model, coords: Mapping[str, Any]) -> dict[str, Any]:
         if key not in names:
             raise CemError(f"coords: {key!r} is no dimension or plate of model {model.name}",
                            hint=f"its dimensions and plates: {', '.join(names)}")
-    out = {key if key in dims else axes.get(key, key): labels
+    out = {key if key in dims else axes.get(key, key): AxisLabels(key, np.asarray(labels))
            for key, labels in coords.items()}
     for plate in model.plates:
         if plate.dim in coords and axes[plate.name] not in out:
-            out[axes[plate.name]] = coords[plate.dim]
+            out[axes[plate.name]] = out[plate.dim]
     return out
+
+
+def axis_labels(coords: Mapping[str, AxisLabels], axis: str, size: int) -> np.ndarray | None:
+    """The labels of ``axis`` of ``size`` (``D_2``: those of ``D``), None when none are given;
+    labels of another length are refused rather than labelling part of the axis."""
+    given = coords.get(axis, coords.get(axis.removesuffix("_2")))
+    if given is None:
+        return None
+    if given.values.shape != (size,):
+        found = (f"{len(given.values)} labels" if given.values.ndim == 1 else
+                 f"an array of shape {given.values.shape}")
+        raise CemError(f"coords[{given.key!r}]: expected {size} labels for axis {axis!r}, "
+                       f"found {found}")
+    return given.values
 
 
 def safe_name(key: str) -> str:

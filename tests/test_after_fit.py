@@ -291,3 +291,17 @@ def test_plates_named_like_a_dimension_or_a_variable_get_their_own_axes(tmp_path
     assert "mu[b, 1]" in fit.summary(coords={"pi": ["a", "b", "c"]}).index
     saved = cemodel.load_result(fit.save(tmp_path / "fit.nc", draws=5), model)
     np.testing.assert_array_equal(saved.mean("mu"), fit.mean("mu"))
+
+
+def test_labels_of_another_length_are_refused_naming_what_was_given():
+    """summary() labelled part of an axis with too few labels; to_arviz named the axis
+    (coords['components']) where the user wrote K. Both refuse, naming the key given."""
+    _, _, fit = _fit("poisson_mixture")
+    k = fit.dims["K"]
+    for call in (fit.summary, lambda **kw: fit.to_arviz(draws=3, seed=0, **kw)):
+        with pytest.raises(CemError) as refused:
+            call(coords={"K": ["low"] * (k - 1)})
+        assert refused.value.message == (
+            f"coords['K']: expected {k} labels for axis 'components', found {k - 1} labels")
+    table = fit.summary(coords={"components": [f"c{i}" for i in range(k)]})
+    assert f"rate[c{k - 1}]" in table.index
