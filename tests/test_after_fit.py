@@ -305,3 +305,38 @@ def test_labels_of_another_length_are_refused_naming_what_was_given():
             f"coords['K']: expected {k} labels for axis 'components', found {k - 1} labels")
     table = fit.summary(coords={"components": [f"c{i}" for i in range(k)]})
     assert f"rate[c{k - 1}]" in table.index
+
+
+def test_exported_data_is_checked_as_the_fit_reads_it(tmp_path):
+    """data= of to_arviz / save(.nc) is read as the fit read it: a masked entry exported
+    missing (NaN), not its hidden value; a misspelled name, another size or text refused; a
+    sparse matrix past 10⁶ cells exported as its stored entries, not left out."""
+    from scipy import sparse
+
+    rng = np.random.default_rng(0)
+    x = rng.poisson(np.array([2.0, 20.0])[rng.choice(2, 100)])
+    masked = np.ma.masked_array(x, mask=np.isin(np.arange(100), [0, 5]))
+    model = cemodel.Model("poisson_mixture", K=2)
+    fit = model.fit({"x": masked}, seed=0, max_iter=5)
+    observed = fit.to_arviz(draws=3, seed=0, data={"x": masked}).observed_data["x"].values
+    assert np.isnan(observed[[0, 5]]).all() and observed[1] == x[1]
+    for data, refused in (({"xx": x}, "unknown data 'xx'; the model expects: x"),
+                          ({"x": x[:10]}, "'N' is 100 from the fit but 10 from data 'x'"),
+                          ({"x": "hello"}, "expected numbers, found text")):
+        with pytest.raises(CemError, match=refused):
+            fit.to_arviz(draws=3, data=data)
+        with pytest.raises(CemError, match=refused):
+            fit.save(tmp_path / "fit.nc", draws=3, data=data)
+    assert not (tmp_path / "fit.nc").exists()
+    w = sparse.random(1001, 1000, density=0.002, random_state=0, format="csr",
+                      data_rvs=lambda n: rng.integers(1, 3, n)).astype(int)
+    lda = cemodel.Model("lda", K=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        entries = lda.fit({"w": w}, seed=0, max_iter=2).to_arviz(
+            draws=2, seed=0, data={"w": w}).observed_data
+    coo = w.tocoo()
+    assert entries["w"].dims == ("w_nonzero",)
+    np.testing.assert_array_equal(entries["w"].values, coo.data)
+    np.testing.assert_array_equal(entries["docs_index"].values, coo.row)
+    np.testing.assert_array_equal(entries["V_index"].values, coo.col)

@@ -85,12 +85,15 @@ def bind_data(
     data: Mapping[str, object],
     dims: Mapping[str, int] | None = None,
     missing: bool = False,
+    dims_of: str | None = None,
 ) -> BoundData:
     """Validate ``data`` against a model's ``SPEC`` and lay it out for the kernels.
 
     ``dims`` overrides the model's default sizes; sizes with no default and not given are
     inferred from the data. ``missing``: the caller handles missing entries (the generated
-    ``_prepare``, ``cemodel.runtime.missing``). See the module docstring for the layout.
+    ``_prepare``, ``cemodel.runtime.missing``). ``dims_of``: whose sizes ``dims`` are
+    (``"the fit"``), named in messages instead of ``dims[...]``, which the user did not give.
+    See the module docstring for the layout.
     """
     from .source import ItemSource
 
@@ -99,12 +102,13 @@ def bind_data(
                            "variants (svi, svi+, ssvi-a, ssvi) only: the batch methods visit "
                            "every item at every iteration",
                            hint="load the data into memory for mf and klc")
-    return _Binder(spec, data, dims or {}, missing).bind()
+    return _Binder(spec, data, dims or {}, missing, dims_of).bind()
 
 
 class _Binder(Readers):
     def __init__(self, spec: Mapping[str, Any], data: Mapping[str, object],
-                 dims: Mapping[str, int], missing: bool = False) -> None:
+                 dims: Mapping[str, int], missing: bool = False,
+                 dims_of: str | None = None) -> None:
         if not isinstance(data, Mapping):
             raise CemDataError(
                 f"expected the data as a mapping from variable names to arrays, found "
@@ -130,6 +134,7 @@ class _Binder(Readers):
         self.sizes: dict[str, int] = {}
         self.lengths: dict[str, np.ndarray] = {}
         self.allow_missing = missing
+        self.dims_of = dims_of
         self.missing: dict[str, np.ndarray] = {}  # observed name -> missing elements
 
     # -- names -------------------------------------------------------------------------------
@@ -333,7 +338,8 @@ class _Binder(Readers):
             found = self.found.get(name, [])
             default = info.get("default")
             if name in self.user_dims:
-                size, source = self.user_dims[name], f"dims['{name}'] (--set {name}=...)"
+                size, source = self.user_dims[name], self.dims_of or (
+                    f"dims['{name}'] (--set {name}=...)")
             elif found:
                 size, source = found[0]
             elif default is not None:
@@ -352,22 +358,24 @@ class _Binder(Readers):
                 checks.append((int(default), "the model's default"))
             for other, other_source in checks:
                 if other != size:
-                    hint = (
-                        f"the data has {name}={other}; change or drop dims['{name}']"
-                        if name in self.user_dims else
-                        f"make them agree, or set the size explicitly with "
-                        f"dims={{'{name}': ...}} (--set {name}=...)"
-                    )
                     raise CemDataError(
                         f"dimension '{name}' is {size} from {source} but {other} from "
                         f"{other_source}",
-                        hint=hint,
+                        hint=self._conflict_hint(name, other),
                     )
             if size < 1:
                 raise CemDataError(
                     f"dimension '{name}' must be at least 1, found {size} from {source}"
                 )
             self.sizes[name] = size
+
+    def _conflict_hint(self, name: str, other: int) -> str | None:
+        if name not in self.user_dims:
+            return (f"make them agree, or set the size explicitly with dims={{'{name}': ...}} "
+                    f"(--set {name}=...)")
+        if self.dims_of:  # the sizes of a fit: the data is another one's, no dims to change
+            return None
+        return f"the data has {name}={other}; change or drop dims['{name}']"
 
     def _resolve_lengths(self) -> None:
         for name, info in self.dim_specs.items():
