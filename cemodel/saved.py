@@ -21,12 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CemError
+from .errors import CemError, did_you_mean
 from .version import __version__
 
 FORMAT_VERSION = 1
 SUFFIXES = (".npz", ".nc")
 META = "cemodel:meta"
+# Fit.save's options past the path: to_arviz's, for an .nc (an .npz has the fit, no draws)
+NC_OPTIONS = ("draws", "seed", "data", "coords", "discrete_locals")
 
 
 def source_hash(text: str) -> str:
@@ -57,6 +59,21 @@ def check_suffix(path: str | Path) -> str:
     return suffix
 
 
+def check_save_options(path: Path, suffix: str, options: Mapping[str, Any]) -> None:
+    """Refuse an option Fit.save does not take, and one its format does not use (an .npz
+    takes none), rather than ignore it."""
+    for name in options:
+        if name not in NC_OPTIONS:
+            raise CemError(f"Fit.save: unknown option {name!r}; it takes the path and, for an "
+                           f".nc, {', '.join(NC_OPTIONS)}",
+                           hint=did_you_mean(name, NC_OPTIONS))
+    if suffix == ".npz" and options:
+        raise CemError(f"Fit.save({path}): {', '.join(options)} "
+                       f"{'applies' if len(options) == 1 else 'apply'} to an .nc (the ArviZ "
+                       f"export), not to an .npz, which holds the fit's arrays only",
+                       hint="save to a path ending in .nc, or leave them out")
+
+
 def npz_bytes(result: Any, meta: Mapping[str, Any]) -> bytes:
     """The .npz of a fit (see the module docstring)."""
     from .arviz_export import stored_name
@@ -79,7 +96,9 @@ def save(path: str | Path, stages: Any, spec: Mapping[str, Any], result: Any,
     from .files import write_bytes
 
     path = Path(path)
-    if check_suffix(path) == ".npz":
+    suffix = check_suffix(path)
+    check_save_options(path, suffix, arviz)
+    if suffix == ".npz":
         write_bytes(path, npz_bytes(result, meta))
         return path
     from .arviz_export import to_inference_data

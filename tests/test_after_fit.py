@@ -340,3 +340,18 @@ def test_exported_data_is_checked_as_the_fit_reads_it(tmp_path):
     np.testing.assert_array_equal(entries["w"].values, coo.data)
     np.testing.assert_array_equal(entries["docs_index"].values, coo.row)
     np.testing.assert_array_equal(entries["V_index"].values, coo.col)
+
+
+def test_save_refuses_options_it_does_not_use(tmp_path):
+    """An .npz ignored draws/data/coords; a misspelled option of an .nc was a TypeError naming
+    an internal function. Both are refused naming the options, the format and Fit.save's."""
+    model, dataset, fit = _fit("beta_bernoulli")
+    with pytest.raises(CemError, match=r"draws, data apply to an \.nc .*not to an \.npz"):
+        fit.save(tmp_path / "fit.npz", draws=3, data=dataset.data)
+    with pytest.raises(CemError) as refused:
+        fit.save(tmp_path / "fit.nc", nsamples=3)
+    assert refused.value.message == (
+        "Fit.save: unknown option 'nsamples'; it takes the path and, for an .nc, draws, seed, "
+        "data, coords, discrete_locals")
+    assert not list(tmp_path.iterdir())
+    assert fit.save(tmp_path / "fit.nc", draws=3, seed=0).is_file()
