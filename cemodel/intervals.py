@@ -107,15 +107,16 @@ def text(table: list[Row], prob: float) -> list[str]:
     return lines
 
 
-def file_factors(variables: tuple[Any, ...], model: Any | None) -> tuple[Latent, ...]:
+def file_factors(variables: tuple[Any, ...], model: Any | None,
+                 recorded: tuple[tuple[str, str, str], ...] = ()) -> tuple[Latent, ...]:
     """The factors of a posterior file (``plots.Posterior.variables``, for ``cemodel
     summarize``): each variable whose family's parameters are all there; a joint block's
-    parts named after its members when the model is given (else ``BLOCK.mean``), and the
-    members themselves left to it."""
-    blocks = {b.name: b for b in (model.blocks if model is not None else ())}
+    parts named after its members, as the model (else the file, ``recorded``: block, mean,
+    precision) names them (else ``BLOCK.mean``), and the members themselves left to it."""
+    blocks = ({b.name: (b.mean.name, b.precision.name) for b in model.blocks}
+              if model is not None else {b: (mean, prec) for b, mean, prec in recorded})
     present = {v.name for v in variables}
-    members = {m.name for name, b in blocks.items() if name in present
-               for m in (b.mean, b.precision)}
+    members = {m for name, names in blocks.items() if name in present for m in names}
     out = []
     for var in variables:
         spec = FAMILIES.get(var.family)
@@ -127,9 +128,7 @@ def file_factors(variables: tuple[Any, ...], model: Any | None) -> tuple[Latent,
         except (KeyError, ValueError, np.linalg.LinAlgError):  # a member's mean only
             continue
         if family.startswith("normal_"):
-            block = blocks.get(var.name)
-            names = ((block.mean.name, block.precision.name) if block is not None else
-                     (f"{var.name}.mean", f"{var.name}.precision"))
+            names = blocks.get(var.name, (f"{var.name}.mean", f"{var.name}.precision"))
             parts = (Part("mean", names[0], ()), Part("precision", names[1], ()))
         else:
             parts = (Part("", var.name, ()),)

@@ -47,6 +47,9 @@ def fit_meta(stages: Any, result: Any, method: str, local: str, seed: Any) -> di
         "iterations": int(result.iterations), "converged": int(bool(result.converged)),
         "seconds": float(result.seconds),
         "dims": json.dumps({k: int(v) for k, v in result.dims.items()}),
+        # a joint block and its members, for a reader without the model (cemodel summarize)
+        "blocks": json.dumps({b.name: [b.mean.name, b.precision.name]
+                              for b in stages.plan.model.blocks}),
     }
 
 
@@ -190,8 +193,23 @@ def posterior_arrays(path: str | Path, hint: str) -> dict[str, np.ndarray]:
         return read_npz(path, "posterior", hint)
     if not path.is_file():
         raise CemError(f"no such posterior file: {path}")
-    _, posterior, _, _, elbo, _ = _read_nc(path)
-    return {"elbo": elbo, **{stored_name(k): v for k, v in posterior.items()}}
+    meta, posterior, _, _, elbo, _ = _read_nc(path)
+    record = json.dumps(meta, default=lambda v: v.item() if hasattr(v, "item") else str(v))
+    return {"elbo": elbo, **{stored_name(k): v for k, v in posterior.items()},
+            META: np.frombuffer(record.encode(), dtype=np.uint8)}
+
+
+def file_blocks(path: str | Path, arrays: Mapping[str, np.ndarray]
+                ) -> tuple[tuple[str, str, str], ...]:
+    """The joint blocks (block, mean member, precision member) the record of a posterior
+    file's ``arrays`` names; none in a file written before cemodel recorded them."""
+    try:
+        meta = json.loads(arrays[META].tobytes().decode()) if META in arrays else {}
+        blocks = json.loads(meta.get("blocks", "{}"))
+        return tuple((str(b), str(mean), str(precision))
+                     for b, (mean, precision) in blocks.items())
+    except (UnicodeDecodeError, ValueError, TypeError, AttributeError) as exc:
+        raise CemError(f"{path}: its '{META}' record is damaged ({exc})") from None
 
 
 def _key(stored: str) -> str:

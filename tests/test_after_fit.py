@@ -355,3 +355,22 @@ def test_save_refuses_options_it_does_not_use(tmp_path):
         "data, coords, discrete_locals")
     assert not list(tmp_path.iterdir())
     assert fit.save(tmp_path / "fit.nc", draws=3, seed=0).is_file()
+
+
+def test_summarize_without_the_model_lists_a_block_once(tmp_path, capsys):
+    """Without --model, a joint block's precision was listed twice (as BLOCK.precision and as
+    its member's own marginal): the file records its blocks, so the table is --model's."""
+    model, dataset, _ = _fit("hierarchical_normal")
+    data = tmp_path / "hn.npz"
+    np.savez(data, **dataset.data)
+    path = str(model.path)
+    tables = []
+    for out in ("fit.npz", "fit.nc"):
+        assert main(["fit", path, "--data", str(data), "--quiet", "--max-iter", "5",
+                     "-o", str(tmp_path / out)]) == 0
+        for extra in ([], ["--model", path]):
+            capsys.readouterr()
+            assert main(["summarize", str(tmp_path / out), *extra]) == 0
+            tables.append(capsys.readouterr().out.split("\nintervals", 1)[1])
+    assert "mu_tau_b" not in tables[0] and tables[0].count("\n  tau_b ") == 1
+    assert tables[0] == tables[1] and tables[2] == tables[3]
