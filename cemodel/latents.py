@@ -7,7 +7,9 @@ topics: ``(docs, topics)``; β[k] over V words: ``(topics, V)``; a Wishart's D �
 ``(D, D_2)``); a literal size or an array that fits none of these, ``NAME_dim_i``. A plate
 whose name is also that of a dimension it does not run over, or of a variable or data,
 names its axis ``NAME_plate`` (``plate_axis``): xarray takes one size per axis name, and
-turns a variable named like an axis into that axis's coordinate.
+turns a variable named like an axis into that axis's coordinate. A plate the compiler
+introduced (a StickBreaking's sticks) takes the axis the model gives its dimension, so the
+weights π[k] share the axis of the components μ[k] (``components``, not ``sticks_pi``).
 """
 
 from __future__ import annotations
@@ -66,8 +68,12 @@ class Latent:
 
 def plate_axis(model: Model, name: str) -> str:
     """The axis name of plate ``name``: its own, or ``NAME_plate`` (repeated until free) when a
-    dimension it does not run over, a variable, data or another plate has it."""
-    dim = model.plate(name).dim
+    dimension it does not run over, a variable, data or another plate has it; that of its
+    dimension (``dim_axis``) for a plate the compiler introduced."""
+    plate = model.plate(name)
+    if plate.introduced:
+        return dim_axis(model, plate.dim)
+    dim = plate.dim
     taken = ({d.name for d in model.dims if d.name != dim} | {v.name for v in model.variables}
              | {d.name for d in model.data} | {p.name for p in model.plates if p.name != name})
     axis = name
@@ -89,11 +95,16 @@ def dim_sizes(model: Model, dims: Mapping[str, int]) -> dict[str, int]:
     return sizes
 
 
-def _axis_name(model: Model, dim: str | int, var: VarDef, i: int) -> str:
-    if isinstance(dim, int):
-        return f"{var.name}_dim_{i}"
-    top = [p.name for p in model.plates if p.dim == dim and p.parent is None]
+def dim_axis(model: Model, dim: str) -> str:
+    """The axis of dimension ``dim``: that of the one top-level plate of the model file over
+    it, else the dimension's name."""
+    top = [p.name for p in model.plates
+           if p.dim == dim and p.parent is None and not p.introduced]
     return plate_axis(model, top[0]) if len(top) == 1 else dim
+
+
+def _axis_name(model: Model, dim: str | int, var: VarDef, i: int) -> str:
+    return f"{var.name}_dim_{i}" if isinstance(dim, int) else dim_axis(model, dim)
 
 
 def event_names(model: Model, var: VarDef) -> tuple[str, ...]:
