@@ -23,25 +23,30 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
 from .augment_sticks import stick_variables
-from .errors import CemError
+from .errors import CemDataError, CemError
 from .latents import (
     DISCRETE_LIMIT,
+    AxisLabels,
     Latent,
     axis_coords,
+    axis_labels,
     axis_names,
     dim_sizes,
     event_names,
     kept,
     latents,
     owner,
+    plate_axes,
     safe_name,
 )
 from .model import Model
 from .options import check_options
 from .plan import InferencePlan
 from .posterior import draw
+from .runtime.binding import SizesFrom, bind_data
 from .runtime.sticks import weights_of_sticks
 
 EXTRA_HINT = "pip install 'cemodel[arviz]' (arviz, xarray and h5netcdf)"
@@ -80,7 +85,7 @@ def posterior_draws(factors: tuple[Latent, ...], draws: int, rng: np.random.Gene
 
 
 def _dataset(xr: Any, arrays: Mapping[str, tuple[tuple[str, ...], np.ndarray]],
-             coords: Mapping[str, Any], attrs: Mapping[str, Any]) -> Any:
+             coords: Mapping[str, AxisLabels], attrs: Mapping[str, Any]) -> Any:
     ds = xr.Dataset({name: (dims, value) for name, (dims, value) in arrays.items()},
                     attrs=dict(attrs))
     used = {d: n for a in ds.data_vars.values() for d, n in zip(a.dims, a.shape, strict=True)}
@@ -93,18 +98,10 @@ def _unnamed(arrays: Mapping[str, Any]) -> dict[str, tuple[tuple[str, ...], np.n
             for k, v in arrays.items()}
 
 
-def _labels(coords: Mapping[str, Any], dim: str, size: int) -> Any:
-    """The labels of axis ``dim``: coords[dim], or of the dimension it derives from
-    (``V`` for ``V_2``), else 0..size-1; labels of another length are an error."""
-    base = dim.removesuffix("_2")
-    labels = coords.get(dim, coords.get(base))
-    if labels is None:
-        return np.arange(size)
-    labels = np.asarray(labels)
-    if labels.shape != (size,):
-        raise CemError(f"coords[{base!r}]: {labels.shape[0] if labels.ndim else 0} labels "
-                       f"for an axis of {size}")
-    return labels
+def _labels(coords: Mapping[str, AxisLabels], dim: str, size: int) -> np.ndarray:
+    """The labels of axis ``dim`` (``latents.axis_labels``), else 0..size-1."""
+    labels = axis_labels(coords, dim, size)
+    return np.arange(size) if labels is None else labels
 
 
 def named_arrays(model: Model, arrays: Mapping[str, np.ndarray], sizes: Mapping[str, int]
@@ -135,40 +132,79 @@ def missing_arrays(missing: Mapping[str, Mapping[str, Any]]
     return out
 
 
+def check_data(spec: Mapping[str, Any], data: Mapping[str, Any], dims: Mapping[str, int]
+               ) -> None:
+    """``data`` read as a fit reads its data (``bind_data``), at the fit's sizes ``dims``: the
+    model's names, every observed variable, values in their supports, missing entries only
+    where the model takes them; anything else refused rather than exported as the fit's."""
+    fixed = {k: v for k, v in dims.items()
+             if k in spec["dims"] and spec["dims"][k].get("ragged_over") is None}
+    try:
+        bind_data(spec, data, SizesFrom(fixed, {k: "the fit" for k in fixed}), missing=True)
+    except CemDataError as exc:
+        raise CemDataError(f"the export's data (the data the fit was fitted to): "
+                           f"{exc.message}", hint=exc.hint) from None
+
+
+def _values(value: Any) -> np.ndarray:
+    """A dense array of ``value``; a missing entry (masked) NaN, as the fit took it (latent)."""
+    if sparse.issparse(value):
+        return value.toarray()
+    if isinstance(value, np.ma.MaskedArray):
+        return np.ma.filled(value.astype(float), np.nan)
+    return np.asarray(value)
+
+
+def _entries(name: str, value: Any, dims: tuple[str, ...]) -> tuple[tuple, dict]:
+    """A sparse matrix too large to export dense as its stored entries (axis NAME_nonzero),
+    with the index of each along the dense axes as coordinates ``AXIS_index``."""
+    coo = sparse.coo_matrix(value)
+    axis = f"{safe_name(name)}_nonzero"
+    index = {f"{dim}_index": ((axis,), where)
+             for dim, where in zip(dims, (coo.row, coo.col), strict=True)}
+    return ((axis,), coo.data), index
+
+
+def _dense_dims(model: Model, var: Any, name: str, shape: tuple[int, ...],
+                sizes: Mapping[str, int]) -> tuple[str, ...]:
+    """The axes of an array of data ``name``: its variable's, or a count matrix's (items ×
+    categories: a categorical over a ragged plate)."""
+    dims = axis_names(model, var, name, shape, sizes)
+    counts = plate_axes(model, var.plates)[:-1] + event_names(model, var)
+    generic = bool(dims) and dims[0].startswith(safe_name(name) + "_dim_")
+    return counts if generic and [sizes.get(d) for d in counts] == list(shape) else dims
+
+
 def data_arrays(model: Model, spec: Mapping[str, Any], data: Mapping[str, Any],
                 sizes: Mapping[str, int]) -> tuple[dict, dict, dict]:
-    """(observed_data, constant_data, index coordinates) of ``data``: a rectangular array
-    gets the axes of its variable (a count matrix of a categorical over a ragged plate: the
-    outer plates and the categories), a sparse matrix its dense form (up to DISCRETE_LIMIT
-    cells), a list of sequences their concatenation along the inner plate, with the outer
-    plate's index of each element as the coordinate ``OUTER_index``."""
+    """(observed_data, constant_data, index coordinates) of ``data`` (checked: ``check_data``):
+    a rectangular array gets the axes of its variable (a count matrix of a categorical over a
+    ragged plate: the outer plates and the categories), its missing entries NaN; a sparse
+    matrix its dense form up to DISCRETE_LIMIT cells, its stored entries past it
+    (``_entries``); a list of sequences their concatenation along the inner plate, with the
+    outer plate's index of each element as the coordinate ``OUTER_index``."""
     groups: tuple[dict, dict, dict] = ({}, {}, {})
     for name, value in data.items():
-        if name not in spec["observed"] and name not in spec["covariates"]:
-            continue
         group = groups[0] if name in spec["observed"] else groups[1]
         var = owner(model, name) if name in spec["observed"] else model.datum(name)
-        if hasattr(value, "toarray"):
-            if int(np.prod(value.shape)) > DISCRETE_LIMIT:
-                continue
-            value = value.toarray()
+        plates = plate_axes(model, var.plates)
         if isinstance(value, (list, tuple)) and value and np.ndim(value[0]) >= 1:
-            outer, inner = var.plates[0], var.plates[min(1, len(var.plates) - 1)]
+            outer, inner = plates[0], plates[min(1, len(plates) - 1)]
             joined = np.concatenate([np.asarray(v) for v in value])
             # the steps, then the plates inside them (an LDS's outputs y[s, t, j]), then events
-            axes = (inner, *var.plates[2:])[:joined.ndim]
+            axes = (inner, *plates[2:])[:joined.ndim]
             axes += tuple(f"{safe_name(name)}_dim_{k}" for k in range(len(axes), joined.ndim))
             group[name] = (axes, joined)
             groups[2][f"{outer}_index"] = ((inner,), np.repeat(
                 np.arange(len(value)), [len(v) for v in value]))
             continue
-        value = np.asarray(value)
-        dims = axis_names(model, var, name, value.shape, sizes)
-        counts = tuple(var.plates[:-1]) + event_names(model, var)  # items × categories
-        generic = bool(dims) and dims[0].startswith(safe_name(name) + "_dim_")
-        if generic and [sizes.get(d) for d in counts] == list(value.shape):
-            dims = counts
-        group[name] = (dims, value)
+        shape = value.shape if sparse.issparse(value) else np.shape(value)
+        dims = _dense_dims(model, var, name, tuple(shape), sizes)
+        if sparse.issparse(value) and int(np.prod(shape)) > DISCRETE_LIMIT:
+            group[name], index = _entries(name, value, dims)
+            groups[2].update(index)
+            continue
+        group[name] = (dims, _values(value))
     return groups
 
 
@@ -203,6 +239,7 @@ def to_inference_data(plan: InferencePlan, spec: Mapping[str, Any], result: Any,
         "hyperparameters": _dataset(xr, _unnamed(result.hypers), {}, {}),
     }
     if data is not None:
+        check_data(spec, data, result.dims)
         observed, constant, index = data_arrays(model, spec, data, sizes)
         groups["observed_data"] = _dataset(xr, observed, coords, {}).assign_coords(index)
         groups["constant_data"] = _dataset(xr, constant, coords, {})

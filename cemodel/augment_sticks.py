@@ -63,7 +63,7 @@ def break_sticks(model: Model) -> Model:
     for var in breaking:
         alpha, dim = _concentration(model, var)
         plate_name = model.fresh_name(f"sticks_{var.name}", taken | {p.name for p in plates})
-        plates.append(PlateDef(plate_name, "k", dim, False, None, var.span))
+        plates.append(PlateDef(plate_name, "k", dim, False, None, var.span, introduced=True))
         name = model.fresh_name(f"{var.name}_sticks", taken | {p.name for p in plates})
         sticks[var.name] = VarDef(name, (plate_name,), "Beta", (RConst(1.0, var.span), alpha),
                                   False, (), None, var.span, var.dist_span)

@@ -406,8 +406,8 @@ def cmd_summarize(args) -> int:
     post, vocab = _posterior(args)
     with np.errstate(all="ignore"):  # an edited posterior's 1e308: inf in the report
         print(summarize(post, vocab, args.top), end="")
-        table = intervals.rows(intervals.file_factors(post.variables, post.model),
-                               args.prob)
+        table = intervals.rows(intervals.file_factors(post.variables, post.model,
+                                                      post.blocks), args.prob)
     if table:
         print(f"\nintervals (mean, sd and the central {args.prob:g} interval of each "
               "scalar marginal of q, closed form):")

@@ -134,14 +134,14 @@ class Fit(FitResult, _Posterior):
                        dim_sizes(plan.model, self.dims))
 
     def save(self, path: str | Path, **arviz: Any) -> Path:
-        """Write the fit to ``path``, ``.npz`` or ``.nc`` (``to_arviz(**arviz)``); read it
-        back with ``cemodel.load_result(path, model)`` (``cemodel.saved``)."""
+        """Write the fit to ``path``, ``.npz`` or ``.nc`` (``to_arviz(**arviz)``: draws, seed,
+        data, coords, discrete_locals; an .npz takes none of them); read it back with
+        ``cemodel.load_result(path, model)`` (``cemodel.saved``)."""
         from .saved import save
 
         model = self._model("save")
         if Path(path).suffix.lower() == ".nc":
-            arviz.setdefault("draws", 1000)
-            arviz.setdefault("seed", None)
+            arviz = {"draws": 1000, "seed": None, **arviz}
         return save(path, model.stages, model.module.SPEC, self, self._meta(), **arviz)
 
     def __repr__(self) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 
 from .errors import CemError
 from .families import FAMILIES
-from .latents import Latent, Part, axis_coords, kept
+from .latents import AxisLabels, Latent, Part, axis_coords, axis_labels, kept
 from .model import Model
 from .posterior import MARGINALS, central_interval, marginals
 
@@ -46,21 +46,19 @@ def check_prob(prob: Any) -> float:
     return float(prob)
 
 
-def _label(name: str, index: tuple[int, ...], dims: tuple[str, ...],
-           coords: Mapping[str, Any]) -> str:
+def _label(name: str, index: tuple[int, ...], labels: list[np.ndarray | None]) -> str:
     if not index:
         return name
-    shown = []
-    for i, dim in zip(index, dims, strict=False):
-        labels = coords.get(dim, coords.get(dim.removesuffix("_2")))
-        shown.append(str(labels[i]) if labels is not None and i < len(labels) else str(i))
-    shown += [str(i) for i in index[len(dims):]]
+    shown = [str(i) if axis is None else str(axis[i])
+             for i, axis in zip(index, labels + [None] * (len(index) - len(labels)),
+                                strict=True)]
     return f"{name}[{', '.join(shown)}]"
 
 
 def rows(factors: tuple[Latent, ...], prob: float, discrete_locals: bool | None = None,
-         coords: Mapping[str, Any] | None = None) -> list[Row]:
-    """One row per scalar marginal of each factor kept (``latents.kept``), in order."""
+         coords: Mapping[str, AxisLabels] | None = None) -> list[Row]:
+    """One row per scalar marginal of each factor kept (``latents.kept``), in order; labels
+    of an axis of another length than ``coords`` gives are refused (``latents.axis_labels``)."""
     prob = check_prob(prob)
     out = []
     for factor in factors:
@@ -71,8 +69,10 @@ def rows(factors: tuple[Latent, ...], prob: float, discrete_locals: bool | None 
             m = parts[part.part]
             low, high = central_interval(m, prob)
             values = np.broadcast_arrays(m.mean, m.sd, low, high)
+            labels = [axis_labels(coords or {}, dim, size)
+                      for dim, size in zip(part.dims, values[0].shape, strict=False)]
             for index in np.ndindex(values[0].shape):
-                out.append(Row(_label(part.name, index, part.dims, coords or {}),
+                out.append(Row(_label(part.name, index, labels),
                                *(float(v[index]) for v in values)))
     return out
 
@@ -107,15 +107,16 @@ def text(table: list[Row], prob: float) -> list[str]:
     return lines
 
 
-def file_factors(variables: tuple[Any, ...], model: Any | None) -> tuple[Latent, ...]:
+def file_factors(variables: tuple[Any, ...], model: Any | None,
+                 recorded: tuple[tuple[str, str, str], ...] = ()) -> tuple[Latent, ...]:
     """The factors of a posterior file (``plots.Posterior.variables``, for ``cemodel
     summarize``): each variable whose family's parameters are all there; a joint block's
-    parts named after its members when the model is given (else ``BLOCK.mean``), and the
-    members themselves left to it."""
-    blocks = {b.name: b for b in (model.blocks if model is not None else ())}
+    parts named after its members, as the model (else the file, ``recorded``: block, mean,
+    precision) names them (else ``BLOCK.mean``), and the members themselves left to it."""
+    blocks = ({b.name: (b.mean.name, b.precision.name) for b in model.blocks}
+              if model is not None else {b: (mean, prec) for b, mean, prec in recorded})
     present = {v.name for v in variables}
-    members = {m.name for name, b in blocks.items() if name in present
-               for m in (b.mean, b.precision)}
+    members = {m for name, names in blocks.items() if name in present for m in names}
     out = []
     for var in variables:
         spec = FAMILIES.get(var.family)
@@ -127,9 +128,7 @@ def file_factors(variables: tuple[Any, ...], model: Any | None) -> tuple[Latent,
         except (KeyError, ValueError, np.linalg.LinAlgError):  # a member's mean only
             continue
         if family.startswith("normal_"):
-            block = blocks.get(var.name)
-            names = ((block.mean.name, block.precision.name) if block is not None else
-                     (f"{var.name}.mean", f"{var.name}.precision"))
+            names = blocks.get(var.name, (f"{var.name}.mean", f"{var.name}.precision"))
             parts = (Part("mean", names[0], ()), Part("precision", names[1], ()))
         else:
             parts = (Part("", var.name, ()),)

@@ -4,7 +4,12 @@ One description serves the ArviZ export, the interval table and saved fits. Axes
 after the model: a variable's plate axes after its plates (``topics``, ``docs``); an event
 axis after the one top-level plate over its dimension, else the dimension (LDA's θ[d] over K
 topics: ``(docs, topics)``; β[k] over V words: ``(topics, V)``; a Wishart's D × D:
-``(D, D_2)``); a literal size or an array that fits none of these, ``NAME_dim_i``.
+``(D, D_2)``); a literal size or an array that fits none of these, ``NAME_dim_i``. A plate
+whose name is also that of a dimension it does not run over, or of a variable or data,
+names its axis ``NAME_plate`` (``plate_axis``): xarray takes one size per axis name, and
+turns a variable named like an axis into that axis's coordinate. A plate the compiler
+introduced (a StickBreaking's sticks) takes the axis the model gives its dimension, so the
+weights π[k] share the axis of the components μ[k] (``components``, not ``sticks_pi``).
 """
 
 from __future__ import annotations
@@ -61,18 +66,45 @@ class Latent:
         return dict(self.params)
 
 
+def plate_axis(model: Model, name: str) -> str:
+    """The axis name of plate ``name``: its own, or ``NAME_plate`` (repeated until free) when a
+    dimension it does not run over, a variable, data or another plate has it; that of its
+    dimension (``dim_axis``) for a plate the compiler introduced."""
+    plate = model.plate(name)
+    if plate.introduced:
+        return dim_axis(model, plate.dim)
+    dim = plate.dim
+    taken = ({d.name for d in model.dims if d.name != dim} | {v.name for v in model.variables}
+             | {d.name for d in model.data} | {p.name for p in model.plates if p.name != name})
+    axis = name
+    while axis in taken:
+        axis += "_plate"
+    return axis
+
+
+def plate_axes(model: Model, plates: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(plate_axis(model, p) for p in plates)
+
+
 def dim_sizes(model: Model, dims: Mapping[str, int]) -> dict[str, int]:
-    """The size of every dimension and plate name of ``model`` in a fit with ``dims``."""
+    """The size of every dimension and plate axis (``plate_axis``) of ``model`` in a fit with
+    ``dims``."""
     sizes = {name: int(size) for name, size in dims.items()}
-    sizes.update({p.name: sizes[p.dim] for p in model.plates if p.dim in sizes and not p.ragged})
+    sizes.update({plate_axis(model, p.name): sizes[p.dim] for p in model.plates
+                  if p.dim in sizes and not p.ragged})
     return sizes
 
 
+def dim_axis(model: Model, dim: str) -> str:
+    """The axis of dimension ``dim``: that of the one top-level plate of the model file over
+    it, else the dimension's name."""
+    top = [p.name for p in model.plates
+           if p.dim == dim and p.parent is None and not p.introduced]
+    return plate_axis(model, top[0]) if len(top) == 1 else dim
+
+
 def _axis_name(model: Model, dim: str | int, var: VarDef, i: int) -> str:
-    if isinstance(dim, int):
-        return f"{var.name}_dim_{i}"
-    top = [p.name for p in model.plates if p.dim == dim and p.parent is None]
-    return top[0] if len(top) == 1 else dim
+    return f"{var.name}_dim_{i}" if isinstance(dim, int) else dim_axis(model, dim)
 
 
 def event_names(model: Model, var: VarDef) -> tuple[str, ...]:
@@ -86,7 +118,7 @@ def axis_names(model: Model, var: VarDef | DataDef, key: str, shape: tuple[int, 
                sizes: Mapping[str, int]) -> tuple[str, ...]:
     """Names for the axes of ``key``, an array of variable ``var`` with ``shape``: its plates,
     then its event axes (a matrix parameter of a vector repeats the last, suffixed ``_2``)."""
-    plates = tuple(var.plates[:len(shape)])
+    plates = plate_axes(model, var.plates[:len(shape)])
     event = event_names(model, var) or (None,)
     names: list[str] = list(plates)
     for i in range(len(shape) - len(plates)):
@@ -102,19 +134,46 @@ def axis_names(model: Model, var: VarDef | DataDef, key: str, shape: tuple[int, 
     return tuple(names)
 
 
-def axis_coords(model: Model, coords: Mapping[str, Any]) -> dict[str, Any]:
-    """``coords`` by axis name; labels given for a dimension also label its plates' axes. A
-    name that is no dimension or plate of the model is refused (a typo labels nothing)."""
-    names = [d.name for d in model.dims] + [p.name for p in model.plates]
+@dataclass(frozen=True)
+class AxisLabels:
+    """Labels of one axis, with the key of ``coords`` they were given under (errors name it)."""
+
+    key: str
+    values: np.ndarray
+
+
+def axis_coords(model: Model, coords: Mapping[str, Any]) -> dict[str, AxisLabels]:
+    """``coords`` by axis name; labels given for a dimension also label its plates' axes, a
+    plate's label its axis (``plate_axis``; a name both a dimension's and a plate's is the
+    dimension's). A name that is no dimension, plate or axis of the model is refused (a typo
+    labels nothing)."""
+    dims = [d.name for d in model.dims]
+    axes = {p.name: plate_axis(model, p.name) for p in model.plates}
+    names = list(dict.fromkeys(dims + list(axes) + list(axes.values())))
     for key in coords:
         if key not in names:
             raise CemError(f"coords: {key!r} is no dimension or plate of model {model.name}",
                            hint=f"its dimensions and plates: {', '.join(names)}")
-    out = dict(coords)
+    out = {key if key in dims else axes.get(key, key): AxisLabels(key, np.asarray(labels))
+           for key, labels in coords.items()}
     for plate in model.plates:
-        if plate.dim in coords and plate.name not in coords:
-            out[plate.name] = coords[plate.dim]
+        if plate.dim in coords and axes[plate.name] not in out:
+            out[axes[plate.name]] = out[plate.dim]
     return out
+
+
+def axis_labels(coords: Mapping[str, AxisLabels], axis: str, size: int) -> np.ndarray | None:
+    """The labels of ``axis`` of ``size`` (``D_2``: those of ``D``), None when none are given;
+    labels of another length are refused rather than labelling part of the axis."""
+    given = coords.get(axis, coords.get(axis.removesuffix("_2")))
+    if given is None:
+        return None
+    if given.values.shape != (size,):
+        found = (f"{len(given.values)} labels" if given.values.ndim == 1 else
+                 f"an array of shape {given.values.shape}")
+        raise CemError(f"coords[{given.key!r}]: expected {size} labels for axis {axis!r}, "
+                       f"found {found}")
+    return given.values
 
 
 def safe_name(key: str) -> str:
@@ -147,7 +206,7 @@ def latents(model: Model, names: tuple[str, ...], posterior: Mapping[str, np.nda
                    else (("", var),))
         parts = []
         for part, member in members:
-            shape = tuple(sizes.get(p, 0) for p in member.plates) + tuple(
+            shape = tuple(sizes.get(p, 0) for p in plate_axes(model, member.plates)) + tuple(
                 sizes.get(d, d) if isinstance(d, str) else d for d in member.shape)
             parts.append(Part(part, member.name, axis_names(model, member, member.name,
                                                             shape, sizes)))

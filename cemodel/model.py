@@ -182,6 +182,8 @@ class PlateDef:
     ragged: bool
     parent: str | None
     span: Span
+    # added by the compiler (a StickBreaking's sticks, ``cemodel.augment_sticks``), not the file's
+    introduced: bool = False
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from .graph_layout import (
 )
 from .model import Model
 from .results import POSTERIOR_HINT, check_numbers, check_params, read_npz
-from .saved import posterior_arrays
+from .saved import file_blocks, posterior_arrays
 
 FORMATS = ("png", "svg", "pdf")
 
@@ -223,6 +223,8 @@ class Posterior:
     arrays: tuple[tuple[str, np.ndarray], ...]  # every array, in file order
     variables: tuple[Variable, ...]
     model: Model | None
+    # joint blocks the file records: (block, mean member, precision member)
+    blocks: tuple[tuple[str, str, str], ...] = ()
 
     def variable(self, name: str) -> Variable:
         for var in self.variables:
@@ -234,7 +236,8 @@ class Posterior:
 def load_posterior(path: str | Path, model: Model | None = None) -> Posterior:
     """Read a posterior .npz or .nc written by ``cemodel fit``; ``model`` names the families."""
     path = Path(path)
-    arrays = tuple((k, v) for k, v in posterior_arrays(path, POSTERIOR_HINT).items()
+    stored = posterior_arrays(path, POSTERIOR_HINT)
+    arrays = tuple((k, v) for k, v in stored.items()
                    if ":" not in k)  # not a saved fit's state:*, hyper:*, cemodel:meta
     for key, value in arrays:
         check_numbers(path, key, value)
@@ -253,7 +256,8 @@ def load_posterior(path: str | Path, model: Model | None = None) -> Posterior:
     elbo = dict(arrays)["elbo"]
     if elbo.ndim != 1 or elbo.size == 0:
         raise CemError(f"{path}: 'elbo' should be a non-empty trace, found shape {elbo.shape}")
-    return Posterior(str(path), elbo.astype(float), arrays, variables, model)
+    return Posterior(str(path), elbo.astype(float), arrays, variables, model,
+                     file_blocks(path, stored))
 
 
 def _variable(path: Path, name: str, params: dict[str, np.ndarray],

@@ -21,12 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CemError
+from .errors import CemError, did_you_mean
 from .version import __version__
 
 FORMAT_VERSION = 1
 SUFFIXES = (".npz", ".nc")
 META = "cemodel:meta"
+# Fit.save's options past the path: to_arviz's, for an .nc (an .npz has the fit, no draws)
+NC_OPTIONS = ("draws", "seed", "data", "coords", "discrete_locals")
 
 
 def source_hash(text: str) -> str:
@@ -45,6 +47,9 @@ def fit_meta(stages: Any, result: Any, method: str, local: str, seed: Any) -> di
         "iterations": int(result.iterations), "converged": int(bool(result.converged)),
         "seconds": float(result.seconds),
         "dims": json.dumps({k: int(v) for k, v in result.dims.items()}),
+        # a joint block and its members, for a reader without the model (cemodel summarize)
+        "blocks": json.dumps({b.name: [b.mean.name, b.precision.name]
+                              for b in stages.plan.model.blocks}),
     }
 
 
@@ -55,6 +60,21 @@ def check_suffix(path: str | Path) -> str:
         found = f"'{suffix}'" if suffix else "no extension"
         raise CemError(f"cannot write {path}: a fit is saved as .npz or .nc, found {found}")
     return suffix
+
+
+def check_save_options(path: Path, suffix: str, options: Mapping[str, Any]) -> None:
+    """Refuse an option Fit.save does not take, and one its format does not use (an .npz
+    takes none), rather than ignore it."""
+    for name in options:
+        if name not in NC_OPTIONS:
+            raise CemError(f"Fit.save: unknown option {name!r}; it takes the path and, for an "
+                           f".nc, {', '.join(NC_OPTIONS)}",
+                           hint=did_you_mean(name, NC_OPTIONS))
+    if suffix == ".npz" and options:
+        raise CemError(f"Fit.save({path}): {', '.join(options)} "
+                       f"{'applies' if len(options) == 1 else 'apply'} to an .nc (the ArviZ "
+                       f"export), not to an .npz, which holds the fit's arrays only",
+                       hint="save to a path ending in .nc, or leave them out")
 
 
 def npz_bytes(result: Any, meta: Mapping[str, Any]) -> bytes:
@@ -79,7 +99,9 @@ def save(path: str | Path, stages: Any, spec: Mapping[str, Any], result: Any,
     from .files import write_bytes
 
     path = Path(path)
-    if check_suffix(path) == ".npz":
+    suffix = check_suffix(path)
+    check_save_options(path, suffix, arviz)
+    if suffix == ".npz":
         write_bytes(path, npz_bytes(result, meta))
         return path
     from .arviz_export import to_inference_data
@@ -171,8 +193,23 @@ def posterior_arrays(path: str | Path, hint: str) -> dict[str, np.ndarray]:
         return read_npz(path, "posterior", hint)
     if not path.is_file():
         raise CemError(f"no such posterior file: {path}")
-    _, posterior, _, _, elbo, _ = _read_nc(path)
-    return {"elbo": elbo, **{stored_name(k): v for k, v in posterior.items()}}
+    meta, posterior, _, _, elbo, _ = _read_nc(path)
+    record = json.dumps(meta, default=lambda v: v.item() if hasattr(v, "item") else str(v))
+    return {"elbo": elbo, **{stored_name(k): v for k, v in posterior.items()},
+            META: np.frombuffer(record.encode(), dtype=np.uint8)}
+
+
+def file_blocks(path: str | Path, arrays: Mapping[str, np.ndarray]
+                ) -> tuple[tuple[str, str, str], ...]:
+    """The joint blocks (block, mean member, precision member) the record of a posterior
+    file's ``arrays`` names; none in a file written before cemodel recorded them."""
+    try:
+        meta = json.loads(arrays[META].tobytes().decode()) if META in arrays else {}
+        blocks = json.loads(meta.get("blocks", "{}"))
+        return tuple((str(b), str(mean), str(precision))
+                     for b, (mean, precision) in blocks.items())
+    except (UnicodeDecodeError, ValueError, TypeError, AttributeError) as exc:
+        raise CemError(f"{path}: its '{META}' record is damaged ({exc})") from None
 
 
 def _key(stored: str) -> str:

@@ -251,3 +251,126 @@ def test_stick_breaking_weights_are_drawn_with_their_sticks():
     assert pi.dims == sticks.dims
     np.testing.assert_allclose(pi.sum(pi.dims[-1]), 1.0, rtol=1e-12)
     np.testing.assert_allclose(pi.values[..., 0], sticks.values[..., 0])  # π_1 = v_1
+
+
+PLATE_NAMES = """model clash
+dim K = 3
+dim D
+dim N
+hyper m0 = zeros(D)
+hyper nu0 = D + 2
+
+pi ~ Dirichlet(1.0, K)
+plate pi k in K:
+    mu[k] ~ MultivariateNormal(m0, eye(D) * 0.01)
+    Lambda[k] ~ Wishart(nu0, eye(D))
+
+plate D n in N:
+    z[n] ~ Categorical(pi)
+    observe x[n] ~ MultivariateNormal(mu[z[n]], Lambda[z[n]])
+"""
+
+
+def test_plates_named_like_a_dimension_or_a_variable_get_their_own_axes(tmp_path):
+    """`plate D n in N` beside `dim D`, `plate pi` beside the variable pi: the language takes
+    them, so the export does too, the plates' axes named NAME_plate (xarray wants one size per
+    axis name, and would make the variable pi the coordinate of an axis pi)."""
+    source = tmp_path / "clash.cem"
+    source.write_text(PLATE_NAMES)
+    model = cemodel.Model(source)
+    x = np.random.default_rng(0).normal(size=(40, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = model.fit({"x": x}, max_iter=5)
+    idata = fit.to_arviz(draws=5, seed=0, data={"x": x}, coords={"pi": ["a", "b", "c"]})
+    assert idata.posterior["z"].dims == ("chain", "draw", "D_plate")
+    assert idata.posterior["Lambda"].dims == ("chain", "draw", "pi_plate", "D", "D_2")
+    assert idata.posterior["pi"].dims == ("chain", "draw", "pi_plate")
+    assert list(idata.posterior["pi_plate"].values) == ["a", "b", "c"]
+    assert idata.observed_data["x"].dims == ("D_plate", "D")
+    assert "mu[b, 1]" in fit.summary(coords={"pi": ["a", "b", "c"]}).index
+    saved = cemodel.load_result(fit.save(tmp_path / "fit.nc", draws=5), model)
+    np.testing.assert_array_equal(saved.mean("mu"), fit.mean("mu"))
+
+
+def test_labels_of_another_length_are_refused_naming_what_was_given():
+    """summary() labelled part of an axis with too few labels; to_arviz named the axis
+    (coords['components']) where the user wrote K. Both refuse, naming the key given."""
+    _, _, fit = _fit("poisson_mixture")
+    k = fit.dims["K"]
+    for call in (fit.summary, lambda **kw: fit.to_arviz(draws=3, seed=0, **kw)):
+        with pytest.raises(CemError) as refused:
+            call(coords={"K": ["low"] * (k - 1)})
+        assert refused.value.message == (
+            f"coords['K']: expected {k} labels for axis 'components', found {k - 1} labels")
+    table = fit.summary(coords={"components": [f"c{i}" for i in range(k)]})
+    assert f"rate[c{k - 1}]" in table.index
+
+
+def test_exported_data_is_checked_as_the_fit_reads_it(tmp_path):
+    """data= of to_arviz / save(.nc) is read as the fit read it: a masked entry exported
+    missing (NaN), not its hidden value; a misspelled name, another size or text refused; a
+    sparse matrix past 10⁶ cells exported as its stored entries, not left out."""
+    from scipy import sparse
+
+    rng = np.random.default_rng(0)
+    x = rng.poisson(np.array([2.0, 20.0])[rng.choice(2, 100)])
+    masked = np.ma.masked_array(x, mask=np.isin(np.arange(100), [0, 5]))
+    model = cemodel.Model("poisson_mixture", K=2)
+    fit = model.fit({"x": masked}, seed=0, max_iter=5)
+    observed = fit.to_arviz(draws=3, seed=0, data={"x": masked}).observed_data["x"].values
+    assert np.isnan(observed[[0, 5]]).all() and observed[1] == x[1]
+    for data, refused in (({"xx": x}, "unknown data 'xx'; the model expects: x"),
+                          ({"x": x[:10]}, "'N' is 100 from the fit but 10 from data 'x'"),
+                          ({"x": "hello"}, "expected numbers, found text")):
+        with pytest.raises(CemError, match=refused):
+            fit.to_arviz(draws=3, data=data)
+        with pytest.raises(CemError, match=refused):
+            fit.save(tmp_path / "fit.nc", draws=3, data=data)
+    assert not (tmp_path / "fit.nc").exists()
+    w = sparse.random(1001, 1000, density=0.002, random_state=0, format="csr",
+                      data_rvs=lambda n: rng.integers(1, 3, n)).astype(int)
+    lda = cemodel.Model("lda", K=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        entries = lda.fit({"w": w}, seed=0, max_iter=2).to_arviz(
+            draws=2, seed=0, data={"w": w}).observed_data
+    coo = w.tocoo()
+    assert entries["w"].dims == ("w_nonzero",)
+    np.testing.assert_array_equal(entries["w"].values, coo.data)
+    np.testing.assert_array_equal(entries["docs_index"].values, coo.row)
+    np.testing.assert_array_equal(entries["V_index"].values, coo.col)
+
+
+def test_save_refuses_options_it_does_not_use(tmp_path):
+    """An .npz ignored draws/data/coords; a misspelled option of an .nc was a TypeError naming
+    an internal function. Both are refused naming the options, the format and Fit.save's."""
+    model, dataset, fit = _fit("beta_bernoulli")
+    with pytest.raises(CemError, match=r"draws, data apply to an \.nc .*not to an \.npz"):
+        fit.save(tmp_path / "fit.npz", draws=3, data=dataset.data)
+    with pytest.raises(CemError) as refused:
+        fit.save(tmp_path / "fit.nc", nsamples=3)
+    assert refused.value.message == (
+        "Fit.save: unknown option 'nsamples'; it takes the path and, for an .nc, draws, seed, "
+        "data, coords, discrete_locals")
+    assert not list(tmp_path.iterdir())
+    assert fit.save(tmp_path / "fit.nc", draws=3, seed=0).is_file()
+
+
+def test_summarize_without_the_model_lists_a_block_once(tmp_path, capsys):
+    """Without --model, a joint block's precision was listed twice (as BLOCK.precision and as
+    its member's own marginal): the file records its blocks, so the table is --model's."""
+    model, dataset, _ = _fit("hierarchical_normal")
+    data = tmp_path / "hn.npz"
+    np.savez(data, **dataset.data)
+    path = str(model.path)
+    tables = []
+    for out in ("fit.npz", "fit.nc"):
+        assert main(["fit", path, "--data", str(data), "--quiet", "--max-iter", "5",
+                     "-o", str(tmp_path / out)]) == 0
+        for extra in ([], ["--model", path]):
+            capsys.readouterr()
+            assert main(["summarize", str(tmp_path / out), *extra]) == 0
+            tables.append(capsys.readouterr().out.split("\nintervals", 1)[1])
+    assert "mu_tau_b" not in tables[0] and tables[0].count("\n  tau_b ") == 1
+    assert tables[0] == tables[1] and tables[2] == tables[3]

@@ -345,3 +345,25 @@ def test_draws_of_the_sticks_break_into_weights_that_sum_to_one():
     expected = mean * np.concatenate(([1.0], np.cumprod(1.0 - mean[:-1])))
     expected[-1] = np.prod(1.0 - mean[:-1])
     np.testing.assert_allclose(pi.mean(axis=0), expected, atol=3e-3)
+
+
+def test_weights_share_the_axis_of_the_components(clusters):
+    """The sticks run over K in a plate cemodel introduced (sticks_pi); exported, the weights
+    pi[k], their sticks and the components mu[k] share the model's axis over K (components),
+    and labels given for K label all three."""
+    pytest.importorskip("arviz")
+    import warnings
+
+    import cemodel
+
+    x, _ = clusters
+    model = cemodel.Model("dp_gmm", K=K)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a short fit may not converge
+        fit = model.fit({"x": x}, seed=0, max_iter=20)
+    labels = [f"c{k}" for k in range(K)]
+    posterior = fit.to_arviz(draws=5, seed=0, coords={"K": labels}).posterior
+    assert posterior["pi"].dims == posterior["pi_sticks"].dims == ("chain", "draw", "components")
+    assert posterior["mu"].dims[2] == "components"
+    assert list(posterior["components"].values) == labels
+    assert {"pi_sticks[c3]", "mu[c3, 0]"} <= set(fit.summary(coords={"K": labels}).index)
