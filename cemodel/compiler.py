@@ -56,11 +56,20 @@ class Stages:
 def read_source(path: str | Path) -> tuple[str, str]:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise CemError(f"no such model file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise CemError(f"cannot read model file {path}: {exc}") from None
+    try:
+        text = data.decode("utf-8-sig")  # an editor's byte-order mark is not part of the text
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise CemError(f"{path.name}:{line}:{column}: the model file is not UTF-8 (byte "
+                       f"0x{data[exc.start]:02x})",
+                       hint="save it as UTF-8 (names are ASCII; comments may be any text)"
+                       ) from None
     return text, path.name
 
 

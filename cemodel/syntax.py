@@ -321,10 +321,12 @@ def parse(text: str, filename: str = "<model>") -> Program:
                 found = "end of line"
             else:
                 found = repr(str(tok))
+        hint = _hint_for_token(tok, set(exc.expected))
+        if tok.type == "_INDENT":
+            hint = _mixed_indentation(source.text) or hint
         raise CemSyntaxError(
             f"unexpected {found}; expected {_describe_expected(set(exc.expected))}",
-            span, source,
-            hint=_hint_for_token(tok, set(exc.expected)),
+            span, source, hint=hint,
         ) from None
     except lark.exceptions.UnexpectedEOF as exc:
         _raise_if_unclosed(source, None)
@@ -336,7 +338,8 @@ def parse(text: str, filename: str = "<model>") -> Program:
         line = _find_bad_dedent(source.text)
         raise CemSyntaxError(
             "this line's indentation matches no enclosing block", Span(line, 1, line, 2), source,
-            hint="indent it exactly as far as the statements of the block it belongs to",
+            hint=_mixed_indentation(source.text)
+            or "indent it exactly as far as the statements of the block it belongs to",
         ) from None
     _check_name_lengths(tree, source)
     try:
@@ -373,7 +376,23 @@ def _check_name_lengths(tree: lark.Tree, source: Source) -> None:
                  "names, and a file name is at most 255 bytes: shorten it")
 
 
+def _mixed_indentation(text: str) -> str | None:
+    """Where the lines are indented with tabs and with spaces (a tab counts as 8 columns, so
+    a block can look aligned and not be), the first line with a tab."""
+    indents = [(n, line[:len(line) - len(line.lstrip(" \t"))])
+               for n, line in enumerate(_lines(text), 1) if line.strip()]
+    tabbed = [n for n, indent in indents if "\t" in indent]
+    if tabbed and any(" " in indent for _, indent in indents):
+        return (f"tabs and spaces are mixed in the indentation (line {tabbed[0]} has a tab, "
+                "which counts as 8 columns): indent with spaces only")
+    return None
+
+
 def _hint_for_character(char: str) -> str | None:
+    if char == "\ufeff":
+        return "a byte-order mark (U+FEFF) inside the text: remove it"
+    if char.isidentifier() and not char.isascii():
+        return "names are ASCII: letters a-z and A-Z, digits and '_'"
     if char in "{}":
         return "blocks are written with ':' and indentation, as in Python"
     if char == ";":

@@ -42,6 +42,12 @@ CASES = [
     ("plate-without-its-name",
      src(*HEAD, "p ~ Beta(1, 1)", "plate n in N:", "    observe x[n] ~ Bernoulli(p)"),
      CemSyntaxError, 4, 12, "unexpected 'N'", "'plate NAME i in K:'"),
+    ("tabs-mixed-with-spaces",  # a tab is 8 columns: the body looked aligned, and was not
+     src(*HEAD, *BB, "\tobserve y[n] ~ Bernoulli(p)"),
+     CemSyntaxError, 6, 2, "unexpected indentation", "tabs and spaces are mixed"),
+    ("a-non-ascii-name",
+     src(*HEAD, "μ ~ Beta(1, 1)", *BB[1:]),
+     CemSyntaxError, 3, 1, "unexpected character 'μ'", "names are ASCII"),
     ("equals-instead-of-tilde",
      src(*HEAD, "p = Beta(1, 1)", *BB[1:]),
      CemSyntaxError, 3, 3, "unexpected '='", "use '~'"),
@@ -338,6 +344,22 @@ def test_non_conjugate_message_names_variable_edge_and_remedy():
     assert "mu -> y" in exc.message
     assert "Gamma" in exc.message
     assert exc.hint is not None and "Normal" in exc.hint and "'mu'" in exc.hint
+
+
+def test_a_file_s_encoding_is_read_or_located(tmp_path):
+    """An editor's UTF-8 byte-order mark is not part of the text; a file in another encoding
+    is refused at the line and column of its first byte that is not UTF-8."""
+    from cemodel.compiler import read_source
+
+    text = src(*HEAD, *BB)
+    bom = tmp_path / "bom.cem"
+    bom.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert read_source(bom) == (text, "bom.cem")
+    latin = tmp_path / "latin.cem"
+    latin.write_bytes(src(*HEAD, "p ~ Beta(1, 1)  # caf\xe9", *BB[1:]).encode("latin-1"))
+    with pytest.raises(CemError, match=r"latin.cem:3:22: the model file is not UTF-8 \(byte "
+                                       r"0xe9\)"):
+        read_source(latin)
 
 
 def test_errors_are_source_errors_with_the_file_name():
