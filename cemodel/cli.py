@@ -15,7 +15,7 @@ import numpy as np
 
 from .cli_parser import build_parser
 from .errors import CemError, CemInternalError
-from .files import CemCacheWarning
+from .files import CemCacheWarning, refuse_overwriting
 
 GRAPH_SUFFIXES = (".png", ".svg", ".pdf", ".dot")
 
@@ -50,9 +50,9 @@ def cmd_compile(args) -> int:
 
         print(dump_kernel_plan(lower(stages.plan)), end="")
         return 0
-    source = generate(stages)
     out = Path(args.output or f"{stages.model.name}_vi.py")
-    write_text(out, source)
+    refuse_overwriting([("-o", out)], [("the model file", args.model)])
+    write_text(out, generate(stages))
     print(f"wrote {out}")
     return 0
 
@@ -76,6 +76,11 @@ def cmd_fit(args) -> int:
 
     stages = _stages(args) if args.method in DRIVERS else None
     _check_fit_args(args, stages)
+    out = Path(args.output or f"{stages.model.name}_posterior.npz")
+    refuse_overwriting([("-o", out), ("--checkpoint", args.checkpoint)],
+                       [("the model file", args.model), ("--data", args.data)])
+    # a resumed fit rewrites its own checkpoint (atomically, after reading it): -o may not
+    refuse_overwriting([("-o", out)], [("--resume", args.resume)])
     module = compile_stages(stages)
     if args.stream:  # read a minibatch at a time from disk
         from .streaming import open_model_source
@@ -86,7 +91,6 @@ def cmd_fit(args) -> int:
     # a dimension given with --set is the user's: a conflict with the data names --set
     settings = parse_settings(args.set)
     dims = {d.name: d.default for d in stages.model.dims if d.name in settings}
-    out = Path(args.output or f"{stages.model.name}_posterior.npz")
     if out.suffix.lower() == ".nc":  # refused before the fit when the extra is missing
         from .arviz_export import import_arviz
 
@@ -325,6 +329,7 @@ def cmd_graph(args) -> int:
     model = built_model(text, filename, parse_settings(args.set))
     if not args.output:
         out, fmt = Path(f"{model.name}_graph.png"), "png"
+    refuse_overwriting([("-o", out)], [("the model file", args.model)])
     collapsed: tuple[str, ...] = ()
     try:  # the KLC collapse set, drawn dashed, where the model's plan has one
         plan = _stages(args).plan
@@ -364,6 +369,8 @@ def cmd_plot(args) -> int:
 
     target = args.output or str(Path(args.posterior).with_suffix(".png"))
     out, fmt = _output(target, tuple(f".{f}" for f in FORMATS), "cemodel plot")
+    refuse_overwriting([("-o", out)], [("the posterior", args.posterior), ("--model", args.model),
+                                       ("--data", args.data), ("--vocab", args.vocab)])
     post, vocab = _posterior(args)
     points = load_points(args.data, post) if args.data else None
     try:
@@ -388,6 +395,8 @@ def cmd_predict(args) -> int:
 
     out, _ = _output(args.output or f"{Path(args.model).stem}_predictive.npz", (".npz",),
                      "cemodel predict")
+    refuse_overwriting([("-o", out)], [("the model file", args.model), ("the fit", args.fit),
+                                       ("the data", args.data)])
     model = Model(args.model, **parse_settings(args.set))
     posterior = load_posterior(args.fit, model.stages.model)
     data = load_data(args.data, model.module.SPEC)
