@@ -88,23 +88,26 @@ def apply_settings(model: Model, settings: dict[str, float]) -> Model:
         return model
     dims = {d.name: d for d in model.dims}
     hypers = {h.name: h for h in model.hypers}
+    applied: dict[str, float | int] = {}
     for name, value in settings.items():
         if name in dims:
             if dims[name].ragged_over is not None:
                 raise CemError(f"--set {name}: ragged dimension '{name}' comes from the data")
-            dims[name] = replace(dims[name], default=check_setting(name, value, dimension=True))
+            applied[name] = check_setting(name, value, dimension=True)
+            dims[name] = replace(dims[name], default=applied[name])
         elif name in hypers:
             if hypers[name].shape != ():
                 raise CemError(f"--set {name}: only scalar hyperparameters can be set here; "
                                "pass vectors through the Python API (hypers=...)")
-            number = check_setting(name, value, dimension=False)
-            hypers[name] = replace(hypers[name], value=RConst(number, Span(0, 0, 0, 0)))
+            applied[name] = check_setting(name, value, dimension=False)
+            hypers[name] = replace(hypers[name], value=RConst(applied[name], Span(0, 0, 0, 0)))
         else:
             from .errors import did_you_mean
 
             raise CemError(f"--set {name}: the model has no dimension or hyperparameter "
                            f"'{name}'", hint=did_you_mean(name, list(dims) + list(hypers)))
-    return replace(model, dims=tuple(dims.values()), hypers=tuple(hypers.values()))
+    return replace(model, dims=tuple(dims.values()), hypers=tuple(hypers.values()),
+                   settings=tuple(applied.items()))
 
 
 @contextmanager

@@ -85,6 +85,22 @@ def test_compile_set_changes_the_default(tmp_path, capsys):
     assert module.SPEC["dims"]["K"]["default"] == 7
 
 
+def test_the_header_regenerates_the_module_with_its_settings(tmp_path, monkeypatch, capsys):
+    """The header said `cemodel compile gmm.cem` of a module compiled with --set K=3: run as
+    written it gave K = 5. The command it gives now writes the very same module."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gmm.cem").write_text(GMM.read_text())
+    assert main(["compile", "gmm.cem", "-o", "first.py", "--set", "K=3.0", "--set",
+                 "alpha=0.25"]) == 0
+    first = (tmp_path / "first.py").read_text()
+    line = next(ln for ln in first.splitlines() if ln.startswith("Regenerate with"))
+    command = line.split("`")[1]
+    assert command == "cemodel compile gmm.cem --set K=3 --set alpha=0.25"
+    assert main([*command.split()[1:], "-o", "again.py"]) == 0
+    assert (tmp_path / "again.py").read_text() == first
+    capsys.readouterr()
+
+
 def test_compile_default_output_name(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["compile", str(BETA_BERNOULLI)]) == 0
