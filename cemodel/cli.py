@@ -44,17 +44,22 @@ def cmd_compile(args) -> int:
     from .files import write_text
 
     stages = _stages(args)
-    if args.dump == "kernel-plan":
-        from .codegen.dump import dump_kernel_plan
-        from .codegen.lowering import lower
-
-        print(dump_kernel_plan(lower(stages.plan)), end="")
+    if args.dump == "kernel-plan" and not args.output:
+        print(_kernel_plan(stages), end="")
         return 0
     out = Path(args.output or f"{stages.model.name}_vi.py")
     refuse_overwriting([("-o", out)], [("the model file", args.model)])
-    write_text(out, generate(stages))
+    write_text(out, _kernel_plan(stages) if args.dump == "kernel-plan" else generate(stages))
     print(f"wrote {out}")
     return 0
+
+
+def _kernel_plan(stages) -> str:
+    """``compile --dump kernel-plan``: every decision behind the kernels, as text."""
+    from .codegen.dump import dump_kernel_plan
+    from .codegen.lowering import lower
+
+    return dump_kernel_plan(lower(stages.plan))
 
 
 def _fit_summary(args, method, result, stages) -> str:
@@ -73,12 +78,14 @@ def cmd_fit(args) -> int:
     from .compiler import compile_stages, parse_settings
     from .data import load_data
     from .runtime.drivers import DRIVERS
+    from .saved import check_suffix
 
     stages = _stages(args) if args.method in DRIVERS else None
     _check_fit_args(args, stages)
     out = Path(args.output or f"{stages.model.name}_posterior.npz")
     refuse_overwriting([("-o", out), ("--checkpoint", args.checkpoint)],
                        [("the model file", args.model), ("--data", args.data)])
+    check_suffix(out)  # any other name would hold an .npz
     # a resumed fit rewrites its own checkpoint (atomically, after reading it): -o may not
     refuse_overwriting([("-o", out)], [("--resume", args.resume)])
     module = compile_stages(stages)
