@@ -15,7 +15,7 @@ import numpy as np
 
 from .cli_parser import build_parser
 from .errors import CemError, CemInternalError
-from .files import CemCacheWarning
+from .files import CemCacheWarning, refuse_overwriting
 
 GRAPH_SUFFIXES = (".png", ".svg", ".pdf", ".dot")
 
@@ -44,17 +44,22 @@ def cmd_compile(args) -> int:
     from .files import write_text
 
     stages = _stages(args)
-    if args.dump == "kernel-plan":
-        from .codegen.dump import dump_kernel_plan
-        from .codegen.lowering import lower
-
-        print(dump_kernel_plan(lower(stages.plan)), end="")
+    if args.dump == "kernel-plan" and not args.output:
+        print(_kernel_plan(stages), end="")
         return 0
-    source = generate(stages)
     out = Path(args.output or f"{stages.model.name}_vi.py")
-    write_text(out, source)
+    refuse_overwriting([("-o", out)], [("the model file", args.model)])
+    write_text(out, _kernel_plan(stages) if args.dump == "kernel-plan" else generate(stages))
     print(f"wrote {out}")
     return 0
+
+
+def _kernel_plan(stages) -> str:
+    """``compile --dump kernel-plan``: every decision behind the kernels, as text."""
+    from .codegen.dump import dump_kernel_plan
+    from .codegen.lowering import lower
+
+    return dump_kernel_plan(lower(stages.plan))
 
 
 def _fit_summary(args, method, result, stages) -> str:
@@ -73,9 +78,16 @@ def cmd_fit(args) -> int:
     from .compiler import compile_stages, parse_settings
     from .data import load_data
     from .runtime.drivers import DRIVERS
+    from .saved import check_suffix
 
     stages = _stages(args) if args.method in DRIVERS else None
     _check_fit_args(args, stages)
+    out = Path(args.output or f"{stages.model.name}_posterior.npz")
+    refuse_overwriting([("-o", out), ("--checkpoint", args.checkpoint)],
+                       [("the model file", args.model), ("--data", args.data)])
+    check_suffix(out)  # any other name would hold an .npz
+    # a resumed fit rewrites its own checkpoint (atomically, after reading it): -o may not
+    refuse_overwriting([("-o", out)], [("--resume", args.resume)])
     module = compile_stages(stages)
     if args.stream:  # read a minibatch at a time from disk
         from .streaming import open_model_source
@@ -86,7 +98,6 @@ def cmd_fit(args) -> int:
     # a dimension given with --set is the user's: a conflict with the data names --set
     settings = parse_settings(args.set)
     dims = {d.name: d.default for d in stages.model.dims if d.name in settings}
-    out = Path(args.output or f"{stages.model.name}_posterior.npz")
     if out.suffix.lower() == ".nc":  # refused before the fit when the extra is missing
         from .arviz_export import import_arviz
 
@@ -325,6 +336,7 @@ def cmd_graph(args) -> int:
     model = built_model(text, filename, parse_settings(args.set))
     if not args.output:
         out, fmt = Path(f"{model.name}_graph.png"), "png"
+    refuse_overwriting([("-o", out)], [("the model file", args.model)])
     collapsed: tuple[str, ...] = ()
     try:  # the KLC collapse set, drawn dashed, where the model's plan has one
         plan = _stages(args).plan
@@ -364,6 +376,8 @@ def cmd_plot(args) -> int:
 
     target = args.output or str(Path(args.posterior).with_suffix(".png"))
     out, fmt = _output(target, tuple(f".{f}" for f in FORMATS), "cemodel plot")
+    refuse_overwriting([("-o", out)], [("the posterior", args.posterior), ("--model", args.model),
+                                       ("--data", args.data), ("--vocab", args.vocab)])
     post, vocab = _posterior(args)
     points = load_points(args.data, post) if args.data else None
     try:
@@ -388,6 +402,8 @@ def cmd_predict(args) -> int:
 
     out, _ = _output(args.output or f"{Path(args.model).stem}_predictive.npz", (".npz",),
                      "cemodel predict")
+    refuse_overwriting([("-o", out)], [("the model file", args.model), ("the fit", args.fit),
+                                       ("the data", args.data)])
     model = Model(args.model, **parse_settings(args.set))
     posterior = load_posterior(args.fit, model.stages.model)
     data = load_data(args.data, model.module.SPEC)

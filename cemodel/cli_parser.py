@@ -133,9 +133,10 @@ def _compile(sub) -> None:
     _common(p)
     p.add_argument("-o", "--output", help="output .py file (default: MODEL_vi.py)")
     p.add_argument("--dump", choices=["kernel-plan"],
-                   help="print a stage's output instead of writing the module: kernel-plan, "
-                   "every decision of the code generator (knowns, hoisted messages, product "
-                   "form, exp arrays, restart guard, default start, array roles)")
+                   help="print a stage's output (or write it to -o) instead of writing the "
+                   "module: kernel-plan, every decision of the code generator (knowns, "
+                   "hoisted messages, product form, exp arrays, restart guard, default "
+                   "start, array roles)")
 
 
 def _fit(sub) -> None:

@@ -32,11 +32,20 @@ from .augment import augment
 from .blocks import form_blocks
 from .codegen import GeneratedModule, generated_module
 from .conjugacy import analyse
-from .errors import CemError, CemInternalError, CemModelError, Source, Span
+from .errors import (
+    CemError,
+    CemInternalError,
+    CemModelError,
+    CemOptionError,
+    CemSourceError,
+    Source,
+    Span,
+)
 from .files import CemCacheWarning, CemWriteError, probe_directory, write_text
 from .limits import deepest_span, too_deep
 from .model import Model, RConst
-from .options import check_setting, setting_number
+from .nodes import Program
+from .options import check_setting, setting_number, setting_text
 from .plan import InferencePlan, make_plan
 from .resolve import build_model
 from .syntax import declaration_spans, parse, user_name_tokens
@@ -76,6 +85,7 @@ def read_source(path: str | Path) -> tuple[str, str]:
 def parse_settings(items: list[str] | tuple[str, ...] | None) -> dict[str, float]:
     """``["K=50", "alpha=0.5"]`` -> {"K": 50, "alpha": 0.5}."""
     settings: dict[str, float] = {}
+    given: dict[str, str] = {}  # each name's NAME=VALUE, for a name given twice
     for item in items or ():
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
@@ -87,7 +97,11 @@ def parse_settings(items: list[str] | tuple[str, ...] | None) -> dict[str, float
         if math.isinf(number) and value.strip().lstrip("+-").lower() not in ("inf", "infinity"):
             raise CemError(f"--set {name}: {value.strip()} is beyond the largest number a "
                            "double holds (about 1.8e308)")
-        settings[name.strip()] = number
+        key = name.strip()
+        if key in given:  # the last would win, the other dropped unseen
+            raise CemError(f"--set {key} is given twice: --set {given[key]} and --set "
+                           f"{item.strip()}", hint="give each dimension or hyperparameter once")
+        settings[key], given[key] = number, item.strip()
     return settings
 
 
@@ -97,23 +111,26 @@ def apply_settings(model: Model, settings: dict[str, float]) -> Model:
         return model
     dims = {d.name: d for d in model.dims}
     hypers = {h.name: h for h in model.hypers}
+    applied: dict[str, float | int] = {}
     for name, value in settings.items():
         if name in dims:
             if dims[name].ragged_over is not None:
                 raise CemError(f"--set {name}: ragged dimension '{name}' comes from the data")
-            dims[name] = replace(dims[name], default=check_setting(name, value, dimension=True))
+            applied[name] = check_setting(name, value, dimension=True)
+            dims[name] = replace(dims[name], default=applied[name])
         elif name in hypers:
             if hypers[name].shape != ():
                 raise CemError(f"--set {name}: only scalar hyperparameters can be set here; "
                                "pass vectors through the Python API (hypers=...)")
-            number = check_setting(name, value, dimension=False)
-            hypers[name] = replace(hypers[name], value=RConst(number, Span(0, 0, 0, 0)))
+            applied[name] = check_setting(name, value, dimension=False)
+            hypers[name] = replace(hypers[name], value=RConst(applied[name], Span(0, 0, 0, 0)))
         else:
             from .errors import did_you_mean
 
             raise CemError(f"--set {name}: the model has no dimension or hyperparameter "
                            f"'{name}'", hint=did_you_mean(name, list(dims) + list(hypers)))
-    return replace(model, dims=tuple(dims.values()), hypers=tuple(hypers.values()))
+    return replace(model, dims=tuple(dims.values()), hypers=tuple(hypers.values()),
+                   settings=tuple(applied.items()))
 
 
 @contextmanager
@@ -131,7 +148,37 @@ def nesting_guard(text: str, filename: str) -> Iterator[None]:
 def built_model(text: str, filename: str, settings: dict[str, float] | None = None) -> Model:
     """The model as the source declares it, ``--set`` applied (what ``cemodel graph`` draws)."""
     with nesting_guard(text, filename):
-        return apply_settings(build_model(parse(text, filename)), settings or {})
+        program = parse(text, filename)
+        model = apply_settings(build_model(program), settings or {})
+        check_set_values(program, dict(model.settings))
+        return model
+
+
+def check_set_values(program: Program, settings: dict[str, float | int]) -> None:
+    """Refuse ``--set`` values the file's own checks refuse in the file (``--set b=-1`` for
+    a Gamma rate, ``--set nu0=1`` for a Wishart dof of 2 × 2): the model is built again
+    with them in place of the file's. The error names the settings it is about (those
+    without which the model builds) and where the file uses them."""
+    if not settings:
+        return
+    try:
+        build_model(program, settings)
+    except CemSourceError as exc:
+        blamed = [name for name in settings
+                  if _builds(program, {k: v for k, v in settings.items() if k != name})]
+        shown = " ".join(f"--set {setting_text(k, settings[k])}" for k in blamed or settings)
+        where = program.source.line_text(exc.span.line).strip()
+        raise CemOptionError(f"{shown}: {exc.message} (in "
+                             f"{exc.span.describe(program.source.filename)}: {where})",
+                             hint=exc.hint) from None
+
+
+def _builds(program: Program, settings: dict[str, float | int]) -> bool:
+    try:
+        build_model(program, settings)
+    except CemSourceError:
+        return False
+    return True
 
 
 def fitted_model(text: str, filename: str, settings: dict[str, float] | None = None) -> Model:

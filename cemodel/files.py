@@ -157,6 +157,35 @@ def write_text(path: str | Path, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
 
 
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one file: where both exist, the same file (a link, ``./``,
+    another spelling); otherwise the same resolved path."""
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:  # unreadable: not provably the same
+        return False
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+Labelled = tuple[str, str | Path | None]  # (the option or argument, its path; None: not given)
+
+
+def refuse_overwriting(outputs: list[Labelled], inputs: list[Labelled]) -> None:
+    """Refuse, before any work, an output that is one of the command's inputs or another of
+    its outputs (``-o d.npz --data d.npz`` would replace the data by the posterior), naming
+    both. A device or FIFO at the path is written into, not replaced: it is never refused."""
+    for i, (option, path) in enumerate(outputs):
+        if path is None or (os.path.exists(path) and not os.path.isfile(path)):
+            continue
+        for other, given in (*outputs[:i], *inputs):
+            if given is not None and same_file(path, given):
+                why = ("one would overwrite the other" if (other, given) in outputs else
+                       "writing it would destroy that input")
+                raise CemError(f"{option} {path} is the same file as {other} {given}: {why}",
+                               hint=f"give {option} another path")
+
+
 def probe_directory(directory: str | Path) -> None:
     """Raise CemWriteError unless a file can be created, written and synced in ``directory``
     (a full file system refuses the first block; a read-only one the file)."""

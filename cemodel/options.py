@@ -180,6 +180,12 @@ def setting_number(name: str, value: Any) -> float:
     return float(value)
 
 
+def setting_text(name: str, value: float | int) -> str:
+    """``K=3``, ``alpha=0.5``: a checked setting as ``--set`` takes it (a float's shortest
+    exact form, without a trailing ``.0``)."""
+    return f"{name}={repr(value).removesuffix('.0')}"
+
+
 def check_setting(name: str, value: float, *, dimension: bool) -> float | int:
     """A ``--set NAME=VALUE`` (or ``Model(path, NAME=VALUE)``) value: a dimension's a whole
     number >= 1 (returned as an int), a hyperparameter's a finite number in the

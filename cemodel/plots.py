@@ -236,7 +236,8 @@ class Posterior:
 def load_posterior(path: str | Path, model: Model | None = None) -> Posterior:
     """Read a posterior .npz or .nc written by ``cemodel fit``; ``model`` names the families."""
     path = Path(path)
-    stored = posterior_arrays(path, POSTERIOR_HINT)
+    source = model.source if model is not None else None
+    stored = posterior_arrays(path, POSTERIOR_HINT, source)
     arrays = tuple((k, v) for k, v in stored.items()
                    if ":" not in k)  # not a saved fit's state:*, hyper:*, cemodel:meta
     for key, value in arrays:

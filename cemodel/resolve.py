@@ -9,6 +9,7 @@ Every mistake is a ``CemModelError`` at the statement's file, line and column.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -60,8 +61,12 @@ def _sum_signs(x: int, y: int) -> frozenset[int]:
 
 
 class _Builder(VariableResolution):
-    def __init__(self, program: ast.Program) -> None:
+    def __init__(self, program: ast.Program,
+                 settings: Mapping[str, float | int] | None = None) -> None:
         self.program = program
+        # checked --set values (compiler.apply_settings) in place of the file's, so that
+        # the file's checks of its values (a Gamma rate, a Wishart dof) see them
+        self.settings = dict(settings or {})
         self.source = program.source
         self.model_name: str | None = None
         self.collapse: ast.CollapseDecl | None = None
@@ -123,7 +128,8 @@ class _Builder(VariableResolution):
                         )
                 if stmt.default is not None and stmt.default < 1:
                     raise self.error("a dimension must be at least 1", stmt.span)
-                self.dims[stmt.name] = DimDef(stmt.name, stmt.default, ragged, stmt.span)
+                default = self.settings.get(stmt.name, stmt.default)
+                self.dims[stmt.name] = DimDef(stmt.name, default, ragged, stmt.span)
             elif isinstance(stmt, ast.CollapseDecl):
                 self._top_level_only(stmt, scope, "collapse")
                 if self.collapse is not None:
@@ -135,6 +141,8 @@ class _Builder(VariableResolution):
                 self._declare(stmt.name, stmt.span)
                 value = self.resolve_hyper_expr(stmt.value)
                 self._check_hyper_range(stmt, value)
+                if stmt.name in self.settings and self.hyper_shape(value) == ():
+                    value = RConst(float(self.settings[stmt.name]), stmt.value.span)
                 self.hypers[stmt.name] = HyperDef(
                     stmt.name, value, self.hyper_shape(value), stmt.span
                 )
@@ -413,7 +421,8 @@ class _Builder(VariableResolution):
             value = value.value
         if isinstance(value, RHyper):
             line = self.hypers[value.name].span.line
-            hint = f"'{value.name}' is set on line {line}; give it a positive value"
+            hint = (f"give --set {value.name} a positive value" if value.name in self.settings
+                    else f"'{value.name}' is set on line {line}; give it a positive value")
             if self.hypers[value.name].shape:
                 value = self.hypers[value.name].value
         if isinstance(value, RVector):
@@ -512,6 +521,9 @@ class _Builder(VariableResolution):
         return next(iter(tops))
 
 
-def build_model(program: ast.Program) -> Model:
-    """Resolve a parsed program into a ``Model``; raises ``CemModelError``."""
-    return _Builder(program).build()
+def build_model(program: ast.Program, settings: Mapping[str, float | int] | None = None
+                ) -> Model:
+    """Resolve a parsed program into a ``Model``; raises ``CemModelError``. ``settings``
+    (checked ``--set`` values) replace the file's values of those dimensions and scalar
+    hyperparameters in its checks (``compiler.check_set_values``)."""
+    return _Builder(program, settings).build()

@@ -134,12 +134,7 @@ def _read_npz(path: Path) -> tuple[dict, dict, dict, dict, np.ndarray, dict]:
         raise CemError(f"{path} is not a saved fit: it has no '{META}' record",
                        hint="a posterior written before cemodel saved fits whole cannot be "
                        "loaded; fit again and save it")
-    try:
-        meta = json.loads(arrays.pop(META).tobytes().decode())
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise CemError(f"{path}: its '{META}' record is damaged ({exc})") from None
-    if not isinstance(meta, dict):
-        raise CemError(f"{path}: its '{META}' record is damaged (not a JSON object)")
+    meta = _decode_meta(path, arrays.pop(META))
     state = {k.removeprefix("state:"): v for k, v in arrays.items() if k.startswith("state:")}
     hypers = {k.removeprefix("hyper:"): v for k, v in arrays.items() if k.startswith("hyper:")}
     posterior = {_key(k): v for k, v in arrays.items()
@@ -147,6 +142,17 @@ def _read_npz(path: Path) -> tuple[dict, dict, dict, dict, np.ndarray, dict]:
     missing = _missing({k.removeprefix("missing:"): v for k, v in arrays.items()
                         if k.startswith("missing:")})
     return meta, posterior, state, hypers, arrays.get("elbo", np.zeros(0)), missing
+
+
+def _decode_meta(path: Path, record: np.ndarray) -> dict[str, Any]:
+    """An .npz's ``cemodel:meta`` record (JSON, as bytes)."""
+    try:
+        meta = json.loads(record.tobytes().decode())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CemError(f"{path}: its '{META}' record is damaged ({exc})") from None
+    if not isinstance(meta, dict):
+        raise CemError(f"{path}: its '{META}' record is damaged (not a JSON object)")
+    return meta
 
 
 def _missing(flat: Mapping[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
@@ -182,18 +188,27 @@ def _read_nc(path: Path) -> tuple[dict, dict, dict, dict, np.ndarray, dict]:
             groups.get("sample_stats", {}).get("elbo", np.zeros(0)), missing)
 
 
-def posterior_arrays(path: str | Path, hint: str) -> dict[str, np.ndarray]:
+def posterior_arrays(path: str | Path, hint: str, source: Any = None
+                     ) -> dict[str, np.ndarray]:
     """``elbo`` and the posterior's arrays as an .npz names them, of an .npz or an .nc
-    (``cemodel summarize`` and ``plot`` read either)."""
+    (``cemodel summarize``, ``plot`` and ``predict`` read either). Given the model
+    ``source`` it is read with, a fit of another source is refused as ``load_result``
+    refuses it (a posterior written before fits carried their source's hash is read as
+    before)."""
     from .arviz_export import stored_name
     from .results import read_npz
 
     path = Path(path)
     if path.suffix.lower() != ".nc":
-        return read_npz(path, "posterior", hint)
+        arrays = read_npz(path, "posterior", hint)
+        if source is not None and META in arrays:
+            check_source(path, _decode_meta(path, arrays[META]), source)
+        return arrays
     if not path.is_file():
         raise CemError(f"no such posterior file: {path}")
     meta, posterior, _, _, elbo, _ = _read_nc(path)
+    if source is not None:
+        check_source(path, meta, source)
     record = json.dumps(meta, default=lambda v: v.item() if hasattr(v, "item") else str(v))
     return {"elbo": elbo, **{stored_name(k): v for k, v in posterior.items()},
             META: np.frombuffer(record.encode(), dtype=np.uint8)}
@@ -226,6 +241,12 @@ def _check(path: Path, meta: Mapping[str, Any], source: Any) -> None:
         raise CemError(f"{path} is a saved fit of format version {shown}; this cemodel "
                        f"({__version__}) reads version {FORMAT_VERSION}",
                        hint="load it with the cemodel that wrote it, or fit again")
+    check_source(path, meta, source)
+
+
+def check_source(path: Path, meta: Mapping[str, Any], source: Any) -> None:
+    """Refuse a fit (its record ``meta``) of another model source than ``source``: its
+    arrays would be read as another model's."""
     expected = source_hash(source.text)
     found = meta.get("model_source_hash")
     if found != expected:

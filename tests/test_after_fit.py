@@ -188,6 +188,32 @@ def test_saved_fit_of_another_model_or_format_is_refused(tmp_path):
         cemodel.load_result(tmp_path / "plain.npz", model)
 
 
+@pytest.mark.parametrize("suffix", [".npz", ".nc"])
+def test_the_cli_refuses_a_fit_of_another_model_source(tmp_path, capsys, suffix):
+    """`cemodel predict`, `summarize --model` and `plot --model` refuse what load_result
+    refuses (they read b = 0.1's posterior as b = 50's without a word); a posterior with no
+    record of its source is read as before."""
+    model, dataset, fit = _fit("beta_bernoulli")
+    path = str(fit.save(tmp_path / f"fit{suffix}"))
+    data = tmp_path / "coins.npz"
+    np.savez(data, **dataset.data)
+    other = tmp_path / "other.cem"
+    other.write_text(model.path.read_text().replace("hyper a = 2.0", "hyper a = 3.0"))
+    commands = {"predict": ["predict", other, path, data, "-o", tmp_path / "pp.npz"],
+                "summarize": ["summarize", path, "--model", other],
+                "plot": ["plot", path, "--model", other, "-o", tmp_path / "p.svg"]}
+    for argv in commands.values():
+        capsys.readouterr()
+        assert main([str(a) for a in argv]) == 2
+        err = capsys.readouterr().err
+        assert f"error: {path} is a fit of another model source" in err, err
+    assert not (tmp_path / "pp.npz").exists() and not (tmp_path / "p.svg").exists()
+    for argv in commands.values():  # the file it was fitted with
+        assert main([str(a) if a != other else str(model.path) for a in argv]) == 0
+    np.savez(tmp_path / "plain.npz", **{k: fit[k] for k in fit.posterior}, elbo=fit.elbo)
+    assert main(["summarize", str(tmp_path / "plain.npz"), "--model", str(other)]) == 0
+
+
 def test_without_arviz_to_arviz_names_the_extra(monkeypatch, tmp_path):
     model, dataset, fit = _fit("beta_bernoulli")
     monkeypatch.setitem(sys.modules, "arviz", None)  # import arviz raises ImportError

@@ -116,3 +116,27 @@ plate b j in M:
 """
     out = check_report(run_stages(source, "two.cem").plan)
     assert "svi      no: the model has no single data plate" in out
+
+
+@pytest.mark.parametrize("model, sets, expected", [
+    ("poisson_mixture", ["b=-1", "K=4"],
+     "error: --set b=-1: the rate of Gamma must be positive, found -1 (in "
+     "poisson_mixture.cem:18:24: rate[k] ~ Gamma(a, b))\n  hint: give --set b a positive value"),
+    ("poisson_mixture", ["alpha=1e-30"],
+     "error: --set alpha=1e-30: the a of Dirichlet must be at least 2.22e-16"),
+    ("gmm", ["K=3", "D=2", "nu0=1"],  # neither alone: the dof of a 2 × 2 Wishart
+     "error: --set D=2 --set nu0=1: the dof of Wishart must be above D − 1 = 1 for a 2 × 2 "
+     "scale, found 1 (in gmm.cem:24:25: Lambda[k] ~ Wishart(nu0, W0))"),
+    ("gmm", ["K=2", "K=4"], "error: --set K is given twice: --set K=2 and --set K=4"),
+])
+def test_check_refuses_set_values_as_it_refuses_the_files(capsys, model, sets, expected):
+    """`hyper b = -1.0` in the file was refused with its line and column, `--set b=-1` passed
+    `check` (the fit refused it later); a repeated --set kept the last silently."""
+    from cemodel.cli import main
+
+    argv = ["check", str(REPO / "stdlib_models" / f"{model}.cem")]
+    assert main([*argv, *(a for s in sets for a in ("--set", s))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(expected), err
+    assert main([*argv, "--set", "K=3", "--set", "D=2", "--set", "nu0=2"] if model == "gmm"
+                else [*argv, "--set", "b=1"]) == 0

@@ -85,6 +85,22 @@ def test_compile_set_changes_the_default(tmp_path, capsys):
     assert module.SPEC["dims"]["K"]["default"] == 7
 
 
+def test_the_header_regenerates_the_module_with_its_settings(tmp_path, monkeypatch, capsys):
+    """The header said `cemodel compile gmm.cem` of a module compiled with --set K=3: run as
+    written it gave K = 5. The command it gives now writes the very same module."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gmm.cem").write_text(GMM.read_text())
+    assert main(["compile", "gmm.cem", "-o", "first.py", "--set", "K=3.0", "--set",
+                 "alpha=0.25"]) == 0
+    first = (tmp_path / "first.py").read_text()
+    line = next(ln for ln in first.splitlines() if ln.startswith("Regenerate with"))
+    command = line.split("`")[1]
+    assert command == "cemodel compile gmm.cem --set K=3 --set alpha=0.25"
+    assert main([*command.split()[1:], "-o", "again.py"]) == 0
+    assert (tmp_path / "again.py").read_text() == first
+    capsys.readouterr()
+
+
 def test_compile_default_output_name(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["compile", str(BETA_BERNOULLI)]) == 0
@@ -355,3 +371,21 @@ def test_compile_dumps_the_kernel_plan(capsys, tmp_path, monkeypatch):
     assert "default_start:\n    random" in out and "fast_guard:\n    z" in out
     assert "kept_local: lam_theta_log, E_theta_log, X_theta_log" in out
     assert not list(tmp_path.iterdir())  # nothing written
+    # -o was ignored (the dump printed, no file): it is where the dump goes
+    assert main(["compile", str(REPO / "stdlib_models" / "lda.cem"), "--dump", "kernel-plan",
+                 "-o", "kp.txt"]) == 0
+    assert capsys.readouterr().out == "wrote kp.txt\n"
+    assert (tmp_path / "kp.txt").read_text() == out
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".txt", ""])
+def test_fit_refuses_an_output_suffix_it_cannot_write(tmp_path, capsys, suffix):
+    """`fit -o post.csv` wrote an .npz archive under that name."""
+    np.savez(tmp_path / "coins.npz", x=np.array([0, 1, 1, 0, 1]))
+    out = tmp_path / f"post{suffix}"
+    assert main(["fit", str(BETA_BERNOULLI), "--data", str(tmp_path / "coins.npz"), "--quiet",
+                 "-o", str(out)]) == 2
+    found = f"'{suffix}'" if suffix else "no extension"
+    assert (f"error: cannot write {out}: a fit is saved as .npz or .nc, found {found}"
+            in capsys.readouterr().err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["coins.npz"]

@@ -101,6 +101,45 @@ def test_an_output_path_that_cannot_be_a_file_is_a_clean_error(tmp_path, capsys,
     assert _tree(tmp_path) == before
 
 
+def _clashes(d: Path) -> dict[str, tuple[list, str, str]]:
+    """Each command with an output that is one of its inputs or outputs: its arguments, the
+    output's option and the other's (``-o d.npz --data d.npz`` replaced the data)."""
+    fit = ["fit", BETA_BERNOULLI, "--data", d / "coins.npz", "--quiet", "--max-iter", "3"]
+    model = d / "m.cem"
+    return {
+        "fit -o = --data": ([*fit, "-o", d / "coins.npz"], "-o", "--data"),
+        "fit -o = --data, spelt apart": ([*fit, "-o", d / "sub" / ".." / "coins.npz"], "-o",
+                                         "--data"),
+        "fit --checkpoint = --data": ([*fit, "--checkpoint", d / "coins.npz", "-o",
+                                       d / "new.npz"], "--checkpoint", "--data"),
+        "fit --checkpoint = -o": ([*fit, "--checkpoint", d / "new.npz", "-o", d / "new.npz"],
+                                  "--checkpoint", "-o"),
+        "fit -o = --resume": ([*fit, "--resume", d / "post.npz", "-o", d / "post.npz"], "-o",
+                              "--resume"),
+        "fit -o = the model": (["fit", model, *fit[2:], "-o", model], "-o", "the model file"),
+        "compile -o = the model": (["compile", model, "-o", model], "-o", "the model file"),
+        "graph -o = the model": (["graph", d / "m.dot", "-o", d / "m.dot"], "-o",
+                                 "the model file"),
+        "predict -o = the fit": (["predict", BETA_BERNOULLI, d / "post.npz", d / "coins.npz",
+                                  "-o", d / "post.npz"], "-o", "the fit"),
+        "predict -o = the data": (["predict", BETA_BERNOULLI, d / "post.npz", d / "coins.npz",
+                                   "-o", d / "coins.npz"], "-o", "the data"),
+    }
+
+
+@pytest.mark.parametrize("command", list(_clashes(Path())))
+def test_an_output_that_is_an_input_or_another_output_is_refused(work, capsys, command):
+    """Refused before any work, naming both options; every file is left as it was."""
+    (work / "sub").mkdir()
+    for name in ("m.cem", "m.dot"):
+        (work / name).write_text(BETA_BERNOULLI.read_text())
+    before = {p: p.read_bytes() for p in work.rglob("*") if p.is_file()}
+    argv, output, other = _clashes(work)[command]
+    err = refused(capsys, argv, "is the same file as", f"hint: give {output} another path")
+    assert err.startswith(f"error: {output} ") and f" as {other} " in err
+    assert {p: p.read_bytes() for p in work.rglob("*") if p.is_file()} == before
+
+
 def test_the_writer_replaces_a_file_whole(tmp_path):
     path = tmp_path / "a.txt"
     files.write_text(path, "old")

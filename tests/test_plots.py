@@ -199,6 +199,11 @@ def test_mismatched_model_vocab_and_data_exit_2(lda_fit, gmm_fit, tmp_path, caps
     _, gmm_post = gmm_fit
     out = tmp_path / "fig.png"
     _fails(["summarize", str(lda_post), "--model", str(GMM)], capsys,
+           "is a fit of another model source: model 'lda'")
+    with np.load(lda_post) as npz:  # a posterior with no record of its model source
+        legacy = {k: v for k, v in npz.items() if k != "cemodel:meta"}
+    np.savez(tmp_path / "legacy.npz", **legacy)
+    _fails(["summarize", str(tmp_path / "legacy.npz"), "--model", str(GMM)], capsys,
            "holds variable 'beta', which model 'gmm' has not", "is --model the model")
     short = tmp_path / "short.txt"
     short.write_text("a\nb\nc\n")
@@ -212,7 +217,7 @@ def test_mismatched_model_vocab_and_data_exit_2(lda_fit, gmm_fit, tmp_path, caps
         main(["summarize", str(gmm_post), "--top", "0"])
     assert info.value.code == 2
     assert "argument --top: expected a whole number >= 1" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["short.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["legacy.npz", "short.txt"]
 
 
 @pytest.mark.parametrize("command", ["plot", "summarize"])

@@ -12,6 +12,7 @@ from functools import cached_property
 from ..families import FAMILIES
 from ..missing import missing_rule
 from ..model import Model
+from ..options import setting_text
 from ..plan import InferencePlan
 from ..version import __version__
 from .calls import KernelCalls
@@ -68,6 +69,13 @@ def source_hash(model: Model) -> str:
     return hashlib.sha256(model.source.text.encode()).hexdigest()
 
 
+def compile_command(model: Model) -> str:
+    """The command that generates this module again: the ``--set`` values it was compiled
+    with included (without them it would hold the file's K, not the one asked for)."""
+    settings = "".join(f" --set {setting_text(k, v)}" for k, v in model.settings)
+    return f"cemodel compile {model.source.filename}{settings}"
+
+
 def generated_module(plan: InferencePlan) -> GeneratedModule:
     ctx = emit_context(plan, lower(plan))
     m = ctx.model
@@ -85,7 +93,7 @@ def generated_module(plan: InferencePlan) -> GeneratedModule:
     doc = (f"{m.name}: the model (kernels, data layout, start) for cemodel.runtime.drivers, by "
            f"cemodel {__version__}.\n\n"
            f"Model file: {m.source.filename} (sha256 {source_hash(m)[:16]})\n"
-           f"Regenerate with `cemodel compile {m.source.filename}`; do not edit by hand.\n\n"
+           f"Regenerate with `{compile_command(m)}`; do not edit by hand.\n\n"
            "Natural parameters are in coefficient form: q(x) ∝ exp(Σ_s lam_s · t_s(x)).\n"
            "E_<var>_<stat> holds E_q[t_s]; acc_* hold sums over the data plate.")
     head: list[Node] = [
