@@ -301,3 +301,43 @@ def test_cli_fit_stream(tmp_path, corpus, capsys):
     err = capsys.readouterr().err
     assert "--stream: --method mf visits every item" in err
     assert "Traceback" not in err
+
+
+DICE = """model dice
+dim K = 6
+dim N
+hyper alpha = 1.0
+p ~ Dirichlet(alpha, K)
+plate rolls n in N:
+    observe x[n] ~ Categorical(p)
+"""
+
+
+@pytest.fixture(scope="module")
+def dice(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dice") / "dice.cem"
+    path.write_text(DICE)
+    return Model(path)
+
+
+def test_streamed_data_errors_name_the_item_in_the_file(tmp_path, dice, lda, corpus):
+    """A bad value is reported where it is in the file, as in memory, not at its position in
+    the minibatch that read it: dense rows, ragged tokens and count-matrix rows."""
+    x = np.random.default_rng(0).integers(0, 6, 500).astype(float)
+    x[437] = 2.5
+    np.save(tmp_path / "frac.npy", x)
+    with pytest.raises(CemDataError, match=r"found 2\.5 at rolls\[437\]$"):
+        dice.fit({"x": x}, "svi", **{**SVI, "start": "prior"})
+    with pytest.raises(CemDataError, match=r"found 2\.5 at rolls\[437\]$"):
+        dice.fit(dice.stream(tmp_path / "frac.npy"), "svi", **{**SVI, "start": "prior"})
+    tokens = [np.arange(3.0) for _ in range(100)]
+    tokens[71][2] = 1.5
+    np.savez(tmp_path / "tokens.npz", w=np.concatenate(tokens),
+             tokens_ptr=np.arange(0, 301, 3))
+    with pytest.raises(CemDataError, match=r"found 1\.5 at docs\[71\], tokens\[2\]$"):
+        lda.fit(lda.stream(tmp_path / "tokens.npz"), "svi", dims={"K": 3}, **SVI)
+    counts = corpus.toarray()
+    counts[120, 4] = 0.5
+    np.save(tmp_path / "counts.npy", counts)
+    with pytest.raises(CemDataError, match=r"found 0\.5 at row 120 \(docs\[120\]\), column 4"):
+        lda.fit(lda.stream(tmp_path / "counts.npy"), "svi", dims={"K": 3}, **SVI)

@@ -7,7 +7,9 @@ asked, and nothing else is held. ``cemodel.streaming`` has the sources for files
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -71,3 +73,30 @@ def item_source(data: object, streaming: str) -> ItemSource | None:
     if data.n_items < 1:
         raise CemDataError("out-of-core data: expected at least one item, found none")
     return data
+
+
+@contextmanager
+def places_in_data(plate: str | None, items: np.ndarray | None) -> Iterator[None]:
+    """Errors of binding the items ``items`` of plate ``plate`` on their own (a minibatch read
+    from a source) name the items as the whole data numbers them: the minibatch's
+    ``rolls[22]`` is the file's ``rolls[437]``. A no-op for ``items`` None (data in memory)."""
+    try:
+        yield
+    except CemDataError as exc:
+        if plate is None or items is None:
+            raise
+        raise _renumbered(exc, plate, items) from None
+
+
+def _renumbered(exc: CemDataError, plate: str, items: np.ndarray) -> CemDataError:
+    # the places the binder names: "rolls[3]", "docs[3], tokens[5]", "row 3 (docs[3])"
+    place = re.compile(rf"(\brow \d+ \()?(?<![\w.]){re.escape(plate)}\[(\d+)\]")
+
+    def renumber(match: re.Match) -> str:
+        at = int(match.group(2))
+        if at >= len(items):
+            return match.group(0)
+        item = int(items[at])
+        return (f"row {item} (" if match.group(1) else "") + f"{plate}[{item}]"
+
+    return type(exc)(place.sub(renumber, exc.message), hint=exc.hint)
