@@ -220,9 +220,10 @@ def _categories(spec: Mapping[str, Any], name: str) -> str | None:
 
 
 def _fixed_sizes(spec: Mapping[str, Any], files: Mapping[str, _NpyFile]) -> dict[str, int]:
-    """The sizes the values of whole files fix: the columns of a count matrix (a bag of
+    """The sizes the values of whole files show: the columns of a count matrix (a bag of
     categories as a 2-D array), else the largest index + 1 (a minibatch alone could miss the
-    largest)."""
+    largest). They size only the dims the model and the user leave open (``ItemSource.sizes``);
+    a file passing a fixed one is refused (``ItemSource.check_sizes``)."""
     dims: dict[str, int] = {}
     for name, f in files.items():
         dim = _categories(spec, name)

@@ -341,3 +341,25 @@ def test_streamed_data_errors_name_the_item_in_the_file(tmp_path, dice, lda, cor
     np.save(tmp_path / "counts.npy", counts)
     with pytest.raises(CemDataError, match=r"found 0\.5 at row 120 \(docs\[120\]\), column 4"):
         lda.fit(lda.stream(tmp_path / "counts.npy"), "svi", dims={"K": 3}, **SVI)
+
+
+def test_sizes_in_the_file_fill_only_the_dims_the_model_leaves_open(tmp_path, dice):
+    """The model's `dim K = 6` stays 6 streamed, as in memory (the file's largest id + 1 sizes
+    only a dim without default and not given), and an id at or above a fixed K is refused
+    with the in-memory error (before the fit: the source binds the file chunk by chunk)."""
+    x = np.random.default_rng(1).integers(0, 4, 300)
+    np.save(tmp_path / "small.npy", x)
+    options = {**SVI, "start": "prior"}
+    memory = dice.fit({"x": x}, "svi", **options)
+    streamed = dice.fit(dice.stream(tmp_path / "small.npy"), "svi", **options)
+    assert streamed.posterior["p.alpha"].shape == (6,)
+    same_fit(memory, streamed, ["p.alpha"])
+    with pytest.raises(CemDataError, match=r"in \[0, K=3\), found 3 at rolls\["):
+        dice.fit(dice.stream(tmp_path / "small.npy"), "svi", dims={"K": 3}, **options)
+    x[100] = 7
+    np.save(tmp_path / "bad.npy", x)
+    message = r"expected category ids in \[0, K=6\), found 7 at rolls\[100\]"
+    with pytest.raises(CemDataError, match=message):
+        dice.fit({"x": x}, "svi", **options)
+    with pytest.raises(CemDataError, match=message):
+        dice.fit(dice.stream(tmp_path / "bad.npy"), "svi", **options)

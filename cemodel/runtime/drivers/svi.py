@@ -137,7 +137,8 @@ def begin(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None
     _check_options(model, o)
     source = item_source(data, model.STREAMING)  # an rt.ItemSource (data on disk), or None
     if source is not None:  # out of core: the start binds one minibatch ('seeds' seeds from it)
-        dims = source.sizes(dims, model.ITEM_DIMS)
+        dims = source.sizes(dims, model.SPEC, model.ITEM_DIMS)
+        source.check_sizes(model.SPEC, model.DATA_PLATE, dims, o.batch_size or source.n_items)
         items = source.start_items(o.batch_size, o.seed)
         data = source.read(items)
     with places_in_data(model.DATA_PLATE, None if source is None else items):
