@@ -192,27 +192,44 @@ def _split_ragged(spec: Mapping[str, Any], path: Path, arrays: dict) -> dict[str
             continue
         ptr = np.asarray(out.pop(key))
         out.pop(f"{plate}_weight", None)
-        ok = ptr.ndim == 1 and ptr.size >= 1 and ptr.dtype.kind in "iu"
-        if ok:
-            ok = bool(ptr[0] == 0 and np.all(np.diff(ptr) >= 0))
-        if not ok:
-            raise CemDataError(
-                f"data file '{path}': '{key}' must be non-decreasing integer offsets starting "
-                f"at 0 (one more than the elements of {info.get('parent')}), found "
-                f"{ptr.dtype} array of shape {ptr.shape}"
-            )
+        check_offsets(path, key, info.get("parent"), ptr)
         for name, var in tables.items():
             if plate not in var.get("plates", ()) or name not in out:
                 continue
             flat = np.asarray(out[name])
-            if flat.ndim < 1 or flat.shape[0] != ptr[-1]:
-                raise CemDataError(
-                    f"data file '{path}': '{name}' is stored flat for plate {plate}, so expected "
-                    f"{int(ptr[-1])} entries (the last value of '{key}'), found shape "
-                    f"{flat.shape}"
-                )
+            check_flat(path, name, plate, int(ptr[-1]), flat.shape)
             out[name] = [flat[ptr[d]:ptr[d + 1]] for d in range(ptr.size - 1)]
     return out
+
+
+def check_offsets(path: Path, key: str, parent: str | None, ptr: np.ndarray) -> None:
+    """Refuse the offsets ``key`` ('p_ptr') of a ragged plate stored flat unless they are
+    non-decreasing integers from 0, one more than the elements of ``parent``."""
+    found = None
+    if ptr.ndim != 1 or ptr.size < 1 or ptr.dtype.kind not in "iu":
+        found = f"a {ptr.dtype} array of shape {ptr.shape}"
+    elif ptr[0] != 0:
+        found = f"offsets starting at {int(ptr[0])}"
+    elif np.any(np.diff(ptr) < 0):
+        at = int(np.flatnonzero(np.diff(ptr) < 0)[0])
+        found = f"{int(ptr[at])} then {int(ptr[at + 1])} at positions {at} and {at + 1}"
+    if found is not None:
+        raise CemDataError(
+            f"data file '{path}': '{key}' must be non-decreasing integer offsets starting "
+            f"at 0 (one more than the elements of {parent}), found {found}"
+        )
+
+
+def check_flat(path: Path, name: str, plate: str, entries: int,
+               shape: tuple[int, ...]) -> None:
+    """Refuse ``name`` stored flat for ragged plate ``plate`` unless it has the ``entries``
+    its offsets ('p_ptr') end at."""
+    if len(shape) < 1 or shape[0] != entries:
+        raise CemDataError(
+            f"data file '{path}': '{name}' is stored flat for plate {plate}, so expected "
+            f"{entries} entries (the last value of '{plate}_ptr'), found shape "
+            f"{tuple(shape)}"
+        )
 
 
 def _load_npy(path: Path, spec: Mapping[str, Any]) -> dict[str, object]:

@@ -38,7 +38,14 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from .data import check_docword_header, check_sparse_size, single_target, sparse_target
+from .data import (
+    check_docword_header,
+    check_flat,
+    check_offsets,
+    check_sparse_size,
+    single_target,
+    sparse_target,
+)
 from .errors import CemDataError
 from .files import CemWriteError, reason
 from .runtime.data_values import takes_count_matrix
@@ -100,13 +107,15 @@ class _NpyFile:
         return np.frombuffer(buffer, self.dtype, count * (self.row_bytes // self.dtype.itemsize))
 
     def largest(self) -> int:
-        """The largest value in the file (read in blocks), -1 if it is empty."""
+        """The largest finite value in the file (read in blocks), -1 if there is none: NaN is
+        a missing entry, and infinities are the binding's to refuse, with their place."""
         step = max(1, _BLOCK // max(1, self.row_bytes))
         top = -1
         for first in range(0, self.shape[0], step):
             block = self._run(first, min(step, self.shape[0] - first))
+            block = block[np.isfinite(block)] if block.dtype.kind == "f" else block
             if block.size:
-                top = max(top, int(block.max()))
+                top = max(top, int(np.floor(block.max())))
         return top
 
     def rows(self, items: np.ndarray) -> np.ndarray:
@@ -307,8 +316,7 @@ def _npz_source(path: Path, store: Path, spec: Mapping[str, Any], data_plate: st
             if f"{inner}_ptr" not in names:
                 raise CemDataError(f"data file '{path}': '{name}' is in the ragged plate "
                                    f"{inner}, so expected it flat with offsets '{inner}_ptr'")
-            ragged[name] = (_NpyFile(store / f"{inner}_ptr.npy", str(path)),
-                            _NpyFile(store / f"{name}.npy", str(path)))
+            ragged[name] = _flat(path, store, name, inner, plates[inner].get("parent"))
         else:
             per_item[name] = _NpyFile(store / f"{name}.npy", str(path))
     sizes = {f.shape[0] for f in per_item.values()} | {p.shape[0] - 1 for p, _ in ragged.values()}
@@ -330,6 +338,19 @@ def _npz_source(path: Path, store: Path, spec: Mapping[str, Any], data_plate: st
 
     fixed = _fixed_sizes(spec, {**per_item, **{n: flat for n, (_, flat) in ragged.items()}})
     return DiskSource(path, sizes.pop(), fingerprint, read, "arrays by name", fixed)
+
+
+def _flat(path: Path, store: Path, name: str, plate: str,
+          parent: str | None) -> tuple[_NpyFile, _NpyFile]:
+    """The offsets 'plate_ptr' and the flat entries of ``name``, checked as in memory (the
+    offsets are read whole once: one integer per item)."""
+    key = f"{plate}_ptr"
+    ptr = _NpyFile(store / f"{key}.npy", str(path))
+    check_offsets(path, key, parent, np.load(ptr.path, allow_pickle=False))
+    flat = _NpyFile(store / f"{name}.npy", str(path))
+    check_flat(path, name, plate, int(ptr.rows(np.array([ptr.shape[0] - 1]))[0]),
+               flat.shape)
+    return ptr, flat
 
 
 # ---------------------------------------------------------------------------------------------

@@ -363,3 +363,30 @@ def test_sizes_in_the_file_fill_only_the_dims_the_model_leaves_open(tmp_path, di
         dice.fit({"x": x}, "svi", **options)
     with pytest.raises(CemDataError, match=message):
         dice.fit(dice.stream(tmp_path / "bad.npy"), "svi", **options)
+
+
+@pytest.mark.parametrize("ptr, message", [
+    ([0, 4, 2, 8], "non-decreasing integer offsets.*found 4 then 2 at positions 1 and 2"),
+    ([0, 2, 4, 20], "'w' is stored flat for plate tokens, so expected 20 entries"),
+    ([0.0, 2, 4, 8], "non-decreasing integer offsets.*found a float64 array"),
+    ([3, 4, 6, 8], "non-decreasing integer offsets.*found offsets starting at 3"),
+])
+def test_bad_offsets_are_refused_streamed_as_in_memory(tmp_path, lda, ptr, message):
+    """The checks of a flat ragged plate's offsets are the in-memory reader's: no traceback
+    from reading past the file, and no tokens dropped before a first offset above 0."""
+    path = tmp_path / "tokens.npz"
+    np.savez(path, w=np.array([0, 2, 1, 3, 0, 1, 2, 2]), tokens_ptr=np.array(ptr))
+    with pytest.raises(CemDataError, match=message):
+        cemodel.data.load_data(path, lda.module.SPEC)
+    with pytest.raises(CemDataError, match=message):
+        lda.stream(path)
+
+
+def test_nan_in_streamed_categories_is_missing_as_in_memory(tmp_path, dice):
+    x = np.random.default_rng(0).integers(0, 6, 200).astype(float)
+    x[37] = np.nan
+    np.save(tmp_path / "nan.npy", x)
+    options = {**SVI, "start": "prior"}
+    memory = dice.fit({"x": x}, "svi", **options)
+    streamed = dice.fit(dice.stream(tmp_path / "nan.npy"), "svi", **options)
+    same_fit(memory, streamed, ["p.alpha"])
