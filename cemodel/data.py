@@ -4,8 +4,9 @@
 takes; it reads and names arrays, and leaves every check of the values to the binding. Formats:
 
 * ``.npz``: one array per variable name (``numpy.savez``), or a sparse matrix saved with
-  ``scipy.sparse.save_npz`` for the model's bag-of-words variable; a ragged plate ``p`` that is
-  not a bag of words may be stored flat with its offsets under ``p_ptr``;
+  ``scipy.sparse.save_npz`` for the model's bag-of-words variable; a ragged plate ``p`` may be
+  stored flat with its offsets under ``p_ptr`` (a bag of words' ids with their counts under
+  ``p_weight``);
 * ``.npy``, ``.csv``: a single array, for a model with one observed variable and no covariates;
 * ``.mtx`` (MatrixMarket) and UCI ``docword*.txt`` (optionally ``.gz``): a sparse document ×
   word count matrix.
@@ -182,7 +183,8 @@ def _ragged_hint(spec: Mapping[str, Any]) -> str:
 
 
 def _split_ragged(spec: Mapping[str, Any], path: Path, arrays: dict) -> dict[str, object]:
-    """Variables of a ragged plate ``p`` stored flat with offsets ``p_ptr`` -> lists."""
+    """Variables of a ragged plate ``p`` stored flat with offsets ``p_ptr`` -> lists (and the
+    counts of a bag of words' ids, ``p_weight``, which the binding reads)."""
     plates = spec.get("plates", {})
     tables = {**spec.get("observed", {}), **spec.get("covariates", {})}
     out = dict(arrays)
@@ -191,10 +193,11 @@ def _split_ragged(spec: Mapping[str, Any], path: Path, arrays: dict) -> dict[str
         if not info.get("ragged") or key not in out:
             continue
         ptr = np.asarray(out.pop(key))
-        out.pop(f"{plate}_weight", None)
         check_offsets(path, key, info.get("parent"), ptr)
-        for name, var in tables.items():
-            if plate not in var.get("plates", ()) or name not in out:
+        # the plate's variables, and the counts of a bag of words' ids ('p_weight')
+        names = [n for n, var in tables.items() if plate in var.get("plates", ())]
+        for name in [*names, f"{plate}_weight"]:
+            if name not in out:
                 continue
             flat = np.asarray(out[name])
             check_flat(path, name, plate, int(ptr[-1]), flat.shape)
@@ -454,7 +457,10 @@ def describe_binding(spec: Mapping[str, Any]) -> str:
                 f"{head} a bag of categories, one group per element of {parent}. Give a sparse "
                 f"({n_parent} × {cats}) count matrix (scipy.sparse; in a file: .npz from "
                 f"scipy.sparse.save_npz, .mtx, or UCI docword*.txt), a dense ({n_parent} × "
-                f"{cats}) array of counts, or a list of {n_parent} integer arrays of ids."
+                f"{cats}) array of counts, or a list of {n_parent} integer arrays of ids, "
+                f"optionally with each id's count in '{var_plates[1]}_weight' (arrays of the "
+                f"same lengths; in an .npz file both flat, with the offsets in "
+                f"'{var_plates[1]}_ptr')."
             )
         elif ragged is not None:
             parent = var_plates[0]

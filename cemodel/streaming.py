@@ -7,7 +7,8 @@ same as :func:`cemodel.data.load_data`, except CSV):
 
 * ``.npy`` (``numpy.save``): one row per item, read in place;
 * ``.npz``: arrays by variable name (``numpy.savez``; a ragged plate ``p`` stored flat with its
-  offsets ``p_ptr``), or a sparse CSR matrix (``scipy.sparse.save_npz``);
+  offsets ``p_ptr``, a bag of words' counts beside its ids as ``p_weight``), or a sparse CSR
+  matrix (``scipy.sparse.save_npz``);
 * ``.mtx`` (MatrixMarket coordinate) and UCI ``docword*.txt`` (optionally ``.gz``): a document ×
   word count matrix.
 
@@ -304,9 +305,9 @@ def _npz_source(path: Path, store: Path, spec: Mapping[str, Any], data_plate: st
     ragged: dict[str, tuple[_NpyFile, _NpyFile]] = {}
     constant: dict[str, np.ndarray] = {}
     for name in names:
-        if name.endswith("_ptr") or (name.endswith("_weight") and name[:-7] in plates):
+        if name.endswith("_ptr"):
             continue
-        info = tables.get(name)
+        info = tables.get(name) or _weights_info(plates, name)
         var_plates = list(info.get("plates", ())) if info else []
         if not var_plates or var_plates[0] != data_plate:
             constant[name] = np.load(store / f"{name}.npy", allow_pickle=False)
@@ -338,6 +339,15 @@ def _npz_source(path: Path, store: Path, spec: Mapping[str, Any], data_plate: st
 
     fixed = _fixed_sizes(spec, {**per_item, **{n: flat for n, (_, flat) in ragged.items()}})
     return DiskSource(path, sizes.pop(), fingerprint, read, "arrays by name", fixed)
+
+
+def _weights_info(plates: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+    """A ragged plate's weights 'p_weight' (the counts of a bag of words' ids) are read as
+    its variables are; None for any other name."""
+    plate = name.removesuffix("_weight")
+    if name == plate or not plates.get(plate, {}).get("ragged"):
+        return None
+    return {"plates": (plates[plate]["parent"], plate)}
 
 
 def _flat(path: Path, store: Path, name: str, plate: str,

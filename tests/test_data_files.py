@@ -146,6 +146,24 @@ def test_npz_bad_ptr(tmp_path):
         load_data(path, RAGGED)
 
 
+def test_npz_flat_ids_with_weights_are_the_count_matrix(tmp_path):
+    """A bag of words saved as CSR parts (ids, offsets, counts) binds as its count matrix:
+    'tokens_weight' is each id's count, not dropped; a plate that is no bag of words has no
+    counts, so its weights are refused."""
+    rows, ids = np.nonzero(COUNTS)
+    ptr = np.r_[0, np.cumsum(np.bincount(rows, minlength=COUNTS.shape[0]))]
+    path = tmp_path / "bow.npz"
+    np.savez(path, w=ids, tokens_ptr=ptr, tokens_weight=COUNTS[rows, ids].astype(float))
+    _bow_equal(load_data(path, LDA))
+    np.savez(path, y=np.zeros(5), x=np.zeros((5, 2)), items_ptr=np.array([0, 3, 5]),
+             items_weight=np.ones(5))
+    with pytest.raises(CemDataError, match="unknown data 'items_weight'.*plate items holds"):
+        bind_data(RAGGED, load_data(path, RAGGED))
+    np.savez(path, w=ids, tokens_ptr=ptr, tokens_weight=np.ones(3))
+    with pytest.raises(CemDataError, match="'tokens_weight' is stored flat.*expected 6 entries"):
+        load_data(path, LDA)
+
+
 def test_npy_single_variable(tmp_path):
     x = np.random.default_rng(2).normal(size=(7, 3))
     path = tmp_path / "x.npy"

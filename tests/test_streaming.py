@@ -390,3 +390,13 @@ def test_nan_in_streamed_categories_is_missing_as_in_memory(tmp_path, dice):
     memory = dice.fit({"x": x}, "svi", **options)
     streamed = dice.fit(dice.stream(tmp_path / "nan.npy"), "svi", **options)
     same_fit(memory, streamed, ["p.alpha"])
+
+
+def test_flat_ids_with_weights_stream_as_their_count_matrix(tmp_path, lda, corpus):
+    """A bag of words stored as CSR parts by name (w, tokens_ptr, tokens_weight): the counts
+    are read with the ids, streamed as in memory."""
+    path = tmp_path / "csr_parts.npz"
+    np.savez(path, w=corpus.indices, tokens_ptr=corpus.indptr, tokens_weight=corpus.data)
+    memory = lda.fit({"w": corpus}, "svi", dims={"K": 3}, **SVI)
+    streamed = lda.fit(lda.stream(path), "svi", dims={"K": 3}, **SVI)
+    same_fit(memory, streamed, ["beta.alpha"])
