@@ -44,6 +44,7 @@ from .data import (
     check_flat,
     check_offsets,
     check_sparse_size,
+    first_bad,
     single_target,
     sparse_target,
 )
@@ -415,9 +416,10 @@ def _blocks(handle, first_line: int, path: Path) -> Iterator[tuple[np.ndarray, i
         if data.strip():
             try:
                 table = np.loadtxt(io.BytesIO(data), dtype=np.float64, ndmin=2)
-            except ValueError as exc:
-                raise CemDataError(f"data file '{path}': expected lines of numbers from line "
-                                   f"{line} on ({exc})") from None
+            except ValueError:
+                text = enumerate(data.decode(errors="replace").split("\n"), line)
+                raise CemDataError(f"data file '{path}': expected lines of numbers, "
+                                   f"{first_bad(text, str.split)}") from None
             yield table, line
         line += data.count(b"\n")
         if not chunk:

@@ -198,6 +198,38 @@ def test_csv_without_header_and_one_column(tmp_path):
     assert_array_equal(bind_data(POISSON, data).arrays["c"], [1, 0, 4])
 
 
+@pytest.mark.parametrize(("text", "pattern"), [
+    ("NA\n1\n2\n3\n0\n", r"found 'NA' on line 1, column 1"),  # not a header: a missing marker
+    (",0.5\n1.0,2.0\n3.0,4.0\n", "found an empty field on line 1, column 1"),
+    ("1\t2\n3\t4\n", r"found '1\\t2' on line 1, column 1.*\n.*tabs or ';'"),
+    ("1;2\n", "found '1;2' on line 1, column 1"),
+    ("1\n2\nNA\n3\n", "found 'NA' on line 3, column 1"),  # 1-based lines, not numpy's rows
+    ("x\n\n1\n\n2,3\n", "found 2 fields on line 5 but 1 on line 3"),
+    ("x,y\n1,2,3\n", r"line 1 \('x,y'\) was taken as a header of names, 2 of them, but the "
+                     "rows have 3 numbers"),
+    ("a,b\n", r"line 1 \('a,b'\) was taken as a header of names, and no rows"),
+])
+def test_csv_takes_only_a_row_of_names_as_header_and_names_lines(tmp_path, text, pattern):
+    """A first row is a header only when its fields are names: one with a missing marker,
+    an empty field or another separator is data, refused with its line (never dropped)."""
+    path = tmp_path / "x.csv"
+    path.write_text(text)
+    with pytest.raises(CemDataError, match=pattern):
+        load_data(path, GMM)
+
+
+@pytest.mark.parametrize(("text", "pattern"), [
+    ("2\n3\n2\n1 1 1\n1 2 2.5\n", "whole numbers.*found 2.5 on line 5, column 3"),
+    ("2\n3\n2\n\n1 1 1\n2 x 1\n", "found 'x' on line 6, column 2"),
+    ("2\n3\n2\n\n1 1 1\n2 9 1\n", r"wordID in \[1, 3\].*found 9 on line 6"),
+])
+def test_docword_errors_name_the_file_line(tmp_path, text, pattern):
+    path = tmp_path / "docword.x.txt"
+    path.write_text(text)
+    with pytest.raises(CemDataError, match=pattern):
+        load_data(path, LDA)
+
+
 def test_csv_needs_a_single_variable_model(tmp_path):
     path = tmp_path / "reg.csv"
     path.write_text("1,2\n")
@@ -313,7 +345,7 @@ def _truncated_npy(path):
          "non-negative"),
         ("docword.cols.txt", lambda p: p.write_text("2\n3\n1\n1 1\n") and p, LDA, "3 numbers"),
         ("docword.text.txt", lambda p: p.write_text("2\n3\n1\n1 a 1\n") and p, LDA,
-         "could not read"),
+         "found 'a' on line 4, column 2"),
         ("docword.gz.txt.gz", _garbage, LDA, "could not read"),
         ("data.json", lambda p: p.write_text("{}") and p, LDA, "unsupported format '.json'"),
         ("noext", lambda p: p.write_text("1") and p, LDA, "unsupported format"),

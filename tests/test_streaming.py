@@ -227,6 +227,7 @@ def test_batch_methods_and_other_misuse_are_refused(tmp_path, lda, corpus):
     ("3\n5\n1\n1 2 -1\n", "non-negative counts, found -1 on line 4"),
     ("3\nfive\n1\n1 2 1\n", "the first three lines"),
     ("3\n5\n1\n1 2\n", "expected 3 numbers per line"),
+    ("3\n5\n2\n1 2 1\n1 x 1\n", "found 'x' on line 5, column 2"),
 ])
 def test_bad_docword_files_are_refused_with_the_line_and_leave_nothing(tmp_path, lda, text,
                                                                        message):
