@@ -4,8 +4,9 @@
 takes; it reads and names arrays, and leaves every check of the values to the binding. Formats:
 
 * ``.npz``: one array per variable name (``numpy.savez``), or a sparse matrix saved with
-  ``scipy.sparse.save_npz`` for the model's bag-of-words variable; a ragged plate ``p`` that is
-  not a bag of words may be stored flat with its offsets under ``p_ptr``;
+  ``scipy.sparse.save_npz`` for the model's bag-of-words variable; a ragged plate ``p`` may be
+  stored flat with its offsets under ``p_ptr`` (a bag of words' ids with their counts under
+  ``p_weight``);
 * ``.npy``, ``.csv``: a single array, for a model with one observed variable and no covariates;
 * ``.mtx`` (MatrixMarket) and UCI ``docword*.txt`` (optionally ``.gz``): a sparse document ×
   word count matrix.
@@ -14,10 +15,9 @@ takes; it reads and names arrays, and leaves every check of the values to the bi
 from __future__ import annotations
 
 import gzip
-import io
 import itertools
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +182,8 @@ def _ragged_hint(spec: Mapping[str, Any]) -> str:
 
 
 def _split_ragged(spec: Mapping[str, Any], path: Path, arrays: dict) -> dict[str, object]:
-    """Variables of a ragged plate ``p`` stored flat with offsets ``p_ptr`` -> lists."""
+    """Variables of a ragged plate ``p`` stored flat with offsets ``p_ptr`` -> lists (and the
+    counts of a bag of words' ids, ``p_weight``, which the binding reads)."""
     plates = spec.get("plates", {})
     tables = {**spec.get("observed", {}), **spec.get("covariates", {})}
     out = dict(arrays)
@@ -191,28 +192,46 @@ def _split_ragged(spec: Mapping[str, Any], path: Path, arrays: dict) -> dict[str
         if not info.get("ragged") or key not in out:
             continue
         ptr = np.asarray(out.pop(key))
-        out.pop(f"{plate}_weight", None)
-        ok = ptr.ndim == 1 and ptr.size >= 1 and ptr.dtype.kind in "iu"
-        if ok:
-            ok = bool(ptr[0] == 0 and np.all(np.diff(ptr) >= 0))
-        if not ok:
-            raise CemDataError(
-                f"data file '{path}': '{key}' must be non-decreasing integer offsets starting "
-                f"at 0 (one more than the elements of {info.get('parent')}), found "
-                f"{ptr.dtype} array of shape {ptr.shape}"
-            )
-        for name, var in tables.items():
-            if plate not in var.get("plates", ()) or name not in out:
+        check_offsets(path, key, info.get("parent"), ptr)
+        # the plate's variables, and the counts of a bag of words' ids ('p_weight')
+        names = [n for n, var in tables.items() if plate in var.get("plates", ())]
+        for name in [*names, f"{plate}_weight"]:
+            if name not in out:
                 continue
             flat = np.asarray(out[name])
-            if flat.ndim < 1 or flat.shape[0] != ptr[-1]:
-                raise CemDataError(
-                    f"data file '{path}': '{name}' is stored flat for plate {plate}, so expected "
-                    f"{int(ptr[-1])} entries (the last value of '{key}'), found shape "
-                    f"{flat.shape}"
-                )
+            check_flat(path, name, plate, int(ptr[-1]), flat.shape)
             out[name] = [flat[ptr[d]:ptr[d + 1]] for d in range(ptr.size - 1)]
     return out
+
+
+def check_offsets(path: Path, key: str, parent: str | None, ptr: np.ndarray) -> None:
+    """Refuse the offsets ``key`` ('p_ptr') of a ragged plate stored flat unless they are
+    non-decreasing integers from 0, one more than the elements of ``parent``."""
+    found = None
+    if ptr.ndim != 1 or ptr.size < 1 or ptr.dtype.kind not in "iu":
+        found = f"a {ptr.dtype} array of shape {ptr.shape}"
+    elif ptr[0] != 0:
+        found = f"offsets starting at {int(ptr[0])}"
+    elif np.any(np.diff(ptr) < 0):
+        at = int(np.flatnonzero(np.diff(ptr) < 0)[0])
+        found = f"{int(ptr[at])} then {int(ptr[at + 1])} at positions {at} and {at + 1}"
+    if found is not None:
+        raise CemDataError(
+            f"data file '{path}': '{key}' must be non-decreasing integer offsets starting "
+            f"at 0 (one more than the elements of {parent}), found {found}"
+        )
+
+
+def check_flat(path: Path, name: str, plate: str, entries: int,
+               shape: tuple[int, ...]) -> None:
+    """Refuse ``name`` stored flat for ragged plate ``plate`` unless it has the ``entries``
+    its offsets ('p_ptr') end at."""
+    if len(shape) < 1 or shape[0] != entries:
+        raise CemDataError(
+            f"data file '{path}': '{name}' is stored flat for plate {plate}, so expected "
+            f"{entries} entries (the last value of '{plate}_ptr'), found shape "
+            f"{tuple(shape)}"
+        )
 
 
 def _load_npy(path: Path, spec: Mapping[str, Any]) -> dict[str, object]:
@@ -250,27 +269,84 @@ def _is_number(field: str) -> bool:
     return True
 
 
+# fields that mark a missing value in other tools' files: data (an error here, with its
+# line), never a header's name
+_MISSING_MARKERS = {"na", "n/a", "nan", "null", "none", "missing", "?", "-"}
+
+
+def _is_name(field: str) -> bool:
+    """A header's field: a name (a letter or '_' first, quotes aside), not a number, an empty
+    field, a missing marker or numbers separated by something else than commas."""
+    name = field.strip().strip("\"'")
+    return (bool(name) and (name[0].isalpha() or name[0] == "_") and not _is_number(name)
+            and name.lower() not in _MISSING_MARKERS)
+
+
+def first_bad(lines: Iterable[tuple[int, str]], split: Callable[[str], list[str]]) -> str:
+    """Where ``lines`` ((line number, text) pairs) stop being a table of numbers: the first
+    field that is not a number, or the first line with another number of fields."""
+    width, first = 0, 0
+    for number, line in lines:
+        text = line.split("#", 1)[0]  # as numpy.loadtxt, '#' starts a comment
+        if not text.strip():
+            continue
+        fields = split(text)
+        for column, field in enumerate(fields, 1):
+            if not _is_number(field):
+                shown = repr(field.strip()) if field.strip() else "an empty field"
+                return f"found {shown} on line {number}, column {column}"
+        if not width:
+            width, first = len(fields), number
+        elif len(fields) != width:
+            return f"found {len(fields)} fields on line {number} but {width} on line {first}"
+    return "found a value numpy could not read"
+
+
+def _csv_hint(found: str, first: bool) -> str:
+    """What to do about ``found`` (``first_bad``'s), ``first``: on the file's first line."""
+    field = found.removeprefix("found ").split(" on line")[0].strip("'")
+    if "\\t" in field or ";" in field:
+        return "fields are separated by commas; this file seems to use tabs or ';'"
+    if field.lower() in _MISSING_MARKERS:
+        return "a missing value is written nan (the README's Data section: missing values)"
+    if first and "empty field" not in found:
+        return ("line 1 is read as data, not as a header: a header's fields are all names "
+                "(a letter first), none empty, a number or a missing marker like NA")
+    return "every row needs the same number of numeric fields; no empty fields"
+
+
 def _load_csv(path: Path, spec: Mapping[str, Any]) -> dict[str, object]:
     name = _single(spec, path, "a .csv file")
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise _unreadable(path, "a CSV text file", exc) from None
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [(n, line.rstrip("\r")) for n, line in enumerate(text.split("\n"), 1)
+             if line.strip()]
     if not lines:
         raise CemDataError(f"data file '{path}': the CSV file is empty, expected numbers")
-    header = not all(_is_number(f) for f in lines[0].split(","))
+    # line 1 is a header only when every field is a name: a row of numbers with an empty
+    # field or a missing marker is data (and refused as such), never dropped
+    header = lines[0] if all(_is_name(f) for f in lines[0][1].split(",")) else None
     body = lines[1:] if header else lines
+    if header:
+        taken = f"line {header[0]} ({header[1].strip()!r}) was taken as a header of names"
     if not body:
-        raise CemDataError(f"data file '{path}': the CSV file has a header but no rows")
+        raise CemDataError(f"data file '{path}': {taken}, and no rows of numbers follow")
     try:
-        array = np.loadtxt(io.StringIO("\n".join(body)), delimiter=",", dtype=np.float64,
+        array = np.loadtxt([line for _, line in body], delimiter=",", dtype=np.float64,
                            ndmin=2)
-    except ValueError as exc:
+    except ValueError:
+        found = first_bad(body, lambda line: line.split(","))
         raise CemDataError(
-            f"data file '{path}': expected a table of numbers separated by commas ({exc})",
-            hint="every row needs the same number of numeric fields; no empty fields",
+            f"data file '{path}': expected a table of numbers separated by commas, {found}",
+            hint=_csv_hint(found, f" on line {lines[0][0]}," in found)
         ) from None
+    if header and len(header[1].split(",")) != array.shape[1]:
+        raise CemDataError(
+            f"data file '{path}': {taken}, {len(header[1].split(','))} of them, but the rows "
+            f"have {array.shape[1]} numbers",
+            hint="give one name per column, or no header")
     if array.shape[1] == 1:
         array = array[:, 0]
     return {name: array}
@@ -344,14 +420,17 @@ def _read_docword(path: Path) -> sparse.csr_array:
                     f"{[h.strip() for h in head]}"
                 ) from None
             check_docword_header(path, n_docs, n_words, nnz)
-            first = next((line for line in f if line.strip()), None)
+            first, start = next(((line, n) for n, line in enumerate(f, 4) if line.strip()),
+                                (None, 0))
             if first is None:  # numpy would warn and read nothing
                 raise CemDataError(f"data file '{path}': the header says NNZ={nnz} entries, "
                                    "found none: the file holds only its header")
-            table = np.loadtxt(itertools.chain([first], f), dtype=np.int64, ndmin=2)
+            table = np.loadtxt(itertools.chain([first], f), dtype=np.float64, ndmin=2)
     except CemDataError:
         raise
-    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
+    except ValueError as exc:
+        raise _docword_error(path, opener, exc) from None
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise _unreadable(path, what, exc) from None
     if table.shape[1] != 3:
         raise CemDataError(
@@ -362,26 +441,49 @@ def _read_docword(path: Path) -> sparse.csr_array:
         raise CemDataError(
             f"data file '{path}': the header says NNZ={nnz} entries, found {table.shape[0]}"
         )
-    docs, words, counts = table[:, 0], table[:, 1], table[:, 2]
+    with np.errstate(invalid="ignore"):
+        fraction = ~np.isfinite(table) | (table != np.floor(table))
+    if fraction.any():
+        row, column = (int(i) for i in np.argwhere(fraction)[0])
+        raise CemDataError(
+            f"data file '{path}': expected whole numbers (docID wordID count), found "
+            f"{table[row, column]:g} on line {start + row}, column {column + 1}")
+    docs, words, counts = table[:, 0], table[:, 1], table[:, 2]  # whole numbers, as floats
     for values, top, label in ((docs, n_docs, "docID"), (words, n_words, "wordID")):
         bad = (values < 1) | (values > top)
         if bad.any():
             line = int(np.flatnonzero(bad)[0])
             raise CemDataError(
                 f"data file '{path}': expected {label} in [1, {top}] (1-based), found "
-                f"{int(values[line])} on line {line + 4}"
+                f"{int(values[line])} on line {start + line}"
             )
     if (counts < 0).any():
         line = int(np.flatnonzero(counts < 0)[0])
         raise CemDataError(
             f"data file '{path}': expected non-negative counts, found {int(counts[line])} on "
-            f"line {line + 4}"
+            f"line {start + line}"
         )
     matrix = sparse.csr_array(
-        (counts.astype(np.float64), (docs - 1, words - 1)), shape=(n_docs, n_words)
+        (counts, (docs.astype(np.int64) - 1, words.astype(np.int64) - 1)),
+        shape=(n_docs, n_words)
     )
     matrix.sum_duplicates()
     return matrix
+
+
+def _docword_error(path: Path, opener: Callable[..., Any], exc: ValueError) -> CemDataError:
+    """The line and column of what numpy could not read in a docword file's entries (read
+    again, line by line: only on the way to an error)."""
+    what = "a UCI docword file (three header lines D, W, NNZ, then 'docID wordID count' lines)"
+    try:
+        with opener(path, "rt", encoding="ascii") as f:
+            found = first_bad(itertools.islice(enumerate(f, 1), 3, None), str.split)
+    except (OSError, EOFError, UnicodeDecodeError) as again:
+        return _unreadable(path, what, again)
+    if found.endswith("could not read"):
+        return _unreadable(path, what, exc)
+    return CemDataError(f"data file '{path}': expected lines of numbers 'docID wordID count', "
+                        f"{found}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -437,7 +539,10 @@ def describe_binding(spec: Mapping[str, Any]) -> str:
                 f"{head} a bag of categories, one group per element of {parent}. Give a sparse "
                 f"({n_parent} × {cats}) count matrix (scipy.sparse; in a file: .npz from "
                 f"scipy.sparse.save_npz, .mtx, or UCI docword*.txt), a dense ({n_parent} × "
-                f"{cats}) array of counts, or a list of {n_parent} integer arrays of ids."
+                f"{cats}) array of counts, or a list of {n_parent} integer arrays of ids, "
+                f"optionally with each id's count in '{var_plates[1]}_weight' (arrays of the "
+                f"same lengths; in an .npz file both flat, with the offsets in "
+                f"'{var_plates[1]}_ptr')."
             )
         elif ragged is not None:
             parent = var_plates[0]

@@ -7,7 +7,8 @@ same as :func:`cemodel.data.load_data`, except CSV):
 
 * ``.npy`` (``numpy.save``): one row per item, read in place;
 * ``.npz``: arrays by variable name (``numpy.savez``; a ragged plate ``p`` stored flat with its
-  offsets ``p_ptr``), or a sparse CSR matrix (``scipy.sparse.save_npz``);
+  offsets ``p_ptr``, a bag of words' counts beside its ids as ``p_weight``), or a sparse CSR
+  matrix (``scipy.sparse.save_npz``);
 * ``.mtx`` (MatrixMarket coordinate) and UCI ``docword*.txt`` (optionally ``.gz``): a document ×
   word count matrix.
 
@@ -38,7 +39,15 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from .data import check_docword_header, check_sparse_size, single_target, sparse_target
+from .data import (
+    check_docword_header,
+    check_flat,
+    check_offsets,
+    check_sparse_size,
+    first_bad,
+    single_target,
+    sparse_target,
+)
 from .errors import CemDataError
 from .files import CemWriteError, reason
 from .runtime.data_values import takes_count_matrix
@@ -100,13 +109,15 @@ class _NpyFile:
         return np.frombuffer(buffer, self.dtype, count * (self.row_bytes // self.dtype.itemsize))
 
     def largest(self) -> int:
-        """The largest value in the file (read in blocks), -1 if it is empty."""
+        """The largest finite value in the file (read in blocks), -1 if there is none: NaN is
+        a missing entry, and infinities are the binding's to refuse, with their place."""
         step = max(1, _BLOCK // max(1, self.row_bytes))
         top = -1
         for first in range(0, self.shape[0], step):
             block = self._run(first, min(step, self.shape[0] - first))
+            block = block[np.isfinite(block)] if block.dtype.kind == "f" else block
             if block.size:
-                top = max(top, int(block.max()))
+                top = max(top, int(np.floor(block.max())))
         return top
 
     def rows(self, items: np.ndarray) -> np.ndarray:
@@ -220,9 +231,10 @@ def _categories(spec: Mapping[str, Any], name: str) -> str | None:
 
 
 def _fixed_sizes(spec: Mapping[str, Any], files: Mapping[str, _NpyFile]) -> dict[str, int]:
-    """The sizes the values of whole files fix: the columns of a count matrix (a bag of
+    """The sizes the values of whole files show: the columns of a count matrix (a bag of
     categories as a 2-D array), else the largest index + 1 (a minibatch alone could miss the
-    largest)."""
+    largest). They size only the dims the model and the user leave open (``ItemSource.sizes``);
+    a file passing a fixed one is refused (``ItemSource.check_sizes``)."""
     dims: dict[str, int] = {}
     for name, f in files.items():
         dim = _categories(spec, name)
@@ -294,9 +306,9 @@ def _npz_source(path: Path, store: Path, spec: Mapping[str, Any], data_plate: st
     ragged: dict[str, tuple[_NpyFile, _NpyFile]] = {}
     constant: dict[str, np.ndarray] = {}
     for name in names:
-        if name.endswith("_ptr") or (name.endswith("_weight") and name[:-7] in plates):
+        if name.endswith("_ptr"):
             continue
-        info = tables.get(name)
+        info = tables.get(name) or _weights_info(plates, name)
         var_plates = list(info.get("plates", ())) if info else []
         if not var_plates or var_plates[0] != data_plate:
             constant[name] = np.load(store / f"{name}.npy", allow_pickle=False)
@@ -306,8 +318,7 @@ def _npz_source(path: Path, store: Path, spec: Mapping[str, Any], data_plate: st
             if f"{inner}_ptr" not in names:
                 raise CemDataError(f"data file '{path}': '{name}' is in the ragged plate "
                                    f"{inner}, so expected it flat with offsets '{inner}_ptr'")
-            ragged[name] = (_NpyFile(store / f"{inner}_ptr.npy", str(path)),
-                            _NpyFile(store / f"{name}.npy", str(path)))
+            ragged[name] = _flat(path, store, name, inner, plates[inner].get("parent"))
         else:
             per_item[name] = _NpyFile(store / f"{name}.npy", str(path))
     sizes = {f.shape[0] for f in per_item.values()} | {p.shape[0] - 1 for p, _ in ragged.values()}
@@ -329,6 +340,28 @@ def _npz_source(path: Path, store: Path, spec: Mapping[str, Any], data_plate: st
 
     fixed = _fixed_sizes(spec, {**per_item, **{n: flat for n, (_, flat) in ragged.items()}})
     return DiskSource(path, sizes.pop(), fingerprint, read, "arrays by name", fixed)
+
+
+def _weights_info(plates: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+    """A ragged plate's weights 'p_weight' (the counts of a bag of words' ids) are read as
+    its variables are; None for any other name."""
+    plate = name.removesuffix("_weight")
+    if name == plate or not plates.get(plate, {}).get("ragged"):
+        return None
+    return {"plates": (plates[plate]["parent"], plate)}
+
+
+def _flat(path: Path, store: Path, name: str, plate: str,
+          parent: str | None) -> tuple[_NpyFile, _NpyFile]:
+    """The offsets 'plate_ptr' and the flat entries of ``name``, checked as in memory (the
+    offsets are read whole once: one integer per item)."""
+    key = f"{plate}_ptr"
+    ptr = _NpyFile(store / f"{key}.npy", str(path))
+    check_offsets(path, key, parent, np.load(ptr.path, allow_pickle=False))
+    flat = _NpyFile(store / f"{name}.npy", str(path))
+    check_flat(path, name, plate, int(ptr.rows(np.array([ptr.shape[0] - 1]))[0]),
+               flat.shape)
+    return ptr, flat
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,9 +416,10 @@ def _blocks(handle, first_line: int, path: Path) -> Iterator[tuple[np.ndarray, i
         if data.strip():
             try:
                 table = np.loadtxt(io.BytesIO(data), dtype=np.float64, ndmin=2)
-            except ValueError as exc:
-                raise CemDataError(f"data file '{path}': expected lines of numbers from line "
-                                   f"{line} on ({exc})") from None
+            except ValueError:
+                text = enumerate(data.decode(errors="replace").split("\n"), line)
+                raise CemDataError(f"data file '{path}': expected lines of numbers, "
+                                   f"{first_bad(text, str.split)}") from None
             yield table, line
         line += data.count(b"\n")
         if not chunk:

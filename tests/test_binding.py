@@ -174,6 +174,30 @@ def test_token_lists_with_repeats_give_unit_weights_with_the_same_counts():
     assert_array_equal(counts, COUNTS)
 
 
+def test_token_lists_with_weights_are_the_count_matrix():
+    """'tokens_weight' beside lists of ids gives each id its count (CSR parts of a count
+    matrix); its lengths and values are checked, and a count matrix takes no weights."""
+    rows, ids = np.nonzero(COUNTS)
+    lists = [ids[rows == d] for d in range(4)]
+    counts = [COUNTS[d, ids[rows == d]] for d in range(4)]
+    got = bind_data(LDA, {"w": lists, "tokens_weight": counts})
+    ref = bind_data(LDA, {"w": COUNTS})
+    for key in ("w", "tokens_ptr", "tokens_weight"):
+        assert_array_equal(got.arrays[key], ref.arrays[key])
+    short = [c[:1] for c in counts]
+    with pytest.raises(CemDataError, match=r"'tokens_weight': expected 2 counts at docs\[0\]"):
+        bind_data(LDA, {"w": lists, "tokens_weight": short})
+    with pytest.raises(CemDataError, match="'tokens_weight': expected a list of 4 arrays"):
+        bind_data(LDA, {"w": lists, "tokens_weight": counts[:3]})
+    bad = [c.astype(float) for c in counts]
+    bad[2][1] = 0.5
+    with pytest.raises(CemDataError, match=r"'tokens_weight': expected counts.*found 0\.5 at "
+                                           r"docs\[2\], tokens\[1\]"):
+        bind_data(LDA, {"w": lists, "tokens_weight": bad})
+    with pytest.raises(CemDataError, match="'tokens_weight'.*found an array of shape"):
+        bind_data(LDA, {"w": COUNTS, "tokens_weight": counts})
+
+
 def test_category_dim_inferred_from_largest_id():
     bound = bind_data(LDA, {"w": [[0, 1], [6]]})
     assert bound.dims["V"] == 7

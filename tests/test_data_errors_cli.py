@@ -114,7 +114,7 @@ CASES = [
     ("negative-count-csv", "gamma_poisson", _raw("counts.csv", b"x\n1\n-3\n"), [],
      ["data 'x'", "expected counts", "found -3", "observations[1]"]),
     ("csv-with-text", "gamma_poisson", _raw("words.csv", b"x\n1\nabc\n"), [],
-     ["words.csv", "expected a table of numbers", "could not convert string 'abc'"]),
+     ["words.csv", "expected a table of numbers", "found 'abc' on line 3, column 1"]),
     ("npy-two-columns", "gamma_poisson", _two_columns_npy, [],
      ["data 'x'", "expected a 1-dimensional array with axes (observations)",
       "found an array of shape (4, 2)"]),

@@ -146,6 +146,24 @@ def test_npz_bad_ptr(tmp_path):
         load_data(path, RAGGED)
 
 
+def test_npz_flat_ids_with_weights_are_the_count_matrix(tmp_path):
+    """A bag of words saved as CSR parts (ids, offsets, counts) binds as its count matrix:
+    'tokens_weight' is each id's count, not dropped; a plate that is no bag of words has no
+    counts, so its weights are refused."""
+    rows, ids = np.nonzero(COUNTS)
+    ptr = np.r_[0, np.cumsum(np.bincount(rows, minlength=COUNTS.shape[0]))]
+    path = tmp_path / "bow.npz"
+    np.savez(path, w=ids, tokens_ptr=ptr, tokens_weight=COUNTS[rows, ids].astype(float))
+    _bow_equal(load_data(path, LDA))
+    np.savez(path, y=np.zeros(5), x=np.zeros((5, 2)), items_ptr=np.array([0, 3, 5]),
+             items_weight=np.ones(5))
+    with pytest.raises(CemDataError, match="unknown data 'items_weight'.*plate items holds"):
+        bind_data(RAGGED, load_data(path, RAGGED))
+    np.savez(path, w=ids, tokens_ptr=ptr, tokens_weight=np.ones(3))
+    with pytest.raises(CemDataError, match="'tokens_weight' is stored flat.*expected 6 entries"):
+        load_data(path, LDA)
+
+
 def test_npy_single_variable(tmp_path):
     x = np.random.default_rng(2).normal(size=(7, 3))
     path = tmp_path / "x.npy"
@@ -178,6 +196,38 @@ def test_csv_without_header_and_one_column(tmp_path):
     data = load_data(path, POISSON)
     assert data["c"].shape == (3,)
     assert_array_equal(bind_data(POISSON, data).arrays["c"], [1, 0, 4])
+
+
+@pytest.mark.parametrize(("text", "pattern"), [
+    ("NA\n1\n2\n3\n0\n", r"found 'NA' on line 1, column 1"),  # not a header: a missing marker
+    (",0.5\n1.0,2.0\n3.0,4.0\n", "found an empty field on line 1, column 1"),
+    ("1\t2\n3\t4\n", r"found '1\\t2' on line 1, column 1.*\n.*tabs or ';'"),
+    ("1;2\n", "found '1;2' on line 1, column 1"),
+    ("1\n2\nNA\n3\n", "found 'NA' on line 3, column 1"),  # 1-based lines, not numpy's rows
+    ("x\n\n1\n\n2,3\n", "found 2 fields on line 5 but 1 on line 3"),
+    ("x,y\n1,2,3\n", r"line 1 \('x,y'\) was taken as a header of names, 2 of them, but the "
+                     "rows have 3 numbers"),
+    ("a,b\n", r"line 1 \('a,b'\) was taken as a header of names, and no rows"),
+])
+def test_csv_takes_only_a_row_of_names_as_header_and_names_lines(tmp_path, text, pattern):
+    """A first row is a header only when its fields are names: one with a missing marker,
+    an empty field or another separator is data, refused with its line (never dropped)."""
+    path = tmp_path / "x.csv"
+    path.write_text(text)
+    with pytest.raises(CemDataError, match=pattern):
+        load_data(path, GMM)
+
+
+@pytest.mark.parametrize(("text", "pattern"), [
+    ("2\n3\n2\n1 1 1\n1 2 2.5\n", "whole numbers.*found 2.5 on line 5, column 3"),
+    ("2\n3\n2\n\n1 1 1\n2 x 1\n", "found 'x' on line 6, column 2"),
+    ("2\n3\n2\n\n1 1 1\n2 9 1\n", r"wordID in \[1, 3\].*found 9 on line 6"),
+])
+def test_docword_errors_name_the_file_line(tmp_path, text, pattern):
+    path = tmp_path / "docword.x.txt"
+    path.write_text(text)
+    with pytest.raises(CemDataError, match=pattern):
+        load_data(path, LDA)
 
 
 def test_csv_needs_a_single_variable_model(tmp_path):
@@ -295,7 +345,7 @@ def _truncated_npy(path):
          "non-negative"),
         ("docword.cols.txt", lambda p: p.write_text("2\n3\n1\n1 1\n") and p, LDA, "3 numbers"),
         ("docword.text.txt", lambda p: p.write_text("2\n3\n1\n1 a 1\n") and p, LDA,
-         "could not read"),
+         "found 'a' on line 4, column 2"),
         ("docword.gz.txt.gz", _garbage, LDA, "could not read"),
         ("data.json", lambda p: p.write_text("{}") and p, LDA, "unsupported format '.json'"),
         ("noext", lambda p: p.write_text("1") and p, LDA, "unsupported format"),

@@ -227,6 +227,7 @@ def test_batch_methods_and_other_misuse_are_refused(tmp_path, lda, corpus):
     ("3\n5\n1\n1 2 -1\n", "non-negative counts, found -1 on line 4"),
     ("3\nfive\n1\n1 2 1\n", "the first three lines"),
     ("3\n5\n1\n1 2\n", "expected 3 numbers per line"),
+    ("3\n5\n2\n1 2 1\n1 x 1\n", "found 'x' on line 5, column 2"),
 ])
 def test_bad_docword_files_are_refused_with_the_line_and_leave_nothing(tmp_path, lda, text,
                                                                        message):
@@ -301,3 +302,102 @@ def test_cli_fit_stream(tmp_path, corpus, capsys):
     err = capsys.readouterr().err
     assert "--stream: --method mf visits every item" in err
     assert "Traceback" not in err
+
+
+DICE = """model dice
+dim K = 6
+dim N
+hyper alpha = 1.0
+p ~ Dirichlet(alpha, K)
+plate rolls n in N:
+    observe x[n] ~ Categorical(p)
+"""
+
+
+@pytest.fixture(scope="module")
+def dice(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dice") / "dice.cem"
+    path.write_text(DICE)
+    return Model(path)
+
+
+def test_streamed_data_errors_name_the_item_in_the_file(tmp_path, dice, lda, corpus):
+    """A bad value is reported where it is in the file, as in memory, not at its position in
+    the minibatch that read it: dense rows, ragged tokens and count-matrix rows."""
+    x = np.random.default_rng(0).integers(0, 6, 500).astype(float)
+    x[437] = 2.5
+    np.save(tmp_path / "frac.npy", x)
+    with pytest.raises(CemDataError, match=r"found 2\.5 at rolls\[437\]$"):
+        dice.fit({"x": x}, "svi", **{**SVI, "start": "prior"})
+    with pytest.raises(CemDataError, match=r"found 2\.5 at rolls\[437\]$"):
+        dice.fit(dice.stream(tmp_path / "frac.npy"), "svi", **{**SVI, "start": "prior"})
+    tokens = [np.arange(3.0) for _ in range(100)]
+    tokens[71][2] = 1.5
+    np.savez(tmp_path / "tokens.npz", w=np.concatenate(tokens),
+             tokens_ptr=np.arange(0, 301, 3))
+    with pytest.raises(CemDataError, match=r"found 1\.5 at docs\[71\], tokens\[2\]$"):
+        lda.fit(lda.stream(tmp_path / "tokens.npz"), "svi", dims={"K": 3}, **SVI)
+    counts = corpus.toarray()
+    counts[120, 4] = 0.5
+    np.save(tmp_path / "counts.npy", counts)
+    with pytest.raises(CemDataError, match=r"found 0\.5 at row 120 \(docs\[120\]\), column 4"):
+        lda.fit(lda.stream(tmp_path / "counts.npy"), "svi", dims={"K": 3}, **SVI)
+
+
+def test_sizes_in_the_file_fill_only_the_dims_the_model_leaves_open(tmp_path, dice):
+    """The model's `dim K = 6` stays 6 streamed, as in memory (the file's largest id + 1 sizes
+    only a dim without default and not given), and an id at or above a fixed K is refused
+    with the in-memory error (before the fit: the source binds the file chunk by chunk)."""
+    x = np.random.default_rng(1).integers(0, 4, 300)
+    np.save(tmp_path / "small.npy", x)
+    options = {**SVI, "start": "prior"}
+    memory = dice.fit({"x": x}, "svi", **options)
+    streamed = dice.fit(dice.stream(tmp_path / "small.npy"), "svi", **options)
+    assert streamed.posterior["p.alpha"].shape == (6,)
+    same_fit(memory, streamed, ["p.alpha"])
+    with pytest.raises(CemDataError, match=r"in \[0, K=3\), found 3 at rolls\["):
+        dice.fit(dice.stream(tmp_path / "small.npy"), "svi", dims={"K": 3}, **options)
+    x[100] = 7
+    np.save(tmp_path / "bad.npy", x)
+    message = r"expected category ids in \[0, K=6\), found 7 at rolls\[100\]"
+    with pytest.raises(CemDataError, match=message):
+        dice.fit({"x": x}, "svi", **options)
+    with pytest.raises(CemDataError, match=message):
+        dice.fit(dice.stream(tmp_path / "bad.npy"), "svi", **options)
+
+
+@pytest.mark.parametrize("ptr, message", [
+    ([0, 4, 2, 8], "non-decreasing integer offsets.*found 4 then 2 at positions 1 and 2"),
+    ([0, 2, 4, 20], "'w' is stored flat for plate tokens, so expected 20 entries"),
+    ([0.0, 2, 4, 8], "non-decreasing integer offsets.*found a float64 array"),
+    ([3, 4, 6, 8], "non-decreasing integer offsets.*found offsets starting at 3"),
+])
+def test_bad_offsets_are_refused_streamed_as_in_memory(tmp_path, lda, ptr, message):
+    """The checks of a flat ragged plate's offsets are the in-memory reader's: no traceback
+    from reading past the file, and no tokens dropped before a first offset above 0."""
+    path = tmp_path / "tokens.npz"
+    np.savez(path, w=np.array([0, 2, 1, 3, 0, 1, 2, 2]), tokens_ptr=np.array(ptr))
+    with pytest.raises(CemDataError, match=message):
+        cemodel.data.load_data(path, lda.module.SPEC)
+    with pytest.raises(CemDataError, match=message):
+        lda.stream(path)
+
+
+def test_nan_in_streamed_categories_is_missing_as_in_memory(tmp_path, dice):
+    x = np.random.default_rng(0).integers(0, 6, 200).astype(float)
+    x[37] = np.nan
+    np.save(tmp_path / "nan.npy", x)
+    options = {**SVI, "start": "prior"}
+    memory = dice.fit({"x": x}, "svi", **options)
+    streamed = dice.fit(dice.stream(tmp_path / "nan.npy"), "svi", **options)
+    same_fit(memory, streamed, ["p.alpha"])
+
+
+def test_flat_ids_with_weights_stream_as_their_count_matrix(tmp_path, lda, corpus):
+    """A bag of words stored as CSR parts by name (w, tokens_ptr, tokens_weight): the counts
+    are read with the ids, streamed as in memory."""
+    path = tmp_path / "csr_parts.npz"
+    np.savez(path, w=corpus.indices, tokens_ptr=corpus.indptr, tokens_weight=corpus.data)
+    memory = lda.fit({"w": corpus}, "svi", dims={"K": 3}, **SVI)
+    streamed = lda.fit(lda.stream(path), "svi", dims={"K": 3}, **SVI)
+    same_fit(memory, streamed, ["beta.alpha"])

@@ -170,9 +170,17 @@ class _Binder(Readers):
 
     def _check_names(self) -> None:
         expected = [v.name for v in self.vars]
+        counted = {f"{v.ragged}_weight" for v in self.vars if self._bow(v)}
         for key in self.data:
-            if key in expected:
+            if key in expected or key in counted:
                 continue
+            if isinstance(key, str) and self.plates.get(key.removesuffix("_weight"), {}).get(
+                    "ragged") and key.endswith("_weight"):
+                raise CemDataError(
+                    f"unknown data '{key}': a ragged plate's weights are the counts of a bag "
+                    f"of categories (a categorical observed alone in an unordered ragged "
+                    f"plate), and plate {key.removesuffix('_weight')} holds none; the model "
+                    f"expects: {', '.join(expected)}")
             if not isinstance(key, str):
                 raise CemDataError(
                     f"data keys must be variable names (strings), found {key!r}; the model "

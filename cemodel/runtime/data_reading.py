@@ -47,8 +47,20 @@ class Readers:
             isinstance(value, np.ndarray) and value.dtype != object
         )
         if self._bow(var) and counts_form:
+            if f"{var.ragged}_weight" in self.data:
+                parent = self.plates[var.ragged]["parent"]
+                raise CemDataError(
+                    f"data '{var.ragged}_weight': the counts of the ids of {var.label}, so "
+                    f"expected {var.label} as a list of id arrays, one per element of "
+                    f"{parent} (in an .npz file flat, with its offsets '{var.ragged}_ptr'); "
+                    f"found {describe_value(value)}",
+                    hint="a count matrix holds its counts itself: give it without weights"
+                    if np.ndim(value) == 2 else None)
             return self._read_counts(var, value)
-        return self._read_ragged(var, value)
+        parsed = self._read_ragged(var, value)
+        if self._bow(var) and f"{var.ragged}_weight" in self.data:
+            parsed.weights = self._read_weights(var, parsed.lengths)
+        return parsed
 
     def _read_dense(self, var: DataVar, value: object) -> Parsed:
         n_plates, n_event = len(var.plates), len(var.event)
@@ -114,7 +126,7 @@ class Readers:
                 row = int(np.searchsorted(indptr, k, side="right") - 1)
                 return f"row {row} ({parent}[{row}]), column {int(indices[k])}"
 
-            self._check_counts(var, counts, lambda mask: where(first_index(mask)[0]))
+            self._check_counts(var.label, counts, lambda mask: where(first_index(mask)[0]))
             mat.sum_duplicates()
             mat.eliminate_zeros()
             ptr = mat.indptr.astype(np.int64)
@@ -130,7 +142,7 @@ class Readers:
                 )
             dense = arr.astype(np.float64)
             self._check_counts(
-                var, dense,
+                var.label, dense,
                 lambda mask: "row {0} ({1}[{0}]), column {2}".format(
                     first_index(mask)[0], parent, first_index(mask)[1]
                 ),
@@ -150,26 +162,52 @@ class Readers:
         return Parsed(var, np.ascontiguousarray(ids), lengths=lengths, weights=weights,
                        trailing=())
 
-    def _check_counts(self, var: DataVar, counts: np.ndarray,
-                      where: Callable[[np.ndarray], str]) -> None:
-        what = "counts (finite, non-negative whole numbers) in the count matrix"
+    def _check_counts(self, label: str, counts: np.ndarray,
+                      where: Callable[[np.ndarray], str],
+                      what: str = "counts (finite, non-negative whole numbers) in the count "
+                      "matrix") -> None:
         for bad in (~np.isfinite(counts), counts < 0, counts != np.floor(counts)):
             if bad.any():
                 found = counts[first_index(bad)]
                 raise CemDataError(
-                    f"{var.label}: expected {what}, found {fmt_value(found)} at {where(bad)}"
+                    f"{label}: expected {what}, found {fmt_value(found)} at {where(bad)}"
                 )
         with np.errstate(over="ignore"):
             total = float(np.sum(counts))
         if counts.size and not total < MAX_STATISTIC:
             bad = counts == counts.max()
             raise CemDataError(
-                f"{var.label}: expected {what} with a finite total, found "
+                f"{label}: expected {what} with a finite total, found "
                 f"{fmt_value(counts.max())} "
                 f"at {where(bad)}: the total count overflows (above {MAX_STATISTIC:.0e})",
                 hint="counts this large carry no more information than smaller ones; scale "
                 "them down",
             )
+
+    def _read_weights(self, var: DataVar, lengths: np.ndarray) -> np.ndarray:
+        """'<plate>_weight': the count of each id of ``var``, a bag of categories given as
+        lists of ids (``lengths`` of them per element of the parent), flat."""
+        key = f"{var.ragged}_weight"
+        value, label = self.data[key], f"data '{key}'"
+        parent = self.plates[var.ragged]["parent"]
+        if sparse.issparse(value) or not isinstance(value, list | tuple | np.ndarray) or (
+                len(value) != lengths.size):
+            raise CemDataError(
+                f"{label}: expected a list of {lengths.size} arrays, one per element of "
+                f"{parent}, with the count of each id of {var.label}; found "
+                f"{describe_value(value)}")
+        pieces = [to_numeric(label, row, f" at {parent}[{d}]") for d, row in enumerate(value)]
+        for d, row in enumerate(pieces):
+            if row.shape != (lengths[d],):
+                raise CemDataError(
+                    f"{label}: expected {lengths[d]} counts at {parent}[{d}], one per id of "
+                    f"{var.label} there, found an array of shape {shape_text(row.shape)}")
+        counts = np.concatenate([np.zeros(0), *pieces]).astype(np.float64)
+        ptr = np.concatenate([[0], np.cumsum(lengths)])
+        self._check_counts(label, counts,
+                           lambda mask: self._where_ragged(var, first_index(mask), ptr)[4:],
+                           "counts (finite, non-negative whole numbers)")
+        return counts
 
     def _found_lengths(self, var: DataVar, lengths: np.ndarray) -> None:
         parent = self.plates[var.ragged]["parent"]

@@ -7,12 +7,15 @@ asked, and nothing else is held. ``cemodel.streaming`` has the sources for files
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from ..errors import CemDataError
+from .binding import bind_data
 
 
 class ItemSource:
@@ -22,8 +25,9 @@ class ItemSource:
     """
 
     n_items: int = 0
-    # sizes the whole data set fixes and one minibatch may not show (the largest category or
-    # index of any item + 1, the columns of a count matrix)
+    # sizes the whole data set shows and one minibatch may not (the largest category or index
+    # of any item + 1, the columns of a count matrix): they size only the dims that the model
+    # (a default) and the user leave open, as the in-memory binding's largest id does
     dims: dict[str, int] = {}
 
     def read(self, items: np.ndarray) -> dict[str, Any]:
@@ -35,15 +39,35 @@ class ItemSource:
         """Changes when the data change (checkpoints refuse other data)."""
         raise NotImplementedError
 
-    def sizes(self, dims: dict[str, int] | None, item_dims: tuple[str, ...]) -> dict[str, int]:
-        """The sizes to bind minibatches with: ``dims`` (the user's) over the source's, without
-        those of the items (``item_dims``, the data plate's first), which vary by minibatch."""
+    def sizes(self, dims: dict[str, int] | None, spec: Mapping[str, Any],
+              item_dims: tuple[str, ...]) -> dict[str, int]:
+        """The sizes to bind minibatches with: ``dims`` (the user's), and the source's for the
+        dims that neither they nor the model's defaults (its ``spec``) fix, as in memory the
+        data size only those; without those of the items (``item_dims``, the data plate's
+        first), which vary by minibatch."""
         dims = dict(dims or {})
         if item_dims and item_dims[0] in dims and int(dims[item_dims[0]]) != self.n_items:
             raise CemDataError(f"dims: {item_dims[0]}={dims[item_dims[0]]} given, but the data "
                                f"on disk have {self.n_items} items")
-        merged = {**self.dims, **dims}
+        fixed = _fixed(spec, dims)
+        merged = {**{k: v for k, v in self.dims.items() if k not in fixed}, **dims}
         return {k: v for k, v in merged.items() if k not in item_dims}
+
+    def check_sizes(self, spec: Mapping[str, Any], plate: str, sizes: dict[str, int],
+                    chunk: int) -> None:
+        """Refuse, before the fit, data whose values pass a size the model or the user fixes
+        (an id 7 with the model's ``dim K = 6``): the in-memory binding's error, from the first
+        chunk of items that shows it (a minibatch alone may not)."""
+        fixed = _fixed(spec, sizes)
+        over = {k: v for k, v in self.dims.items() if k in fixed and v > fixed[k]}
+        if not over:
+            return
+        for items in self.chunks(chunk):
+            with places_in_data(plate, items):
+                bind_data(spec, self.read(items), sizes, missing=True)
+        name, size = next(iter(over.items()))  # every chunk bound: a size no item shows
+        raise CemDataError(f"dimension '{name}' is {fixed[name]}, but the data on disk need "
+                           f"{size} (their largest category id + 1)")
 
     def chunks(self, size: int) -> Iterator[np.ndarray]:
         """Consecutive runs of at most ``size`` items covering the plate once, in order."""
@@ -59,6 +83,13 @@ class ItemSource:
         return np.sort(rng.choice(self.n_items, size=n, replace=False))
 
 
+def _fixed(spec: Mapping[str, Any], dims: Mapping[str, int]) -> dict[str, int]:
+    """The sizes the user (``dims``) or the model (a default) fixes."""
+    defaults = {k: int(info["default"]) for k, info in spec.get("dims", {}).items()
+                if info.get("default") is not None}
+    return {**defaults, **{k: int(v) for k, v in dims.items()}}
+
+
 def item_source(data: object, streaming: str) -> ItemSource | None:
     """``data`` if it is an :class:`ItemSource` and the model can read its items a minibatch at
     a time (``streaming``, the module's STREAMING: 'yes' or 'no: why'), None for in-memory
@@ -71,3 +102,30 @@ def item_source(data: object, streaming: str) -> ItemSource | None:
     if data.n_items < 1:
         raise CemDataError("out-of-core data: expected at least one item, found none")
     return data
+
+
+@contextmanager
+def places_in_data(plate: str | None, items: np.ndarray | None) -> Iterator[None]:
+    """Errors of binding the items ``items`` of plate ``plate`` on their own (a minibatch read
+    from a source) name the items as the whole data numbers them: the minibatch's
+    ``rolls[22]`` is the file's ``rolls[437]``. A no-op for ``items`` None (data in memory)."""
+    try:
+        yield
+    except CemDataError as exc:
+        if plate is None or items is None:
+            raise
+        raise _renumbered(exc, plate, items) from None
+
+
+def _renumbered(exc: CemDataError, plate: str, items: np.ndarray) -> CemDataError:
+    # the places the binder names: "rolls[3]", "docs[3], tokens[5]", "row 3 (docs[3])"
+    place = re.compile(rf"(\brow \d+ \()?(?<![\w.]){re.escape(plate)}\[(\d+)\]")
+
+    def renumber(match: re.Match) -> str:
+        at = int(match.group(2))
+        if at >= len(items):
+            return match.group(0)
+        item = int(items[at])
+        return (f"row {item} (" if match.group(1) else "") + f"{plate}[{item}]"
+
+    return type(exc)(place.sub(renumber, exc.message), hint=exc.hint)

@@ -31,7 +31,7 @@ from ...options import check_options
 from .. import driver as rt
 from ..sampling import SAMPLERS
 from ..shares import only_rows
-from ..source import ItemSource, item_source
+from ..source import ItemSource, item_source, places_in_data
 from ..special import blend
 from ..ssvi import SSVI_FAMILIES, in_domain, ssvi_blend
 from . import checkpoints, lazy
@@ -137,9 +137,13 @@ def begin(model: ModelInterface, data: Any, *, hypers=None, dims=None, init=None
     _check_options(model, o)
     source = item_source(data, model.STREAMING)  # an rt.ItemSource (data on disk), or None
     if source is not None:  # out of core: the start binds one minibatch ('seeds' seeds from it)
-        dims = source.sizes(dims, model.ITEM_DIMS)
-        data = source.read(source.start_items(o.batch_size, o.seed))
-    s = model._prepare(data, hypers, dims, o.seed, init, start, o.max_local_iter, o.local_tol)
+        dims = source.sizes(dims, model.SPEC, model.ITEM_DIMS)
+        source.check_sizes(model.SPEC, model.DATA_PLATE, dims, o.batch_size or source.n_items)
+        items = source.start_items(o.batch_size, o.seed)
+        data = source.read(items)
+    with places_in_data(model.DATA_PLATE, None if source is None else items):
+        s = model._prepare(data, hypers, dims, o.seed, init, start, o.max_local_iter,
+                           o.local_tol)
     o.local = rt.check_local_step(o.local, model.LOCAL_STEPS)
     o.learn = rt.check_learn(o.learn, model.LEARNABLE)
     if o.local == "gibbs":
@@ -288,12 +292,13 @@ def _result(run: Run, converged: bool, seconds: float) -> rt.FitResult:
     return result
 
 
-def _bind_items(run: Run, data: dict[str, Any]) -> rt.State:
-    """Out of core: the state of one minibatch (``data`` holding its items only), its
-    globals, hyperparameters and statistics the fit's, shared (``_prepare(share=)``)."""
+def _bind_items(run: Run, items: np.ndarray) -> rt.State:
+    """Out of core: the state of the minibatch ``items`` (read from the source on their own),
+    its globals, hyperparameters and statistics the fit's, shared (``_prepare(share=)``)."""
     dims = {k: v for k, v in run.s.bound.dims.items() if k not in run.model.ITEM_DIMS}
-    return run.model._prepare(data, None, dims, run.o.seed, None, None, run.o.max_local_iter,
-                              run.o.local_tol, share=run.s)
+    with places_in_data(run.model.DATA_PLATE, items):
+        return run.model._prepare(run.source.read(items), None, dims, run.o.seed, None, None,
+                                  run.o.max_local_iter, run.o.local_tol, share=run.s)
 
 
 def _v_needed(model: ModelInterface) -> bool:
@@ -410,7 +415,7 @@ def _minibatch(run: Run, batch: np.ndarray) -> np.ndarray:
     """The step's state holding ``batch`` (out of core: its items, read and bound on their
     own), every item's weight 1; returns the batch's items as the state numbers them."""
     if run.source is not None:
-        run.s = _bind_items(run, run.source.read(batch))
+        run.s = _bind_items(run, batch)
         batch = run.s.all_items
     run.s.item_weight[...] = 1.0
     return batch
@@ -554,7 +559,7 @@ def full_elbo(run: Run) -> float:
     else:
         elbo = 0.0
         for chunk in run.source.chunks(o.batch_size):
-            run.s = _bind_items(run, run.source.read(chunk))
+            run.s = _bind_items(run, chunk)
             elbo += _all_items(run)
             if model.ROLES.get("entry_statistic"):  # kept per entry: the chunk's only
                 elbo += model.elbo_of_entries(run.s)
