@@ -176,6 +176,6 @@ def test_a_known_probability_of_zero_is_a_component_never_used(tmp_path):
     assert np.isfinite(fit.elbo).all()
     assert fit.posterior["z.probs"][:, 2].max() == 0.0
     assert fit["rate.shape"][2] / fit["rate.rate"][2] == pytest.approx(10.0)
-    with pytest.raises(CemDataError, match=r"hyperparameter 'pi': expected values ≥ 0 "
-                                           r"\(the model takes their log\), found -0.2"):
+    with pytest.raises(CemDataError, match=r"hyperparameter 'pi': expected probabilities "
+                                           r"\(in \[0, 1\]\), found -0.2 at \[2\]"):
         model.fit({"x": x}, hypers={"pi": [0.5, 0.7, -0.2]})

@@ -102,9 +102,9 @@ def bind_data(
     inferred from the data. ``missing``: the caller handles missing entries (the generated
     ``_prepare``, ``cemodel.runtime.missing``). See the module docstring for the layout.
     """
-    from .source import ItemSource
-
-    if isinstance(data, ItemSource):
+    # an ItemSource (runtime/source.py, which binds its minibatches with this function, so
+    # known here by what it has, not imported)
+    if hasattr(data, "n_items") and callable(getattr(data, "read", None)):
         raise CemDataError("out-of-core data (a stream from disk) is read by fit_svi and its "
                            "variants (svi, svi+, ssvi-a, ssvi) only: the batch methods visit "
                            "every item at every iteration",
