@@ -229,3 +229,18 @@ def test_hyper_value_checks_the_domain():
         with pytest.raises(CemDataError) as info:
             hyper_value(hypers, "a", lambda: 1.0 / 0.0, shape, domain)
         assert text in str(info.value)
+
+
+def test_whole_number_covariates_whose_squares_overflow_are_refused_up_front():
+    """A whole-number covariate enters a mean as a real does: 1e200 passed binding and the fit
+    stopped later with "q(w) is not finite", naming no data."""
+    from cemodel.compiler import compile_stages, run_stages
+
+    module = compile_stages(run_stages(
+        "model ic\ndim N\nw ~ Normal(0.0, 1.0)\nplate obs n in N:\n    data k[n] : int\n"
+        "    observe y[n] ~ Normal(w * k[n], 1.0)\n", "ic.cem"))
+    k = np.arange(10.0)
+    k[3] = 1e200
+    with pytest.raises(CemDataError, match=r"data 'k': expected whole numbers whose sum of "
+                                           r"squares is finite, found 1e\+200 at obs\[3\]"):
+        module.fit({"k": k, "y": np.ones(10)})

@@ -296,8 +296,9 @@ class _Binder(Readers):
     @staticmethod
     def _check_magnitude(var: DataVar, values: np.ndarray,
                          where: Callable[[tuple[int, ...]], str]) -> None:
-        """Refuse values whose statistics overflow: Σx² of reals, Σx of counts and positives."""
-        if var.support in ("real", "vector"):
+        """Refuse values whose statistics overflow: Σx² of reals and whole-number covariates
+        (they enter means and products as reals do), Σx of counts and positives."""
+        if var.support in ("real", "vector", "integer"):
             statistic, power = "sum of squares", 2
         elif var.support in ("count", "trials", "positive"):
             statistic, power = "sum", 1
