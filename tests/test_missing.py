@@ -342,3 +342,17 @@ def test_masked_integer_leaves_counts_and_categories():
     expected = np.exp(fit["E[log p]"]) / np.exp(fit["E[log p]"]).sum()
     np.testing.assert_allclose(fit.missing["x"]["probs"], np.tile(expected, (5, 1)),
                                rtol=1e-12)
+
+
+def test_data_whose_every_observed_entry_is_missing_is_refused(compiled):
+    """It fitted the prior and reported convergence with ELBO 0; it is refused as data with
+    no entries is. One observed entry is enough."""
+    from cemodel.errors import CemDataError
+
+    module = compiled("gamma_poisson")
+    with pytest.raises(CemDataError, match=r"every entry of the observed data \('x'\) is "
+                                           r"missing \(NaN or masked\): nothing to fit"):
+        module.fit({"x": np.array([np.nan, np.nan, np.nan])})
+    with pytest.raises(CemDataError, match="nothing to fit"):
+        module.fit({"x": np.ma.masked_all(4)})
+    assert np.isfinite(module.fit({"x": np.array([np.nan, 2.0])}).elbo[-1])

@@ -459,6 +459,17 @@ class _Binder(Readers):
                 )
         return values
 
+    def _check_something_observed(self, parsed: list) -> None:
+        """Data whose every observed entry is missing would fit the prior and report it as
+        a fit: refused, as data with no entries is."""
+        observed = [p.var.name for p in parsed if p.var.role == "observed"]
+        if observed and all(name in self.missing and self.missing[name].size
+                            and bool(np.all(self.missing[name])) for name in observed):
+            names = ", ".join(f"'{name}'" for name in observed)
+            raise CemDataError(f"every entry of the observed data ({names}) is missing (NaN "
+                               "or masked): nothing to fit",
+                               hint="give at least one observed value")
+
     def bind(self) -> BoundData:
         self._check_names()
         parsed = [self._read(var) for var in self.vars]
@@ -478,6 +489,7 @@ class _Binder(Readers):
                 n_items[plate] = int(ptr[-1])
             else:
                 n_items[plate] = self.sizes[dim]
+        self._check_something_observed(parsed)
         for item in parsed:
             arrays[item.var.name] = self._finish(item, ptrs)
         for plate, ptr in ptrs.items():
