@@ -92,7 +92,9 @@ class CemSourceError(CemError):
                 column = column - start + (3 if start else 0)
                 width = min(width, len(shown) - (column - (3 if start else 0)))
             parts.append(f"    {line}")
-            parts.append("    " + " " * column + "^" * max(width, 1))
+            # the line's own tabs before the caret, so that it lines up wherever tabs stop
+            pad = "".join(c if c == "\t" else " " for c in line[:column])
+            parts.append("    " + pad + "^" * max(width, 1))
         if self.hint:
             parts.append(f"  hint: {self.hint}")
         return "\n".join(parts)

@@ -84,7 +84,8 @@ def assert_located(exc: CemSourceError, text: str) -> None:
         assert window[caret:caret + 1] == source_line[col - 1:col], rendered
         return
     assert shown[1] == "    " + source_line, rendered
-    assert re.fullmatch(" " * (col + 3) + r"\^+", shown[2]), rendered
+    pad = "".join(c if c == "\t" else " " for c in source_line[:col - 1])  # tabs kept
+    assert re.fullmatch(re.escape("    " + pad) + r"\^+", shown[2]), rendered
 
 
 def record(kind: str, outcome: str) -> None:

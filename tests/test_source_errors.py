@@ -319,7 +319,8 @@ def test_malformed_source(text, error, line, col, message, hint):
     assert "Traceback" not in rendered
     shown = rendered.splitlines()
     assert shown[1] == "    " + text.splitlines()[line - 1]
-    assert shown[2].startswith("    " + " " * (col - 1) + "^")
+    pad = "".join(c if c == "\t" else " " for c in text.splitlines()[line - 1][:col - 1])
+    assert shown[2].startswith("    " + pad + "^")  # a tab before the caret is kept
     assert set(shown[2].strip()) == {"^"}
     if hint is not None:
         assert shown[-1].startswith("  hint: ")
