@@ -551,3 +551,16 @@ def test_a_nonnegative_covariate_after_a_vector_one_is_a_scalar():
     }
     bound = bind_data(spec, {"c": np.arange(5), "x": np.ones((5, 2)), "e": np.full(5, 0.5)})
     assert bound.arrays["e"].shape == (5,) and bound.arrays["x"].shape == (5, 2)
+
+
+@pytest.mark.parametrize("key, hint", [
+    ("a", "'a' is a hyperparameter: pass it as hypers={'a': ...} (--set a=...)"),
+    ("rate", "'rate' is a latent variable, which the fit infers"),
+    ("xx", "did you mean 'x'"),
+])
+def test_a_name_of_the_model_given_as_data_is_told_what_it_is(compiled, key, hint):
+    """A hyperparameter or a latent given as data got only "unknown data" (a dimension was
+    already told it is one)."""
+    with pytest.raises(CemDataError, match=f"unknown data '{key}'") as info:
+        compiled("gamma_poisson").fit({"x": np.arange(5), key: 1.0})
+    assert hint in (info.value.hint or "")

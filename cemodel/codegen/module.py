@@ -166,6 +166,10 @@ def spec_literal(ctx: EmitContext) -> list[Node]:
                      f"\"kind\": {c.kind!r}, \"shape\": {list(c.shape)!r}{index}}},")
     if m.data:
         lines.append("    },")
+    # the model's other names, so that one given as data is told what it is
+    others = {h.name: "hyperparameter" for h in m.hypers}
+    others.update({v.name: "latent" for v in m.latents if m.introduced_for(v.name) is None})
+    lines.append(f"    \"not_data\": {others!r},")
     lines.append("}")
     return [Line(text) for text in lines]
 

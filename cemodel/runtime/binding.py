@@ -186,8 +186,15 @@ class _Binder(Readers):
                     f"data keys must be variable names (strings), found {key!r}; the model "
                     f"expects: {', '.join(expected) or 'no data'}"
                 )
+            kind = self.spec.get("not_data", {}).get(key)
             if key in self.dim_specs:
                 hint = f"'{key}' is a dimension: pass it as dims={{'{key}': ...}} (--set {key}=...)"
+            elif kind == "hyperparameter":
+                hint = (f"'{key}' is a hyperparameter: pass it as hypers={{'{key}': ...}} "
+                        f"(--set {key}=...)")
+            elif kind == "latent":
+                hint = (f"'{key}' is a latent variable, which the fit infers; to give its "
+                        "values, declare it 'data' in the model")
             else:
                 hint = suggest(key, expected)
             raise CemDataError(

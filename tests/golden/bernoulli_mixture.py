@@ -66,6 +66,7 @@ SPEC = {
         'x': {"plates": ['points', 'dims'], "support": 'binary', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+    "not_data": {'alpha': 'hyperparameter', 'a': 'hyperparameter', 'b': 'hyperparameter', 'pi': 'latent', 'p': 'latent', 'z': 'latent'},
 }
 MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
     'x': {"family": 'Bernoulli', "data_plate": 'a', "why_not": None,

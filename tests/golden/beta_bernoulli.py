@@ -56,6 +56,7 @@ SPEC = {
         'x': {"plates": ['trials'], "support": 'binary', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+    "not_data": {'a': 'hyperparameter', 'b': 'hyperparameter', 'p': 'latent'},
 }
 MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
     'x': {"family": 'Bernoulli', "data_plate": 'a', "why_not": None,

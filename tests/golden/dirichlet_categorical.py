@@ -57,6 +57,7 @@ SPEC = {
         'x': {"plates": ['rolls'], "support": 'category', "shape": [], "categories": 'K', "missing": 'yes'},
     },
     "covariates": {},
+    "not_data": {'alpha': 'hyperparameter', 'p': 'latent'},
 }
 MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
     'x': {"family": 'Categorical', "data_plate": 'a', "why_not": None,

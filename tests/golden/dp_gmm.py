@@ -64,6 +64,7 @@ SPEC = {
         'x': {"plates": ['points'], "support": 'vector', "shape": ['D'], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+    "not_data": {'alpha': 'hyperparameter', 'm0': 'hyperparameter', 'P0': 'hyperparameter', 'nu0': 'hyperparameter', 'W0': 'hyperparameter', 'mu': 'latent', 'Lambda': 'latent', 'z': 'latent'},
 }
 MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
     'x': {"family": 'MultivariateNormal', "data_plate": 'a', "why_not": None,

@@ -67,6 +67,7 @@ SPEC = {
         'w': {"plates": ['docs', 'tokens'], "support": 'category', "shape": [], "categories": 'V', "missing": 'no: w (dp_mixture_of_multinomials.cem:28:9) lies in the ragged plate tokens, and missing entries are supported in dense arrays only'},
     },
     "covariates": {},
+    "not_data": {'alpha': 'hyperparameter', 'eta': 'hyperparameter', 'phi': 'latent', 'c': 'latent'},
 }
 
 

@@ -64,6 +64,7 @@ SPEC = {
         'y': {"plates": ['points', 'dims'], "support": 'real', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+    "not_data": {'c': 'hyperparameter', 'a0': 'hyperparameter', 'b0': 'hyperparameter', 'W': 'latent', 'psi': 'latent', 'f': 'latent'},
 }
 MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
     'y': {"family": 'Normal', "data_plate": 'a', "why_not": None,

@@ -56,6 +56,7 @@ SPEC = {
         'x': {"plates": ['observations'], "support": 'count', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+    "not_data": {'a': 'hyperparameter', 'b': 'hyperparameter', 'rate': 'latent'},
 }
 MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
     'x': {"family": 'Poisson', "data_plate": 'a', "why_not": None,

@@ -68,6 +68,7 @@ SPEC = {
         'Y': {"plates": ['frames', 'bins'], "support": 'count', "shape": [], "categories": None, "missing": 'no: the factor of Y (gap_nmf.cem:34:9) is rewritten with the introduced Y_split, which a missing entry would leave undetermined'},
     },
     "covariates": {},
+    "not_data": {'a': 'hyperparameter', 'b': 'hyperparameter', 'alpha': 'hyperparameter', 'c': 'hyperparameter', 'theta': 'latent', 'W': 'latent', 'H': 'latent'},
 }
 
 

@@ -64,6 +64,7 @@ SPEC = {
         'x': {"plates": ['points'], "support": 'vector', "shape": ['D'], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+    "not_data": {'alpha': 'hyperparameter', 'm0': 'hyperparameter', 'P0': 'hyperparameter', 'P': 'hyperparameter', 'pi': 'latent', 'mu': 'latent', 'z': 'latent'},
 }
 MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
     'x': {"family": 'MultivariateNormal', "data_plate": 'a', "why_not": None,

@@ -66,6 +66,7 @@ SPEC = {
         'x': {"plates": ['points'], "kind": 'vector', "shape": ['P']},
         'group': {"plates": ['points'], "kind": 'int', "shape": [], "categories": 'G'},
     },
+    "not_data": {'c': 'hyperparameter', 'k0': 'hyperparameter', 'a0': 'hyperparameter', 'b0': 'hyperparameter', 'w': 'latent', 'mu': 'latent', 'tau': 'latent', 'b': 'latent'},
 }
 
 

@@ -63,6 +63,7 @@ SPEC = {
     "covariates": {
         'group': {"plates": ['observations'], "kind": 'int', "shape": [], "categories": 'G'},
     },
+    "not_data": {'m0': 'hyperparameter', 'k0': 'hyperparameter', 'a0': 'hyperparameter', 'b0': 'hyperparameter', 'mu_tau_b': 'latent', 'tau_w': 'latent', 'theta': 'latent'},
 }
 MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
     'y': {"family": 'Normal', "data_plate": 'a', "why_not": None,

@@ -63,6 +63,7 @@ SPEC = {
         'group': {"plates": ['counts'], "kind": 'int', "shape": [], "categories": 'G'},
         'e': {"plates": ['counts'], "kind": 'real', "shape": [], "nonnegative": True},
     },
+    "not_data": {'a': 'hyperparameter', 'a0': 'hyperparameter', 'b0': 'hyperparameter', 'beta': 'latent', 'lam': 'latent'},
 }
 MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
     'x': {"family": 'Poisson', "data_plate": 'a', "why_not": None,

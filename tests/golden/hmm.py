@@ -63,6 +63,7 @@ SPEC = {
         'x': {"plates": ['seqs', 'steps'], "support": 'category', "shape": [], "categories": 'V', "missing": 'no: x (hmm.cem:27:9) lies in the ragged plate steps, and missing entries are supported in dense arrays only'},
     },
     "covariates": {},
+    "not_data": {'alpha': 'hyperparameter', 'eta': 'hyperparameter', 'pi0': 'latent', 'A': 'latent', 'phi': 'latent', 'z': 'latent'},
 }
 
 

@@ -68,6 +68,7 @@ SPEC = {
         'w': {"plates": ['docs', 'tokens'], "support": 'category', "shape": [], "categories": 'V', "missing": 'no: w (lda.cem:25:9) lies in the ragged plate tokens, and missing entries are supported in dense arrays only'},
     },
     "covariates": {},
+    "not_data": {'alpha': 'hyperparameter', 'eta': 'hyperparameter', 'beta': 'latent', 'theta': 'latent', 'z': 'latent'},
 }
 
 

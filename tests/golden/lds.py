@@ -66,6 +66,7 @@ SPEC = {
         'y': {"plates": ['seqs', 'steps', 'dims'], "support": 'real', "shape": [], "categories": None, "missing": 'no: y (lds.cem:38:13) lies in the ragged plate steps, and missing entries are supported in dense arrays only'},
     },
     "covariates": {},
+    "not_data": {'A': 'hyperparameter', 'm0': 'hyperparameter', 'P0': 'hyperparameter', 'nu0': 'hyperparameter', 'W0': 'hyperparameter', 'c': 'hyperparameter', 'a0': 'hyperparameter', 'b0': 'hyperparameter', 'Q': 'latent', 'C': 'latent', 'r': 'latent', 'x': 'latent'},
 }
 
 

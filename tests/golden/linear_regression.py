@@ -62,6 +62,7 @@ SPEC = {
     "covariates": {
         'x': {"plates": ['points'], "kind": 'vector', "shape": ['P']},
     },
+    "not_data": {'c': 'hyperparameter', 'a0': 'hyperparameter', 'b0': 'hyperparameter', 'w': 'latent', 'tau': 'latent'},
 }
 MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
     'y': {"family": 'Normal', "data_plate": 'a', "why_not": None,

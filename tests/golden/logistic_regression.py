@@ -60,6 +60,7 @@ SPEC = {
     "covariates": {
         'x': {"plates": ['points'], "kind": 'vector', "shape": ['P']},
     },
+    "not_data": {'c': 'hyperparameter', 'w': 'latent'},
 }
 
 

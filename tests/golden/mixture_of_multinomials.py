@@ -64,6 +64,7 @@ SPEC = {
         'w': {"plates": ['docs', 'tokens'], "support": 'category', "shape": [], "categories": 'V', "missing": 'no: w (mixture_of_multinomials.cem:24:9) lies in the ragged plate tokens, and missing entries are supported in dense arrays only'},
     },
     "covariates": {},
+    "not_data": {'alpha': 'hyperparameter', 'eta': 'hyperparameter', 'pi': 'latent', 'phi': 'latent', 'c': 'latent'},
 }
 
 

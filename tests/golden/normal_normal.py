@@ -57,6 +57,7 @@ SPEC = {
         'x': {"plates": ['observations'], "support": 'real', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+    "not_data": {'m0': 'hyperparameter', 't0': 'hyperparameter', 'tau': 'hyperparameter', 'mu': 'latent'},
 }
 MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
     'x': {"family": 'Normal', "data_plate": 'a', "why_not": None,

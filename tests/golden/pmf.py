@@ -66,6 +66,7 @@ SPEC = {
         'user': {"plates": ['ratings'], "kind": 'int', "shape": [], "categories": 'U'},
         'item': {"plates": ['ratings'], "kind": 'int', "shape": [], "categories": 'I'},
     },
+    "not_data": {'c': 'hyperparameter', 'a0': 'hyperparameter', 'b0': 'hyperparameter', 'tau': 'latent', 'u': 'latent', 'v': 'latent'},
 }
 MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
     'y': {"family": 'Normal', "data_plate": 'a', "why_not": None,

@@ -63,6 +63,7 @@ SPEC = {
         'x': {"plates": ['points'], "support": 'count', "shape": [], "categories": None, "missing": 'yes'},
     },
     "covariates": {},
+    "not_data": {'alpha': 'hyperparameter', 'a': 'hyperparameter', 'b': 'hyperparameter', 'pi': 'latent', 'rate': 'latent', 'z': 'latent'},
 }
 MISSING = {  # observed entries that may be missing: their q (rt.missing_posteriors)
     'x': {"family": 'Poisson', "data_plate": 'a', "why_not": None,

@@ -63,6 +63,7 @@ SPEC = {
     "covariates": {
         'x': {"plates": ['points'], "kind": 'vector', "shape": ['P']},
     },
+    "not_data": {'nu': 'hyperparameter', 'c': 'hyperparameter', 'a0': 'hyperparameter', 'b0': 'hyperparameter', 'w': 'latent', 'tau': 'latent'},
 }
 
 
