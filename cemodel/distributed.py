@@ -332,11 +332,12 @@ class _Distributor:
 
     def run_local_step(self, s: State, items: np.ndarray, max_local_iter: int,
                        local_tol: float, seeding: bool = False, warm: bool = False,
-                       guard: bool = False, evaluate: bool = True) -> float:
+                       guard: bool = False, evaluate: bool = True,
+                       accelerate: bool = False) -> float:
         """run_local_step over the partitions: statistics added, per-item rows written."""
         assert self.setup is not None, "_prepare comes first"
         flags = dict(max_local_iter=max_local_iter, local_tol=local_tol, seeding=seeding,
-                     warm=warm, guard=guard, evaluate=evaluate)
+                     warm=warm, guard=guard, evaluate=evaluate, accelerate=accelerate)
         sent, outputs = self._sent(s), self._names("statistic", "entry_statistic")
         rows = self._names("kept_local", "item")
         items = np.asarray(items)

@@ -161,7 +161,7 @@ def test_workers_compile_once_and_steps_carry_no_data(client, lda, monkeypatch):
     data_names = {"w", "tokens_ptr", "tokens_weight"}
     for _setup, items, flags, scalars_and_globals, rows, outputs in sent:
         assert set(flags) == {"max_local_iter", "local_tol", "seeding", "warm", "guard",
-                              "evaluate"}
+                              "evaluate", "accelerate"}
         assert not data_names & (scalars_and_globals.keys() | rows.keys())
         arrays = {k for k, v in scalars_and_globals.items() if isinstance(v, np.ndarray)}
         assert arrays == {"E_beta_log", "XT_beta_log", "ET_beta_log"}

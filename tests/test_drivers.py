@@ -101,7 +101,8 @@ class BetaBernoulli:
 
     def run_local_step(self, s: State, items: np.ndarray, max_local_iter: int,
                        local_tol: float, seeding: bool = False, warm: bool = False,
-                       guard: bool = False, evaluate: bool = True) -> float:
+                       guard: bool = False, evaluate: bool = True,
+                       accelerate: bool = False) -> float:
         """Adds the items' statistics to acc_*; returns their ELBO terms (none: no local)."""
         self._visit(s, items)
         w = s.item_weight[items]
@@ -185,7 +186,8 @@ class NormalMean:
 
     def run_local_step(self, s: State, items: np.ndarray, max_local_iter: int,
                        local_tol: float, seeding: bool = False, warm: bool = False,
-                       guard: bool = False, evaluate: bool = True) -> float:
+                       guard: bool = False, evaluate: bool = True,
+                       accelerate: bool = False) -> float:
         w, x = s.item_weight[items], s.x[items]
         s.acc_x_0[...] += w @ x
         s.acc_x_1[...] += w.sum()
@@ -242,7 +244,8 @@ class LatentCoin(BetaBernoulli):
 
     def run_local_step(self, s: State, items: np.ndarray, max_local_iter: int,
                        local_tol: float, seeding: bool = False, warm: bool = False,
-                       guard: bool = False, evaluate: bool = True) -> float:
+                       guard: bool = False, evaluate: bool = True,
+                       accelerate: bool = False) -> float:
         """Each item's exact q(z_n) given E[t(p)] (or a draw of p); its ELBO terms."""
         self._visit(s, items)
         ll0, ll1 = s.log_lik[items, 0], s.log_lik[items, 1]
@@ -280,7 +283,8 @@ class PerItemBeta:
 
     def run_local_step(self, s: State, items: np.ndarray, max_local_iter: int,
                        local_tol: float, seeding: bool = False, warm: bool = False,
-                       guard: bool = False, evaluate: bool = True) -> float:
+                       guard: bool = False, evaluate: bool = True,
+                       accelerate: bool = False) -> float:
         """Each item's exact posterior; its ELBO terms are then log p(y_n | m_n)."""
         y, m = s.y[items], s.m[items]
         alpha, beta = s.a + y, s.b + m - y

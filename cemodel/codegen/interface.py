@@ -49,7 +49,7 @@ def _local_step_glue(ctx: EmitContext, calls: KernelCalls) -> list[Function]:
     """run_local_step (and the collapsed E-steps where they apply)."""
     functions = [Function(
         "run_local_step", ("s", "items", "max_local_iter", "local_tol", "seeding=False",
-                           "warm=False", "guard=False", "evaluate=True"),
+                           "warm=False", "guard=False", "evaluate=True", "accelerate=False"),
         tuple(_returning(calls.run("local_step", {}))),
         "local_step over `items`: adds their statistics to acc_*, returns their ELBO terms.")]
     if ctx.plan.assignment_locals:

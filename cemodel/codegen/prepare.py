@@ -298,7 +298,8 @@ def _seeded_start(ctx: EmitContext, calls: KernelCalls, random: list[Node]) -> l
         choose,
         *[Line(f"{acc.name}[...] = 0.0") for acc in plan.stored_accumulators],
         *calls.run("local_step", {"seeding": "True", "items": "all_items", "warm": "False",
-                                  "guard": "False", "evaluate": "False"}, prefix=""),
+                                  "guard": "False", "evaluate": "False",
+                                  "accelerate": "False"}, prefix=""),
         *[calls.call(f"update_{n}", {"data_scale": "1.0"}, prefix="") for n in plan.globals],
     ]
     random_start: list[Node] = [

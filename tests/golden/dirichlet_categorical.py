@@ -221,6 +221,7 @@ def run_local_step(
         warm=False,
         guard=False,
         evaluate=True,
+        accelerate=False,
 ):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
     return rt.run_shares(local_step, s.acc_x_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.x, s.present_x, s.acc_x_0_threads,), ((s.acc_x_0, s.acc_x_0_threads),))

@@ -883,6 +883,7 @@ def run_local_step(
         warm=False,
         guard=False,
         evaluate=True,
+        accelerate=False,
 ):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
     hoist_messages(s.pre_z_4, s.n_D, s.n_K, s.E_Lambda_value, s.E_mu_value, s.pre_z_5, s.E_mu_outer)

@@ -299,6 +299,7 @@ def local_step(
         X_W_log,
         warm,
         local_sweeps,
+        accelerate,
         log_b,
         lgamma_b,
         E_theta_value,
@@ -386,7 +387,7 @@ def local_step(
                 change += rt.mean_abs_change(lam_H_log[i_frames], old_H)
                 if change < local_tol:
                     break
-                if sweep % 2 == 1 and sweep + 1 < max_local_iter:
+                if accelerate and sweep % 2 == 1 and sweep + 1 < max_local_iter:
                     extrapolate(i_frames, first_lam_H_log, middle_lam_H_log, lam_H_log, first_lam_H_value, middle_lam_H_value, lam_H_value, point_lam_H_log, point_lam_H_value, E_H_log, E_H_value, X_H_log, n_K)
             if guard:
                 if item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split) < previous - 1e-12 * abs(previous):
@@ -725,10 +726,11 @@ def run_local_step(
         warm=False,
         guard=False,
         evaluate=True,
+        accelerate=False,
 ):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
     hoist_messages(s.pre_H_4, s.n_F, s.E_theta_value, s.E_W_value, s.n_K)
-    return rt.run_shares(local_step, s.lam_Y_split_value_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, warm, s.local_sweeps, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, guard, s.item_weight, evaluate, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads,), ((s.acc_Y_0, s.acc_Y_0_threads), (s.acc_Y_1, s.acc_Y_1_threads), (s.acc_Y_3, s.acc_Y_3_threads),))
+    return rt.run_shares(local_step, s.lam_Y_split_value_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_H_log, s.lam_H_value, s.b, s.n_F, s.pre_H_4, s.E_H_log, s.E_H_value, s.X_H_log, s.n_K, s.E_theta_log, s.E_W_log, s.Y, s.X_theta_log, s.X_W_log, warm, s.local_sweeps, accelerate, s.log_b, s.lgamma_b, s.E_theta_value, s.E_W_value, s.lgamma1p_Y, guard, s.item_weight, evaluate, s.lam_Y_split_value_threads, s.E_Y_split_value_threads, s.H_Y_split_threads, s.logZ_Y_split_threads, s.acc_Y_0_threads, s.acc_Y_1_threads, s.acc_Y_3_threads,), ((s.acc_Y_0, s.acc_Y_0_threads), (s.acc_Y_1, s.acc_Y_1_threads), (s.acc_Y_3, s.acc_Y_3_threads),))
 
 
 def _update_W(s, data_scale, expect=True):

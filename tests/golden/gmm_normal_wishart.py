@@ -845,6 +845,7 @@ def run_local_step(
         warm=False,
         guard=False,
         evaluate=True,
+        accelerate=False,
 ):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
     return rt.run_shares(local_step, s.acc_z_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_z_onehot, s.n_K, s.lam_z_onehot, s.E_pi_log, s.E_mu_Lambda_logdet, s.present_x, s.n_D, s.x, s.E_mu_Lambda_value, s.E_mu_Lambda_prec_mean, s.E_mu_Lambda_quad, s.item_weight, s.dim_x, evaluate, s.acc_z_0_threads, s.acc_x_0_threads, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_z_0, s.acc_z_0_threads), (s.acc_x_0, s.acc_x_0_threads), (s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))

@@ -361,6 +361,7 @@ def run_local_step(
         warm=False,
         guard=False,
         evaluate=True,
+        accelerate=False,
 ):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
     return rt.run_shares(local_step, s.acc_x_1_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.item_weight, s.group, s.x, s.present_x, s.e, s.log_e, s.lgamma1p_x, evaluate, s.acc_x_1_threads, s.acc_x_2_threads,), ((s.acc_x_1, s.acc_x_1_threads), (s.acc_x_2, s.acc_x_2_threads),))

@@ -293,6 +293,7 @@ def local_step(
         w,
         ET_beta_log,
         XT_beta_log,
+        accelerate,
         evaluate,
         lgamma_sum_alpha,
         lgamma_alpha,
@@ -389,7 +390,7 @@ def local_step(
                     change += rt.mean_abs_change(lam_theta_log[i_docs], old_theta)
                     if change < local_tol:
                         break
-                    if sweep % 2 == 1 and sweep + 1 < max_local_iter:
+                    if accelerate and sweep % 2 == 1 and sweep + 1 < max_local_iter:
                         extrapolate(i_docs, first_lam_theta_log, middle_lam_theta_log, lam_theta_log, point_lam_theta_log, X_theta_log)
                 # E[log ·] of the item, once its sweeps converged
                 rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])
@@ -906,7 +907,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed, bound.missing)
         acc_w_0[...] = 0.0
-        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, X_theta_log, E_theta_log, False, local_sweeps, w, ET_beta_log, XT_beta_log, False, lgamma_sum_alpha, lgamma_alpha, False, item_weight, lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads, acc_w_0_threads,), ((acc_w_0, acc_w_0_threads),))
+        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, tokens_ptr, lam_theta_log, alpha, tokens_weight, X_theta_log, E_theta_log, False, local_sweeps, w, ET_beta_log, XT_beta_log, False, False, lgamma_sum_alpha, lgamma_alpha, False, item_weight, lam_z_onehot_threads, E_z_onehot_threads, H_z_threads, logZ_z_threads, A_z_threads, S_z_threads, B_z_threads, s_z_threads, acc_w_0_threads,), ((acc_w_0, acc_w_0_threads),))
         update_beta(1.0, lam_beta_log, n_V, eta, acc_w_0, True, E_beta_log, n_K, XT_beta_log, ET_beta_log)
     elif init is None and start == 'random':
         # start from random pseudo-counts on the count-type globals (Hoffman et al. 2010)
@@ -956,9 +957,10 @@ def run_local_step(
         warm=False,
         guard=False,
         evaluate=True,
+        accelerate=False,
 ):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
-    return rt.run_shares(local_step, s.lam_z_onehot_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, warm, s.local_sweeps, s.w, s.ET_beta_log, s.XT_beta_log, evaluate, s.lgamma_sum_alpha, s.lgamma_alpha, guard, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads,), ((s.acc_w_0, s.acc_w_0_threads),))
+    return rt.run_shares(local_step, s.lam_z_onehot_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.n_K, s.tokens_ptr, s.lam_theta_log, s.alpha, s.tokens_weight, s.X_theta_log, s.E_theta_log, warm, s.local_sweeps, s.w, s.ET_beta_log, s.XT_beta_log, accelerate, evaluate, s.lgamma_sum_alpha, s.lgamma_alpha, guard, s.item_weight, s.lam_z_onehot_threads, s.E_z_onehot_threads, s.H_z_threads, s.logZ_z_threads, s.A_z_threads, s.S_z_threads, s.B_z_threads, s.s_z_threads, s.acc_w_0_threads,), ((s.acc_w_0, s.acc_w_0_threads),))
 
 
 def run_local_step_gibbs(s, items, sweeps, burn_in):

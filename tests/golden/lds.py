@@ -748,6 +748,7 @@ def run_local_step(
         warm=False,
         guard=False,
         evaluate=True,
+        accelerate=False,
 ):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
     return rt.run_shares(local_step, s.lam_x_value_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.logdet_P0, s.n_D, s.P0, s.m0, s.outer_m0, s.E_Q_logdet, s.E_Q_value, s.A, s.n_P, s.E_r_value, s.y, s.E_C_value, s.E_C_outer, s.steps_ptr, s.item_weight, s.acc_x_4_threads, s.steps_weight, s.dim_x, evaluate, s.lam_x_value_threads, s.lam_x_outer_threads, s.lam_x_start_threads, s.lam_x_start_value_threads, s.lam_x_start_outer_threads, s.lam_x_step_threads, s.lam_x_step_outer_threads, s.lam_x_cross_threads, s.lam_x_prev_outer_threads, s.E_x_value_threads, s.E_x_outer_threads, s.E_x_start_threads, s.E_x_start_value_threads, s.E_x_start_outer_threads, s.E_x_step_threads, s.E_x_step_outer_threads, s.E_x_cross_threads, s.E_x_prev_outer_threads, s.H_x_threads, s.acc_x_5_threads, s.acc_x_6_threads, s.acc_x_7_threads, s.acc_y_0_threads, s.acc_y_1_threads, s.acc_y_2_threads, s.acc_y_3_threads,), ((s.acc_x_4, s.acc_x_4_threads), (s.acc_x_5, s.acc_x_5_threads), (s.acc_x_6, s.acc_x_6_threads), (s.acc_x_7, s.acc_x_7_threads), (s.acc_y_0, s.acc_y_0_threads), (s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads),))

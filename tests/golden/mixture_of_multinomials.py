@@ -641,6 +641,7 @@ def run_local_step(
         warm=False,
         guard=False,
         evaluate=True,
+        accelerate=False,
 ):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
     return rt.run_shares(local_step, s.acc_c_0_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.E_c_onehot, s.n_K, s.lam_c_onehot, s.E_pi_log, s.tokens_ptr, s.w, s.E_phi_log, s.tokens_weight, s.item_weight, evaluate, s.acc_c_0_threads, s.acc_w_0_threads,), ((s.acc_c_0, s.acc_c_0_threads), (s.acc_w_0, s.acc_w_0_threads),))

@@ -450,6 +450,7 @@ def run_local_step(
         warm=False,
         guard=False,
         evaluate=True,
+        accelerate=False,
 ):
     """local_step over `items`: adds their statistics to acc_*, returns their ELBO terms."""
     return rt.run_shares(local_step, s.acc_y_1_threads.shape[0], (seeding, items, s.seed_category, max_local_iter, local_tol, s.lam_y_scale_log, s.lam_y_scale_value, s.nu_c, s.E_tau_value, s.y, s.n_P, s.x, s.E_w_value, s.E_w_outer, s.E_y_scale_log, s.E_y_scale_value, s.item_weight, s.acc_y_1_threads, s.acc_y_2_threads, s.log_nu_c, s.lgamma_nu_c, evaluate, s.acc_y_3_threads, s.acc_y_4_threads,), ((s.acc_y_1, s.acc_y_1_threads), (s.acc_y_2, s.acc_y_2_threads), (s.acc_y_3, s.acc_y_3_threads), (s.acc_y_4, s.acc_y_4_threads),))

@@ -56,12 +56,14 @@ def save_nodes(ctx: EmitContext, args: ArgRecorder) -> list[Node]:
 
 def step_nodes(ctx: EmitContext, callees: Callees, args: ArgRecorder) -> list[Node]:
     """After an odd sweep that did not converge (and not the last: the item's result is
-    always a sweep's), the extrapolated point."""
+    always a sweep's), the extrapolated point; only where the caller asks (``accelerate``:
+    batch MF, whose restart guard keeps each item's better state)."""
     if not ctx.kplan.extrapolated:
         return []
     buffers = {f"{kind}_{lam}": f"{kind}_{lam}" for _, lam, _ in _state(ctx)
                for kind in ("first", "middle", "point")}
-    return [Block(f"if sweep % 2 == 1 and sweep + 1 < {args.use('max_local_iter')}",
+    return [Block(f"if {args.supply('accelerate')} and sweep % 2 == 1 "
+                  f"and sweep + 1 < {args.use('max_local_iter')}",
                   (Line(ctx.call(callees, "extrapolate", buffers, args)),))]
 
 

@@ -76,7 +76,8 @@ class ModelInterface(Protocol):
 
     def run_local_step(self, s: State, items: np.ndarray, max_local_iter: int,
                        local_tol: float, seeding: bool = False, warm: bool = False,
-                       guard: bool = False, evaluate: bool = True) -> float: ...
+                       guard: bool = False, evaluate: bool = True,
+                       accelerate: bool = False) -> float: ...
 
     def run_local_step_gibbs(self, s: State, items: np.ndarray, sweeps: int,
                              burn_in: int) -> float: ...

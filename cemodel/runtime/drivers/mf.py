@@ -124,7 +124,8 @@ def _iteration(model: ModelInterface, s: rt.State, warm_start: bool, iteration: 
     if model.DATA_PLATE is not None:
         elbo_local = model.run_local_step(
             s, s.all_items, max_local_iter, local_tol, seeding=False,
-            warm=warm_start and iteration > 0, guard=not warm_start and iteration > 0)
+            warm=warm_start and iteration > 0, guard=not warm_start and iteration > 0,
+            accelerate=True)
         if not math.isfinite(elbo_local):  # the locals went first: name them, not the globals
             check_finite(model, s, elbo_local, f"iteration {iteration + 1}")
     for g in model.GLOBALS:
