@@ -218,12 +218,12 @@ def file_blocks(path: str | Path, arrays: Mapping[str, np.ndarray]
                 ) -> tuple[tuple[str, str, str], ...]:
     """The joint blocks (block, mean member, precision member) the record of a posterior
     file's ``arrays`` names; none in a file written before cemodel recorded them."""
+    meta = _decode_meta(Path(path), arrays[META]) if META in arrays else {}
     try:
-        meta = json.loads(arrays[META].tobytes().decode()) if META in arrays else {}
         blocks = json.loads(meta.get("blocks", "{}"))
         return tuple((str(b), str(mean), str(precision))
                      for b, (mean, precision) in blocks.items())
-    except (UnicodeDecodeError, ValueError, TypeError, AttributeError) as exc:
+    except (ValueError, TypeError, AttributeError) as exc:
         raise CemError(f"{path}: its '{META}' record is damaged ({exc})") from None
 
 
