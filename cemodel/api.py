@@ -464,15 +464,13 @@ class CemEstimator(TransformerMixin, BaseEstimator):
         if topic is None:
             raise CemError(f"score_by='perplexity' needs a topic model; {self.model_.name} "
                            "is not LDA-shaped", hint="score_by='elbo'")
-        from .evaluation import completion_log_likelihood_per_word, topics_from_dirichlet
+        from .scoring import completion
 
         self._check_features(X)
-        counts = self._data(self.model_, X)[topic.words]
         options = self._local_options()
-        return completion_log_likelihood_per_word(
-            topics_from_dirichlet(self.result_[f"{topic.topics}.alpha"]),
-            topic.alpha_value(self.result_.hypers), counts, seed=self.seed or 0,
-            max_iter=options.get("max_local_iter", 100), tol=options.get("local_tol", 1e-3))
+        return completion(self.model_, self.result_, self._data(self.model_, X), topic,
+                          seed=self.seed or 0, max_local_iter=options.get("max_local_iter", 100),
+                          local_tol=options.get("local_tol", 1e-3))
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         """``theta0, theta1, ...``: the columns of ``transform``."""

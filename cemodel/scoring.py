@@ -231,6 +231,15 @@ def _completion(topic: Any, post: Posterior, world: World, seed: int,
         max_iter=max_local_iter, tol=local_tol)
 
 
+def completion(model: Compiled, fit: Any, heldout: Mapping[str, Any], topic: Any,
+               seed: int = 0, max_local_iter: int = 100, local_tol: float = 1e-3) -> float:
+    """The held-out log likelihood per word of a topic model's ``heldout`` documents by
+    document completion (``Model.score``'s perplexity, the estimator's score)."""
+    post = Posterior.of(fit)
+    return _completion(topic, post, World.of(model, post, heldout), seed, max_local_iter,
+                       local_tol)
+
+
 def _count_matrix(world: World, words: str, n_words: int) -> sparse.csr_matrix:
     """The held-out documents as a documents × words count matrix, read from the bound
     data, so from any form the data may take (a count matrix, a list of token-id arrays)."""

@@ -298,3 +298,12 @@ def test_arguments_in_the_wrong_order_are_a_clear_error(call, usage):
     with pytest.raises(CemError, match="expected a fit .*found dict") as error:
         call(model, fit, data)
     assert re.search(usage, error.value.hint or "")
+
+
+def test_estimator_scores_token_lists_as_their_count_matrix():
+    """The estimator's perplexity score reads the documents as Model.score does (the bound
+    data), so token-id lists score as their count matrix; they were refused as 'X_test'."""
+    counts = np.random.default_rng(0).poisson(0.8, (60, 30))
+    tokens = [np.repeat(np.arange(30), row) for row in counts]
+    est = CemEstimator(model="lda", K=3, max_iter=10).fit(counts)
+    assert est.score(tokens[:10]) == pytest.approx(est.score(counts[:10]), rel=1e-12)
