@@ -55,9 +55,11 @@ ALPHA = 0.1
 ETA = 0.01
 # perplexities within 1% count as equal: different random starts move a fit by about that much
 PERPLEXITY_TIE = 0.01
-METHODS = ("cemodel", "cemodel-passes", "sklearn", "tomotopy", "bigartm", "bigartm-map")
+METHODS = ("cemodel", "cemodel-passes", "cemodel-starts", "sklearn", "tomotopy", "bigartm",
+           "bigartm-map")
 NAMES = {"cemodel": "cemodel (compiled MF)",
          "cemodel-passes": "cemodel (compiled MF), BigARTM's fixed inner passes per document",
+         "cemodel-starts": "cemodel (compiled MF), the best of several starts",
          "sklearn": "scikit-learn batch",
          "tomotopy": "tomotopy LDAModel (Gibbs, s/sweep, not per VB iteration)",
          "bigartm": "BigARTM offline, tau = prior",
@@ -99,11 +101,14 @@ log = _common.log
 
 
 def run_cemodel(k: int, X_train, X_test, iters: int, memory: _common.FitMemory,
-                seed: int = 0, every: int = 0, passes: int = 0) -> Row:
+                seed: int = 0, every: int = 0, passes: int = 0,
+                starts: tuple[int, int] | None = None) -> Row:
     """``every``: score the held-out documents every that many iterations (``on_iteration``;
     the scoring's time is not the fit's). ``passes``: exactly that many inner sweeps per
     document and iteration (``max_local_iter=passes, local_tol=0``: BigARTM's
-    ``num_document_passes``, a fixed count), instead of the default test."""
+    ``num_document_passes``, a fixed count), instead of the default test. ``starts``:
+    (starts, trial_iter), the fit's several starts; its iterations then count every trial's
+    (s/iter is the seconds over all the iterations run), and it is scored from the choice on."""
     from cemodel.compiler import compile_model
 
     module = compile_model(LDA_MODEL, {"K": k})
@@ -127,15 +132,25 @@ def run_cemodel(k: int, X_train, X_test, iters: int, memory: _common.FitMemory,
     memory.start()
     start = time.perf_counter()
     inner = {"max_local_iter": passes, "local_tol": 0.0} if passes else {}
+    if starts is not None:
+        inner.update(starts=starts[0], trial_iter=starts[1])
     result = module.fit({"w": X_train}, hypers=hypers, max_iter=iters, tol=0.0, seed=seed,
                         callback=progress, on_iteration=score, **inner)
     seconds = result.seconds
     memory.stop()
     topics = evaluation.topics_from_dirichlet(result["beta.alpha"])
     perplexity = evaluation.completion_perplexity(topics, ALPHA, X_test, seed=0)
-    return Row("cemodel-passes" if passes else "cemodel", k, int(result.iterations), seconds,
-               perplexity, seed=seed, curve=curve,
-               note=f"{passes} inner sweeps per document" if passes else "")
+    iterations, method, note = int(result.iterations), "cemodel", ""
+    if passes:
+        method, note = "cemodel-passes", f"{passes} inner sweeps per document"
+    if starts is not None:  # every trial's iterations were run; the kept one's are in the trace
+        trials = result.notes["starts"]
+        kept = next(trial for trial in trials if trial["kept"])
+        iterations += sum(trial["iterations"] for trial in trials) - kept["iterations"]
+        method = "cemodel-starts"
+        note = (f"starts={starts[0]}, trial_iter={starts[1]}; kept seed {kept['seed']}; "
+                f"iterations: all run, trials included")
+    return Row(method, k, iterations, seconds, perplexity, seed=seed, curve=curve, note=note)
 
 
 def run_sklearn(k: int, X_train, X_test, iters: int, memory: _common.FitMemory,
@@ -257,7 +272,8 @@ def run_bigartm(method: str, k: int, X_train, X_test, iters: int, memory: _commo
 
 def fit_in_child(method: str, k: int, corpus: str, max_docs: int | None, iters: int,
                  sweeps: int, seed: int = 0, every: int = 0,
-                 artm: _bigartm.Settings | None = None) -> dict:
+                 artm: _bigartm.Settings | None = None,
+                 starts: tuple[int, int] = (3, 5)) -> dict:
     """One fit, in its own process (``_common.run_isolated``): loads the corpus, fits, scores."""
     _common.check_single_thread()
     from threadpoolctl import threadpool_limits
@@ -270,6 +286,8 @@ def fit_in_child(method: str, k: int, corpus: str, max_docs: int | None, iters: 
         elif method == "cemodel-passes":
             row = run_cemodel(k, X_train, X_test, iters, memory, seed, every,
                               passes=artm.doc_passes)
+        elif method == "cemodel-starts":
+            row = run_cemodel(k, X_train, X_test, iters, memory, seed, every, starts=starts)
         elif method == "sklearn":
             row = run_sklearn(k, X_train, X_test, iters, memory, seed, every)
         elif method in BIGARTM_TAUS:
@@ -368,7 +386,7 @@ def ratios(rows: list[Row], markdown: bool, targets: tuple[float, ...] = ()) -> 
                 f"{fmt(quality, '.3f')}")
         for artm in (r for r in rows if r.k == k and r.method in BIGARTM_TAUS
                      and np.isfinite(r.per_iter)):
-            for method in ("cemodel", "cemodel-passes"):
+            for method in ("cemodel", "cemodel-passes", "cemodel-starts"):
                 same_seed = next((r for r in rows if r.k == k and r.method == method
                                   and r.seed == artm.seed), None)
                 if same_seed is not None:
@@ -382,8 +400,10 @@ def bigartm_ratio(ours: Row, artm: Row) -> str:
     verdict = ("met" if speed >= BIGARTM_SPEED_TARGET else
                f"MISSED: speed missed by {100 * (1 - speed / BIGARTM_SPEED_TARGET):.0f}% "
                f"({fmt(speed, '.2f')}x of the {BIGARTM_SPEED_TARGET:g}x needed)")
-    ours_name = ("cemodel" if ours.method == "cemodel" else
-                 "cemodel at BigARTM's inner passes per document")
+    ours_name = {"cemodel": "cemodel",
+                 "cemodel-passes": "cemodel at BigARTM's inner passes per document",
+                 "cemodel-starts": "cemodel from several starts (s/iter over every iteration "
+                                   "run)"}[ours.method]
     return (f"K={ours.k}: {NAMES[artm.method]} s/iter / {ours_name} s/iter = {fmt(speed, '.2f')}x "
             f"({fmt(artm.per_iter, '.4f')} vs {fmt(ours.per_iter, '.4f')}); target (>= "
             f"{BIGARTM_SPEED_TARGET:g}x BigARTM per iteration): {verdict}; perplexity BigARTM "
@@ -413,6 +433,10 @@ def main(argv: list[str] | None = None) -> int:
                         "this python, then the venvs of benchmarks/_bigartm.py)")
     parser.add_argument("--bigartm-doc-passes", type=int, default=10,
                         help="BigARTM's num_document_passes (inner passes per document)")
+    parser.add_argument("--starts", type=int, default=3,
+                        help="cemodel-starts: the fit's starts (fit(starts=N))")
+    parser.add_argument("--trial-iter", type=int, default=5,
+                        help="cemodel-starts: iterations of each start")
     args = parser.parse_args(argv)
     targets = tuple(args.targets) if args.eval_every else ()
     methods = args.only or METHODS
@@ -445,7 +469,8 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     row = Row(**_common.run_isolated(
                         fit_in_child, method, k, args.corpus, args.max_docs, args.iters,
-                        args.tomotopy_iters, seed, args.eval_every, artm))
+                        args.tomotopy_iters, seed, args.eval_every, artm,
+                        (args.starts, args.trial_iter)))
                 except Exception as exc:  # report the failure, still run the others
                     row = failed(method, k, exc)
                 rows.append(row)

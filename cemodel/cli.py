@@ -71,6 +71,12 @@ def _fit_summary(args, method, result, stages) -> str:
         return (f"klc ({args.cg}, collapsed {', '.join(stages.plan.collapse.collapsed)}): "
                 f"{status} after {result.notes['iterations']} iterations, "
                 f"{result.notes['restarts']} restarts")
+    trials = result.notes.get("starts")
+    if trials:  # --starts N: which start continued
+        kept = next(trial for trial in trials if trial["kept"])
+        return (f"{status} after {result.iterations} iterations, from the best of "
+                f"{len(trials)} starts (seed {kept['seed']}, ELBO {kept['elbo']:.6e} after "
+                f"{kept['iterations']})")
     return f"{status} after {result.iterations} iterations"
 
 
@@ -145,14 +151,15 @@ _STOCHASTIC = ("svi", "svi+", "ssvi-a", "ssvi", "svi-avg")
 # fit's options that belong to some methods only: given with another they are refused, not
 # ignored (their parser default is None; _FIT_DEFAULTS fills in the ones not given)
 _METHOD_OPTIONS = {
-    "max_iter": ("mf", "klc"), "tol": ("mf", "klc"), "cg": ("klc",), "line_search": ("klc",),
+    "max_iter": ("mf", "klc"), "tol": ("mf", "klc"), "starts": ("mf",), "trial_iter": ("mf",),
+    "cg": ("klc",), "line_search": ("klc",),
     "epochs": _STOCHASTIC, "batch_size": _STOCHASTIC, "kappa": _STOCHASTIC,
     "tau": _STOCHASTIC, "step_scale": _STOCHASTIC, "learning_rate": _STOCHASTIC,
     "average": _STOCHASTIC, "ramp": _STOCHASTIC,
     # the annealed step of Paisley's SVI+; with structured or averaged SVI too, as in Python
     "effective_batch_size": ("svi+", "ssvi-a", "ssvi", "svi-avg"),
 }
-_FIT_DEFAULTS = {"max_iter": 200, "tol": 1e-6, "cg": "fr", "line_search": False,
+_FIT_DEFAULTS = {"max_iter": 200, "tol": 1e-6, "starts": 1, "cg": "fr", "line_search": False,
                  "batch_size": 256, "step_scale": 1.0, "ramp": False, "stream": False,
                  "gibbs_sweeps": 10, "checkpoint_every": 1, "draws": 1000}
 
@@ -174,6 +181,8 @@ def _check_owned_options(args) -> None:
         if getattr(args, dest) is not None and args.local != "gibbs":
             raise CemError(f"{_flag(dest)} is an option of --local gibbs, found --local "
                            f"{args.local}")
+    if args.trial_iter is not None and (args.starts or 1) == 1:
+        raise CemError("--trial-iter sets the iterations of each of --starts N (N > 1)")
     if args.checkpoint_every is not None and not args.checkpoint:
         raise CemError("--checkpoint-every needs --checkpoint PATH")
     out = args.output or ""
@@ -291,6 +300,9 @@ def _fit_options(args, stages, module, stochastic: bool, settings, progress, klc
     else:
         options = dict(max_iter=args.max_iter, tol=args.tol, seed=args.seed, callback=progress,
                        **extra)
+        if args.starts > 1:  # MF only (_METHOD_OPTIONS)
+            options.update(starts=args.starts, **({} if args.trial_iter is None else
+                                                  {"trial_iter": args.trial_iter}))
     return options, runner
 
 

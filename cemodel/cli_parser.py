@@ -193,6 +193,9 @@ def _fit_run(p: argparse.ArgumentParser) -> None:
     _option(p, "max_iter", None, "mf, klc: iterations at most (default 200)")
     _option(p, "tol", None, "mf: stop when the relative change of the ELBO is below this; "
             "klc: the change of the bound (nats) or the squared gradient norm (default 1e-6)")
+    _option(p, "starts", None, "mf: random starts, each run --trial-iter iterations; the one "
+            "with the highest ELBO continues (default 1)")
+    _option(p, "trial_iter", None, "mf with --starts: iterations of each start (default 5)")
     _option(p, "epochs", None, "svi: passes over the data (default: 10, or enough steps that "
             "λ keeps < 1e-3 of its start, at most 200; on a small data set at least 1,000 "
             "steps, ssvi 3,000, ssvi-a 10,000)")

@@ -3,6 +3,7 @@
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -193,6 +194,11 @@ def test_fit_beta_bernoulli_matches_closed_form(tmp_path, capsys):
     (["--gibbs-sweeps", "3"], "--gibbs-sweeps is an option of --local gibbs, found --local mf"),
     (["--checkpoint-every", "2"], "--checkpoint-every needs --checkpoint PATH"),
     (["--draws", "10"], "--draws sets the draws of an -o FILE.nc"),
+    (["--method", "svi", "--starts", "3"], "--starts does not apply to --method svi: it is an "
+                                           "option of mf"),
+    (["--trial-iter", "2"], "--trial-iter sets the iterations of each of --starts N"),
+    (["--starts", "3"], "start 'prior' is the same for every seed"),
+    (["--starts", "3", "--trial-iter", "3", "--max-iter", "3"], "must be below max_iter"),
 ])
 def test_fit_refuses_an_option_of_another_method(tmp_path, capsys, options, expected):
     """An option the chosen method does not take was dropped without a word (the fit ran as
@@ -252,6 +258,20 @@ def test_fit_on_a_dask_cluster_from_the_command_line(tmp_path, capsys):
     assert main(["fit", str(MODELS / "gmm_means.cem"), "--data", str(data), "--method", "klc",
                  "--dask", "local:1", "-o", str(there)]) == 2
     assert "does not run on Dask" in capsys.readouterr().err
+
+
+def test_fit_from_several_starts_names_the_one_it_continued(tmp_path, capsys):
+    data = tmp_path / "points.npz"
+    np.savez(data, x=np.random.default_rng(3).normal(size=(60, 2)) + [[4.0, 0.0]] * 30 * 2)
+    out = tmp_path / "post.npz"
+    assert main(["fit", str(MODELS / "gmm_means.cem"), "--data", str(data), "-o", str(out),
+                 "--quiet", "--starts", "3", "--trial-iter", "2", "--max-iter", "6",
+                 "--seed", "5", "--tol", "-1"]) == 0
+    summary = re.search(r"stopped at --max-iter after 6 iterations, from the best of 3 starts "
+                        r"\(seed (\d+), ELBO (\S+) after 2\)", capsys.readouterr().out)
+    assert summary is not None
+    with np.load(out) as post:  # its trace: the kept trial's 2 iterations, then 4 more
+        assert post["elbo"].size == 6 and float(summary[2]) == pytest.approx(post["elbo"][1])
 
 
 def test_fit_set_hyperparameter(tmp_path, capsys):

@@ -63,6 +63,7 @@ class ModelInterface(Protocol):
     ITEM_DIMS: tuple[str, ...]
     GLOBALS: tuple[Global, ...]
     ROLES: dict[str, tuple[str, ...]]  # role (data, global, statistic, ...) -> state arrays
+    DEFAULT_START: str  # 'seeds', 'random' or 'prior': the start when none is asked
 
     def _prepare(self, data: Any, hypers: Any, dims: Any, seed: int, init: Any, start: Any,
                  max_local_iter: int, local_tol: float, share: State | None = None,

@@ -1,0 +1,81 @@
+"""Batch MF from several random starts (``starts``, ``trial_iter``): the drivers' side, on
+tests/test_drivers.py's plain-numpy fake models (no generated module, no numba)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cemodel.errors import CemDataError
+from cemodel.runtime import State
+from cemodel.runtime.drivers import DRIVERS
+from tests.test_drivers import COIN_DATA, EXACT_STATE, LatentCoin, _assert_same_fit
+
+
+class RandomCoin(LatentCoin):
+    """LatentCoin from a random start: q(p) drawn from ``seed`` (as a generated module's
+    'random' start draws pseudo-counts), so that starts differ."""
+
+    DEFAULT_START = "random"
+
+    def _prepare(self, data, hypers, dims, seed, init, start, max_local_iter, local_tol,
+                 share=None) -> State:
+        if start not in (None, "random"):
+            raise CemDataError(f"the fake starts at random, found {start!r}")
+        s = super()._prepare(data, hypers, dims, seed, init, None, max_local_iter, local_tol)
+        rng = np.random.default_rng(seed)
+        s.lam_p_log[...], s.lam_p_log1m[...] = 20.0 * rng.random(2)
+        self.refresh(s)
+        return s
+
+
+def test_mf_with_several_starts_continues_the_best_trial():
+    """The kept trial's fit is the single-start fit from its seed, iteration for iteration;
+    it is the trial with the highest ELBO; the first trial is ``seed``'s own start."""
+    result = DRIVERS["mf"].run(RandomCoin(), COIN_DATA, max_iter=6, tol=0.0, seed=4,
+                               starts=4, trial_iter=1)
+    trials = result.notes["starts"]
+    assert [t["seed"] for t in trials][0] == 4 and len({t["seed"] for t in trials}) == 4
+    assert [t["iterations"] for t in trials] == [1] * 4
+    kept = [t for t in trials if t["kept"]]
+    assert len(kept) == 1 and kept[0]["elbo"] == max(t["elbo"] for t in trials)
+    assert len({t["elbo"] for t in trials}) == 4  # the starts differ
+    alone = DRIVERS["mf"].run(RandomCoin(), COIN_DATA, max_iter=6, tol=0.0,
+                              seed=kept[0]["seed"])
+    assert result.iterations == 6
+    _assert_same_fit(result, alone)
+    for trial in trials:  # each trial's ELBO is its own start's first iteration
+        single = DRIVERS["mf"].run(RandomCoin(), COIN_DATA, max_iter=1, tol=0.0,
+                                   seed=trial["seed"])
+        assert single.elbo[0] == trial["elbo"]
+
+
+def test_mf_with_several_starts_counts_every_trial_and_reports_the_kept_run():
+    seen, scored = [], []
+    result = DRIVERS["mf"].run(RandomCoin(), COIN_DATA, max_iter=5, tol=0.0, starts=3,
+                               trial_iter=2, callback=lambda i, e, t: seen.append(i),
+                               on_iteration=lambda i, r: scored.append((i, r.iterations)))
+    assert seen == [0, 1, 0, 1, 0, 1, 2, 3, 4]  # every trial's iterations, then the kept run's
+    assert scored == [(2, 3), (3, 4), (4, 5)]  # the kept run from the choice on
+    assert result.iterations == 5 and len(result.notes["starts"]) == 3
+    single = DRIVERS["mf"].run(RandomCoin(), COIN_DATA, max_iter=5, tol=0.0, starts=1)
+    assert "starts" not in single.notes
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"starts": 2, "trial_iter": 2, "init": EXACT_STATE}, "init= gives the one start"),
+    ({"starts": 2, "trial_iter": 5}, r"trial_iter \(5\) must be below max_iter \(5\)"),
+    ({"trial_iter": 2}, "trial_iter sets the iterations of each of several starts"),
+    ({"starts": 0}, "starts"),
+    ({"starts": 2, "trial_iter": 0}, "trial_iter"),
+])
+def test_mf_several_starts_refused_where_they_cannot_differ_or_continue(options, message):
+    with pytest.raises(CemDataError, match=message):
+        DRIVERS["mf"].run(RandomCoin(), COIN_DATA, max_iter=5, **options)
+
+
+def test_mf_several_starts_refused_from_the_prior_start():
+    model = LatentCoin()
+    model.DEFAULT_START = "prior"
+    with pytest.raises(CemDataError, match="start 'prior' is the same for every seed"):
+        DRIVERS["mf"].run(model, COIN_DATA, starts=3)
