@@ -79,3 +79,18 @@ def test_mf_several_starts_refused_from_the_prior_start():
     model.DEFAULT_START = "prior"
     with pytest.raises(CemDataError, match="start 'prior' is the same for every seed"):
         DRIVERS["mf"].run(model, COIN_DATA, starts=3)
+
+
+def test_mf_with_several_starts_resumed_continues_the_kept_start(tmp_path):
+    """A checkpoint holds the kept start's trajectory: resuming runs no trials again, and a
+    resume with other starts is refused."""
+    path = tmp_path / "mf.npz"
+    options = {"tol": 0.0, "starts": 3, "trial_iter": 2, "seed": 1}
+    whole = DRIVERS["mf"].run(RandomCoin(), COIN_DATA, max_iter=6, **options)
+    DRIVERS["mf"].run(RandomCoin(), COIN_DATA, max_iter=4, checkpoint=path, **options)
+    resumed = DRIVERS["mf"].run(RandomCoin(), COIN_DATA, max_iter=6, resume=path, **options)
+    assert "starts" not in resumed.notes and resumed.iterations == 6
+    _assert_same_fit(resumed, whole)
+    with pytest.raises(CemDataError, match="starts 3 there, 2 here"):
+        DRIVERS["mf"].run(RandomCoin(), COIN_DATA, max_iter=6, resume=path,
+                          **{**options, "starts": 2})

@@ -31,9 +31,9 @@ from .interface import (
     zero_statistics,
 )
 
-# iterations of each start of a fit with several (``starts``): on NYT LDA (K = 20) the ELBOs
-# after 5 iterations ranked ten draws' perplexities after 20 all but three places right, the
-# worst two last (benchmarks/NOTES.md, "Several starts")
+# iterations of each start of a fit with several (``starts``): on NYT LDA (K = 20) the highest
+# ELBO of ten draws after 4 to 10 iterations was always a draw among the best four after 20
+# (benchmarks/NOTES.md, "Several starts"); the first iterations are the costly ones
 TRIAL_ITER = 5
 
 
