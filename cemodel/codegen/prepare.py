@@ -259,6 +259,12 @@ def _start(ctx: EmitContext, calls: KernelCalls) -> list[Node]:
     return body + _seeded_start(ctx, calls, (counts if chains else pseudo) + draws)
 
 
+def _gamma_draw(ctx: EmitContext, name: str) -> Line:
+    """Gamma global ``name`` concentrated near its current mean, jittered (its parts apart)."""
+    return Line(f"rt.start_gamma_near_mean({ctx.layout.lam(name, 'log')}, "
+                f"{ctx.layout.lam(name, 'value')}, rng)")
+
+
 def _draws(ctx: EmitContext) -> tuple[list[Node], list[str]]:
     """The random start's draws that break the symmetry of products of latents, and what
     they do (for the comment)."""
@@ -273,8 +279,7 @@ def _draws(ctx: EmitContext) -> tuple[list[Node], list[str]]:
                               f"{ctx.layout.lam(name, second)}, rng)"))
         elif name in ctx.kplan.gamma_products:
             moved.append("each Gamma global concentrated near its prior mean, jittered")
-            draws.append(Line(f"rt.start_gamma_near_mean({ctx.layout.lam(name, 'log')}, "
-                              f"{ctx.layout.lam(name, 'value')}, rng)"))
+            draws.append(_gamma_draw(ctx, name))
     return draws, moved
 
 
@@ -292,9 +297,17 @@ def _seeded_start(ctx: EmitContext, calls: KernelCalls, random: list[Node]) -> l
         f"{item_dim}, {n_cat}, seed, bound.missing)" if categorical else
         f"seed_category = rt.seed_chain_steps(SPEC, bound.arrays, "
         f"{ctx.var(chains[0]).plates!r}, {n_cat}, seed)")
+    # the seed items fix the assignments, not the parts a product sums over: those start at
+    # their prior, all alike, and the seeded statistics split alike between them for ever
+    apart = [_gamma_draw(ctx, n) for n in plan.globals if n in ctx.kplan.gamma_products]
+    if apart:
+        apart = [Comment("the Gamma globals of summed products start apart (their parts "
+                         "are exchangeable)"), Line("rng = np.random.default_rng(seed)"),
+                 *apart, calls.call("refresh_globals", {}, prefix="")]
     seeding: list[Node] = [
         Comment(f"start from k-means++ seed {'items' if categorical else 'steps'} "
                 "(see cemodel.runtime.seeding); not part of the ELBO trace"),
+        *apart,
         choose,
         *[Line(f"{acc.name}[...] = 0.0") for acc in plan.stored_accumulators],
         *calls.run("local_step", {"seeding": "True", "items": "all_items", "warm": "False",
