@@ -371,7 +371,7 @@ def cmd_graph(args) -> int:
 
 
 def _posterior(args):
-    from .plots import load_posterior, read_vocab
+    from .posterior_files import load_posterior, read_vocab
 
     model = None
     if args.model:
@@ -384,7 +384,8 @@ def _posterior(args):
 
 def cmd_plot(args) -> int:
     from .files import write_bytes
-    from .plots import FORMATS, load_points, plot_posterior
+    from .plots import FORMATS, plot_posterior
+    from .posterior_files import load_points
 
     target = args.output or str(Path(args.posterior).with_suffix(".png"))
     out, fmt = _output(target, tuple(f".{f}" for f in FORMATS), "cemodel plot")
@@ -409,7 +410,7 @@ def cmd_predict(args) -> int:
     from .compiler import parse_settings
     from .data import load_data
     from .files import write_npz
-    from .plots import load_posterior
+    from .posterior_files import load_posterior
     from .predictive import Posterior, sample_posterior_predictive
 
     out, _ = _output(args.output or f"{Path(args.model).stem}_predictive.npz", (".npz",),
@@ -429,7 +430,7 @@ def cmd_predict(args) -> int:
 
 def cmd_summarize(args) -> int:
     from . import intervals
-    from .plots import summarize
+    from .posterior_files import summarize
 
     post, vocab = _posterior(args)
     with np.errstate(all="ignore"):  # an edited posterior's 1e308: inf in the report

@@ -109,7 +109,7 @@ def text(table: list[Row], prob: float) -> list[str]:
 
 def file_factors(variables: tuple[Any, ...], model: Any | None,
                  recorded: tuple[tuple[str, str, str], ...] = ()) -> tuple[Latent, ...]:
-    """The factors of a posterior file (``plots.Posterior.variables``, for ``cemodel
+    """The factors of a posterior file (``posterior_files.Posterior.variables``, for ``cemodel
     summarize``): each variable whose family's parameters are all there; a joint block's
     parts named after its members, as the model (else the file, ``recorded``: block, mean,
     precision) names them (else ``BLOCK.mean``), and the members themselves left to it."""

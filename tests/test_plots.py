@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 
 from cemodel.cli import main  # noqa: E402
 from cemodel.compiler import read_source  # noqa: E402
-from cemodel.plots import load_posterior, recognise  # noqa: E402
+from cemodel.posterior_files import load_posterior, recognise  # noqa: E402
 from cemodel.resolve import build_model  # noqa: E402
 from cemodel.syntax import parse  # noqa: E402
 
