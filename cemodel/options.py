@@ -116,7 +116,7 @@ RULES: Mapping[str, Rule] = MappingProxyType({rule.name: rule for rule in (
     Rule("epochs", whole=True, low=1),
     Rule("tol", whole=False, note="below 0: never stop early"),
     Rule("starts", whole=True, low=1),  # MF: random starts tried, the best continued
-    Rule("trial_iter", whole=True, low=1, none="5 (TRIAL_ITER)"),
+    Rule("trial_iter", whole=True, low=1, none="5 iterations"),
     Rule("gtol", whole=False, note="below 0: never stop early"),
     Rule("window", whole=True, low=1),
     Rule("patience", whole=True, low=1),
