@@ -94,3 +94,53 @@ def test_mf_with_several_starts_resumed_continues_the_kept_start(tmp_path):
     with pytest.raises(CemDataError, match="starts 3 there, 2 here"):
         DRIVERS["mf"].run(RandomCoin(), COIN_DATA, max_iter=6, resume=path,
                           **{**options, "starts": 2})
+
+
+class LearningCoin(RandomCoin):
+    """RandomCoin with a hyperparameter to learn: each ``_learn`` call is recorded (and moves
+    a, so that a second call per iteration would change the trace)."""
+
+    LEARNABLE = ("a",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.learned: list[int] = []
+
+    def _learn(self, s: State, learn, rho: float = 1.0, items=None) -> None:
+        self.learned.append(len(self.visits))
+        s.a = 0.5 * (s.a + 1.0 + s.E_p_log[0] ** 2)
+
+
+def test_mf_learns_once_per_iteration_and_several_starts_keep_the_single_trace():
+    """Empirical Bayes ran twice per iteration in the MF loop (once in the loop, once in its
+    step) and once in a trial, so the kept run's trace left the single fit's. (The fake's
+    update of a is no empirical-Bayes step: the ELBO may fall, so that is not checked.)"""
+    plain_model = LearningCoin()
+    plain = DRIVERS["mf"].run(plain_model, COIN_DATA, max_iter=5, tol=0.0, learn=("a",),
+                               warn_decrease=False)
+    assert len(plain_model.learned) == 4  # before every iteration but the first
+    several = DRIVERS["mf"].run(LearningCoin(), COIN_DATA, max_iter=5, tol=0.0,
+                                learn=("a",), starts=3, trial_iter=2, warn_decrease=False)
+    kept = next(t for t in several.notes["starts"] if t["kept"])
+    alone = DRIVERS["mf"].run(LearningCoin(), COIN_DATA, max_iter=5, tol=0.0, learn=("a",),
+                              seed=kept["seed"], warn_decrease=False)
+    _assert_same_fit(several, alone)
+    assert plain.iterations == 5
+
+
+def test_a_trial_that_converges_still_leaves_a_checkpoint(tmp_path):
+    path = tmp_path / "mf.npz"
+    result = DRIVERS["mf"].run(RandomCoin(), COIN_DATA, max_iter=50, tol=1e-3, starts=3,
+                               trial_iter=40, checkpoint=path)
+    assert result.converged and result.iterations < 40 and path.is_file()
+    resumed = DRIVERS["mf"].run(RandomCoin(), COIN_DATA, max_iter=50, tol=1e-3, starts=3,
+                                trial_iter=40, resume=path)
+    _assert_same_fit(resumed, result)
+
+
+def test_a_resume_with_one_start_of_a_fit_with_several_is_refused(tmp_path):
+    path = tmp_path / "mf.npz"
+    DRIVERS["mf"].run(RandomCoin(), COIN_DATA, max_iter=4, tol=0.0, starts=3, trial_iter=2,
+                      checkpoint=path)
+    with pytest.raises(CemDataError, match="starts 3 there, 1 here"):
+        DRIVERS["mf"].run(RandomCoin(), COIN_DATA, max_iter=6, tol=0.0, resume=path)

@@ -103,6 +103,9 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
                                       needs={"trace": list, "iteration": int},
                                       scratch=model.ROLES.get("thread", ()))
         rt.check_same_trajectory(resume, progress.get("options"), trajectory)
+        saved = progress.get("options") or {}
+        if saved and saved.get("starts", 1) != starts:  # one start here, several there
+            rt.check_same_trajectory(resume, saved, {"starts": int(starts)})
         trace, first = progress["trace"], progress["iteration"]
         # a fit that had stopped is over: resuming it returns it as it was (an old
         # checkpoint has no "converged": it had not)
@@ -112,9 +115,10 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
                                                 f"{first} iterations")
     if checkpoint is not None:  # what a writer killed before its rename left
         remove_stale_temporaries(checkpoint)
+    if converged and checkpoint is not None and trials:  # a trial converged: its last state
+        rt.save_checkpoint(checkpoint, s, model.SOURCE_SHA256, "fit", iteration=len(trace),
+                           trace=trace, converged=True, options=trajectory)
     for iteration in range(first, first if converged else max_iter):
-        if learn and iteration > 0:  # empirical Bayes, before the local step
-            model._learn(s, learn)
         converged = _step(model, s, trace, sweeps, iteration, warm_start, learn,
                           max_local_iter, local_tol, tol, warn_decrease,
                           resume if iteration == first else None, callback, clock)
