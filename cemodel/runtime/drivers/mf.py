@@ -42,18 +42,14 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
         callback=None, warn_decrease: bool = True, init=None, start=None,
         warm_start: bool = False, checkpoint=None, checkpoint_every: int = 1, resume=None,
         learn=(), local: str = "mf", gibbs_sweeps: int = 10, gibbs_burn_in: int | None = None,
-        on_iteration=None, starts: int = 1, trial_iter: int | None = None,
-        ) -> rt.FitResult:
+        on_iteration=None, starts: int = 1, trial_iter: int | None = None) -> rt.FitResult:
     """Fit ``model`` by coordinate ascent; the options are the generated ``fit``'s (see its
     docstring): stops when the relative change of the ELBO falls below ``tol``.
     ``on_iteration(iteration, result)`` is called after each iteration with the fit so far
     (e.g. to score held-out data as it goes); its time is not the fit's.
 
-    ``starts`` > 1: that many random starts (``start``'s kind, each its own draw: ``seed``
-    for the first) each run ``trial_iter`` iterations (default 5), and the one with the highest ELBO
-    continues to ``max_iter`` (its trace holds its trial iterations; the seconds count every
-    trial). ``callback`` sees every trial's iterations, ``on_iteration`` the kept run's from
-    the choice on; ``notes['starts']`` has each trial's seed and last ELBO."""
+    ``starts`` > 1: that many random starts of ``trial_iter`` iterations each, the highest
+    ELBO continued (``_best_start``; README "Several starts")."""
     check_options(max_iter=max_iter, tol=tol, max_local_iter=max_local_iter,
                   local_tol=local_tol, seed=seed, checkpoint_every=checkpoint_every,
                   gibbs_sweeps=gibbs_sweeps, gibbs_burn_in=gibbs_burn_in, starts=starts,
@@ -103,9 +99,8 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
                                       needs={"trace": list, "iteration": int},
                                       scratch=model.ROLES.get("thread", ()))
         rt.check_same_trajectory(resume, progress.get("options"), trajectory)
-        saved = progress.get("options") or {}
-        if saved and saved.get("starts", 1) != starts:  # one start here, several there
-            rt.check_same_trajectory(resume, saved, {"starts": int(starts)})
+        if (progress.get("options") or {}).get("starts", 1) != starts:  # several there
+            rt.check_same_trajectory(resume, progress["options"], {"starts": int(starts)})
         trace, first = progress["trace"], progress["iteration"]
         # a fit that had stopped is over: resuming it returns it as it was (an old
         # checkpoint has no "converged": it had not)
