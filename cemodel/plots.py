@@ -34,7 +34,7 @@ from .posterior_files import (
     Posterior,
     Topics,
     Weights,
-    _check_vocab,
+    check_vocab,
     recognise,
     top_words,
 )
@@ -158,7 +158,7 @@ def render_diagram(layout: Layout, fmt: str) -> bytes:
 def plot_posterior(post: Posterior, fmt: str, vocab: list[str] | None = None, top: int = 10,
                    points: np.ndarray | None = None) -> bytes:
     """The ELBO trace and every recognised summary, as ``fmt`` bytes."""
-    _check_vocab(post, vocab)
+    check_vocab(post, vocab)
     figure = _figure_class()
     topics, weights, clusters = recognise(post, vocab)
     # (kind, object, wide): wide panels take a whole row

@@ -231,7 +231,7 @@ def read_vocab(path: str | Path) -> list[str]:
     return words
 
 
-def _check_vocab(post: Posterior, vocab: list[str] | None) -> None:
+def check_vocab(post: Posterior, vocab: list[str] | None) -> None:
     if vocab is None:
         return
     sizes = sorted({v.param("alpha").shape[1] for v in post.variables
@@ -272,7 +272,7 @@ def _trace_text(elbo: np.ndarray) -> list[str]:
 
 def summarize(post: Posterior, vocab: list[str] | None = None, top: int = 10) -> str:
     """The text report of ``cemodel summarize``."""
-    _check_vocab(post, vocab)
+    check_vocab(post, vocab)
     head = f"posterior {post.path}"
     if post.model is not None:
         head += f" (model {post.model.name}, {post.model.source.filename})"
