@@ -83,7 +83,7 @@ def fit(model: ModelInterface, data: Any, *, hypers=None, dims=None, max_iter: i
     if starts > 1 and resume is None:  # a resumed fit continues the start it chose
         s, trace, sweeps, trials = _best_start(
             model, data, hypers, dims, seed, start, starts, trial_iter, max_local_iter,
-            local_tol, warm_start, learn, tol, warn_decrease, callback)
+            local_tol, warm_start, learn, tol, warn_decrease, callback, clock)
         first = len(trace)
         converged = rt.converged(trace, tol)
     else:
@@ -185,13 +185,13 @@ def check_starts(model: ModelInterface, init, start, local: str, trial_iter: int
 
 def _best_start(model: ModelInterface, data, hypers, dims, seed: int, start, starts: int,
                 trial_iter: int, max_local_iter: int, local_tol: float, warm_start: bool,
-                learn, tol: float, warn_decrease: bool, callback):
+                learn, tol: float, warn_decrease: bool, callback, clock: float):
     """Run ``starts`` trials of ``trial_iter`` iterations (fewer where one converges) and
     return the state, trace and sweeps of the one with the highest last ELBO, with each
-    trial's seed and ELBO. Two states live at a time: the best so far and the current one."""
+    trial's seed and ELBO. Two states live at a time: the best so far and the current one.
+    ``clock``: the fit's, so that the callback's seconds run on across the trials."""
     best = None
     trials: list[dict] = []
-    clock = time.perf_counter()
     for trial in range(starts):
         trial_seed = start_seed(seed, trial)
         s = model._prepare(data, hypers, dims, trial_seed, None, start, max_local_iter,
