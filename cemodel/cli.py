@@ -274,6 +274,8 @@ def _fit_options(args, stages, module, stochastic: bool, settings, progress, klc
         extra["local"] = args.local
     if args.local == "gibbs":
         extra.update(gibbs_sweeps=args.gibbs_sweeps, gibbs_burn_in=args.gibbs_burn_in)
+    if args.start is not None:
+        extra["start"] = args.start
     runner = None
     if args.dask or args.scheduler:  # the local step on a Dask cluster, the rest here
         from functools import partial
@@ -289,7 +291,8 @@ def _fit_options(args, stages, module, stochastic: bool, settings, progress, klc
         if args.learn:
             raise CemError("--learn is not available for --method klc")
         options = dict(cg=args.cg, max_iter=args.max_iter, tol=args.tol, gtol=args.tol,
-                       seed=args.seed, line_search=args.line_search, callback=klc_progress)
+                       seed=args.seed, line_search=args.line_search, callback=klc_progress,
+                       **({} if args.start is None else {"start": args.start}))
     elif stochastic:
         options = dict(epochs=args.epochs, batch_size=args.batch_size, kappa=args.kappa,
                        tau=args.tau, step_scale=args.step_scale, seed=args.seed,

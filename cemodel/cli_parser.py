@@ -193,6 +193,10 @@ def _fit_run(p: argparse.ArgumentParser) -> None:
     _option(p, "max_iter", None, "mf, klc: iterations at most (default 200)")
     _option(p, "tol", None, "mf: stop when the relative change of the ELBO is below this; "
             "klc: the change of the bound (nats) or the squared gradient norm (default 1e-6)")
+    p.add_argument("--start", default=None, metavar="KIND",
+                   help="the fit's start: seeds (k-means++ seed items or steps), random or "
+                   "prior; each model takes its own (default: the model's, named by cemodel "
+                   "compile --dump kernel-plan)")
     _option(p, "starts", None, "mf: random starts, each run --trial-iter iterations; the one "
             "with the highest ELBO continues (default 1)")
     _option(p, "trial_iter", None, "mf with --starts: iterations of each start (default 5)")
@@ -274,16 +278,24 @@ def _summarize(sub) -> None:
                    help="the probability of the central intervals (default 0.94)")
 
 
+class _WholeNames(argparse.ArgumentParser):
+    """A subcommand's parser that takes options by their whole names only."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """``cemodel``'s parser: a subcommand each for check, compile, fit, graph, plot, predict
     and summarize."""
     parser = argparse.ArgumentParser(
-        prog="cemodel",
+        prog="cemodel", allow_abbrev=False,
         description="Compile conjugate-exponential models (.cem) to numba variational inference.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"cemodel {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    # no prefixes of options: --start would otherwise be read as --starts
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_WholeNames)
     for add in (_check, _compile, _fit, _graph, _plot, _predict, _summarize):
         add(sub)
     return parser

@@ -274,6 +274,38 @@ def test_fit_from_several_starts_names_the_one_it_continued(tmp_path, capsys):
         assert post["elbo"].size == 6 and float(summary[2]) == pytest.approx(post["elbo"][1])
 
 
+def test_fit_takes_the_start_by_its_whole_name(tmp_path, capsys):
+    """--start KIND is fit(start=KIND); options are taken by whole names only, where argparse
+    had read --start 3 as --starts 3 (a prefix) and run three starts."""
+    from cemodel.compiler import compile_model
+
+    x = np.random.default_rng(3).normal(size=(60, 2)) + [[4.0, 0.0]] * 30 * 2
+    data = tmp_path / "points.npz"
+    np.savez(data, x=x)
+    base = ["fit", str(MODELS / "gmm_means.cem"), "--data", str(data), "--quiet"]
+    traces = {}
+    for start in ("seeds", "random"):
+        out = tmp_path / f"{start}.npz"
+        assert main([*base, "--start", start, "-o", str(out)]) == 0
+        with np.load(out) as post:
+            traces[start] = post["elbo"]
+    module = compile_model(MODELS / "gmm_means.cem")
+    assert module.DEFAULT_START == "seeds"
+    python = module.fit({"x": x}, start="random", seed=0)
+    assert_allclose(traces["random"], python.elbo, rtol=1e-12)
+    assert traces["random"].size != traces["seeds"].size or not np.allclose(
+        traces["random"], traces["seeds"])
+    out = tmp_path / "bad.npz"
+    capsys.readouterr()
+    assert main([*base, "--start", "3", "-o", str(out)]) == 2
+    assert "start: expected 'seeds' or 'random', found '3'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main([*base, "--star", "3", "-o", str(out)])
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --star 3" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_fit_set_hyperparameter(tmp_path, capsys):
     data, x = _coin_data(tmp_path)
     out = tmp_path / "posterior.npz"
