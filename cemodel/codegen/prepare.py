@@ -304,13 +304,20 @@ def _seeded_start(ctx: EmitContext, calls: KernelCalls, random: list[Node]) -> l
         apart = [Comment("the Gamma globals of summed products start apart (their parts "
                          "are exchangeable)"), Line("rng = np.random.default_rng(seed)"),
                  *apart, calls.call("refresh_globals", {}, prefix="")]
+    # the seed items alone: an item without a seed would add the statistics its q(z) does
+    # not gate (a shared precision's count, the parts of a split count) and not the others
+    pick = [Line("seed_items = np.flatnonzero(seed_category >= 0)",
+                 "the globals start from the seed items' statistics alone")] if categorical else []
     seeding: list[Node] = [
         Comment(f"start from k-means++ seed {'items' if categorical else 'steps'} "
                 "(see cemodel.runtime.seeding); not part of the ELBO trace"),
         *apart,
         choose,
+        *pick,
         *[Line(f"{acc.name}[...] = 0.0") for acc in plan.stored_accumulators],
-        *calls.run("local_step", {"seeding": "True", "items": "all_items", "warm": "False",
+        *calls.run("local_step", {"seeding": "True",
+                                  "items": "seed_items" if categorical else "all_items",
+                                  "warm": "False",
                                   "guard": "False", "evaluate": "False",
                                   "accelerate": "False"}, prefix=""),
         *[calls.call(f"update_{n}", {"data_scale": "1.0"}, prefix="") for n in plan.globals],

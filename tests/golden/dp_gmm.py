@@ -813,13 +813,15 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed, bound.missing)
+        # the globals start from the seed items' statistics alone
+        seed_items = np.flatnonzero(seed_category >= 0)
         acc_z_0[...] = 0.0
         acc_z_1[...] = 0.0
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
         hoist_messages(pre_z_4, n_D, n_K, E_Lambda_value, E_mu_value, pre_z_5, E_mu_outer)
-        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, stick_keep_K, E_pi_sticks_log, stick_below_K, E_pi_sticks_log1m, E_Lambda_logdet, present_x, n_D, E_Lambda_value, x, pre_z_4, pre_z_5, item_weight, dim_x, False, acc_z_0_threads, acc_z_1_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_z_1, acc_z_1_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, seed_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, stick_keep_K, E_pi_sticks_log, stick_below_K, E_pi_sticks_log1m, E_Lambda_logdet, present_x, n_D, E_Lambda_value, x, pre_z_4, pre_z_5, item_weight, dim_x, False, acc_z_0_threads, acc_z_1_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_z_1, acc_z_1_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
         update_Lambda(1.0, lam_Lambda_value, lam_Lambda_logdet, nu0, dim_Lambda, n_D, inv_W0, acc_x_0, acc_x_1, acc_x_2, E_mu_value, E_mu_outer, True, E_Lambda_value, E_Lambda_logdet, n_K)
         update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, E_Lambda_value, acc_x_0, True, E_mu_value, E_mu_outer, n_K)
         update_pi_sticks(1.0, lam_pi_sticks_log, lam_pi_sticks_log1m, alpha, acc_z_0, acc_z_1, True, E_pi_sticks_log, E_pi_sticks_log1m, n_K)

@@ -695,10 +695,12 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'docs', n_D, n_K, seed, bound.missing)
+        # the globals start from the seed items' statistics alone
+        seed_items = np.flatnonzero(seed_category >= 0)
         acc_c_0[...] = 0.0
         acc_c_1[...] = 0.0
         acc_w_0[...] = 0.0
-        rt.run_shares(local_step, acc_c_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_c_onehot, n_K, lam_c_onehot, stick_keep_K, E_pi_sticks_log, stick_below_K, E_pi_sticks_log1m, tokens_ptr, w, E_phi_log, tokens_weight, item_weight, False, acc_c_0_threads, acc_c_1_threads, acc_w_0_threads,), ((acc_c_0, acc_c_0_threads), (acc_c_1, acc_c_1_threads), (acc_w_0, acc_w_0_threads),))
+        rt.run_shares(local_step, acc_c_0_threads.shape[0], (True, seed_items, seed_category, max_local_iter, local_tol, E_c_onehot, n_K, lam_c_onehot, stick_keep_K, E_pi_sticks_log, stick_below_K, E_pi_sticks_log1m, tokens_ptr, w, E_phi_log, tokens_weight, item_weight, False, acc_c_0_threads, acc_c_1_threads, acc_w_0_threads,), ((acc_c_0, acc_c_0_threads), (acc_c_1, acc_c_1_threads), (acc_w_0, acc_w_0_threads),))
         update_phi(1.0, lam_phi_log, n_V, eta, acc_w_0, True, E_phi_log, n_K)
         update_pi_sticks(1.0, lam_pi_sticks_log, lam_pi_sticks_log1m, alpha, acc_c_0, acc_c_1, True, E_pi_sticks_log, E_pi_sticks_log1m, n_K)
     elif init is None and start == 'random':

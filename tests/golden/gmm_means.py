@@ -699,10 +699,12 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed, bound.missing)
+        # the globals start from the seed items' statistics alone
+        seed_items = np.flatnonzero(seed_category >= 0)
         acc_z_0[...] = 0.0
         acc_x_2[...] = 0.0
         acc_x_3[...] = 0.0
-        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_D, x, P, E_mu_value, present_x, E_mu_outer, item_weight, logdet_P, dim_x, False, acc_z_0_threads, acc_x_2_threads, acc_x_3_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_2, acc_x_2_threads), (acc_x_3, acc_x_3_threads),))
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, seed_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, n_D, x, P, E_mu_value, present_x, E_mu_outer, item_weight, logdet_P, dim_x, False, acc_z_0_threads, acc_x_2_threads, acc_x_3_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_2, acc_x_2_threads), (acc_x_3, acc_x_3_threads),))
         update_mu(1.0, lam_mu_value, lam_mu_outer, n_D, P0, m0, acc_x_2, acc_x_3, True, E_mu_value, E_mu_outer, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':

@@ -780,11 +780,13 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed, bound.missing)
+        # the globals start from the seed items' statistics alone
+        seed_items = np.flatnonzero(seed_category >= 0)
         acc_z_0[...] = 0.0
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
         acc_x_2[...] = 0.0
-        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_mu_Lambda_logdet, present_x, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, item_weight, dim_x, False, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, seed_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, E_mu_Lambda_logdet, present_x, n_D, x, E_mu_Lambda_value, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, item_weight, dim_x, False, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads, acc_x_2_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads), (acc_x_2, acc_x_2_threads),))
         update_mu_Lambda(1.0, lam_mu_Lambda_value, lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad, nu0, dim_mu_Lambda, kappa0, n_D, m0, outer_m0, inv_W0, acc_x_0, acc_x_1, acc_x_2, True, E_mu_Lambda_value, E_mu_Lambda_logdet, E_mu_Lambda_prec_mean, E_mu_Lambda_quad, n_K)
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
     elif init is None and start == 'random':

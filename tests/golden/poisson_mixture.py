@@ -619,10 +619,12 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
     if init is None and start == 'seeds':
         # start from k-means++ seed items (see cemodel.runtime.seeding); not part of the ELBO trace
         seed_category = rt.seed_categories(SPEC, bound.arrays, 'points', n_N, n_K, seed, bound.missing)
+        # the globals start from the seed items' statistics alone
+        seed_items = np.flatnonzero(seed_category >= 0)
         acc_z_0[...] = 0.0
         acc_x_0[...] = 0.0
         acc_x_1[...] = 0.0
-        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, x, E_rate_log, present_x, E_rate_value, item_weight, lgamma1p_x, False, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads),))
+        rt.run_shares(local_step, acc_z_0_threads.shape[0], (True, seed_items, seed_category, max_local_iter, local_tol, E_z_onehot, n_K, lam_z_onehot, E_pi_log, x, E_rate_log, present_x, E_rate_value, item_weight, lgamma1p_x, False, acc_z_0_threads, acc_x_0_threads, acc_x_1_threads,), ((acc_z_0, acc_z_0_threads), (acc_x_0, acc_x_0_threads), (acc_x_1, acc_x_1_threads),))
         update_pi(1.0, lam_pi_log, n_K, alpha, acc_z_0, True, E_pi_log)
         update_rate(1.0, lam_rate_log, lam_rate_value, a, b, acc_x_0, acc_x_1, True, E_rate_log, E_rate_value, n_K)
     elif init is None and start == 'random':
