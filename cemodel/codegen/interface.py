@@ -102,7 +102,19 @@ def _globals_table(ctx: EmitContext, calls: KernelCalls) -> list[Node]:
         if lazy is not None:
             nodes.append(Line(f"              lazy={lazy.literal()}),"))
     nodes.append(Line(")"))
-    return nodes
+    return nodes + _scales_table(ctx)
+
+
+def _scales_table(ctx: EmitContext) -> list[Node]:
+    """SCALES: the Gamma globals the data see only through their product, which the
+    drivers move to their best relative scale after each global step (rt.rebalance)."""
+    symmetries = ctx.kplan.scale_symmetries
+    if not symmetries:
+        return []
+    pairs = ", ".join(f"{s.up}·{s.down}" for s in symmetries)
+    return [Comment(f"the data see {pairs} only as a product: after each global step, "
+                    "the best scale between them (rt.rebalance)"),
+            Line("SCALES = (" + ", ".join(s.literal() for s in symmetries) + ",)")]
 
 
 def roles_table(ctx: EmitContext, calls: KernelCalls) -> list[Node]:

@@ -24,6 +24,7 @@ from ..terms import Factor, Known, Message, Monomial, Stat
 from .knowns import collect_knowns, log_data_names
 from .loops import E_name, lam_name, onehot_binding, plate_var
 from .starts import default_start, drawn_means, family, gamma_products, klc_start, seeded_chains
+from .symmetries import ScaleSymmetry, scale_symmetries
 
 
 class ProductMessage(NamedTuple):
@@ -83,6 +84,7 @@ class KernelPlan:
     hyper_domains: Mapping[str, str]  # hyperparameter -> domain checked when bound
     seeded_chains: tuple[str, ...]  # MarkovChain locals started from seed steps
     gamma_products: tuple[str, ...]  # Gamma globals started apart (summed products)
+    scale_symmetries: tuple[ScaleSymmetry, ...]  # Gamma globals seen only as a product
     drawn_means: tuple[str, ...]  # Normal/MVN globals whose random start is a prior draw
     default_start: str  # 'prior', 'random' or 'seeds'
     default_start_reason: str
@@ -152,6 +154,7 @@ def lower(plan: InferencePlan) -> KernelPlan:
         hyper_domains=MappingProxyType(_hyper_domains(plan)),
         seeded_chains=chains,
         gamma_products=gamma,
+        scale_symmetries=scale_symmetries(plan),
         drawn_means=drawn,
         default_start=start,
         default_start_reason=reason,

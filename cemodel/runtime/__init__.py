@@ -122,6 +122,8 @@ from .sampling import sample_normal_wishart as sample_normal_wishart
 from .sampling import sample_wishart as sample_wishart
 from .sampling import start_at_draw as start_at_draw
 from .sampling import start_gamma_near_mean as start_gamma_near_mean
+from .scales import ScaleSymmetry as ScaleSymmetry
+from .scales import rebalance as rebalance
 from .seeding import no_seed_steps as no_seed_steps
 from .seeding import seed_categories as seed_categories
 from .seeding import seed_chain_steps as seed_chain_steps

@@ -763,6 +763,8 @@ GLOBALS = (  # the globals as the stochastic drivers move them
     rt.Global('theta', 'gamma', lam=('lam_theta_log', 'lam_theta_value'), E=('E_theta_log', 'E_theta_value'),
               update=_update_theta, aux_draws=1, after_sample=_after_sample_theta),
 )
+# the data see W·theta only as a product: after each global step, the best scale between them (rt.rebalance)
+SCALES = (rt.ScaleSymmetry('W', 'theta', 1, 0),)
 
 
 def fit(data, **options):

@@ -22,6 +22,7 @@ from ...errors import CemDataError, CemOptionError
 from ...files import remove_stale_temporaries
 from ...options import check_options
 from .. import driver as rt
+from ..scales import rebalance
 from . import svi
 from .interface import (
     ModelInterface,
@@ -227,6 +228,7 @@ def _iteration(model: ModelInterface, s: rt.State, warm_start: bool, iteration: 
             check_finite(model, s, elbo_local, f"iteration {iteration + 1}")
     for g in model.GLOBALS:
         g.update(s, 1.0)
+    rebalance(model, s)  # along the scale symmetries (SCALES), if any
     elbo = model.elbo_of_globals(s)
     elbo += elbo_local
     return elbo

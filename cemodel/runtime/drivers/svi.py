@@ -30,6 +30,7 @@ from ...files import remove_stale_temporaries
 from ...options import check_options
 from .. import driver as rt
 from ..sampling import SAMPLERS
+from ..scales import rebalance
 from ..shares import only_rows
 from ..source import ItemSource, item_source, places_in_data
 from ..special import blend
@@ -336,6 +337,7 @@ def step(run: Run, batch: np.ndarray, offset: int, epoch: int) -> None:
                 blend(getattr(s, name), old, rho)
         if model.GLOBALS:
             model.refresh(s)
+            rebalance(model, s)  # along the scale symmetries (SCALES), if any
     except (np.linalg.LinAlgError, errors.CemDataError) as exc:
         raise rt.invalid_step(run.step, o.effective_batch_size, exc) from None
     if o.learn:  # empirical Bayes: a step rho towards the batch's maximiser

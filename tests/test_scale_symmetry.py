@@ -1,0 +1,151 @@
+"""Scale symmetries of Gamma globals the data see only through their product
+(``cemodel.codegen.symmetries``, ``cemodel.runtime.scales``): found from the expanded factors
+(and not where a prior or another factor breaks them), and the drivers' closed-form move to
+the best relative scale after each global step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cemodel.codegen.symmetries import ScaleSymmetry, scale_symmetries
+from cemodel.compiler import compile_model, run_stages
+from cemodel.runtime.drivers.mf import _iteration
+
+from .helpers import never_decreases
+from .test_split_data import MIXTURE_OF_PARTS
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Poisson counts with an exposure, a rate per region and a factor per age band: the data
+# see only lam[r]·s[a] (a multiplicative Poisson regression, as in epidemiology)
+PRODUCT = """model region_by_age
+dim R
+dim A
+dim N
+beta ~ Gamma(1.0, 1.0)
+plate regions r in R:
+    lam[r] ~ Gamma(2.0, beta)
+plate ages g in A:
+    s[g] ~ Gamma(1.0, 1.0)
+plate cells n in N:
+    data region[n] : int
+    data age[n] : int
+    data e[n] : real
+    observe x[n] ~ Poisson(e[n] * lam[region[n]] * s[age[n]])
+"""
+
+
+def _symmetries(text: str) -> tuple[ScaleSymmetry, ...]:
+    return scale_symmetries(run_stages(text, "m.cem").plan)
+
+
+def _product_data():
+    rng = np.random.default_rng(1)
+    regions, ages = 5, 4
+    lam = rng.gamma(2.0, 0.5, regions)
+    s = np.array([0.5, 1.0, 2.0, 4.0])
+    region = np.repeat(np.arange(regions), ages * 15)
+    age = np.tile(np.repeat(np.arange(ages), 15), regions)
+    e = rng.uniform(5.0, 50.0, region.size)
+    return {"region": region, "age": age, "e": e, "x": rng.poisson(e * lam[region] * s[age])}
+
+
+def test_found_where_the_data_see_only_the_product():
+    assert _symmetries(PRODUCT) == (ScaleSymmetry("lam", "s"),)
+    # part by part where the product sums over a shared index k
+    assert _symmetries(MIXTURE_OF_PARTS) == (ScaleSymmetry("W", "lam", 1, 1),)
+    gap = (REPO / "stdlib_models" / "gap_nmf.cem").read_text()
+    assert _symmetries(gap) == (ScaleSymmetry("W", "theta", 1, 0),)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("    lam[r] ~ Gamma(2.0, beta)\n",  # another factor reads lam alone
+     "    lam[r] ~ Gamma(2.0, beta)\n    observe v[r] ~ Poisson(lam[r])\n"),
+    ("    data e[n] : real\n",  # a second count of each cell, at lam's rate alone
+     "    data e[n] : real\n    observe u[n] ~ Poisson(e[n] * lam[region[n]])\n"),
+])
+def test_not_found_where_another_read_breaks_it(old, new):
+    assert old in PRODUCT
+    assert _symmetries(PRODUCT.replace(old, new)) == ()
+
+
+def test_found_through_the_rate_of_another_family():
+    """Gamma(2, lam·s): 2 (log lam + log s) − lam·s·u, unchanged by the scaling too."""
+    text = PRODUCT.replace("    data e[n] : real\n", "    data e[n] : real\n"
+                           "    observe u[n] ~ Gamma(2.0, lam[region[n]] * s[age[n]])\n")
+    assert _symmetries(text) == (ScaleSymmetry("lam", "s"),)
+
+
+def test_not_found_where_a_prior_reads_the_other():
+    text = PRODUCT.replace("s[g] ~ Gamma(1.0, 1.0)", "s[g] ~ Gamma(1.0, beta)").replace(
+        "lam[r] ~ Gamma(2.0, beta)", "lam[r] ~ Gamma(2.0, 1.0)")
+    assert _symmetries(text) == (ScaleSymmetry("lam", "s"),)  # a shared parent is fine
+    scalar = """model scalar
+dim N
+lam ~ Gamma(1.0, 1.0)
+s ~ Gamma(1.0, lam)
+plate cells n in N:
+    observe x[n] ~ Poisson(lam * s)
+"""
+    assert _symmetries(scalar) == ()
+
+
+def test_no_symmetry_in_the_other_stdlib_models():
+    for path in sorted((REPO / "stdlib_models").glob("*.cem")):
+        if path.stem != "gap_nmf":
+            assert _symmetries(path.read_text()) == (), path.name
+
+
+@pytest.fixture(scope="module")
+def product(tmp_path_factory):
+    path = tmp_path_factory.mktemp("scales") / "region_by_age.cem"
+    path.write_text(PRODUCT)
+    return compile_model(path)
+
+
+def _unbalanced_state(module):
+    """An MF iteration from the start, then q(lam) pushed 30× up the ridge and q(s) down."""
+    s = module._prepare(_product_data(), None, None, 0, None, None, 100, 1e-3)
+    _iteration(module._THIS, s, False, 0, 100, 1e-3)
+    s.lam_lam_value[...] /= 30.0
+    s.lam_s_value[...] *= 30.0
+    module.refresh(s)
+    return s
+
+
+def _elbo(module, s) -> float:
+    return module.elbo_of_globals(s)
+
+
+def test_the_move_is_the_best_scale_and_keeps_the_products(product):
+    from cemodel.runtime import rebalance
+
+    s = _unbalanced_state(product)
+    before = _elbo(product, s)
+    products = np.outer(s.E_lam_value, s.E_s_value)
+    rebalance(product._THIS, s)
+    after = _elbo(product, s)
+    assert after > before + 1.0  # 30× off the ridge's top costs nats
+    np.testing.assert_allclose(np.outer(s.E_lam_value, s.E_s_value), products, rtol=1e-12)
+    for c in (1.001, 0.999):  # a maximum along the ridge: any other scale is lower
+        moved_lam, moved_s = s.lam_lam_value.copy(), s.lam_s_value.copy()
+        s.lam_lam_value[...] /= c
+        s.lam_s_value[...] *= c
+        product.refresh(s)
+        assert _elbo(product, s) < after
+        s.lam_lam_value[...], s.lam_s_value[...] = moved_lam, moved_s
+        product.refresh(s)
+
+
+def test_mf_converges_fast_and_svi_reaches_it(product):
+    """Without the move MF crawled along the ridge (~17,000 iterations to −945.159 on data
+    like these) and every stochastic method stopped 0.4–0.6% below it."""
+    data = _product_data()
+    mf = product.fit(data, seed=0)
+    assert mf.converged and mf.iterations < 60
+    never_decreases(mf.elbo)
+    svi = product.fit_svi(data, seed=0)
+    assert svi.elbo[-1] > mf.elbo[-1] * 1.0005  # within 0.05%
