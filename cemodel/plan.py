@@ -262,11 +262,13 @@ def _local_steps(model: Model, graph: nx.DiGraph, locals_: tuple[str, ...],
     if local_edges:
         a, b = local_edges[0]
         exact = (f"no: local '{b}' depends on local '{a}', so p(locals | data, β) of an item "
-                 "does not factorise and has no closed form")
+                 "does not factorise into one conditional per local, which is what the exact "
+                 "step computes")
     elif coupled is not None:
         a, b = coupled
         exact = (f"no: locals '{a}' and '{b}' meet in one factor, so p(locals | data, β) of "
-                 "an item does not factorise and has no closed form")
+                 "an item does not factorise into one conditional per local, which is what the "
+                 "exact step computes")
     elif not locals_:
         exact = ("yes: the items have no latent local, so there is nothing to approximate "
                  "(the same step as mf)")

@@ -30,7 +30,7 @@ METHODS = {
 # the E-steps (fit_svi(..., local=...)) and whether each applies
 LOCAL_STEPS = {
     'mf': 'yes: local mean field',
-    'exact': "no: locals 'H' and 'Y_split' meet in one factor, so p(locals | data, β) of an item does not factorise and has no closed form",
+    'exact': "no: locals 'H' and 'Y_split' meet in one factor, so p(locals | data, β) of an item does not factorise into one conditional per local, which is what the exact step computes",
     'gibbs': 'no: the item has no categorical local to sample',
     'cvb0': 'no: the item has no categorical local to sample',
 }

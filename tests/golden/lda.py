@@ -30,7 +30,7 @@ METHODS = {
 # the E-steps (fit_svi(..., local=...)) and whether each applies
 LOCAL_STEPS = {
     'mf': 'yes: local mean field',
-    'exact': "no: local 'z' depends on local 'theta', so p(locals | data, β) of an item does not factorise and has no closed form",
+    'exact': "no: local 'z' depends on local 'theta', so p(locals | data, β) of an item does not factorise into one conditional per local, which is what the exact step computes",
     'gibbs': 'yes: samples z with theta integrated out',
     'cvb0': 'yes: updates q(z) with theta integrated out, zero-order collapsed VB',
 }
