@@ -216,7 +216,8 @@ def _check_fit_args(args, stages) -> None:
         raise CemError(f"--local {args.local} does not apply to this model: "
                        f"{why.removeprefix('no: ')}")
     if args.method == "svi+" and args.effective_batch_size is None:
-        raise CemError("--method svi+ needs --effective-batch-size M (M < --batch-size)")
+        raise CemError("--method svi+ needs --effective-batch-size M (1 ≤ M ≤ --batch-size; "
+                       "M = --batch-size is SVI)")
     if args.threads is not None:
         import numba
 

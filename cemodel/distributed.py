@@ -123,7 +123,8 @@ def _check(model: Model, method: str, options: dict[str, Any]) -> str:
         raise CemError(f"local step {local!r} is not distributed: {NOT_DISTRIBUTED[local]}")
     annealed = options.get("effective_batch_size") is not None
     if method == "svi+" and not annealed:
-        raise CemError("method 'svi+' needs effective_batch_size=M (M < batch_size)")
+        raise CemError("method 'svi+' needs effective_batch_size=M (1 ≤ M ≤ batch_size; "
+                       "M = batch_size is SVI)")
     if method == "svi" and annealed:
         raise CemError("effective_batch_size turns SVI into SVI+", hint="method='svi+'")
     return local

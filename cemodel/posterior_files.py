@@ -184,6 +184,22 @@ class Clusters:
     precision_var: Variable | None
 
 
+def _data_mean(model: Model | None, name: str) -> bool:
+    """Is ``name`` the mean of observed points (not, say, a mixture's regression weights)?
+    Without the model, any K × 2 MVN global is taken for one."""
+    from .model import RVar
+
+    if model is None:
+        return True
+    for var in model.variables:
+        mean = var.args[0] if var.observed and var.family == "MultivariateNormal" else None
+        if isinstance(mean, RVar):  # a Normal-Wishart block's mean member: the block's
+            block = model.block(mean.name)
+            if name in (mean.name, block.mean.name if block else None):
+                return True
+    return False
+
+
 def recognise(post: Posterior, vocab: list[str] | None = None
               ) -> tuple[list[Topics], list[Weights], list[Clusters]]:
     """The summaries that apply: topics, mixture weights, 2-D clusters."""
@@ -206,7 +222,7 @@ def recognise(post: Posterior, vocab: list[str] | None = None
         if v.family != "MultivariateNormal" or v.local is True:
             continue
         mean = v.param("mean")
-        if mean.ndim != 2 or mean.shape[1] != 2:
+        if mean.ndim != 2 or mean.shape[1] != 2 or not _data_mean(post.model, v.name):
             continue
         match = next((w for w in wisharts if w.param("scale").shape == (mean.shape[0], 2, 2)),
                      None)

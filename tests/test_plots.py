@@ -120,6 +120,36 @@ def test_recognised_gmm_components_match_the_data(gmm_fit):
     np.testing.assert_allclose(sd, 0.5, atol=0.15)
 
 
+MIXTURE_OF_REGRESSIONS = """model mixture_of_regressions
+dim K = 2
+dim P = 2
+dim N
+pi ~ Dirichlet(1.0, K)
+plate comps k in K:
+    w[k] ~ MultivariateNormal(zeros(P), 0.01 * eye(P))
+plate points n in N:
+    data x[n] : vector(P)
+    z[n] ~ Categorical(pi)
+    observe y[n] ~ Normal(dot(w[z[n]], x[n]), 1.0)
+"""
+
+
+def test_regression_weights_are_not_taken_for_cluster_means(tmp_path):
+    """A mixture's 2-D regression weights w[k] were recognised (and plotted over the data)
+    as 2-D component means; with the model only the mean of observed points is."""
+    model = tmp_path / "mixreg.cem"
+    model.write_text(MIXTURE_OF_REGRESSIONS)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(80, 2))
+    z = rng.integers(0, 2, 80)
+    y = np.einsum("nd,nd->n", x, np.array([[2.0, -1.0], [-2.0, 1.0]])[z]) + rng.normal(size=80)
+    np.savez(tmp_path / "data.npz", x=x, y=y)
+    post = _fit(model, tmp_path / "data.npz", tmp_path / "post.npz")
+    text, name = read_source(model)
+    assert recognise(load_posterior(post, build_model(parse(text, name))))[2] == []
+    assert len(recognise(load_posterior(post))[2]) == 1  # without the model: taken for one
+
+
 def test_summarize_without_recognised_summaries(tmp_path, capsys):
     x = (np.random.default_rng(1).random(30) < 0.4).astype(float)
     np.savez(tmp_path / "coin.npz", x=x)

@@ -462,7 +462,8 @@ class _Binder(Readers):
                     hint=None if not isinstance(cats, str) else
                     f"{cats}={n_cat} is {self.dim_sources[cats]}'s: ids count from 0 and stay "
                     f"below it" if cats in self.dim_sources else
-                    f"ids count from 0; if there are more categories, pass dims={{'{cats}': ...}}",
+                    f"ids count from 0; if there are more categories, pass dims={{'{cats}': ...}} "
+                    f"(--set {cats}=...)",
                 )
         return values
 

@@ -47,8 +47,8 @@ class Method:
                                "the globals, ssvi also applies V)", hint="choose the method")
         annealed = options.get("effective_batch_size") is not None
         if self.name == "svi+" and not annealed:
-            raise CemDataError("method 'svi+' needs effective_batch_size=M (M < batch_size), a "
-                               "number or a function of the step")
+            raise CemDataError("method 'svi+' needs effective_batch_size=M (1 ≤ M ≤ batch_size; "
+                               "M = batch_size is SVI), a number or a function of the step")
         if self.name == "svi" and annealed:
             raise CemDataError("effective_batch_size turns SVI into SVI+", hint="method='svi+'")
         _check_keywords(self.name, self.driver, options)
