@@ -308,6 +308,11 @@ def _seeded_start(ctx: EmitContext, calls: KernelCalls, random: list[Node]) -> l
     # not gate (a shared precision's count, the parts of a split count) and not the others
     pick = [Line("seed_items = np.flatnonzero(seed_category >= 0)",
                  "the globals start from the seed items' statistics alone")] if categorical else []
+    overrides = {"seeding": "True", "items": "seed_items" if categorical else "all_items",
+                 "warm": "False", "guard": "False", "evaluate": "False", "accelerate": "False"}
+    steps = f"{ctx.var(chains[0]).plates[-1]}_weight" if chains else None
+    if steps in calls.params.get("local_step", ()):  # a chain's steps without a seed: none
+        overrides[steps] = f"np.where(seed_category >= 0, bound.arrays[{steps!r}], 0.0)"
     seeding: list[Node] = [
         Comment(f"start from k-means++ seed {'items' if categorical else 'steps'} "
                 "(see cemodel.runtime.seeding); not part of the ELBO trace"),
@@ -315,11 +320,7 @@ def _seeded_start(ctx: EmitContext, calls: KernelCalls, random: list[Node]) -> l
         choose,
         *pick,
         *[Line(f"{acc.name}[...] = 0.0") for acc in plan.stored_accumulators],
-        *calls.run("local_step", {"seeding": "True",
-                                  "items": "seed_items" if categorical else "all_items",
-                                  "warm": "False",
-                                  "guard": "False", "evaluate": "False",
-                                  "accelerate": "False"}, prefix=""),
+        *calls.run("local_step", overrides, prefix=""),
         *[calls.call(f"update_{n}", {"data_scale": "1.0"}, prefix="") for n in plan.globals],
     ]
     random_start: list[Node] = [

@@ -420,7 +420,7 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         acc_z_0[...] = 0.0
         acc_z_1[...] = 0.0
         acc_x_0[...] = 0.0
-        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, steps_ptr, E_pi0_log, E_A_log, x, E_phi_log, item_weight, steps_weight, False, lam_z_onehot_threads, lam_z_first_threads, lam_z_pair_threads, E_z_onehot_threads, E_z_first_threads, E_z_pair_threads, H_z_threads, acc_z_0_threads, acc_z_1_threads, acc_x_0_threads,), ((acc_z_0, acc_z_0_threads), (acc_z_1, acc_z_1_threads), (acc_x_0, acc_x_0_threads),))
+        rt.run_shares(local_step, lam_z_onehot_threads.shape[0], (True, all_items, seed_category, max_local_iter, local_tol, n_K, steps_ptr, E_pi0_log, E_A_log, x, E_phi_log, item_weight, np.where(seed_category >= 0, bound.arrays['steps_weight'], 0.0), False, lam_z_onehot_threads, lam_z_first_threads, lam_z_pair_threads, E_z_onehot_threads, E_z_first_threads, E_z_pair_threads, H_z_threads, acc_z_0_threads, acc_z_1_threads, acc_x_0_threads,), ((acc_z_0, acc_z_0_threads), (acc_z_1, acc_z_1_threads), (acc_x_0, acc_x_0_threads),))
         update_A(1.0, lam_A_log, n_K, alpha, acc_z_1, True, E_A_log)
         update_phi(1.0, lam_phi_log, n_V, eta, acc_x_0, True, E_phi_log, n_K)
         update_pi0(1.0, lam_pi0_log, n_K, alpha, acc_z_0, True, E_pi0_log)
