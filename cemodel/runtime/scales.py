@@ -33,9 +33,10 @@ class ScaleSymmetry:
     down_part: int | None = None
 
 
-def rebalance(model: Any, s: Any) -> None:
+def rebalance(model: Any, s: Any, refresh: Any = None) -> None:
     """Move every symmetry of ``model`` (its ``SCALES``) to its best scale, then refresh the
-    globals' expectations."""
+    globals' expectations (``refresh(s)``, default ``model.refresh``: SVI's lazy step passes
+    ``refresh_eager``; a lazy global is a Dirichlet, never one of a symmetry's Gammas)."""
     symmetries = getattr(model, "SCALES", ())
     if not symmetries:
         return
@@ -51,7 +52,7 @@ def rebalance(model: Any, s: Any) -> None:
         c = (P + np.sqrt(P * P + 4.0 * Q * R)) / (2.0 * Q)
         _scale_rate(getattr(s, up.lam[1]), 1.0 / c, sym.up_part)  # rate / c: E[x] · c
         _scale_rate(getattr(s, down.lam[1]), c, sym.down_part)
-        model.refresh(s)
+        (refresh or model.refresh)(s)
 
 
 def _prior(g: Any, s: Any) -> tuple[np.ndarray, np.ndarray]:

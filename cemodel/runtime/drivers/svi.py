@@ -367,6 +367,7 @@ def _lazy_step(run: Run, batch: np.ndarray, offset: int, epoch: int, rho: float)
         outside = lazy.blend(state, s, hats, rho)
         if state.eager:  # the lazy globals' E is refreshed by columns (lazy.prepare)
             model.refresh_eager(s)
+            rebalance(model, s, model.refresh_eager)  # SCALES: Gamma globals, all eager
     except (np.linalg.LinAlgError, errors.CemDataError) as exc:
         raise rt.invalid_step(run.step, None, exc) from None
     _check_globals(run, state.eager)
