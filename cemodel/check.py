@@ -12,6 +12,7 @@ parameter is ``scale·λ[stat] + offset`` (Dirichlet α = λ + 1, Normal precisi
 
 from __future__ import annotations
 
+from .codegen.symmetries import scale_symmetries
 from .families import FAMILIES
 from .missing import missing_text
 from .plan import InferencePlan
@@ -65,6 +66,14 @@ def check_report(plan: InferencePlan) -> str:
     out.append("local steps (--local), each combines with every global step that applies:")
     for step, why in plan.local_steps:
         out.append(f"  {step:8s} {why}")
+    symmetries = scale_symmetries(plan)
+    if symmetries:
+        out.append("scale symmetries (the data see only the product; after each global step "
+                   "the best scale between them, in closed form):")
+    for sym in symmetries:
+        part = ("" if sym.up_part is None else
+                f", one c per index of plate '{model.var(sym.up).plates[sym.up_part]}'")
+        out.append(f"  {sym.up} × c and {sym.down} ÷ c{part}")
     if plan.collapse is not None:
         c = plan.collapse
         out.append(f"KLC collapse set (--method klc; chosen by {c.chosen_by}, "

@@ -200,3 +200,12 @@ def test_every_step_ends_at_the_best_scale(tmp_path, method):
     rebalance(module._THIS, s)
     np.testing.assert_allclose(s.lam_W_value, fit.state["lam_W_value"], rtol=1e-10)
     np.testing.assert_allclose(s.lam_lam_value, fit.state["lam_lam_value"], rtol=1e-10)
+
+
+def test_check_names_the_symmetries():
+    from cemodel.check import check_report
+
+    report = check_report(run_stages(PRODUCT, "m.cem").plan)
+    assert "  lam × c and s ÷ c\n" in report + "\n"
+    report = check_report(run_stages(MIXTURE_OF_PARTS, "m.cem").plan)
+    assert "  W × c and lam ÷ c, one c per index of plate 'parts2'" in report
