@@ -72,8 +72,8 @@ def check_report(plan: InferencePlan) -> str:
                    "the best scale between them, in closed form):")
     for sym in symmetries:
         part = ("" if sym.up_part is None else
-                f", one c per index of plate '{model.var(sym.up).plates[sym.up_part]}'")
-        out.append(f"  {sym.up} × c and {sym.down} ÷ c{part}")
+                f", one factor per index of plate '{model.var(sym.up).plates[sym.up_part]}'")
+        out.append(f"  {sym.up} scaled by a factor and {sym.down} by its inverse{part}")
     if plan.collapse is not None:
         c = plan.collapse
         out.append(f"KLC collapse set (--method klc; chosen by {c.chosen_by}, "

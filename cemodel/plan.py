@@ -120,6 +120,23 @@ def _split(model: Model, monomial: Monomial, local_vars: set[str]):
     return tuple(local), tuple(glob)
 
 
+def _check_not_per_item(model: Model, child: str, glob: tuple[Stat, ...]) -> None:
+    """A global read at the data plate's own index has one row per item: it is local to
+    the items, which the global steps (a minibatch moves every global) cannot treat."""
+    for slot in glob:
+        if model.data_plate in slot.index:
+            var = model.var(slot.var)
+            plate = next(p for p, i in zip(var.plates, slot.index, strict=False)
+                         if i == model.data_plate)
+            raise CemModelError(
+                f"'{slot.var}' is declared in plate '{plate}', outside the data plate "
+                f"'{model.data_plate}', but '{child}' reads it at the data plate's own index: "
+                f"each of its rows then belongs to one item of '{model.data_plate}'",
+                var.span, model.source,
+                hint=f"declare '{slot.var}' inside plate {model.data_plate} (a local of each "
+                     "item), or index it with integer data (a row id)")
+
+
 def make_plan(analysis: Analysis, collapse: tuple[str, ...] | None = None) -> InferencePlan:
     """``collapse``: the KLC set X asked for on the command line or through the API (it
     overrides the model file's ``collapse``); an invalid one is refused with the reason."""
@@ -149,6 +166,7 @@ def make_plan(analysis: Analysis, collapse: tuple[str, ...] | None = None) -> In
             local, glob = _split(model, monomial, local_set)
             if not glob:
                 continue
+            _check_not_per_item(model, factor.child, glob)
             # G slots read inside an inner plate of the item (p[z[n], j]) keep that plate
             inner = {f"@{i}" for s in glob for i in s.index
                      if i in factor.plates and i != model.data_plate}

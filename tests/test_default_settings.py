@@ -53,13 +53,12 @@ BILINEAR = """model bilinear
 dim U
 dim I
 dim D = 2
-plate users u in U:
-    a[u] ~ MVN(zeros(D), eye(D))
 plate things i in I:
     b[i] ~ MVN(zeros(D), eye(D))
-plate ratings u2 in U:
+plate ratings u in U:
+    a[u] ~ MVN(zeros(D), eye(D))
     plate cols i2 in I:
-        observe r[u2, i2] ~ Normal(dot(a[u2], b[i2]), 4.0)
+        observe r[u, i2] ~ Normal(dot(a[u], b[i2]), 4.0)
 """
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..families import FAMILIES
 from ..model import Model, RBin, RCall, RVar, sub_exprs
 from ..plan import InferencePlan
-from ..terms import Stat
+from ..terms import Known, Stat
 
 
 def family(model: Model, name: str) -> str:
@@ -34,10 +34,14 @@ def gamma_products(plan: InferencePlan) -> tuple[str, ...]:
     for factor in plan.analysis.factors:
         for monomial in factor.monomials:
             values = [s for s in monomial.slots if isinstance(s, Stat) and s.stat == "value"]
+            # a gate's letter (lam[region[n]]) picks one row: only a summed letter (k) has
+            # exchangeable parts
+            gates = {t for s in monomial.slots for t in s.tensor
+                     if (s.fn if isinstance(s, Known) else s.stat) == "onehot"}
             if len({s.var for s in values}) > 1:
                 found.update(s.var for s in values if s.var in plan.globals
                              and family(plan.model, s.var) == "gamma"
-                             and any(i not in plates for i in s.index))
+                             and any(i not in plates and i not in gates for i in s.index))
     return tuple(sorted(found))
 
 

@@ -41,7 +41,11 @@ def emit_update_global(ctx: EmitContext, name: str) -> Function:
                                   acc.plates or _key_plates(acc), dict(factor.index_dims),
                                   extra=("data_scale",))
         if set(message.target.index) & set(acc.entries):
-            gates = {g: letter_var(g) for g in acc.entries}
+            # the entry's gates, and the letters the contraction sums over (a part k of
+            # U[row[n], k] · V[col[n], k]), bound to their loop variables
+            plates = {p.name for p in ctx.model.plates}
+            gates = {g: letter_var(g) for g in (*acc.entries, *message.target.index)
+                     if g not in plates}
             target_row = ctx.layout.row(name, message.target.index, gates, args)
             scattered += [comment, *emit_contraction(
                 ctx.layout, args, contraction, lam, tuple(target_row) + message.target.tensor,
