@@ -299,6 +299,8 @@ def test_fit_takes_the_start_by_its_whole_name(tmp_path, capsys):
     capsys.readouterr()
     assert main([*base, "--start", "3", "-o", str(out)]) == 2
     assert "start: expected 'seeds' or 'random', found '3'" in capsys.readouterr().err
+    assert main([*base, "--start", "prior", "-o", str(out)]) == 2
+    assert "found 'prior' (from the prior the components start alike" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         main([*base, "--star", "3", "-o", str(out)])
     assert exit_.value.code == 2

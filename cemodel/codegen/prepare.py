@@ -254,7 +254,8 @@ def _start(ctx: EmitContext, calls: KernelCalls) -> list[Node]:
                 calls.call("refresh_globals", {}, prefix=""))),
             Block("elif init is None and start != 'prior'", (Line(
                 "raise rt.CemDataError(f\"start: expected 'random' or 'prior', "
-                "found {start!r}\")"),))]
+                "found {start!r}\" + (\" (there is no categorical assignment to seed)\" "
+                "if start == 'seeds' else ''))"),))]
     pseudo = [Line(f"{lam} += rng.gamma(100.0, 0.01, {lam}.shape)") for lam in count_lams]
     return body + _seeded_start(ctx, calls, (counts if chains else pseudo) + draws)
 
@@ -338,7 +339,8 @@ def _seeded_start(ctx: EmitContext, calls: KernelCalls, random: list[Node]) -> l
         Block("elif init is None and start == 'random'", tuple(random_start)),
         Block("elif init is None", (Line(
             "raise rt.CemDataError(f\"start: expected 'seeds' or 'random', "
-            "found {start!r}\")"),)),
+            "found {start!r}\" + (\" (from the prior the components start alike and "
+            "stay alike)\" if start == 'prior' else ''))"),)),
     ]
 
 
