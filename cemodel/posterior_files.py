@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import CemError
-from .model import Model
+from .model import Model, RVar
 from .results import POSTERIOR_HINT, check_numbers, check_params, read_npz
 from .saved import file_blocks, posterior_arrays
 
@@ -187,8 +187,6 @@ class Clusters:
 def _data_mean(model: Model | None, name: str) -> bool:
     """Is ``name`` the mean of observed points (not, say, a mixture's regression weights)?
     Without the model, any K × 2 MVN global is taken for one."""
-    from .model import RVar
-
     if model is None:
         return True
     for var in model.variables:

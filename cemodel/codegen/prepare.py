@@ -252,10 +252,12 @@ def _start(ctx: EmitContext, calls: KernelCalls) -> list[Node]:
             Block("if init is None and start == 'random'", (
                 *why, Line("rng = np.random.default_rng(seed)"), *counts, *draws,
                 calls.call("refresh_globals", {}, prefix=""))),
+            Block("elif init is None and start == 'seeds'", (Line(
+                "raise rt.CemDataError(\"start: expected 'random' or 'prior', found 'seeds' "
+                "(there is no categorical assignment to seed)\")"),)),
             Block("elif init is None and start != 'prior'", (Line(
                 "raise rt.CemDataError(f\"start: expected 'random' or 'prior', "
-                "found {start!r}\" + (\" (there is no categorical assignment to seed)\" "
-                "if start == 'seeds' else ''))"),))]
+                "found {start!r}\")"),))]
     pseudo = [Line(f"{lam} += rng.gamma(100.0, 0.01, {lam}.shape)") for lam in count_lams]
     return body + _seeded_start(ctx, calls, (counts if chains else pseudo) + draws)
 
@@ -337,10 +339,12 @@ def _seeded_start(ctx: EmitContext, calls: KernelCalls, random: list[Node]) -> l
         Line("start = DEFAULT_START if start is None else start"),
         Block("if init is None and start == 'seeds'", tuple(seeding)),
         Block("elif init is None and start == 'random'", tuple(random_start)),
+        Block("elif init is None and start == 'prior'", (Line(
+            "raise rt.CemDataError(\"start: expected 'seeds' or 'random', found 'prior' "
+            "(from the prior the components start alike and stay alike)\")"),)),
         Block("elif init is None", (Line(
             "raise rt.CemDataError(f\"start: expected 'seeds' or 'random', "
-            "found {start!r}\" + (\" (from the prior the components start alike and "
-            "stay alike)\" if start == 'prior' else ''))"),)),
+            "found {start!r}\")"),)),
     ]
 
 

@@ -668,8 +668,10 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         lam_p_log1m += rng.gamma(100.0, 0.01, lam_p_log1m.shape)
         lam_pi_log += rng.gamma(100.0, 0.01, lam_pi_log.shape)
         refresh_globals(lam_p_log, E_p_log, lam_p_log1m, E_p_log1m, n_K, n_P, lam_pi_log, E_pi_log)
+    elif init is None and start == 'prior':
+        raise rt.CemDataError("start: expected 'seeds' or 'random', found 'prior' (from the prior the components start alike and stay alike)")
     elif init is None:
-        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}" + (" (from the prior the components start alike and stay alike)" if start == 'prior' else ''))
+        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
     return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_P=n_P, x=x, E_p_log=E_p_log, present_x=present_x, E_p_log1m=E_p_log1m, item_weight=item_weight, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_p_log=lam_p_log, lam_p_log1m=lam_p_log1m, lam_pi_log=lam_pi_log, alpha_K=alpha_K, lgamma_sum_alpha_K=lgamma_sum_alpha_K, lgamma_alpha_K=lgamma_alpha_K, lbeta_a_b=lbeta_a_b, all_items=all_items)
 
 

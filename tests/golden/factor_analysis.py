@@ -435,8 +435,10 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         rng = np.random.default_rng(seed)
         rt.start_at_draw('mvn', lam_W_value, lam_W_outer, rng)
         refresh_globals(lam_W_value, E_W_value, lam_W_outer, E_W_outer, n_P, lam_psi_log, E_psi_log, lam_psi_value, E_psi_value)
+    elif init is None and start == 'seeds':
+        raise rt.CemDataError("start: expected 'random' or 'prior', found 'seeds' (there is no categorical assignment to seed)")
     elif init is None and start != 'prior':
-        raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}" + (" (there is no categorical assignment to seed)" if start == 'seeds' else ''))
+        raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
     return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, lam_f_value=lam_f_value, lam_f_outer=lam_f_outer, n_K=n_K, eye_K=eye_K, n_P=n_P, E_psi_value=E_psi_value, y=y, E_W_value=E_W_value, present_y=present_y, E_W_outer=E_W_outer, E_f_value=E_f_value, E_f_outer=E_f_outer, item_weight=item_weight, logdet_eye_K=logdet_eye_K, dim_f=dim_f, acc_y_0_threads=acc_y_0_threads, acc_y_1_threads=acc_y_1_threads, acc_y_2_threads=acc_y_2_threads, acc_y_3_threads=acc_y_3_threads, acc_y_0=acc_y_0, acc_y_1=acc_y_1, acc_y_2=acc_y_2, acc_y_3=acc_y_3, lam_W_value=lam_W_value, lam_W_outer=lam_W_outer, lam_psi_log=lam_psi_log, E_psi_log=E_psi_log, lam_psi_value=lam_psi_value, logdet_eye_K_c=logdet_eye_K_c, eye_K_c=eye_K_c, dim_W=dim_W, log_b0=log_b0, lgamma_a0=lgamma_a0, all_items=all_items)
 
 

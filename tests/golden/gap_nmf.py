@@ -686,8 +686,10 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         rt.start_gamma_near_mean(lam_W_log, lam_W_value, rng)
         rt.start_gamma_near_mean(lam_theta_log, lam_theta_value, rng)
         refresh_globals(lam_W_log, E_W_log, lam_W_value, E_W_value, X_W_log, n_F, n_K, lam_theta_log, E_theta_log, lam_theta_value, E_theta_value, X_theta_log)
+    elif init is None and start == 'seeds':
+        raise rt.CemDataError("start: expected 'random' or 'prior', found 'seeds' (there is no categorical assignment to seed)")
     elif init is None and start != 'prior':
-        raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}" + (" (there is no categorical assignment to seed)" if start == 'seeds' else ''))
+        raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
     return rt.State(bound=bound, a=a, b=b, alpha=alpha, c=c, pre_H_4=pre_H_4, n_F=n_F, E_theta_value=E_theta_value, E_W_value=E_W_value, n_K=n_K, seed_category=seed_category, lam_H_log=lam_H_log, lam_H_value=lam_H_value, E_H_log=E_H_log, E_H_value=E_H_value, X_H_log=X_H_log, E_theta_log=E_theta_log, E_W_log=E_W_log, Y=Y, X_theta_log=X_theta_log, X_W_log=X_W_log, local_sweeps=local_sweeps, log_b=log_b, lgamma_b=lgamma_b, lgamma1p_Y=lgamma1p_Y, item_weight=item_weight, lam_Y_split_value_threads=lam_Y_split_value_threads, E_Y_split_value_threads=E_Y_split_value_threads, H_Y_split_threads=H_Y_split_threads, logZ_Y_split_threads=logZ_Y_split_threads, acc_Y_0_threads=acc_Y_0_threads, acc_Y_1_threads=acc_Y_1_threads, acc_Y_3_threads=acc_Y_3_threads, acc_Y_0=acc_Y_0, acc_Y_1=acc_Y_1, acc_Y_3=acc_Y_3, lam_W_log=lam_W_log, lam_W_value=lam_W_value, lam_theta_log=lam_theta_log, lam_theta_value=lam_theta_value, alpha_K=alpha_K, log_alpha_c=log_alpha_c, lgamma_alpha_K=lgamma_alpha_K, alpha_c=alpha_c, log_a=log_a, lgamma_a=lgamma_a, all_items=all_items)
 
 

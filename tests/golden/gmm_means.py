@@ -713,8 +713,10 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         lam_pi_log += rng.gamma(100.0, 0.01, lam_pi_log.shape)
         rt.start_at_draw('mvn', lam_mu_value, lam_mu_outer, rng)
         refresh_globals(lam_mu_value, E_mu_value, lam_mu_outer, E_mu_outer, n_K, lam_pi_log, E_pi_log)
+    elif init is None and start == 'prior':
+        raise rt.CemDataError("start: expected 'seeds' or 'random', found 'prior' (from the prior the components start alike and stay alike)")
     elif init is None:
-        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}" + (" (from the prior the components start alike and stay alike)" if start == 'prior' else ''))
+        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
     return rt.State(bound=bound, alpha=alpha, m0=m0, P0=P0, P=P, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, n_D=n_D, x=x, E_mu_value=E_mu_value, present_x=present_x, E_mu_outer=E_mu_outer, item_weight=item_weight, logdet_P=logdet_P, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_2_threads=acc_x_2_threads, acc_x_3_threads=acc_x_3_threads, acc_z_0=acc_z_0, acc_x_2=acc_x_2, acc_x_3=acc_x_3, lam_mu_value=lam_mu_value, lam_mu_outer=lam_mu_outer, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, logdet_P0=logdet_P0, outer_m0=outer_m0, dim_mu=dim_mu, all_items=all_items)
 
 

@@ -794,8 +794,10 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         rng = np.random.default_rng(seed)
         lam_pi_log += rng.gamma(100.0, 0.01, lam_pi_log.shape)
         refresh_globals(lam_mu_Lambda_value, E_mu_Lambda_value, lam_mu_Lambda_logdet, E_mu_Lambda_logdet, lam_mu_Lambda_prec_mean, E_mu_Lambda_prec_mean, lam_mu_Lambda_quad, E_mu_Lambda_quad, n_K, lam_pi_log, E_pi_log)
+    elif init is None and start == 'prior':
+        raise rt.CemDataError("start: expected 'seeds' or 'random', found 'prior' (from the prior the components start alike and stay alike)")
     elif init is None:
-        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}" + (" (from the prior the components start alike and stay alike)" if start == 'prior' else ''))
+        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
     return rt.State(bound=bound, alpha=alpha, m0=m0, kappa0=kappa0, nu0=nu0, W0=W0, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, E_mu_Lambda_logdet=E_mu_Lambda_logdet, present_x=present_x, n_D=n_D, x=x, E_mu_Lambda_value=E_mu_Lambda_value, E_mu_Lambda_prec_mean=E_mu_Lambda_prec_mean, E_mu_Lambda_quad=E_mu_Lambda_quad, item_weight=item_weight, dim_x=dim_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_x_2_threads=acc_x_2_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, acc_x_2=acc_x_2, lam_mu_Lambda_value=lam_mu_Lambda_value, lam_mu_Lambda_logdet=lam_mu_Lambda_logdet, lam_mu_Lambda_prec_mean=lam_mu_Lambda_prec_mean, lam_mu_Lambda_quad=lam_mu_Lambda_quad, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, dim_mu_Lambda=dim_mu_Lambda, log_kappa0=log_kappa0, outer_m0=outer_m0, inv_W0=inv_W0, wishart_lognorm_nu0_W0=wishart_lognorm_nu0_W0, all_items=all_items)
 
 

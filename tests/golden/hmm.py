@@ -431,8 +431,10 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         lam_phi_log += rng.exponential(1.0, lam_phi_log.shape)
         lam_pi0_log += rng.exponential(1.0, lam_pi0_log.shape)
         refresh_globals(lam_A_log, E_A_log, n_K, lam_phi_log, E_phi_log, lam_pi0_log, E_pi0_log)
+    elif init is None and start == 'prior':
+        raise rt.CemDataError("start: expected 'seeds' or 'random', found 'prior' (from the prior the components start alike and stay alike)")
     elif init is None:
-        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}" + (" (from the prior the components start alike and stay alike)" if start == 'prior' else ''))
+        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
     return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, n_K=n_K, steps_ptr=steps_ptr, E_pi0_log=E_pi0_log, E_A_log=E_A_log, x=x, E_phi_log=E_phi_log, item_weight=item_weight, steps_weight=steps_weight, lam_z_onehot_threads=lam_z_onehot_threads, lam_z_first_threads=lam_z_first_threads, lam_z_pair_threads=lam_z_pair_threads, E_z_onehot_threads=E_z_onehot_threads, E_z_first_threads=E_z_first_threads, E_z_pair_threads=E_z_pair_threads, H_z_threads=H_z_threads, acc_z_0_threads=acc_z_0_threads, acc_z_1_threads=acc_z_1_threads, acc_x_0_threads=acc_x_0_threads, acc_z_0=acc_z_0, acc_z_1=acc_z_1, acc_x_0=acc_x_0, lam_A_log=lam_A_log, lam_phi_log=lam_phi_log, lam_pi0_log=lam_pi0_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 

@@ -597,8 +597,10 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         lam_phi_log += rng.gamma(100.0, 0.01, lam_phi_log.shape)
         lam_pi_log += rng.gamma(100.0, 0.01, lam_pi_log.shape)
         refresh_globals(lam_phi_log, E_phi_log, n_K, lam_pi_log, E_pi_log)
+    elif init is None and start == 'prior':
+        raise rt.CemDataError("start: expected 'seeds' or 'random', found 'prior' (from the prior the components start alike and stay alike)")
     elif init is None:
-        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}" + (" (from the prior the components start alike and stay alike)" if start == 'prior' else ''))
+        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
     return rt.State(bound=bound, alpha=alpha, eta=eta, seed_category=seed_category, E_c_onehot=E_c_onehot, n_K=n_K, lam_c_onehot=lam_c_onehot, E_pi_log=E_pi_log, tokens_ptr=tokens_ptr, w=w, E_phi_log=E_phi_log, tokens_weight=tokens_weight, item_weight=item_weight, acc_c_0_threads=acc_c_0_threads, acc_w_0_threads=acc_w_0_threads, acc_c_0=acc_c_0, acc_w_0=acc_w_0, lam_phi_log=lam_phi_log, lam_pi_log=lam_pi_log, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, n_V=n_V, lgamma_sum_eta=lgamma_sum_eta, lgamma_eta=lgamma_eta, all_items=all_items)
 
 

@@ -467,8 +467,10 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         rt.start_at_draw('mvn', lam_u_value, lam_u_outer, rng)
         rt.start_at_draw('mvn', lam_v_value, lam_v_outer, rng)
         refresh_globals(lam_tau_log, E_tau_log, lam_tau_value, E_tau_value, lam_u_value, E_u_value, lam_u_outer, E_u_outer, n_U, lam_v_value, E_v_value, lam_v_outer, E_v_outer, n_I)
+    elif init is None and start == 'seeds':
+        raise rt.CemDataError("start: expected 'random' or 'prior', found 'seeds' (there is no categorical assignment to seed)")
     elif init is None and start != 'prior':
-        raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}" + (" (there is no categorical assignment to seed)" if start == 'seeds' else ''))
+        raise rt.CemDataError(f"start: expected 'random' or 'prior', found {start!r}")
     return rt.State(bound=bound, c=c, a0=a0, b0=b0, seed_category=seed_category, item_weight=item_weight, acc_y_0_threads=acc_y_0_threads, present_y=present_y, acc_y_1_threads=acc_y_1_threads, y=y, acc_y_2=acc_y_2, acc_y_3=acc_y_3, acc_y_0=acc_y_0, acc_y_1=acc_y_1, lam_tau_log=lam_tau_log, E_tau_log=E_tau_log, lam_tau_value=lam_tau_value, E_tau_value=E_tau_value, lam_u_value=lam_u_value, E_u_value=E_u_value, lam_u_outer=lam_u_outer, E_u_outer=E_u_outer, n_U=n_U, lam_v_value=lam_v_value, E_v_value=E_v_value, lam_v_outer=lam_v_outer, E_v_outer=E_v_outer, n_I=n_I, log_b0=log_b0, lgamma_a0=lgamma_a0, logdet_eye_K_c=logdet_eye_K_c, n_K=n_K, eye_K_c=eye_K_c, dim_u=dim_u, dim_v=dim_v, n_N=n_N, user=user, item=item, all_items=all_items)
 
 

@@ -632,8 +632,10 @@ def _prepare(data, hypers, dims, seed, init, start, max_local_iter, local_tol, s
         rng = np.random.default_rng(seed)
         lam_pi_log += rng.gamma(100.0, 0.01, lam_pi_log.shape)
         refresh_globals(lam_pi_log, E_pi_log, lam_rate_log, E_rate_log, lam_rate_value, E_rate_value, n_K)
+    elif init is None and start == 'prior':
+        raise rt.CemDataError("start: expected 'seeds' or 'random', found 'prior' (from the prior the components start alike and stay alike)")
     elif init is None:
-        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}" + (" (from the prior the components start alike and stay alike)" if start == 'prior' else ''))
+        raise rt.CemDataError(f"start: expected 'seeds' or 'random', found {start!r}")
     return rt.State(bound=bound, alpha=alpha, a=a, b=b, seed_category=seed_category, E_z_onehot=E_z_onehot, n_K=n_K, lam_z_onehot=lam_z_onehot, E_pi_log=E_pi_log, x=x, E_rate_log=E_rate_log, present_x=present_x, E_rate_value=E_rate_value, item_weight=item_weight, lgamma1p_x=lgamma1p_x, acc_z_0_threads=acc_z_0_threads, acc_x_0_threads=acc_x_0_threads, acc_x_1_threads=acc_x_1_threads, acc_z_0=acc_z_0, acc_x_0=acc_x_0, acc_x_1=acc_x_1, lam_pi_log=lam_pi_log, lam_rate_log=lam_rate_log, lam_rate_value=lam_rate_value, lgamma_sum_alpha=lgamma_sum_alpha, lgamma_alpha=lgamma_alpha, log_b=log_b, lgamma_a=lgamma_a, all_items=all_items)
 
 
