@@ -306,3 +306,27 @@ def test_gathered_rows_give_the_products_of_the_rows_themselves(categories):
     special.rows_weighted_sum(G, weights, S)
     np.testing.assert_allclose(s, rows @ a, rtol=1e-13)
     np.testing.assert_allclose(S, weights @ rows, rtol=1e-13)
+
+
+def test_copy_into_copies_rows_matrices_and_strided_rows():
+    """rt.copy_into(out, values) is out[...] = values for one shape: a row by a flat loop
+    (the local step's per-sweep copies), anything else by numba's assignment."""
+    import numba
+
+    @numba.njit(error_model="numpy")
+    def copy_row_of(out, values, i):
+        special.copy_into(out, values[i])
+
+    rng = np.random.default_rng(5)
+    values = rng.random((4, 7))
+    out = np.full(7, np.nan)
+    copy_row_of(out, values, 3)
+    assert_allclose(out, values[3])
+    wide = np.full((7, 3), np.nan)  # a strided destination: a column
+    copy_row_of(wide[:, 1], values, 2)
+    assert_allclose(wide[:, 1], values[2])
+    assert np.isnan(wide[:, [0, 2]]).all()
+    matrices = rng.random((3, 2, 5))
+    out = np.full((2, 5), np.nan)
+    copy_row_of(out, matrices, 1)
+    assert_allclose(out, matrices[1])

@@ -131,6 +131,7 @@ from .shares import run_shares as run_shares
 from .source import ItemSource as ItemSource
 from .source import item_source as item_source
 from .special import blend as blend
+from .special import copy_into as copy_into
 from .special import digamma as digamma
 from .special import exp_nonpositive as exp_nonpositive
 from .special import frobenius as frobenius

@@ -18,8 +18,12 @@ import numpy as np
 # s₂ itself, which the plain sweeps reach anyway (Varadhan & Roland 2008, §4)
 STEP_PLAIN = -1.01
 
+# inlined into the generated kernels, so the loops over an item's coefficients take their
+# fastmath flags and vectorize (compiled on their own they were scalar reductions)
+inline_jit = numba.njit(nogil=True, error_model="numpy", inline="always")
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")
+
+@inline_jit
 def squarem_norms(first: np.ndarray, middle: np.ndarray, last: np.ndarray) -> tuple:
     """(‖r‖², ‖v‖²) of one array: r = middle − first, v = last − 2·middle + first."""
     r2 = 0.0
@@ -50,7 +54,7 @@ def backtrack(step: float) -> float:
     return step if step < STEP_PLAIN else -1.0
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")
+@inline_jit
 def squarem_point(first: np.ndarray, middle: np.ndarray, last: np.ndarray, step: float,
                   out: np.ndarray, low: float, high: float) -> bool:
     """out = first − 2α·r + α²·v; whether every entry lies in the open box (low, high)

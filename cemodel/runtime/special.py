@@ -265,7 +265,18 @@ def frobenius(a: np.ndarray, b: np.ndarray) -> float:
     return total
 
 
-@jit
+@inline_jit
+def copy_into(out: np.ndarray, values: np.ndarray) -> None:
+    """out[...] = values for two arrays of one shape; a row by a plain loop (numba's
+    broadcasting assignment costs 15 ns for 20 entries against 10, 51 against 14 for 100)."""
+    if out.ndim == 1:
+        for i in range(out.shape[0]):
+            out[i] = values[i]
+    else:
+        out[...] = values
+
+
+@inline_jit
 def mean_abs_change(new: np.ndarray, old: np.ndarray) -> float:
     """mean_i |new_i − old_i| (the local step's convergence test), without a temporary."""
     fn = new.ravel()

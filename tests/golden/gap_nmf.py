@@ -360,11 +360,11 @@ def local_step(
                 rt.prefetch_row(local_sweeps, items[position + 1])
                 rt.prefetch_row(Y, items[position + 1])
             if guard:
-                keep_lam_H_log[...] = lam_H_log[i_frames]
-                keep_E_H_log[...] = E_H_log[i_frames]
-                keep_lam_H_value[...] = lam_H_value[i_frames]
-                keep_E_H_value[...] = E_H_value[i_frames]
-                keep_X_H_log[...] = X_H_log[i_frames]
+                rt.copy_into(keep_lam_H_log, lam_H_log[i_frames])
+                rt.copy_into(keep_E_H_log, E_H_log[i_frames])
+                rt.copy_into(keep_lam_H_value, lam_H_value[i_frames])
+                rt.copy_into(keep_E_H_value, E_H_value[i_frames])
+                rt.copy_into(keep_X_H_log, X_H_log[i_frames])
                 update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
                 # the previous state, re-optimised in its scratch locals
                 previous = item_elbo(i_frames, n_K, b, log_b, lgamma_b, E_H_log, E_H_value, n_F, E_Y_split_value, E_theta_log, E_W_log, E_theta_value, E_W_value, lgamma1p_Y, lam_H_log, lam_H_value, H_Y_split)
@@ -375,13 +375,13 @@ def local_step(
             for sweep in range(max_local_iter):
                 local_sweeps[i_frames] += 1
                 change = 0.0
-                old_H[...] = lam_H_log[i_frames]
+                rt.copy_into(old_H, lam_H_log[i_frames])
                 if sweep % 2 == 0:  # SQUAREM: a cycle starts
-                    first_lam_H_log[...] = lam_H_log[i_frames]
-                    first_lam_H_value[...] = lam_H_value[i_frames]
+                    rt.copy_into(first_lam_H_log, lam_H_log[i_frames])
+                    rt.copy_into(first_lam_H_value, lam_H_value[i_frames])
                 else:
-                    middle_lam_H_log[...] = lam_H_log[i_frames]
-                    middle_lam_H_value[...] = lam_H_value[i_frames]
+                    rt.copy_into(middle_lam_H_log, lam_H_log[i_frames])
+                    rt.copy_into(middle_lam_H_value, lam_H_value[i_frames])
                 update_Y_split(i_frames, True, lam_Y_split_value, n_K, E_theta_log, E_W_log, E_H_log, logZ_Y_split, Y, H_Y_split, E_Y_split_value, X_theta_log, X_W_log, X_H_log, n_F)
                 update_H(i_frames, True, lam_H_log, lam_H_value, b, n_F, E_Y_split_value, pre_H_4, E_H_log, E_H_value, X_H_log, n_K)
                 change += rt.mean_abs_change(lam_H_log[i_frames], old_H)

@@ -362,9 +362,9 @@ def local_step(
                 update_theta(i_docs, True, lam_theta_log, n_K, alpha, tokens_ptr, E_z_onehot, tokens_weight, False, S_z, X_theta_log, False, E_theta_log)
             else:
                 if guard:
-                    keep_lam_theta_log[...] = lam_theta_log[i_docs]
-                    keep_E_theta_log[...] = E_theta_log[i_docs]
-                    keep_X_theta_log[...] = X_theta_log[i_docs]
+                    rt.copy_into(keep_lam_theta_log, lam_theta_log[i_docs])
+                    rt.copy_into(keep_E_theta_log, E_theta_log[i_docs])
+                    rt.copy_into(keep_X_theta_log, X_theta_log[i_docs])
                     gather_z(i_docs, B_z, XT_beta_log, w, tokens_ptr)
                     # the previous state with q(z) at its optimum
                     previous = collapsed_z(i_docs, n_K, A_z, B_z, s_z, X_theta_log, tokens_ptr, tokens_weight) + item_elbo_without_z(i_docs, n_K, alpha, E_theta_log, lgamma_sum_alpha, lgamma_alpha, lam_theta_log)
@@ -377,11 +377,11 @@ def local_step(
                 for sweep in range(max_local_iter):
                     local_sweeps[i_docs] += 1
                     change = 0.0
-                    old_theta[...] = lam_theta_log[i_docs]
+                    rt.copy_into(old_theta, lam_theta_log[i_docs])
                     if sweep % 2 == 0:  # SQUAREM: a cycle starts
-                        first_lam_theta_log[...] = lam_theta_log[i_docs]
+                        rt.copy_into(first_lam_theta_log, lam_theta_log[i_docs])
                     else:
-                        middle_lam_theta_log[...] = lam_theta_log[i_docs]
+                        rt.copy_into(middle_lam_theta_log, lam_theta_log[i_docs])
                     use_sums_z = sums_z(i_docs, n_K, A_z, S_z, X_theta_log, tokens_ptr, tokens_weight, B_z, s_z)
                     if not use_sums_z:
                         rt.dirichlet_expected_stats(lam_theta_log[i_docs], E_theta_log[i_docs])

@@ -48,8 +48,8 @@ def save_nodes(ctx: EmitContext, args: ArgRecorder) -> list[Node]:
     first, middle = [], []
     for name, lam, _ in _state(ctx):
         row = _row(ctx, name, args.use(lam), ctx.item)
-        first.append(Line(f"first_{lam}[...] = {row}"))
-        middle.append(Line(f"middle_{lam}[...] = {row}"))
+        first.append(Line(f"rt.copy_into(first_{lam}, {row})"))
+        middle.append(Line(f"rt.copy_into(middle_{lam}, {row})"))
     return [Block("if sweep % 2 == 0", tuple(first), comment="SQUAREM: a cycle starts"),
             Block("else", tuple(middle))]
 

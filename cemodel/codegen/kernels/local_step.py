@@ -182,7 +182,7 @@ def _sweeps(ctx: EmitContext, callees: Callees, args: ArgRecorder) -> list[Node]
     counter = f"{args.use('local_sweeps')}[{ctx.item}]"
     sweep: list[Node] = [Line(f"{counter} += 1"), Line("change = 0.0")]
     for name in tracked:
-        sweep.append(Line(f"old_{name}[...] = {_tracked(ctx, name, args)}"))
+        sweep.append(Line(f"rt.copy_into(old_{name}, {_tracked(ctx, name, args)})"))
     sweep += extrapolation.save_nodes(ctx, args)
     finish = [ctx.expect_line(ctx.var(n), ctx.item, args) for n in kplan.exp_only]
     for name in reversed(plan.locals):
@@ -271,12 +271,13 @@ def _guard_nodes(ctx: EmitContext, callees: Callees,
     arrays = ctx.kplan.guard_arrays
     scalar = _scalar_rows(ctx)
     rebuild = [ctx.call_update(callees, n, "True", args) for n in scratch]
+    keep = [Line(f"rt.copy_into(keep_{a}, {args.use(a)}{_row(scalar, a, item)})") for a in arrays]
     fast = ctx.kplan.fast_guard
     if fast is not None:
         value = (ctx.call(callees, f"collapsed_{fast}", {}, args) + " + "
                  + ctx.call(callees, f"item_elbo_without_{fast}", {}, args))
         before: list[Node] = [
-            *[Line(f"keep_{a}[...] = {args.use(a)}{_row(scalar, a, item)}") for a in arrays],
+            *keep,
             Line(ctx.call(callees, f"gather_{fast}", {}, args)),
             Line(f"previous = {value}", f"the previous state with q({fast}) at its optimum"),
         ]
@@ -289,7 +290,7 @@ def _guard_nodes(ctx: EmitContext, callees: Callees,
     else:
         value = ctx.call(callees, "item_elbo", {}, args)
         before = [
-            *[Line(f"keep_{a}[...] = {args.use(a)}{_row(scalar, a, item)}") for a in arrays],
+            *keep,
             *rebuild,
             Line(f"previous = {value}",
                  "the previous state, re-optimised in its scratch locals"),
