@@ -341,9 +341,17 @@ def summarize(post: Posterior, vocab: list[str] | None = None, top: int = 10) ->
     return "\n".join(lines) + "\n"
 
 
+def _refuse_unless(clustered: bool, path: Path) -> None:
+    if not clustered:
+        raise CemError(f"--data {path}: the points are drawn under a 2-D mixture's clusters "
+                       "(a MultivariateNormal global of K × 2 means of the data), and this "
+                       "posterior has none; leave out --data")
+
+
 def load_points(path: str | Path, post: Posterior) -> np.ndarray:
     """N × 2 points for the cluster panel: .npy, .csv, or the one N × 2 array of an .npz."""
     path = Path(path)
+    clustered = bool(recognise(post)[2])
     try:
         if path.suffix == ".csv":
             points = np.loadtxt(path, delimiter=",", ndmin=2)
@@ -351,6 +359,7 @@ def load_points(path: str | Path, post: Posterior) -> np.ndarray:
             points = np.load(path, allow_pickle=False)
         else:
             arrays = read_npz(path, "data file")
+            _refuse_unless(clustered, path)
             names = [k for k, v in arrays.items() if v.ndim == 2 and v.shape[1] == 2]
             if post.model is not None:
                 names = [k for k in names if k in {v.name for v in post.model.observed}]
@@ -362,6 +371,7 @@ def load_points(path: str | Path, post: Posterior) -> np.ndarray:
         raise CemError(f"no such data file: {path}") from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise CemError(f"cannot read data file {path}: {exc}") from None
+    _refuse_unless(clustered, path)
     check_numbers(path, "the points", np.asarray(points))
     points = np.asarray(points, dtype=float)
     if points.ndim != 2 or points.shape[1] != 2:

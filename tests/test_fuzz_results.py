@@ -165,13 +165,16 @@ def test_a_damaged_posterior_or_points_file_through_plot(seeds, capsys, data):
     if data.draw(st.booleans()):  # the posterior damaged
         post = seeds / "damaged_post.npz"
         post.write_bytes(data.draw(damaged((seeds / "post.npz").read_bytes(), wrong_arrays)))
+        # (a Poisson mixture has no 2-D clusters for points: --data would be refused itself)
+        argv = ["plot", post, "-o", seeds / "plot.svg"]
         target = post
-    else:  # the points under the clusters
+    else:  # the points: read and then refused, as the posterior has no 2-D clusters
         points = seeds / "damaged_points.npz"
         points.write_bytes(data.draw(damaged((seeds / "points.npz").read_bytes(),
                                              wrong_arrays)))
+        argv = ["plot", post, "--data", points, "-o", seeds / "plot.svg"]
         target = points
-    ends_cleanly(capsys, ["plot", post, "--data", points, "-o", seeds / "plot.svg"], target)
+    ends_cleanly(capsys, argv, target)
 
 
 @given(data=st.data())
@@ -210,8 +213,9 @@ def test_a_damaged_result_file_is_named_with_what_is_wrong(seeds, tmp_path, caps
             "plot --data": ["plot", seeds / "post.npz", "--data", path, "-o",
                             tmp_path / "p.svg"]}[command]
     if command == "plot --data":
-        words = {"elbo of strings": "expected one N × 2 array, found 0",
-                 "no arrays": "expected one N × 2 array, found 0"}.get(case, words)
+        # a readable file: the posterior (a Poisson mixture) has no 2-D clusters to draw on
+        words = {"elbo of strings": "this posterior has none",
+                 "no arrays": "this posterior has none"}.get(case, words)
     assert ends_cleanly(capsys, argv, path) == 2
     assert zipfile.is_zipfile(seeds / "post.npz")
     assert not (tmp_path / "p.svg").exists()

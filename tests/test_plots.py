@@ -241,6 +241,8 @@ def test_mismatched_model_vocab_and_data_exit_2(lda_fit, gmm_fit, tmp_path, caps
            "--vocab has 3 words", "24")
     _fails(["plot", str(gmm_post), "--data", str(folder / "corpus.npz"), "-o", str(out)],
            capsys, "expected one N × 2 array")
+    _fails(["plot", str(lda_post), "--data", str(folder / "corpus.npz"), "-o", str(out)],
+           capsys, "the points are drawn under a 2-D mixture's clusters", "has none")
     _fails(["plot", str(gmm_post), "-o", str(tmp_path / "fig.jpeg")], capsys,
            "cemodel plot writes .png, .svg or .pdf, found '.jpeg'")
     with pytest.raises(SystemExit) as info:  # refused as the command line is read
