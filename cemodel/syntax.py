@@ -322,11 +322,14 @@ def parse(text: str, filename: str = "<model>") -> Program:
             else:
                 found = repr(str(tok))
         hint = _hint_for_token(tok, set(exc.expected))
+        expected = _describe_expected(set(exc.expected))
         if tok.type == "_INDENT":
             hint = _mixed_indentation(source.text) or hint
+        elif tok.type != "$END" and tok.column == 1 and _follows_header(source, tok.line):
+            expected = "an indented block"  # the body of a plate written flush left
+            hint = "indent the plate's statements under its header (by 4 spaces, say)"
         raise CemSyntaxError(
-            f"unexpected {found}; expected {_describe_expected(set(exc.expected))}",
-            span, source, hint=hint,
+            f"unexpected {found}; expected {expected}", span, source, hint=hint,
         ) from None
     except lark.exceptions.UnexpectedEOF as exc:
         _raise_if_unclosed(source, None)
@@ -412,6 +415,15 @@ def _hint_for_token(tok: lark.Token, expected: set[str]) -> str | None:
     if "IN" in expected:  # a plate header short of a word: `plate d in D:`
         return "a plate is written 'plate NAME i in K:' (its name, its index, its dimension)"
     return None
+
+
+def _follows_header(source: Source, line: int) -> bool:
+    """Whether the code line before ``line`` (blank and comment lines skipped) ends with ':'."""
+    for previous in reversed(_lines(source.text)[:line - 1]):
+        code = previous.split("#", 1)[0].strip()
+        if code:
+            return code.endswith(":")
+    return False
 
 
 def _lines(text: str) -> list[str]:
