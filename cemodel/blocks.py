@@ -51,6 +51,9 @@ def form_blocks(model: Model) -> Model:
     declined: list[Block] = []
     for mean in model.latents:
         found = _prior_pair(model, mean)
+        if isinstance(found, Block):
+            declined.append(found)
+            continue
         if found is None:
             continue
         precision, scale = found
@@ -85,9 +88,10 @@ def form_blocks(model: Model) -> Model:
                    declined_blocks=tuple(declined))
 
 
-def _prior_pair(model: Model, mean: VarDef) -> tuple[VarDef, RExpr] | None:
+def _prior_pair(model: Model, mean: VarDef) -> tuple[VarDef, RExpr] | Block | None:
     """(precision, scale) when ``mean``'s prior precision is ``scale`` × a latent Gamma /
-    Wishart precision over the same plates (the Normal-Gamma / Normal-Wishart prior)."""
+    Wishart precision over the same plates (the Normal-Gamma / Normal-Wishart prior); a
+    declined ``Block`` saying why when the pair is of a kind no joint family holds."""
     if mean.family not in ("Normal", "MultivariateNormal") or mean.observed:
         return None
     found = _scaled_precision(mean.args[1])
@@ -95,6 +99,13 @@ def _prior_pair(model: Model, mean: VarDef) -> tuple[VarDef, RExpr] | None:
         return None
     ref, scale = found
     precision = model.var(ref.name)
+    if (not precision.observed and precision.family in ("Gamma", "Wishart")
+            and (mean.family, precision.family) not in BLOCKS):
+        kinds = " and ".join(f"{m}–{p}" for m, p in BLOCKS)
+        return Block("", mean, precision, (
+            f"{mean.name}'s prior precision is a constant times the {precision.family} "
+            f"{precision.name}, and cemodel's joint factors are {kinds} only, so the pair "
+            f"is fitted by mean field (its posterior spread is then under-estimated)"))
     if (precision.observed or (mean.family, precision.family) not in BLOCKS
             or precision.plates != mean.plates
             or [i.plate if isinstance(i, PlateIndex) else None for i in ref.indices]

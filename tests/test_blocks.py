@@ -321,3 +321,16 @@ def test_collapsing_a_member_of_a_block_names_the_block(tmp_path, member, other)
         run_stages(*read_source(_write(tmp_path, NG_MIXTURE)), None, (member,))
     plan = run_stages(*read_source(_write(tmp_path, NG_MIXTURE)), None, ("pi", "mu_tau")).plan
     assert set(plan.collapse.collapsed) == {"pi", "mu_tau"}
+
+
+def test_a_multivariate_mean_with_a_gamma_precision_is_named_as_two_factors(tmp_path):
+    """Bayesian linear regression with a Normal-Gamma prior (w ~ MVN(0, eye(P)·l0·tau)) has no
+    joint family: check says the pair stays two factors and why, instead of nothing."""
+    text = ("model m\ndim P\ndim N\nhyper l0 = 0.1\ntau ~ Gamma(2.0, 2.0)\n"
+            "w ~ MultivariateNormal(zeros(P), eye(P) * l0 * tau)\nplate obs n in N:\n"
+            "    data x[n] : vector(P)\n    observe y[n] ~ Normal(dot(x[n], w), tau)\n")
+    plan = run_stages(*read_source(_write(tmp_path, text))).plan
+    assert not plan.model.blocks
+    assert ("w, tau stay two factors q(w) q(tau): w's prior precision is a constant times the "
+            "Gamma tau, and cemodel's joint factors are Normal–Gamma and "
+            "MultivariateNormal–Wishart only") in check_report(plan)
