@@ -325,3 +325,20 @@ def test_resuming_a_stochastic_fit_that_stopped_reproduces_it(compiled, tmp_path
     early = len(whole.elbo) - 2
     module.fit_svi(data, checkpoint=path, **{**common, "epochs": early})
     _same(whole, module.fit_svi(data, resume=path, **common))
+
+
+def test_a_refused_resume_says_kappa_and_tau_follow_the_batch_size():
+    """A resume with another batch size lists kappa and tau too when their defaults moved with
+    it (the small-data schedule): the hint says so, since the user gave neither."""
+    from cemodel.runtime import driver as rt
+
+    saved = {"batch_size": 100, "kappa": 0.5, "tau": 1.0}
+    with pytest.raises(CemDataError, match="batch_size 100 there, 50 here; kappa 0.5 there, "
+                                           "0.7 here; tau 1.0 there, 10.0 here") as error:
+        rt.check_same_trajectory("run.ckpt", saved, {"batch_size": 50, "kappa": 0.7,
+                                                     "tau": 10.0})
+    assert "kappa and tau, when not given, follow from the batch size" in error.value.hint
+    with pytest.raises(CemDataError) as error:  # kappa given: nothing to explain
+        rt.check_same_trajectory("run.ckpt", saved, {"batch_size": 100, "kappa": 0.9,
+                                                     "tau": 1.0})
+    assert "follow from the batch size" not in error.value.hint

@@ -378,13 +378,16 @@ def check_same_trajectory(path, saved: dict | None, current: dict) -> None:
     ``saved`` is None for a checkpoint written before they were recorded (not checked)."""
     if saved is None:
         return
-    differ = [f"{name} {saved.get(name)!r} there, {value!r} here"
-              for name, value in current.items() if saved.get(name) != value]
+    names = [name for name, value in current.items() if saved.get(name) != value]
+    differ = [f"{name} {saved.get(name)!r} there, {current[name]!r} here" for name in names]
     if differ:
+        hint = ("resume with the method and options of the fit that wrote it (only the number "
+                "of epochs or iterations may grow)")
+        if "batch_size" in names and {"kappa", "tau"} & set(names):
+            hint += ("; kappa and tau, when not given, follow from the batch size (a batch "
+                     "that is a large share of the data takes the small-data schedule)")
         raise CemDataError(f"resume: {path} was written with other options: "
-                           f"{'; '.join(differ)}",
-                           hint="resume with the method and options of the fit that wrote it "
-                                "(only the number of epochs or iterations may grow)")
+                           f"{'; '.join(differ)}", hint=hint)
 
 
 def damaged_checkpoint(path, what: str) -> CemDataError:
