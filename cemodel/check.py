@@ -25,6 +25,11 @@ def check_report(plan: InferencePlan) -> str:
     out = [f"model {model.name} ({model.source.filename})", ""]
     out.append(f"data plate: {model.data_plate or '(none: every latent variable is global)'}")
     out.append("")
+    for dim in model.unused_dims:
+        out.append(f"dim {dim.name} ({model.source.filename}:{dim.span.line}): declared and "
+                   "used nowhere, left out (delete it, or use it)")
+    if model.unused_dims:
+        out.append("")
     if model.introduced:
         out.append("introduced by cemodel (to make the model conditionally conjugate):")
         for item in model.introduced:

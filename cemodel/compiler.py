@@ -124,6 +124,10 @@ def apply_settings(model: Model, settings: dict[str, float]) -> Model:
                                "pass vectors through the Python API (hypers=...)")
             applied[name] = check_setting(name, value, dimension=False)
             hypers[name] = replace(hypers[name], value=RConst(applied[name], Span(0, 0, 0, 0)))
+        elif name in {d.name for d in model.unused_dims}:
+            raise CemError(f"--set {name}: dimension '{name}' is declared and used nowhere in "
+                           "the model, so its size would change nothing",
+                           hint=f"leave out --set {name}, or use {name} in the model")
         else:
             from .errors import did_you_mean
 

@@ -241,6 +241,9 @@ class Model:
     blocks: tuple[Block, ...] = ()
     # pairs with a Normal-Gamma / Normal-Wishart prior kept as two factors, and why
     declined_blocks: tuple[Block, ...] = ()
+    # dimensions without a default that nothing mentions: left out of the model (no data
+    # could set them), and named by `cemodel check`
+    unused_dims: tuple[DimDef, ...] = ()
     # the --set values applied over the file's (compiler.apply_settings): the generated
     # module's header repeats them, so that regenerating it gives the same module
     settings: tuple[tuple[str, float | int], ...] = ()

@@ -465,7 +465,7 @@ class _Builder(VariableResolution):
         if self.model_name is None:
             raise self.error("the file does not name its model", Span(1, 1, 1, 2),
                              hint="start it with 'model NAME'")
-        self._check_unset_dims_used()
+        unused = self._unused_dims()
         for name in self.decls:
             self.build_var(name)
         variables = tuple(self.vars[name] for name in self.decls)
@@ -482,23 +482,21 @@ class _Builder(VariableResolution):
         if self.collapse is not None:
             collapse = tuple(self._collapsed_name(n) for n in self.collapse.names)
         return Model(
-            self.model_name, self.source, tuple(self.dims.values()), tuple(self.hypers.values()),
-            data, tuple(self.plates.values()), variables, data_plate, collapse,
-            None if self.collapse is None else self.collapse.span,
+            self.model_name, self.source, tuple(d for d in self.dims.values() if d not in unused),
+            tuple(self.hypers.values()), data, tuple(self.plates.values()), variables,
+            data_plate, collapse, None if self.collapse is None else self.collapse.span,
+            unused_dims=unused,
         )
 
-    def _check_unset_dims_used(self) -> None:
-        """A dimension with no default that nothing reads could only fail the fit ("not set",
-        and no data can set it): refused here, where its line is known."""
+    def _unused_dims(self) -> tuple[DimDef, ...]:
+        """The dimensions with no default that the source mentions nowhere but in their own
+        declaration: nothing reads them and no data could set them, so they are left out of
+        the model (a fit would otherwise stop at 'dimension not set')."""
         mentions: dict[str, int] = {}
         for name, *_ in ast.user_name_tokens(self.source.text):
             mentions[name] = mentions.get(name, 0) + 1
-        for dim in self.dims.values():
-            if dim.default is None and dim.ragged_over is None and mentions.get(dim.name) == 1:
-                raise self.error(
-                    f"dimension '{dim.name}' is declared and used nowhere", dim.span,
-                    hint="delete it, or use it (a plate's size, a vector's length, a "
-                    "Dirichlet's categories)")
+        return tuple(d for d in self.dims.values() if d.default is None
+                     and d.ragged_over is None and mentions.get(d.name) == 1)
 
     def _check_chain(self, var: VarDef, data_plate: str | None) -> None:
         """A chain runs along a plate directly inside the data plate (its sequences), so that

@@ -39,9 +39,6 @@ CASES = [
     ("missing-colon-after-plate",
      src(*HEAD, "p ~ Beta(1, 1)", "plate trials n in N", "    observe x[n] ~ Bernoulli(p)"),
      CemSyntaxError, 4, 20, "expected ':'", "a plate header ends with ':'"),
-    ("dim-used-nowhere",
-     src(*HEAD, "dim G", *BB),
-     CemModelError, 3, 1, "dimension 'G' is declared and used nowhere", "delete it, or use it"),
     ("plate-body-not-indented",
      src(*HEAD, "p ~ Beta(1, 1)", "plate trials n in N:", "# the trials", "",
          "observe x[n] ~ Bernoulli(p)"),
@@ -465,3 +462,26 @@ def test_a_hyperparameter_scaling_a_positive_variable_is_checked_positive():
     domains = lower(run_stages(scaled, "m.cem").plan).hyper_domains
     assert domains.get("c") == "positive"
     assert "d" not in domains
+
+
+def test_a_dimension_used_nowhere_is_left_out_and_named(tmp_path):
+    """`dim G` with no default that nothing mentions: check passed and fit stopped at
+    "dimension 'G' is not set", which no data could set. Now the model leaves it out, check
+    names it, the fit runs, and --set G is refused with the reason."""
+    import numpy as np
+
+    from cemodel.check import check_report
+    from cemodel.compiler import apply_settings, read_source, run_stages
+
+    path = tmp_path / "u.cem"
+    path.write_text(src(*HEAD, "dim G", "dim K = 3", *BB))
+    stages = run_stages(*read_source(path))
+    assert [d.name for d in stages.model.dims] == ["N", "K"]  # K has a default: kept
+    assert "dim G (u.cem:3): declared and used nowhere, left out" in check_report(stages.plan)
+    with pytest.raises(CemError, match="dimension 'G' is declared and used nowhere in the "
+                                       "model, so its size would change nothing"):
+        apply_settings(stages.model, {"G": 3})
+    import cemodel
+
+    fit = cemodel.compile(path).fit({"x": np.array([0, 1, 1, 0, 1])}, max_iter=5)
+    assert np.isfinite(fit.elbo[-1])
