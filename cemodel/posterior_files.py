@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import CemError
-from .model import Model, RVar
+from .model import Model, RVar, expr_vars
 from .results import POSTERIOR_HINT, check_numbers, check_params, read_npz
 from .saved import file_blocks, posterior_arrays
 
@@ -198,6 +198,13 @@ def _data_mean(model: Model | None, name: str) -> bool:
     return False
 
 
+def _read_by_data(model: Model, name: str) -> bool:
+    """Is the table ``name`` the probabilities of observed categories or counts?"""
+    return any(var.observed and var.family in ("Categorical", "Multinomial")
+               and any(name == n for a in var.args for n, _ in expr_vars(a))
+               for var in model.variables)
+
+
 def recognise(post: Posterior, vocab: list[str] | None = None
               ) -> tuple[list[Topics], list[Weights], list[Clusters]]:
     """The summaries that apply: topics, mixture weights, 2-D clusters."""
@@ -210,6 +217,8 @@ def recognise(post: Posterior, vocab: list[str] | None = None
         tables = [v for v in tables if not any(
             o is not v and o.param("alpha").shape[0] == v.param("alpha").shape[1]
             and o.param("alpha").shape[1] != v.param("alpha").shape[0] for o in tables)]
+    else:  # topics are distributions over observed symbols (not an HMM's transition rows)
+        tables = [v for v in tables if _read_by_data(post.model, v.name)]
     if vocab is not None:
         tables = [v for v in tables if v.param("alpha").shape[1] == len(vocab)]
     topics = [Topics(v, v.mean()) for v in tables]

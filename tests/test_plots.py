@@ -285,3 +285,17 @@ def test_a_normal_wishart_block_posterior_summarizes_and_plots(gmm_fit, tmp_path
     out = tmp_path / "nw.png"
     assert main(["plot", str(post), "-o", str(out), "--model", str(model)]) == 0
     _not_blank(out)
+
+
+def test_an_hmm_transition_table_is_not_taken_for_topics(tmp_path):
+    """A MarkovChain's transition rows A[k] (a Dirichlet table read by the chain, not by
+    data) were summarised as 'topics ... top words'; with the model only tables of observed
+    categories are (the emission table phi)."""
+    model = tmp_path / "hmm.cem"
+    model.write_text((Path(__file__).parent.parent / "stdlib_models" / "hmm.cem").read_text())
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "seqs.npz", x=np.array([rng.integers(0, 5, 30) for _ in range(3)]))
+    post = _fit(model, tmp_path / "seqs.npz", tmp_path / "post.npz")
+    text, name = read_source(model)
+    topics = recognise(load_posterior(post, build_model(parse(text, name))))[0]
+    assert [t.var.name for t in topics] == ["phi"]
