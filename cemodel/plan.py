@@ -20,7 +20,7 @@ import networkx as nx
 
 from .collapse import Collapse, CollapseError, choose_collapse
 from .errors import CemError, CemModelError
-from .families import CHAIN_POSTERIORS, FAMILIES
+from .families import CHAIN_FAMILIES, CHAIN_POSTERIORS, FAMILIES
 from .model import Model, model_graph
 from .terms import Analysis, Known, Monomial, Slot, Stat, letter_text
 
@@ -296,7 +296,12 @@ def _local_steps(model: Model, graph: nx.DiGraph, locals_: tuple[str, ...],
     assignments = tuple(n for n in locals_ if model.var(n).family == "Categorical")
     collapsed: list[str] = []
     why = ""
-    if not assignments:
+    chains = [n for n in locals_ if model.var(n).family in CHAIN_FAMILIES]
+    if not assignments and chains:
+        why = (f"no: '{chains[0]}' is a {model.var(chains[0]).family}, a chain whose steps "
+               "depend on each other; the sampled steps draw independent categorical "
+               "assignments (the exact step smooths the whole chain instead)")
+    elif not assignments:
         why = "no: the item has no categorical local to sample"
     for name in locals_:
         if why or name in assignments:

@@ -84,6 +84,7 @@ def test_methods_report_only_what_is_implemented():
     ("gmm", "exact", "yes: given the globals each local depends only on data"),
     ("gmm", "gibbs", "yes: samples z"),
     ("gamma_poisson", "gibbs", "no: the item has no categorical local to sample"),
+    ("hmm", "gibbs", "no: 'z' is a MarkovChain, a chain whose steps depend on each other"),
 ])
 def test_check_lists_local_steps_and_why(name, step, expected):
     out = report(name)

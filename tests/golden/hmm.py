@@ -31,8 +31,8 @@ METHODS = {
 LOCAL_STEPS = {
     'mf': 'yes: local mean field',
     'exact': 'yes: given the globals each local depends only on data, so the local update is its exact conditional p(z_n | y_n, β)',
-    'gibbs': 'no: the item has no categorical local to sample',
-    'cvb0': 'no: the item has no categorical local to sample',
+    'gibbs': "no: 'z' is a MarkovChain, a chain whose steps depend on each other; the sampled steps draw independent categorical assignments (the exact step smooths the whole chain instead)",
+    'cvb0': "no: 'z' is a MarkovChain, a chain whose steps depend on each other; the sampled steps draw independent categorical assignments (the exact step smooths the whole chain instead)",
 }
 STREAMING = 'yes'  # fit_svi from an rt.ItemSource (data on disk)
 ITEM_DIMS = ('S', 'T')  # sizes set by the items bound
