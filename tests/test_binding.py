@@ -564,3 +564,16 @@ def test_a_name_of_the_model_given_as_data_is_told_what_it_is(compiled, key, hin
     with pytest.raises(CemDataError, match=f"unknown data '{key}'") as info:
         compiled("gamma_poisson").fit({"x": np.arange(5), key: 1.0})
     assert hint in (info.value.hint or "")
+
+
+def test_a_misspelled_ragged_offsets_array_is_suggested(compiled):
+    """The flat form of ragged data names its offsets '<plate>_ptr': a typo got "unknown
+    data 'step_ptr'; the model expects: x" and no hint."""
+    hmm = compiled("hmm")
+    flat = np.array([0, 1, 2, 1, 0, 2, 1])
+    with pytest.raises(CemDataError, match="unknown data 'step_ptr'") as info:
+        hmm.fit({"x": flat, "step_ptr": np.array([0, 3, 7])})
+    assert "did you mean 'steps_ptr'" in (info.value.hint or "")
+    with pytest.raises(CemDataError, match="unknown data 'seq_offsets_ptr'") as info:
+        hmm.fit({"x": flat, "seq_offsets_ptr": np.array([0, 3, 7])})
+    assert "a ragged plate's offsets are named after it: steps_ptr" in (info.value.hint or "")

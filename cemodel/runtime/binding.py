@@ -195,8 +195,12 @@ class _Binder(Readers):
             elif kind == "latent":
                 hint = (f"'{key}' is a latent variable, which the fit infers; to give its "
                         "values, declare it 'data' in the model")
-            else:
-                hint = suggest(key, expected)
+            else:  # a misspelled name, or a ragged plate's offsets (the flat form)
+                offsets = [f"{p}_ptr" for p, info in self.plates.items() if info.get("ragged")]
+                hint = suggest(key, expected + offsets)
+                if hint is None and key.endswith("_ptr") and offsets:
+                    hint = (f"a ragged plate's offsets are named after it: "
+                            f"{', '.join(offsets)}")
             raise CemDataError(
                 f"unknown data '{key}'; the model expects: {', '.join(expected) or 'no data'}",
                 hint=hint,
