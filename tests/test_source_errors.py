@@ -483,5 +483,9 @@ def test_a_dimension_used_nowhere_is_left_out_and_named(tmp_path):
         apply_settings(stages.model, {"G": 3})
     import cemodel
 
-    fit = cemodel.compile(path).fit({"x": np.array([0, 1, 1, 0, 1])}, max_iter=5)
+    module = cemodel.compile(path)
+    fit = module.fit({"x": np.array([0, 1, 1, 0, 1])}, max_iter=5)
     assert np.isfinite(fit.elbo[-1])
+    with pytest.raises(CemError, match=r"dims\['G'\]: dimension 'G' is declared and used "
+                                       "nowhere in the model"):
+        module.fit({"x": np.array([0, 1, 1, 0, 1])}, dims={"G": 3})

@@ -141,6 +141,8 @@ def spec_literal(ctx: EmitContext) -> list[Node]:
         lines.append(f"        {d.name!r}: {{\"default\": {d.default!r}, "
                      f"\"ragged_over\": {d.ragged_over!r}}},")
     lines.append("    },")
+    if m.unused_dims:  # declared and used nowhere: dims= of one is refused with the reason
+        lines.append(f"    \"unused_dims\": {tuple(d.name for d in m.unused_dims)!r},")
     lines.append("    \"plates\": {")
     # the time plates of chains keep their order (no bag of words)
     ordered = {v.plates[-1] for v in m.variables if v.family == "MarkovChain"}

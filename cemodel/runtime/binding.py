@@ -149,6 +149,11 @@ class _Binder(Readers):
     def _read_user_dims(self, dims: Mapping[str, int]) -> dict[str, int]:
         out = {}
         for name, value in dims.items():
+            if name in self.spec.get("unused_dims", ()):
+                raise CemDataError(
+                    f"dims['{name}']: dimension '{name}' is declared and used nowhere in the "
+                    "model, so its size would change nothing",
+                    hint=f"leave '{name}' out of dims, or use {name} in the model")
             if name not in self.dim_specs:
                 known = ", ".join(self.dim_specs) or "none"
                 raise CemDataError(
