@@ -41,8 +41,6 @@ from scipy import sparse
 
 from .data import (
     check_docword_header,
-    check_flat,
-    check_offsets,
     check_sparse_size,
     first_bad,
     single_target,
@@ -51,6 +49,7 @@ from .data import (
 from .errors import CemDataError
 from .files import CemWriteError, reason
 from .runtime.data_values import takes_count_matrix
+from .runtime.flat import check_flat, check_offsets
 from .runtime.source import ItemSource
 
 __all__ = ["DiskSource", "open_model_source", "open_source"]
@@ -357,9 +356,9 @@ def _flat(path: Path, store: Path, name: str, plate: str,
     offsets are read whole once: one integer per item)."""
     key = f"{plate}_ptr"
     ptr = _NpyFile(store / f"{key}.npy", str(path))
-    check_offsets(path, key, parent, np.load(ptr.path, allow_pickle=False))
+    check_offsets(f"data file '{path}'", key, parent, np.load(ptr.path, allow_pickle=False))
     flat = _NpyFile(store / f"{name}.npy", str(path))
-    check_flat(path, name, plate, int(ptr.rows(np.array([ptr.shape[0] - 1]))[0]),
+    check_flat(f"data file '{path}'", name, plate, int(ptr.rows(np.array([ptr.shape[0] - 1]))[0]),
                flat.shape)
     return ptr, flat
 

@@ -577,3 +577,21 @@ def test_a_misspelled_ragged_offsets_array_is_suggested(compiled):
     with pytest.raises(CemDataError, match="unknown data 'seq_offsets_ptr'") as info:
         hmm.fit({"x": flat, "seq_offsets_ptr": np.array([0, 3, 7])})
     assert "a ragged plate's offsets are named after it: steps_ptr" in (info.value.hint or "")
+
+
+def test_a_dict_may_hold_a_ragged_plate_flat_with_its_offsets(compiled):
+    """The .npz layout (flat values and '<plate>_ptr') given to fit as a dict, as
+    dict(np.load(path)) gives it, is the lists it stands for (it was refused: "unknown data
+    'steps_ptr'", with the hint "did you mean 'steps_ptr'?")."""
+    hmm = compiled("hmm")
+    seqs = [np.array([0, 1, 2]), np.array([1, 0, 2, 1])]
+    flat = {"x": np.concatenate(seqs), "steps_ptr": np.array([0, 3, 7])}
+    by_lists = hmm.fit({"x": seqs}, max_iter=3, seed=0)
+    by_flat = hmm.fit(flat, max_iter=3, seed=0)
+    np.testing.assert_array_equal(by_flat.elbo, by_lists.elbo)
+    with pytest.raises(CemDataError, match="data: 'steps_ptr' must be non-decreasing integer "
+                                           "offsets starting at 0"):
+        hmm.fit({"x": flat["x"], "steps_ptr": np.array([0, 5, 3, 7])})
+    with pytest.raises(CemDataError, match="data: 'x' is stored flat for plate steps, so "
+                                           "expected 8 entries"):
+        hmm.fit({"x": flat["x"], "steps_ptr": np.array([0, 3, 8])})

@@ -42,6 +42,7 @@ from .data_values import (
     spec_vars,
     suggest,
 )
+from .flat import split_ragged
 
 __all__ = ["BoundData", "bind_data"]
 
@@ -109,6 +110,8 @@ def bind_data(
                            "variants (svi, svi+, ssvi-a, ssvi) only: the batch methods visit "
                            "every item at every iteration",
                            hint="load the data into memory for mf and klc")
+    if isinstance(data, Mapping):  # a ragged plate stored flat, as in an .npz: p_ptr
+        data = split_ragged(spec, "data", data)
     return _Binder(spec, data, dims or {}, missing).bind()
 
 
