@@ -363,6 +363,15 @@ def test_every_stdlib_model_klc_applies_to_fits(compiled, name):
     assert again.elbo[0] == pytest.approx(trace[-1], rel=1e-6)
 
 
+def test_a_tolerance_below_zero_never_stops_early_through_the_python_api(mixture, counts):
+    """fit_klc(tol=-1) stopped at the separate gtol's default 1e-6 (the command line passes
+    --tol to both): gtol now follows tol unless given."""
+    never = mixture.fit_klc({"w": counts}, cg="fr", max_iter=60, tol=-1.0, seed=0)
+    assert never.notes["iterations"] == 60
+    early = mixture.fit_klc({"w": counts}, cg="fr", max_iter=60, tol=-1.0, gtol=1e-6, seed=0)
+    assert early.notes["iterations"] < 60
+
+
 def test_fixed_iteration_runs_survive_a_zero_gradient(mixture, counts):
     """tol = gtol = 0 runs max_iter iterations; a saturated q(z) has a gradient of exactly
     0, where β's ratio is undefined (restart, not a ZeroDivisionError)."""

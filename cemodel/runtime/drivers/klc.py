@@ -21,10 +21,13 @@ from .interface import check_finite
 
 
 def fit(model: Any, data: Any, *, hypers=None, dims=None, cg: str = "fr", max_iter: int = 1000,
-        tol: float = 1e-6, gtol: float = 1e-6, line_search: bool = False, seed: int = 0,
-        init=None, start: str | None = None, callback=None) -> rt.FitResult:
-    """Fit ``model`` by KLC-CG; the options are the generated ``fit_klc``'s."""
+        tol: float = 1e-6, gtol: float | None = None, line_search: bool = False,
+        seed: int = 0, init=None, start: str | None = None, callback=None) -> rt.FitResult:
+    """Fit ``model`` by KLC-CG; the options are the generated ``fit_klc``'s. ``gtol`` (the
+    test on ⟨g̃, g⟩) is ``tol`` unless given, as on the command line: ``tol`` below 0 never
+    stops early."""
     rt.check_applies("method", "klc", model.METHODS)
+    gtol = tol if gtol is None else gtol
     check_options(max_iter=max_iter, tol=tol, gtol=gtol, seed=seed)
     start = _klc_start(model, start, init)
     # (the globals' start is overwritten by q*(X))
