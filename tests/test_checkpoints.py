@@ -342,3 +342,15 @@ def test_a_refused_resume_says_kappa_and_tau_follow_the_batch_size():
         rt.check_same_trajectory("run.ckpt", saved, {"batch_size": 100, "kappa": 0.9,
                                                      "tau": 1.0})
     assert "follow from the batch size" not in error.value.hint
+
+
+def test_a_resume_with_another_seed_is_refused_and_an_older_checkpoint_still_resumes():
+    """The seed orders the minibatches and draws each epoch's kernel randomness: a resume
+    with another seed mixed two runs without a word. A checkpoint written before the seed
+    was recorded has none, and is not refused for it."""
+    from cemodel.runtime import driver as rt
+
+    with pytest.raises(CemDataError, match="seed 3 there, 4 here"):
+        rt.check_same_trajectory("s.ckpt", {"batch_size": 20, "seed": 3},
+                                 {"batch_size": 20, "seed": 4})
+    rt.check_same_trajectory("s.ckpt", {"batch_size": 20}, {"batch_size": 20, "seed": 4})

@@ -372,13 +372,18 @@ def load_checkpoint(path, s: State, source_sha: str, method: str, *, source=None
     return progress
 
 
+# options a checkpoint records since a later version: one written before still resumes
+RECORDED_LATER = frozenset({"seed"})
+
+
 def check_same_trajectory(path, saved: dict | None, current: dict) -> None:
     """A checkpoint continues one trajectory: the options that shape it (the step sizes, the
     minibatch, the method's kind of step, the local step) must be those it was written with.
     ``saved`` is None for a checkpoint written before they were recorded (not checked)."""
     if saved is None:
         return
-    names = [name for name, value in current.items() if saved.get(name) != value]
+    names = [name for name, value in current.items() if saved.get(name) != value
+             and (name in saved or name not in RECORDED_LATER)]
     differ = [f"{name} {saved.get(name)!r} there, {current[name]!r} here" for name in names]
     if differ:
         hint = ("resume with the method and options of the fit that wrote it (only the number "

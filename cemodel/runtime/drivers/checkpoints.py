@@ -73,7 +73,8 @@ def trajectory(run: Any) -> dict:
                else annealed, "learning_rate": o.learning_rate, "local": o.local,
                "ramp": o.ramp, "control_variate": o.control_variate,
                "max_local_iter": o.max_local_iter, "local_tol": o.local_tol,
-               "learn": sorted(o.learn), "hypers": run.hypers}
+               "learn": sorted(o.learn), "hypers": run.hypers,
+               "seed": o.seed}  # the minibatches' order and each epoch's kernel draws
     if o.local == "gibbs":  # its sweeps and burn-in shape every E-step
         options.update(gibbs_sweeps=o.gibbs_sweeps, gibbs_burn_in=o.gibbs_burn_in)
     return {k: v.item() if isinstance(v, np.generic) else v for k, v in options.items()}
