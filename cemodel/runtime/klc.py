@@ -92,6 +92,22 @@ def _dot(a: list[np.ndarray], b: list[np.ndarray]) -> float:
     return float(sum(_flat_dot(x.ravel(), y.ravel()) for x, y in zip(a, b, strict=True)))
 
 
+def _beta(cg: str, norm: float, old_norm: float, natgrad, old_natgrad, grad, old_grad,
+          direction) -> float:
+    """The conjugate direction's weight β of the module docstring; 0 (a restart at the
+    natural gradient) where it is negative or undefined, and for "none"."""
+    beta = 0.0
+    if cg == "fr" and old_norm > 0.0:
+        beta = norm / old_norm
+    elif cg == "pr" and old_norm > 0.0:
+        beta = (_dot(grad, natgrad) - _dot(grad, old_natgrad)) / old_norm
+    elif cg == "hs":
+        denominator = _dot(direction, old_grad) - _dot(direction, grad)
+        beta = (_dot(grad, natgrad) - _dot(grad, old_natgrad)) / denominator \
+            if denominator != 0.0 else 0.0
+    return beta if np.isfinite(beta) and beta >= 0.0 else 0.0
+
+
 def riemannian_cg(
     bound: Callable[[list[np.ndarray]], float],
     gradient: Callable[[list[np.ndarray], list[np.ndarray], list[np.ndarray]], float],
@@ -182,21 +198,9 @@ def riemannian_cg(
                 d[...] = g
             natural = True
             continue
-        beta = 0.0
-        if warming and abs(change) <= warm_up * abs(value):
-            warming = False
-        if warming:
-            pass
-        elif cg == "fr" and old_norm > 0.0:
-            beta = norm / old_norm
-        elif cg == "pr" and old_norm > 0.0:
-            beta = (_dot(grad, natgrad) - _dot(grad, old_natgrad)) / old_norm
-        elif cg == "hs":
-            denominator = _dot(direction, old_grad) - _dot(direction, grad)
-            beta = (_dot(grad, natgrad) - _dot(grad, old_natgrad)) / denominator \
-                if denominator != 0.0 else 0.0
-        if not np.isfinite(beta) or beta < 0.0:
-            beta = 0.0
+        warming = warming and abs(change) > warm_up * abs(value)
+        beta = 0.0 if warming else _beta(cg, norm, old_norm, natgrad, old_natgrad, grad,
+                                         old_grad, direction)
         for d, g in zip(direction, natgrad, strict=True):
             d *= beta
             d += g
